@@ -1,0 +1,7 @@
+"""manage function: SAM handlers ``app.events_handler``, ``app.reconcile_handler``, ``app.api_handler``."""
+
+from __future__ import annotations
+
+from lambdaserve.handlers.manage import api_handler, events_handler, reconcile_handler
+
+__all__ = ["api_handler", "events_handler", "reconcile_handler"]

@@ -1,0 +1,1 @@
+"""FastAPI apps: inference and management."""

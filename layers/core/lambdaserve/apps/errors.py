@@ -1,0 +1,70 @@
+"""One place that maps domain errors to HTTP status codes and ``{"error": ...}`` bodies."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from lambdaserve.errors import (
+    Conflict,
+    InferenceError,
+    InvalidInput,
+    LambdaServeError,
+    ModelNotFound,
+    ModelNotReady,
+    ModelRejected,
+    PayloadTooLarge,
+)
+
+logger = logging.getLogger(__name__)
+
+_STATUS: dict[type[LambdaServeError], int] = {
+    InvalidInput: 400,
+    ModelRejected: 400,
+    ModelNotFound: 404,
+    Conflict: 409,
+    PayloadTooLarge: 413,
+    InferenceError: 500,
+    ModelNotReady: 503,
+}
+
+
+def status_for(error: LambdaServeError) -> int:
+    """The HTTP status of a domain error (500 for an unmapped subclass)."""
+    for kind in type(error).__mro__:
+        if kind in _STATUS:
+            return _STATUS[kind]
+    return 500
+
+
+def error_response(status: int, message: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": message})
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Domain errors, request validation (400, as Triton answers) and the rest."""
+
+    @app.exception_handler(LambdaServeError)
+    async def _domain(_: Request, exc: LambdaServeError) -> JSONResponse:
+        return error_response(status_for(exc), exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}"
+            for e in exc.errors()
+        )
+        return error_response(400, f"invalid request: {problems}")
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unhandled error on %s %s", request.method, request.url.path)
+        return error_response(500, "internal error; the server log has the details")

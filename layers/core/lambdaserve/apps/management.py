@@ -1,0 +1,138 @@
+"""Management API: TorchServe-style model routes and Triton's repository extension."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import JSONResponse
+
+from lambdaserve.apps.errors import install_error_handlers
+from lambdaserve.apps.json_body import json_object
+from lambdaserve.catalog import VersionRecord
+from lambdaserve.errors import InvalidInput
+from lambdaserve.management import ModelManager, ModelView
+from lambdaserve.repository import check_model_name, parse_version
+
+
+def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
+    """Build the app; ``manager`` is called per request so the domain loads lazily."""
+    app = FastAPI(title="lambdaserve management API", version="1")
+    install_error_handlers(app)
+
+    @app.get("/models")
+    def list_models(
+        limit: int = Query(100), next_page_token: str | None = Query(None)
+    ) -> dict[str, Any]:
+        names, token = manager().list_models(limit, next_page_token)
+        body: dict[str, Any] = {
+            "models": [
+                {"modelName": name, "modelUrl": manager().repository.url(name)} for name in names
+            ]
+        }
+        if token:
+            body["nextPageToken"] = token
+        return body
+
+    @app.get("/models/{model}")
+    @app.get("/models/{model}/all")
+    def describe_model(model: str) -> list[dict[str, Any]]:
+        view = manager().view(check_model_name(model))
+        return [_describe(view, v, manager()) for v in view.versions]
+
+    @app.get("/models/{model}/{version}")
+    def describe_version(model: str, version: str) -> list[dict[str, Any]]:
+        view, record = manager().version(check_model_name(model), parse_version(version))
+        return [_describe(view, record, manager())]
+
+    @app.put("/models/{model}/{version}/set-default")
+    def set_default(model: str, version: str) -> dict[str, str]:
+        number = parse_version(version)
+        manager().set_default(check_model_name(model), number)
+        return {"status": f'Default version of model "{model}" is now "{number}"'}
+
+    @app.delete("/models/{model}/{version}")
+    def delete_version(model: str, version: str) -> JSONResponse:
+        number = parse_version(version)
+        deleted = manager().delete_version(check_model_name(model), number)
+        return JSONResponse(
+            status_code=202,
+            content={
+                "status": f'Deleting version {number} of model "{model}": {deleted} objects '
+                "removed; the catalog follows through repository events",
+                "deletedObjects": deleted,
+            },
+        )
+
+    @app.put("/models/{model}")
+    async def update_model(model: str, request: Request) -> dict[str, Any]:
+        fields = await json_object(request)
+        config = manager().update_config(check_model_name(model), fields)
+        return config.to_triton_json()
+
+    @app.post("/v2/repository/index")
+    async def repository_index(request: Request) -> list[dict[str, Any]]:
+        body = await json_object(request, required=False)
+        ready = body.get("ready", False)
+        if not isinstance(ready, bool):
+            raise InvalidInput('"ready" must be true or false')
+        return [
+            {"name": e.name, "version": str(e.version), "state": e.state, "reason": e.reason}
+            for e in manager().index(ready_only=ready)
+        ]
+
+    @app.post("/v2/repository/models/{model}/load")
+    async def load(model: str, request: Request) -> dict[str, Any]:
+        body = await json_object(request, required=False)
+        manager().load(check_model_name(model), _config_parameter(body))
+        return {}
+
+    @app.post("/v2/repository/models/{model}/unload")
+    async def unload(model: str, request: Request) -> dict[str, Any]:
+        await json_object(request, required=False)
+        manager().unload(check_model_name(model))
+        return {}
+
+    return app
+
+
+def _config_parameter(body: dict[str, Any]) -> dict[str, Any] | None:
+    """Triton's load takes ``{"parameters": {"config": "<model config JSON string>"}}``."""
+    raw = (body.get("parameters") or {}).get("config")
+    if raw is None:
+        return None
+    try:
+        fields = json.loads(raw) if isinstance(raw, str) else raw
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"parameters.config is not valid JSON: {exc}") from exc
+    if not isinstance(fields, dict):
+        raise InvalidInput("parameters.config must be a JSON object in Triton's config form")
+    return fields
+
+
+def _describe(view: ModelView, record: VersionRecord, manager: ModelManager) -> dict[str, Any]:
+    batching = view.config.dynamic_batching
+    return {
+        "modelName": view.record.name,
+        "modelVersion": str(record.version),
+        "modelUrl": manager.repository.url(view.record.name, record.version),
+        "runtime": record.runtime,
+        "state": record.state,
+        "reason": record.reason,
+        "isDefault": record.version == view.default_version,
+        "signature": record.signature,
+        "sha256": record.sha256,
+        "size": record.size,
+        "files": list(record.files),
+        "createdAt": record.created_at,
+        "updatedAt": record.updated_at,
+        "validatedAt": record.validated_at,
+        "versionPolicy": view.config.version_policy.to_triton_json(),
+        "loaded": not view.record.unloaded,
+        "batchSize": max(view.config.max_batch_size, 1),
+        "maxBatchDelay": (batching.max_queue_delay_microseconds / 1000) if batching else 0,
+        "configSource": view.record.config_source,
+        "configError": view.config_error,
+    }

@@ -1,0 +1,39 @@
+"""Typed domain errors. The domain raises these; apps map them to status codes."""
+
+from __future__ import annotations
+
+
+class LambdaServeError(Exception):
+    """Base class of every error the domain raises on purpose."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class InvalidInput(LambdaServeError):
+    """The request is malformed or does not fit the model."""
+
+
+class ModelNotFound(LambdaServeError):
+    """No such model or version in the catalog."""
+
+
+class ModelNotReady(LambdaServeError):
+    """The model or version exists but is not serving."""
+
+
+class Conflict(LambdaServeError):
+    """The request is valid but contradicts the current state."""
+
+
+class PayloadTooLarge(LambdaServeError):
+    """The request body is over the configured limit."""
+
+
+class InferenceError(LambdaServeError):
+    """The runtime failed while executing a valid request."""
+
+
+class ModelRejected(LambdaServeError):
+    """A published version failed validation; the message says what to fix."""

@@ -1,0 +1,87 @@
+"""The manage function: repository events (SQS), the schedule, and the management API."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    BatchProcessor,
+    EventType,
+    process_partial_response,
+)
+from aws_lambda_powertools.utilities.data_classes import S3Event
+from aws_lambda_powertools.utilities.data_classes.s3_event import S3EventBridgeNotificationEvent
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from mangum import Mangum
+
+from lambdaserve.apps.management import create_management_app
+from lambdaserve.management import ModelManager
+from lambdaserve.repository import decode_event_key
+from lambdaserve.services import ManageServices, build_manage_services
+from lambdaserve.settings import get_settings
+
+logger = Logger(service="lambdaserve-manage")
+# Domain modules log with the standard library; give them the handler's JSON format.
+copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})
+metrics = Metrics(namespace="lambdaserve", service="lambdaserve-manage")
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+@cache
+def services() -> ManageServices:
+    """Module-scope singletons, built on first use so importing stays cheap."""
+    return build_manage_services(get_settings())
+
+
+def object_keys(body: dict[str, Any]) -> list[str]:
+    """Object keys in an SQS body: an S3 notification, SNS-wrapped, or EventBridge-shaped."""
+    if body.get("Event") == "s3:TestEvent":
+        return []
+    if body.get("Type") == "Notification" and "Message" in body:
+        return object_keys(json.loads(body["Message"]))
+    if body.get("source") == "aws.s3" and "detail" in body:
+        return [S3EventBridgeNotificationEvent(body).detail.object.key]
+    if "Records" in body:
+        # S3Object.key is the raw, URL-encoded key of the notification.
+        return [decode_event_key(record.s3.get_object.key) for record in S3Event(body).records]
+    raise ValueError(f"not an S3 event notification: keys {sorted(body)}")
+
+
+def record_handler(record: SQSRecord) -> None:
+    """Reconcile what one queued S3 notification points at; raising retries the record."""
+    for key in object_keys(record.json_body):
+        services().registrar.on_object_event(key)
+        metrics.add_metric(name="RepositoryEvents", unit=MetricUnit.Count, value=1)
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def events_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """SQS event source mapping of the repository-events queue (partial batch failures)."""
+    metrics.add_metric(name="EventBatches", unit=MetricUnit.Count, value=1)
+    return process_partial_response(
+        event=event, record_handler=record_handler, processor=processor, context=context
+    )
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def reconcile_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Scheduled full reconcile that heals missed events."""
+    count = services().registrar.reconcile_all()
+    metrics.add_metric(name="ModelsReconciled", unit=MetricUnit.Count, value=count)
+    return {"models": count}
+
+
+def _manager() -> ModelManager:
+    return services().manager
+
+
+app = create_management_app(_manager)
+api_handler = Mangum(app, lifespan="off")

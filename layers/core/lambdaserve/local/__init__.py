@@ -1,0 +1,1 @@
+"""The embedded local stack: emulator, resources, event pump, servers (``lambdaserve dev``)."""

@@ -1,0 +1,133 @@
+"""``lambdaserve dev``: the whole system on this machine, fed as Lambda would feed it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from lambdaserve.aws import AwsClients
+from lambdaserve.local.demo import DEMO_MODEL, demo_mlp_bytes
+from lambdaserve.local.emulator import Emulator, ensure_port_free
+from lambdaserve.local.pump import EventPump, PumpConfig
+from lambdaserve.local.resources import LocalResources, ensure_resources
+from lambdaserve.local.servers import BackgroundServer
+from lambdaserve.settings import Settings, get_settings
+
+
+@dataclass(frozen=True)
+class DevOptions:
+    host: str = "127.0.0.1"
+    inference_port: int = 8080
+    management_port: int = 8081
+    aws_port: int = 4566
+    aws_endpoint: str | None = None
+    demo: bool = True
+
+
+def point_environment_at(endpoint: str, region: str = "us-east-1") -> Settings:
+    """Make every boto3 client of this process use ``endpoint`` with the local credentials."""
+    os.environ["AWS_ENDPOINT_URL"] = endpoint
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
+    os.environ["AWS_REGION"] = os.environ["AWS_DEFAULT_REGION"] = region
+    get_settings.cache_clear()
+    return get_settings()
+
+
+class DevStack:
+    """Emulator (or a given endpoint), resources, event pump and the APIs."""
+
+    def __init__(self, options: DevOptions) -> None:
+        self.options = options
+        self._emulator: Emulator | None = None
+        self._pumps: list[EventPump] = []
+        self._servers: list[BackgroundServer] = []
+        self.resources: LocalResources | None = None
+        self.endpoint = options.aws_endpoint or ""
+
+    def start(self) -> DevStack:
+        options = self.options
+        ensure_port_free(options.host, options.management_port, "--management-port")
+        if not options.aws_endpoint:
+            self._emulator = Emulator(options.host, options.aws_port).start()
+            self.endpoint = self._emulator.endpoint
+        settings = point_environment_at(self.endpoint)
+        clients = AwsClients(settings)
+        self.resources = ensure_resources(clients, settings)
+
+        # Imported after the environment points at the emulator: handlers read settings once.
+        from lambdaserve.handlers import manage
+
+        manage.services.cache_clear()
+        manage.services().registrar.reconcile_all()
+        self._pumps.append(
+            EventPump(
+                clients.sqs,
+                self.resources.repository_events.url,
+                self.resources.repository_events.arn,
+                manage.events_handler,
+                "lambdaserve-manage",
+                PumpConfig(batch_size=10, batching_window_s=0.0),
+                settings.region,
+            )
+        )
+        for pump in self._pumps:
+            pump.start()
+        self._servers.append(
+            BackgroundServer(manage.app, options.host, options.management_port).start()
+        )
+        if options.demo:
+            clients.s3.put_object(
+                Bucket=settings.bucket,
+                Key=f"{settings.models_prefix}{DEMO_MODEL}/1/model.onnx",
+                Body=demo_mlp_bytes(),
+            )
+        return self
+
+    def stop(self) -> None:
+        for server in self._servers:
+            server.stop()
+        for pump in self._pumps:
+            pump.stop()
+        if self._emulator is not None:
+            self._emulator.stop()
+
+    def banner(self) -> str:
+        settings = get_settings()
+        opts = self.options
+        lines = [
+            "lambdaserve dev is running",
+            f"  AWS endpoint      {self.endpoint}  (region {settings.region}, credentials test/test)",
+            f"  model bucket      s3://{settings.bucket}/{settings.models_prefix}",
+            f"  catalog table     {settings.table}",
+            f"  management API    http://{opts.host}:{opts.management_port}/models",
+            f"  publish a model   aws --endpoint-url {self.endpoint} s3 cp model.onnx "
+            f"s3://{settings.bucket}/{settings.models_prefix}<model>/1/model.onnx",
+            f"  then              curl -s -X POST http://{opts.host}:{opts.management_port}"
+            "/v2/repository/index",
+        ]
+        if opts.demo:
+            lines.append(f"  demo model        {DEMO_MODEL} (version 1, published on start)")
+        lines.append("Ctrl-C stops everything.")
+        return "\n".join(lines)
+
+
+def run_dev(options: DevOptions) -> None:
+    """Start the stack, print where everything is, and run until SIGINT/SIGTERM."""
+    stop = threading.Event()
+
+    def _request_stop(*_: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, _request_stop)
+    signal.signal(signal.SIGTERM, _request_stop)
+    stack = DevStack(options).start()
+    try:
+        print(stack.banner(), flush=True)
+        stop.wait()
+    finally:
+        print("stopping ...", flush=True)
+        stack.stop()

@@ -1,0 +1,55 @@
+"""The embedded AWS emulator: moto in server mode, in this process, over real HTTP."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+from moto.server import ThreadedMotoServer
+
+from lambdaserve.errors import LambdaServeError
+
+
+class PortInUse(LambdaServeError):
+    """A port the local stack needs is taken."""
+
+
+def ensure_port_free(host: str, port: int, what: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        if probe.connect_ex((host, port)) == 0:
+            raise PortInUse(f"{host}:{port} is in use; pass another {what} port")
+
+
+def wait_for_port(host: str, port: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            if probe.connect_ex((host, port)) == 0:
+                return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on {host}:{port} after {timeout_s}s")
+
+
+class Emulator:
+    """A moto server on ``host:port``; ``endpoint`` is what AWS_ENDPOINT_URL should be."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 4566) -> None:
+        self.host = host
+        self.port = port
+        self._server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> Emulator:
+        # werkzeug's access log prints every emulator request; the stack's own logs matter.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        ensure_port_free(self.host, self.port, "--aws-port")
+        self._server.start()
+        wait_for_port(self.host, self.port)
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()

@@ -1,0 +1,38 @@
+"""uvicorn servers in background threads, stoppable without signals."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI
+
+
+class BackgroundServer:
+    """Serve one ASGI app with uvicorn in a daemon thread."""
+
+    def __init__(self, app: FastAPI, host: str, port: int, log_level: str = "warning") -> None:
+        self.host = host
+        self.port = port
+        self._server = uvicorn.Server(
+            uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
+        )
+        self._thread = threading.Thread(target=self._server.run, name=f"uvicorn-{port}", daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout_s: float = 10.0) -> BackgroundServer:
+        self._thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"uvicorn did not start on {self.url}")
+            time.sleep(0.02)
+        return self
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout_s)

@@ -1,0 +1,132 @@
+"""Management operations over the catalog and the repository (TorchServe/Triton style)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lambdaserve import policy
+from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord
+from lambdaserve.errors import Conflict, InvalidInput, ModelNotFound
+from lambdaserve.modelconfig import ModelConfig, build, merge, parse_overrides
+from lambdaserve.registrar import Registrar, effective_config
+from lambdaserve.repository import ModelRepository, check_model_name
+
+MAX_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class ModelView:
+    """A model with its effective config, its versions and the resolved default."""
+
+    record: ModelRecord
+    config: ModelConfig
+    config_error: str
+    versions: tuple[VersionRecord, ...]
+    default_version: int | None
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    name: str
+    version: int
+    state: str
+    reason: str
+
+
+class ModelManager:
+    """What the management API does, without HTTP."""
+
+    def __init__(self, repository: ModelRepository, catalog: Catalog, registrar: Registrar) -> None:
+        self.repository = repository
+        self._catalog = catalog
+        self._registrar = registrar
+
+    def list_models(self, limit: int, page_token: str | None) -> tuple[list[str], str | None]:
+        if not 1 <= limit <= MAX_PAGE:
+            raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+        return self._catalog.list_models(limit, page_token)
+
+    def view(self, name: str) -> ModelView:
+        record = self._record(name)
+        effective = effective_config(record, name)
+        versions = tuple(self._catalog.versions(name))
+        served = [v.version for v in versions if v.state == policy.READY]
+        return ModelView(
+            record=record,
+            config=effective.config,
+            config_error=effective.error,
+            versions=versions,
+            default_version=policy.default_version(record.default_version, served),
+        )
+
+    def version(self, name: str, version: int) -> tuple[ModelView, VersionRecord]:
+        view = self.view(name)
+        for record in view.versions:
+            if record.version == version:
+                return view, record
+        raise ModelNotFound(f"model {name!r} has no version {version}")
+
+    def set_default(self, name: str, version: int) -> None:
+        _, record = self.version(name, version)
+        if record.state != policy.READY:
+            raise Conflict(
+                f"version {version} of {name!r} is {record.state} ({record.reason}); only a "
+                "READY version can be the default"
+            )
+        self._catalog.update_model(name, default_version=version)
+
+    def delete_version(self, name: str, version: int) -> int:
+        """Delete the version's objects; the catalog follows through the S3 events."""
+        check_model_name(name)
+        deleted = self.repository.delete_version(name, version)
+        if deleted == 0 and self._catalog.get_version(name, version) is None:
+            raise ModelNotFound(f"model {name!r} has no version {version}")
+        return deleted
+
+    def update_config(self, name: str, fields: dict[str, Any]) -> ModelConfig:
+        """Apply model-config fields (Triton JSON form) on top of the config file."""
+        record = self._record(name)
+        if not fields:
+            raise InvalidInput(
+                'give at least one model-config field, e.g. {"version_policy": {"all": {}}}'
+            )
+        overrides = {**record.overrides, **parse_overrides(fields)}
+        config = build(merge(record.file_config, overrides), name)
+        self._catalog.update_model(name, overrides=overrides)
+        self._registrar.reconcile_model(name)
+        return config
+
+    def load(self, name: str, config_fields: dict[str, Any] | None = None) -> None:
+        """Triton's explicit load: serve again (optionally with config overrides)."""
+        self._record(name)
+        if config_fields:
+            self.update_config(name, config_fields)
+        self._catalog.update_model(name, unloaded=False)
+        self._registrar.apply_policy(name)
+
+    def unload(self, name: str) -> None:
+        """Triton's explicit unload: keep the files, stop serving every version."""
+        self._record(name)
+        self._catalog.update_model(name, unloaded=True)
+        self._registrar.apply_policy(name)
+
+    def index(self, ready_only: bool = False) -> list[IndexEntry]:
+        """Triton's repository index over every model in the catalog."""
+        entries = []
+        for name in self._catalog.all_model_names():
+            for record in self._catalog.versions(name):
+                if ready_only and record.state != policy.READY:
+                    continue
+                entries.append(IndexEntry(name, record.version, record.state, record.reason))
+        return entries
+
+    def _record(self, name: str) -> ModelRecord:
+        check_model_name(name)
+        record = self._catalog.get_model(name)
+        if record is None:
+            raise ModelNotFound(
+                f"model {name!r} is not in the catalog; publish it under "
+                f"{self.repository.url(name)}"
+            )
+        return record

@@ -1,0 +1,250 @@
+"""Model configuration in Triton's form: config.pbtxt (protobuf text) or config.json.
+
+Parsing goes through Triton's own message definitions (``tritonclient``'s
+``model_config_pb2``), so anything Triton accepts parses and anything it rejects
+is rejected with protobuf's own message. Inside lambdaserve the config is a
+frozen dataclass; across storage it travels as Triton's JSON form.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from google.protobuf import json_format, text_format
+from tritonclient.grpc import model_config_pb2 as pb
+
+from lambdaserve.errors import InvalidInput
+
+ConfigDocument = dict[str, Any]
+PolicyKind = Literal["latest", "all", "specific"]
+
+_TRITON_TO_V2 = {
+    "TYPE_BOOL": "BOOL",
+    "TYPE_UINT8": "UINT8",
+    "TYPE_UINT16": "UINT16",
+    "TYPE_UINT32": "UINT32",
+    "TYPE_UINT64": "UINT64",
+    "TYPE_INT8": "INT8",
+    "TYPE_INT16": "INT16",
+    "TYPE_INT32": "INT32",
+    "TYPE_INT64": "INT64",
+    "TYPE_FP16": "FP16",
+    "TYPE_FP32": "FP32",
+    "TYPE_FP64": "FP64",
+    "TYPE_STRING": "BYTES",
+    "TYPE_BF16": "BF16",
+}
+_KINDS = {"KIND_AUTO": "AUTO", "KIND_CPU": "CPU", "KIND_GPU": "GPU", "KIND_MODEL": "MODEL"}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A named tensor with a v2 datatype; -1 marks a dynamic dimension."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
+
+
+@dataclass(frozen=True)
+class VersionPolicy:
+    """Triton/TF Serving version policy."""
+
+    kind: PolicyKind = "latest"
+    num_versions: int = 1
+    versions: tuple[int, ...] = ()
+
+    def describe(self) -> str:
+        if self.kind == "latest":
+            return f"latest {self.num_versions}"
+        if self.kind == "specific":
+            return f"specific {list(self.versions)}"
+        return "all"
+
+    def to_triton_json(self) -> dict[str, Any]:
+        if self.kind == "latest":
+            return {"latest": {"num_versions": self.num_versions}}
+        if self.kind == "specific":
+            return {"specific": {"versions": list(self.versions)}}
+        return {"all": {}}
+
+
+@dataclass(frozen=True)
+class DynamicBatching:
+    preferred_batch_size: tuple[int, ...] = ()
+    max_queue_delay_microseconds: int = 0
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The effective configuration of one model (file config plus API overrides)."""
+
+    name: str
+    platform: str = ""
+    backend: str = ""
+    max_batch_size: int = 0
+    inputs: tuple[TensorSpec, ...] = ()
+    outputs: tuple[TensorSpec, ...] = ()
+    version_policy: VersionPolicy = field(default_factory=VersionPolicy)
+    dynamic_batching: DynamicBatching | None = None
+    instance_kind: str = "AUTO"
+
+    def to_triton_json(self) -> dict[str, Any]:
+        """Triton's JSON form, as ``GET /v2/models/{m}/config`` returns it."""
+        doc: dict[str, Any] = {
+            "name": self.name,
+            "platform": self.platform,
+            "backend": self.backend,
+            "max_batch_size": self.max_batch_size,
+            "version_policy": self.version_policy.to_triton_json(),
+            "input": [_tensor_json(t) for t in self.inputs],
+            "output": [_tensor_json(t) for t in self.outputs],
+            "instance_group": [{"kind": f"KIND_{self.instance_kind}"}],
+        }
+        if self.dynamic_batching is not None:
+            doc["dynamic_batching"] = {
+                "preferred_batch_size": list(self.dynamic_batching.preferred_batch_size),
+                "max_queue_delay_microseconds": self.dynamic_batching.max_queue_delay_microseconds,
+            }
+        return doc
+
+
+def _tensor_json(spec: TensorSpec) -> dict[str, Any]:
+    v2_to_triton = {v: k for k, v in _TRITON_TO_V2.items()}
+    return {"name": spec.name, "data_type": v2_to_triton[spec.datatype], "dims": list(spec.shape)}
+
+
+def parse_document(filename: str, body: bytes) -> ConfigDocument:
+    """Parse a config file into Triton's JSON form, or raise InvalidInput saying why."""
+    message = pb.ModelConfig()
+    try:
+        text = body.decode("utf-8")
+        if filename.endswith(".pbtxt"):
+            text_format.Parse(text, message)
+        else:
+            json_format.ParseDict(json.loads(text), message)
+    except (UnicodeDecodeError, json.JSONDecodeError, text_format.ParseError) as exc:
+        raise InvalidInput(f"{filename} is not valid: {exc}") from exc
+    except json_format.ParseError as exc:
+        raise InvalidInput(f"{filename} is not a valid Triton model config: {exc}") from exc
+    return _to_document(message)
+
+
+def parse_overrides(fields: dict[str, Any]) -> ConfigDocument:
+    """Validate model-config fields given in Triton's JSON form (``PUT /models/{m}``)."""
+    message = pb.ModelConfig()
+    try:
+        json_format.ParseDict(fields, message)
+    except json_format.ParseError as exc:
+        raise InvalidInput(f"not a valid Triton model config: {exc}") from exc
+    document = _to_document(message)
+    # Keep only the fields the caller set, so they replace just those on merge.
+    return {key: value for key, value in document.items() if key in _normalised_keys(fields)}
+
+
+def _normalised_keys(fields: dict[str, Any]) -> set[str]:
+    """Accept both proto field names and their lowerCamelCase JSON names."""
+    by_json_name = {f.json_name: f.name for f in pb.ModelConfig.DESCRIPTOR.fields}
+    return {by_json_name.get(key, key) for key in fields}
+
+
+def _to_document(message: pb.ModelConfig) -> ConfigDocument:
+    document: ConfigDocument = json_format.MessageToDict(
+        message, preserving_proto_field_name=True
+    )
+    if message.HasField("version_policy"):
+        # MessageToDict drops empty messages such as ``all {}``; keep the choice.
+        document["version_policy"] = {
+            message.version_policy.WhichOneof("policy_choice"): document.get(
+                "version_policy", {}
+            ).get(message.version_policy.WhichOneof("policy_choice"), {})
+        }
+    return document
+
+
+def merge(file_document: ConfigDocument | None, overrides: ConfigDocument | None) -> ConfigDocument:
+    """Overrides from the management API replace whole top-level fields of the file."""
+    return {**(file_document or {}), **(overrides or {})}
+
+
+def build(document: ConfigDocument, model: str) -> ModelConfig:
+    """Turn a Triton JSON document into the effective ModelConfig of ``model``."""
+    message = pb.ModelConfig()
+    try:
+        json_format.ParseDict(document, message)
+    except json_format.ParseError as exc:
+        raise InvalidInput(f"not a valid Triton model config: {exc}") from exc
+    if message.name and message.name != model:
+        raise InvalidInput(
+            f"config names the model {message.name!r} but it lives under models/{model}/; "
+            "make them match or leave name out"
+        )
+    if message.max_batch_size < 0:
+        raise InvalidInput("max_batch_size must be 0 (no batching) or positive")
+    batched = message.max_batch_size > 0
+    return ModelConfig(
+        name=model,
+        platform=message.platform,
+        backend=message.backend,
+        max_batch_size=message.max_batch_size,
+        inputs=tuple(_tensor(t, batched, "input") for t in message.input),
+        outputs=tuple(_tensor(t, batched, "output") for t in message.output),
+        version_policy=_policy(message),
+        dynamic_batching=_dynamic_batching(message),
+        instance_kind=_instance_kind(message),
+    )
+
+
+def _tensor(spec: Any, batched: bool, role: str) -> TensorSpec:
+    data_type = pb.DataType.Name(spec.data_type)
+    if data_type not in _TRITON_TO_V2:
+        raise InvalidInput(f"{role} {spec.name!r} needs a data_type such as TYPE_FP32")
+    if not spec.name:
+        raise InvalidInput(f"every {role} needs a name")
+    dims = tuple(int(d) for d in spec.dims)
+    if any(d < -1 or d == 0 for d in dims):
+        raise InvalidInput(f"{role} {spec.name!r}: dims are positive or -1 (dynamic), got {dims}")
+    # With max_batch_size > 0, Triton's dims leave out the batch dimension.
+    shape = ((-1,) + dims) if batched else dims
+    return TensorSpec(spec.name, _TRITON_TO_V2[data_type], shape)
+
+
+def _policy(message: pb.ModelConfig) -> VersionPolicy:
+    choice = message.version_policy.WhichOneof("policy_choice")
+    if choice == "all":
+        return VersionPolicy("all")
+    if choice == "specific":
+        versions = tuple(sorted({int(v) for v in message.version_policy.specific.versions}))
+        if not versions or versions[0] < 1:
+            raise InvalidInput("version_policy specific needs one or more positive versions")
+        return VersionPolicy("specific", versions=versions)
+    if choice == "latest":
+        count = int(message.version_policy.latest.num_versions)
+        if count < 1:
+            raise InvalidInput("version_policy latest needs num_versions >= 1")
+        return VersionPolicy("latest", num_versions=count)
+    return VersionPolicy()
+
+
+def _dynamic_batching(message: pb.ModelConfig) -> DynamicBatching | None:
+    if not message.HasField("dynamic_batching"):
+        return None
+    batching = message.dynamic_batching
+    return DynamicBatching(
+        preferred_batch_size=tuple(int(s) for s in batching.preferred_batch_size),
+        max_queue_delay_microseconds=int(batching.max_queue_delay_microseconds),
+    )
+
+
+def _instance_kind(message: pb.ModelConfig) -> str:
+    kinds = {_KINDS[pb.ModelInstanceGroup.Kind.Name(g.kind)] for g in message.instance_group}
+    if "GPU" in kinds:
+        return "GPU"
+    if "CPU" in kinds:
+        return "CPU"
+    return "AUTO"

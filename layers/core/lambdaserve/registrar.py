@@ -1,0 +1,213 @@
+"""Repository events -> validation -> catalog.
+
+S3 events arrive at least once, duplicated and out of order (moto's carry no
+``sequencer``), so an event is only a trigger: the registrar reconciles the
+affected version or model against what the bucket holds *now*. Any order of
+events therefore converges to the bucket's truth.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from lambdaserve import policy
+from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord, now_iso
+from lambdaserve.errors import InvalidInput, ModelRejected
+from lambdaserve.modelconfig import ModelConfig, build, merge, parse_document
+from lambdaserve.repository import ConfigKey, ModelRepository, ObjectInfo, parse_key
+from lambdaserve.validation import VersionValidator
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EffectiveConfig:
+    config: ModelConfig
+    error: str = ""
+
+
+def effective_config(record: ModelRecord | None, name: str) -> EffectiveConfig:
+    """The model's config (file merged with overrides), or defaults and the reason."""
+    if record is None:
+        return EffectiveConfig(ModelConfig(name=name))
+    if record.config_error:
+        return EffectiveConfig(ModelConfig(name=name), record.config_error)
+    try:
+        return EffectiveConfig(build(merge(record.file_config, record.overrides), name))
+    except InvalidInput as exc:
+        return EffectiveConfig(ModelConfig(name=name), exc.message)
+
+
+class Registrar:
+    """Keeps the catalog equal to the repository bucket."""
+
+    def __init__(
+        self,
+        repository: ModelRepository,
+        catalog: Catalog,
+        validator: VersionValidator,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self._repository = repository
+        self._catalog = catalog
+        self._validator = validator
+        self._clock = clock
+
+    def on_object_event(self, key: str) -> None:
+        """React to one created/removed object (key already URL-decoded)."""
+        parsed = parse_key(key, self._repository.prefix)
+        if parsed is None:
+            logger.info("ignoring %s: outside the models/<model>/<version>/ layout", key)
+            return
+        if isinstance(parsed, ConfigKey):
+            self.reconcile_model(parsed.model)
+            return
+        record = self._catalog.get_model(parsed.model) or self.refresh_config(parsed.model)
+        self.reconcile_version(parsed.model, parsed.version, record)
+        self.apply_policy(parsed.model)
+
+    def reconcile_all(self) -> int:
+        """Reconcile every model found in the bucket or the catalog; returns the count."""
+        models = set(self._repository.model_names()) | set(self._catalog.all_model_names())
+        for model in sorted(models):
+            self.reconcile_model(model)
+        return len(models)
+
+    def reconcile_model(self, model: str) -> None:
+        """Refresh the config, reconcile every version, then apply the policy."""
+        record = self.refresh_config(model)
+        versions = set(self._repository.versions(model))
+        versions |= {v.version for v in self._catalog.versions(model)}
+        for version in sorted(versions):
+            self.reconcile_version(model, version, record)
+        self.apply_policy(model)
+
+    def refresh_config(self, model: str) -> ModelRecord:
+        """Read the model's config file from the bucket into the catalog."""
+        observed_at = self._clock()
+        found = self._repository.read_config(model)
+        document, source, error = None, "", ""
+        if found is not None:
+            source = found[0]
+            try:
+                document = parse_document(*found)
+                build(document, model)
+            except InvalidInput as exc:
+                document, error = None, exc.message
+        record = ModelRecord(
+            name=model,
+            file_config=document,
+            config_source=source,
+            config_error=error,
+            config_observed_at=observed_at,
+        )
+        self._catalog.put_model_config(record)
+        return self._catalog.get_model(model) or record
+
+    def reconcile_version(self, model: str, version: int, record: ModelRecord) -> None:
+        """Bring one version item in line with the version's objects in the bucket."""
+        observed_at = self._clock()
+        objects = self._repository.version_objects(model, version)
+        existing = self._catalog.get_version(model, version)
+        if not objects:
+            if existing is not None and existing.present:
+                self._catalog.put_version(
+                    VersionRecord(
+                        model=model,
+                        version=version,
+                        present=False,
+                        state=policy.UNAVAILABLE,
+                        reason="removed: the version has no objects in the repository",
+                        observed_at=observed_at,
+                        created_at=existing.created_at,
+                    )
+                )
+            return
+        config = effective_config(record, model).config
+        fingerprint = _fingerprint(objects, config)
+        if existing and existing.present and not existing.pending:
+            if existing.fingerprint == fingerprint:
+                return
+        loading = VersionRecord(
+            model=model,
+            version=version,
+            pending=True,
+            state=policy.LOADING,
+            reason="validating",
+            fingerprint=fingerprint,
+            observed_at=observed_at,
+            created_at=existing.created_at if existing else "",
+        )
+        if not self._catalog.put_version(loading):
+            return
+        self._catalog.put_version(self._validate(loading, objects, config))
+
+    def _validate(
+        self, loading: VersionRecord, objects: list[ObjectInfo], config: ModelConfig
+    ) -> VersionRecord:
+        try:
+            validated = self._validator.validate(objects, config)
+        except ModelRejected as exc:
+            logger.info(
+                "version rejected",
+                extra={"model": loading.model, "version": loading.version, "reason": exc.message},
+            )
+            return replace(
+                loading,
+                pending=False,
+                valid=False,
+                validation_error=exc.message,
+                state=policy.UNAVAILABLE,
+                reason=exc.message,
+                validated_at=now_iso(),
+            )
+        return replace(
+            loading,
+            pending=False,
+            valid=True,
+            reason="",
+            runtime=validated.runtime,
+            model_file=validated.model_file,
+            signature=validated.signature.to_json(),
+            sha256=validated.sha256,
+            size=validated.size,
+            files=tuple(f.__dict__ for f in validated.files),
+            validated_at=now_iso(),
+        )
+
+    def apply_policy(self, model: str) -> None:
+        """Derive each version's state from the facts, the config and the policy."""
+        record = self._catalog.get_model(model)
+        effective = effective_config(record, model)
+        versions = [v for v in self._catalog.versions(model) if not v.pending]
+        served = policy.served_versions(
+            effective.config.version_policy, (v.version for v in versions if v.present and v.valid)
+        )
+        for version in versions:
+            state, reason = policy.version_state(
+                policy.VersionFacts(
+                    version.version, version.present, version.valid, version.validation_error
+                ),
+                served,
+                effective.config.version_policy,
+                unloaded=bool(record and record.unloaded),
+                config_error=effective.error,
+            )
+            if (state, reason) != (version.state, version.reason):
+                self._catalog.set_version_state(version, state, reason)
+
+
+def _fingerprint(objects: list[ObjectInfo], config: ModelConfig) -> str:
+    """Identity of what validation depends on: the objects and the declared tensors."""
+    material = {
+        "objects": sorted((o.key, o.etag, o.size) for o in objects),
+        "inputs": [t.to_json() for t in config.inputs],
+        "outputs": [t.to_json() for t in config.outputs],
+        "max_batch_size": config.max_batch_size,
+    }
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()

@@ -1,0 +1,195 @@
+"""The S3 model repository: key <-> (model, version, file), listings and reads.
+
+Layout (Triton's, under a prefix)::
+
+    models/<model>/config.pbtxt | config.json
+    models/<model>/<version>/model.onnx | model.pt   (+ extra files)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import unquote_plus
+
+from lambdaserve.errors import InvalidInput
+
+logger = logging.getLogger(__name__)
+
+MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+VERSION_RE = re.compile(r"^[1-9][0-9]{0,17}$")
+CONFIG_FILES = ("config.pbtxt", "config.json")
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    """A model-level config file."""
+
+    model: str
+    filename: str
+
+
+@dataclass(frozen=True)
+class VersionFileKey:
+    """A file inside a version directory; ``path`` is relative to that directory."""
+
+    model: str
+    version: int
+    path: str
+
+
+RepositoryKey = ConfigKey | VersionFileKey
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One object as the bucket lists it."""
+
+    key: str
+    size: int
+    etag: str
+    last_modified: datetime
+
+
+def is_valid_model_name(name: str) -> bool:
+    return bool(MODEL_NAME_RE.match(name))
+
+
+def check_model_name(name: str) -> str:
+    """Return ``name`` or raise InvalidInput saying what a model name may contain."""
+    if not is_valid_model_name(name):
+        raise InvalidInput(
+            f"invalid model name {name!r}: use 1-128 characters from [A-Za-z0-9_.-], "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def parse_version(text: str) -> int:
+    """Parse a version segment or raise InvalidInput."""
+    if not VERSION_RE.match(text):
+        raise InvalidInput(f"invalid version {text!r}: versions are positive integers")
+    return int(text)
+
+
+def decode_event_key(raw_key: str) -> str:
+    """S3 event notifications URL-encode keys (spaces as '+')."""
+    return unquote_plus(raw_key)
+
+
+def _safe_relative_path(parts: list[str]) -> bool:
+    return bool(parts) and all(p not in ("", ".", "..") for p in parts)
+
+
+def parse_key(key: str, prefix: str = "models/") -> RepositoryKey | None:
+    """Map a (decoded) S3 key to its place in the layout, or None when outside it."""
+    if not key.startswith(prefix):
+        return None
+    parts = key[len(prefix) :].split("/")
+    if len(parts) < 2 or not is_valid_model_name(parts[0]):
+        return None
+    model, rest = parts[0], parts[1:]
+    if len(rest) == 1 and rest[0] in CONFIG_FILES:
+        return ConfigKey(model, rest[0])
+    if len(rest) >= 2 and VERSION_RE.match(rest[0]) and _safe_relative_path(rest[1:]):
+        return VersionFileKey(model, int(rest[0]), "/".join(rest[1:]))
+    return None
+
+
+def model_prefix(model: str, prefix: str = "models/") -> str:
+    return f"{prefix}{model}/"
+
+
+def version_prefix(model: str, version: int, prefix: str = "models/") -> str:
+    return f"{prefix}{model}/{version}/"
+
+
+class ModelRepository:
+    """Reads and deletes objects of the model repository bucket."""
+
+    def __init__(self, s3: Any, bucket: str, prefix: str = "models/") -> None:
+        self._s3 = s3
+        self.bucket = bucket
+        self.prefix = prefix
+
+    def _list(self, prefix: str, delimiter: str | None = None) -> Iterator[dict[str, Any]]:
+        paginator = self._s3.get_paginator("list_objects_v2")
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix}
+        if delimiter:
+            kwargs["Delimiter"] = delimiter
+        yield from paginator.paginate(**kwargs)
+
+    def version_objects(self, model: str, version: int) -> list[ObjectInfo]:
+        """The objects under one version directory that fit the layout."""
+        objects = []
+        for page in self._list(version_prefix(model, version, self.prefix)):
+            for item in page.get("Contents", []):
+                if isinstance(parse_key(item["Key"], self.prefix), VersionFileKey):
+                    objects.append(
+                        ObjectInfo(
+                            key=item["Key"],
+                            size=int(item["Size"]),
+                            etag=item["ETag"].strip('"'),
+                            last_modified=item["LastModified"],
+                        )
+                    )
+        return objects
+
+    def model_names(self) -> list[str]:
+        """Model directories present in the bucket."""
+        names = []
+        for page in self._list(self.prefix, delimiter="/"):
+            for common in page.get("CommonPrefixes", []):
+                name = common["Prefix"][len(self.prefix) :].rstrip("/")
+                if is_valid_model_name(name):
+                    names.append(name)
+                else:
+                    logger.warning("ignoring %s: not a valid model name", common["Prefix"])
+        return names
+
+    def versions(self, model: str) -> list[int]:
+        """Version directories present for ``model``."""
+        found = []
+        for page in self._list(model_prefix(model, self.prefix), delimiter="/"):
+            for common in page.get("CommonPrefixes", []):
+                segment = common["Prefix"].rstrip("/").rsplit("/", 1)[-1]
+                if VERSION_RE.match(segment):
+                    found.append(int(segment))
+        return sorted(found)
+
+    def read_config(self, model: str) -> tuple[str, bytes] | None:
+        """The model-level config file (config.pbtxt preferred, as Triton reads it)."""
+        for filename in CONFIG_FILES:
+            try:
+                body = self._s3.get_object(
+                    Bucket=self.bucket, Key=f"{model_prefix(model, self.prefix)}{filename}"
+                )["Body"].read()
+            except self._s3.exceptions.NoSuchKey:
+                continue
+            return filename, body
+        return None
+
+    def download(self, key: str, path: str) -> None:
+        """Download one object to a local path."""
+        self._s3.download_file(self.bucket, key, path)
+
+    def delete_version(self, model: str, version: int) -> int:
+        """Delete every object of a version; returns how many were deleted."""
+        keys = [o.key for o in self.version_objects(model, version)]
+        for start in range(0, len(keys), 1000):
+            chunk = keys[start : start + 1000]
+            self._s3.delete_objects(
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True},
+            )
+        return len(keys)
+
+    def url(self, model: str, version: int | None = None) -> str:
+        path = model_prefix(model, self.prefix)
+        if version is not None:
+            path = version_prefix(model, version, self.prefix)
+        return f"s3://{self.bucket}/{path}"

@@ -1,0 +1,56 @@
+"""Configuration from the environment, read once into one typed object."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+
+DEFAULT_MAX_MODEL_BYTES = 2 * 1024**3
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the domain needs to know about its environment.
+
+    Names follow the deployed stack's environment variables; the defaults are the
+    local resource names of the contract.
+    """
+
+    region: str = "us-east-1"
+    endpoint_url: str | None = None
+    bucket: str = "lambdaserve-models"
+    table: str = "lambdaserve-catalog"
+    repository_events_queue: str = "lambdaserve-repository-events"
+    requests_queue: str = "lambdaserve-requests"
+    models_prefix: str = "models/"
+    max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
+    work_dir: str = field(default="/tmp/lambdaserve")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from environment variables (``LAMBDASERVE_*`` and AWS ones)."""
+        env = os.environ if env is None else env
+        defaults = cls()
+        return cls(
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or defaults.region,
+            endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
+            bucket=env.get("LAMBDASERVE_BUCKET", defaults.bucket),
+            table=env.get("LAMBDASERVE_TABLE", defaults.table),
+            repository_events_queue=env.get(
+                "LAMBDASERVE_REPOSITORY_EVENTS_QUEUE", defaults.repository_events_queue
+            ),
+            requests_queue=env.get("LAMBDASERVE_REQUESTS_QUEUE", defaults.requests_queue),
+            models_prefix=env.get("LAMBDASERVE_MODELS_PREFIX", defaults.models_prefix),
+            max_model_bytes=int(
+                env.get("LAMBDASERVE_MAX_MODEL_BYTES", str(defaults.max_model_bytes))
+            ),
+            work_dir=env.get("LAMBDASERVE_WORK_DIR", defaults.work_dir),
+        )
+
+
+@cache
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment on first use."""
+    return Settings.from_env()

@@ -1,0 +1,130 @@
+"""Validate a published version with the real runtime before it may serve."""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from lambdaserve.errors import ModelRejected
+from lambdaserve.modelconfig import ModelConfig
+from lambdaserve.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
+from lambdaserve.runtimes import MODEL_FILES, Signature, runtime_for
+
+_CHUNK = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    path: str
+    key: str
+    size: int
+    etag: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ValidatedVersion:
+    """A version that loaded in its runtime, with what the catalog records of it."""
+
+    runtime: str
+    model_file: str
+    signature: Signature
+    files: tuple[FileRecord, ...]
+
+    @property
+    def sha256(self) -> str:
+        return next(f.sha256 for f in self.files if f.path == self.model_file)
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+class VersionValidator:
+    """Downloads a version to a scratch directory and loads it in its runtime."""
+
+    def __init__(self, repository: ModelRepository, max_bytes: int, work_dir: str) -> None:
+        self._repository = repository
+        self._max_bytes = max_bytes
+        self._work_dir = work_dir
+
+    def validate(
+        self, objects: list[ObjectInfo], config: ModelConfig
+    ) -> ValidatedVersion:
+        """Return what validated, or raise ModelRejected with a reason a person can act on."""
+        by_path = _by_relative_path(objects, self._repository.prefix)
+        model_file = _model_file(by_path)
+        total = sum(o.size for o in objects)
+        if total > self._max_bytes:
+            raise ModelRejected(
+                f"version is {total} bytes, over the {self._max_bytes}-byte limit "
+                "(LAMBDASERVE_MAX_MODEL_BYTES)"
+            )
+        Path(self._work_dir).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self._work_dir, prefix="validate-") as scratch:
+            root = Path(scratch)
+            files = tuple(self._fetch(root, path, info) for path, info in sorted(by_path.items()))
+            runtime = runtime_for(model_file)
+            signature = runtime.inspect(root / model_file, config)
+        _check_declared_tensors(signature, config)
+        return ValidatedVersion(runtime.name, model_file, signature, files)
+
+    def _fetch(self, root: Path, path: str, info: ObjectInfo) -> FileRecord:
+        target = (root / path).resolve()
+        if not target.is_relative_to(root.resolve()):
+            raise ModelRejected(f"file {path!r} would leave the version directory")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self._repository.download(info.key, str(target))
+        return FileRecord(path, info.key, target.stat().st_size, info.etag, _sha256(target))
+
+
+def _by_relative_path(objects: list[ObjectInfo], prefix: str) -> dict[str, ObjectInfo]:
+    by_path = {}
+    for info in objects:
+        parsed = parse_key(info.key, prefix)
+        if isinstance(parsed, VersionFileKey):
+            by_path[parsed.path] = info
+    return by_path
+
+
+def _model_file(by_path: dict[str, ObjectInfo]) -> str:
+    present = [name for name in MODEL_FILES if name in by_path]
+    if not present:
+        raise ModelRejected(
+            "no model file: upload model.onnx (ONNX) or model.pt (TorchScript) into the "
+            "version directory"
+        )
+    if len(present) > 1:
+        raise ModelRejected("both model.onnx and model.pt are present; keep exactly one")
+    return present[0]
+
+
+def _check_declared_tensors(signature: Signature, config: ModelConfig) -> None:
+    """Where the config declares tensors, the model must have them (as Triton checks)."""
+    for role, declared, actual in (
+        ("input", config.inputs, signature.inputs),
+        ("output", config.outputs, signature.outputs),
+    ):
+        names = {t.name: t for t in actual}
+        for spec in declared:
+            found = names.get(spec.name)
+            if found is None:
+                raise ModelRejected(
+                    f"config declares {role} {spec.name!r} but the model has "
+                    f"{sorted(names)}"
+                )
+            if found.datatype != spec.datatype:
+                raise ModelRejected(
+                    f"config declares {role} {spec.name!r} as {spec.datatype} but the model "
+                    f"has {found.datatype}"
+                )
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
