@@ -297,7 +297,7 @@ def _encode_token(key: dict[str, Any]) -> str:
 def _decode_token(token: str) -> dict[str, Any]:
     try:
         key = json.loads(base64.urlsafe_b64decode(token.encode()))
-        if not isinstance(key, dict) or set(key) != {"kind", "pk"}:
+        if not isinstance(key, dict) or not {"kind", "pk"} <= set(key) <= {"kind", "pk", "sk"}:
             raise ValueError("unexpected keys")
         return key
     except (ValueError, binascii.Error, UnicodeDecodeError) as exc:

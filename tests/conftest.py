@@ -1,0 +1,16 @@
+"""Shared fixtures: credentials that never reach AWS, and the model builders."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _local_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests talk to moto or LocalStack only; never pick up a real profile."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "lambdaserve-tests")

@@ -1,0 +1,36 @@
+"""Unit fixtures: moto in-process (no network), the resources of the local stack."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from moto import mock_aws
+
+from lambdaserve.aws import AwsClients
+from lambdaserve.local.resources import LocalResources, ensure_resources
+from lambdaserve.services import ManageServices, build_manage_services
+from lambdaserve.settings import Settings
+
+
+@dataclass
+class InProcessAws:
+    settings: Settings
+    clients: AwsClients
+    resources: LocalResources
+    services: ManageServices
+
+    def put(self, key: str, body: bytes) -> None:
+        self.clients.s3.put_object(Bucket=self.settings.bucket, Key=key, Body=body)
+
+
+@pytest.fixture
+def aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InProcessAws]:
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    with mock_aws():
+        settings = Settings(work_dir=str(tmp_path / "work"), max_model_bytes=1_000_000)
+        clients = AwsClients(settings)
+        resources = ensure_resources(clients, settings)
+        yield InProcessAws(settings, clients, resources, build_manage_services(settings, clients))
