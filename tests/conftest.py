@@ -14,3 +14,12 @@ def _local_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "lambdaserve-tests")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--aws-endpoint",
+        default=None,
+        help="run integration tests against this endpoint (e.g. LocalStack) instead of "
+        "the embedded moto server; LOCALSTACK_ENDPOINT works too",
+    )

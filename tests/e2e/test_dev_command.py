@@ -1,0 +1,81 @@
+"""`lambdaserve dev` as a user runs it: a subprocess on free ports, driven over HTTP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import httpx
+import pytest
+
+from tests import builders
+from tests.support import free_port, wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def dev_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, int]]]:
+    ports = {"aws": free_port(), "management": free_port(), "inference": free_port()}
+    log = (tmp_path / "dev.log").open("w+")
+    env = {**os.environ, "LAMBDASERVE_WORK_DIR": str(tmp_path / "work")}
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "lambdaserve.cli", "dev",
+            "--aws-port", str(ports["aws"]),
+            "--management-port", str(ports["management"]),
+            "--inference-port", str(ports["inference"]),
+        ],
+        stdout=log, stderr=subprocess.STDOUT, text=True, env=env,
+    )
+    try:
+        wait_until(lambda: "Ctrl-C stops everything" in (tmp_path / "dev.log").read_text(), 60)
+        yield process, ports
+    finally:
+        if process.poll() is None:
+            process.kill()
+        log.close()
+
+
+def ready_versions(port: int) -> set[tuple[str, str]]:
+    response = httpx.post(f"http://127.0.0.1:{port}/v2/repository/index", json={"ready": True})
+    return {(e["name"], e["version"]) for e in response.json()}
+
+
+def test_dev_publishes_by_upload_and_stops_cleanly(dev_process):
+    process, ports = dev_process
+    endpoint = f"http://127.0.0.1:{ports['aws']}"
+    # Given the demo model published on start
+    wait_until(lambda: ("demo-mlp", "1") in ready_versions(ports["management"]), 30)
+    # When a user uploads a model with boto3
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    s3.put_object(Bucket="lambdaserve-models", Key="models/resnet/1/model.onnx", Body=builders.onnx_mlp())
+    # Then it is READY over HTTP, with its signature
+    wait_until(lambda: ("resnet", "1") in ready_versions(ports["management"]), 15)
+    [entry] = httpx.get(f"http://127.0.0.1:{ports['management']}/models/resnet").json()
+    assert entry["signature"]["inputs"][0]["datatype"] == "FP32"
+    # And Ctrl-C stops everything with exit code 0, releasing the ports
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=30) == 0
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"http://127.0.0.1:{ports['management']}/models", timeout=2)
+
+
+def test_the_aws_cli_upload_from_the_readme_works(dev_process, tmp_path: Path):
+    _, ports = dev_process
+    model = tmp_path / "model.onnx"
+    model.write_bytes(builders.onnx_mlp())
+    # The aws CLI comes with the dev extra, next to this interpreter.
+    aws = str(Path(sys.prefix, "bin", "aws"))
+    subprocess.run(
+        [aws, "--endpoint-url", f"http://127.0.0.1:{ports['aws']}", "s3", "cp", str(model),
+         "s3://lambdaserve-models/models/cli-model/1/model.onnx"],
+        check=True, capture_output=True, env={**os.environ, "AWS_ACCESS_KEY_ID": "test",
+                                              "AWS_SECRET_ACCESS_KEY": "test"},
+    )
+    wait_until(lambda: ("cli-model", "1") in ready_versions(ports["management"]), 15)

@@ -1,0 +1,104 @@
+"""Integration fixtures: an emulator over HTTP (moto server, or LocalStack when given),
+the stack's resources under unique names per test, the event pump feeding the real
+manage handler, and the management API served by uvicorn."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from lambdaserve.aws import AwsClients
+from lambdaserve.handlers import manage
+from lambdaserve.local.emulator import Emulator
+from lambdaserve.local.pump import EventPump, PumpConfig
+from lambdaserve.local.resources import LocalResources, ensure_resources
+from lambdaserve.local.servers import BackgroundServer
+from lambdaserve.services import ManageServices
+from lambdaserve.settings import Settings, get_settings
+from tests.support import free_port, wait_until
+
+
+@pytest.fixture(scope="session")
+def aws_endpoint(request: pytest.FixtureRequest) -> Iterator[str]:
+    given = request.config.getoption("--aws-endpoint") or os.environ.get("LOCALSTACK_ENDPOINT")
+    if given:
+        yield given
+        return
+    emulator = Emulator("127.0.0.1", free_port()).start()
+    yield emulator.endpoint
+    emulator.stop()
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    clients: AwsClients
+    resources: LocalResources
+    services: ManageServices
+    pump: EventPump
+    api: httpx.Client
+
+    def put(self, key: str, body: bytes) -> None:
+        self.clients.s3.put_object(Bucket=self.settings.bucket, Key=key, Body=body)
+
+    def delete(self, key: str) -> None:
+        self.clients.s3.delete_object(Bucket=self.settings.bucket, Key=key)
+
+    def index(self, **body: Any) -> list[dict[str, Any]]:
+        response = self.api.post("/v2/repository/index", json=body)
+        assert response.status_code == 200, response.text
+        return list(response.json())
+
+    def state(self, model: str, version: int) -> tuple[str, str] | None:
+        for entry in self.index():
+            if entry["name"] == model and entry["version"] == str(version):
+                return entry["state"], entry["reason"]
+        return None
+
+    def wait_state(self, model: str, version: int, state: str, timeout_s: float = 20) -> str:
+        """Wait until the index shows ``state``; returns the reason."""
+        found = wait_until(
+            lambda: (s := self.state(model, version)) is not None and s[0] == state and s,
+            timeout_s,
+        )
+        return str(found[1])
+
+
+@pytest.fixture
+def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
+    suffix = uuid.uuid4().hex[:10]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", aws_endpoint)
+    monkeypatch.setenv("LAMBDASERVE_BUCKET", f"models-{suffix}")
+    monkeypatch.setenv("LAMBDASERVE_TABLE", f"catalog-{suffix}")
+    monkeypatch.setenv("LAMBDASERVE_REPOSITORY_EVENTS_QUEUE", f"events-{suffix}")
+    monkeypatch.setenv("LAMBDASERVE_REQUESTS_QUEUE", f"requests-{suffix}")
+    monkeypatch.setenv("LAMBDASERVE_WORK_DIR", str(tmp_path / "work"))
+    get_settings.cache_clear()
+    manage.services.cache_clear()
+    settings = get_settings()
+    clients = AwsClients(settings)
+    resources = ensure_resources(clients, settings)
+    pump = EventPump(
+        clients.sqs,
+        resources.repository_events.url,
+        resources.repository_events.arn,
+        manage.events_handler,
+        "lambdaserve-manage",
+        PumpConfig(batch_size=10, poll_wait_s=1, retry_delay_s=1),
+        settings.region,
+    )
+    pump.start()
+    server = BackgroundServer(manage.app, "127.0.0.1", free_port()).start()
+    with httpx.Client(base_url=server.url, timeout=30) as api:
+        yield Stack(settings, clients, resources, manage.services(), pump, api)
+    server.stop()
+    pump.stop()
+    get_settings.cache_clear()
+    manage.services.cache_clear()

@@ -1,0 +1,173 @@
+"""Every management route over HTTP, including the errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import builders
+from tests.support import wait_until
+
+
+@pytest.fixture
+def published(stack):
+    """Model m with versions 1..3 READY under policy all."""
+    stack.put("models/m/config.pbtxt", b"version_policy: { all { } }")
+    for version in (1, 2, 3):
+        stack.put(f"models/m/{version}/model.onnx", builders.onnx_mlp(seed=version))
+    for version in (1, 2, 3):
+        stack.wait_state("m", version, "READY")
+    return stack
+
+
+def test_list_models_pages_with_next_page_token(stack):
+    names = [f"model{i}" for i in range(5)]
+    for name in names:
+        stack.put(f"models/{name}/1/model.onnx", builders.onnx_mlp())
+    wait_until(lambda: len(stack.index(ready=True)) == 5)
+    seen, token, pages = [], None, 0
+    while True:
+        params = {"limit": 2} | ({"next_page_token": token} if token else {})
+        body = stack.api.get("/models", params=params).json()
+        seen += [m["modelName"] for m in body["models"]]
+        assert all(m["modelUrl"].startswith("s3://") for m in body["models"])
+        pages += 1
+        token = body.get("nextPageToken")
+        if not token:
+            break
+    assert seen == names
+    assert pages == 3
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [({"limit": 0}, "limit must be between 1 and 1000"), ({"limit": "x"}, "limit"),
+     ({"next_page_token": "bogus"}, "next_page_token")],
+)
+def test_list_models_rejects_bad_paging(stack, params, message):
+    response = stack.api.get("/models", params=params)
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+
+
+def test_describe_all_versions_and_one_version(published):
+    entries = published.api.get("/models/m").json()
+    assert [e["modelVersion"] for e in entries] == ["1", "2", "3"]
+    assert [e["isDefault"] for e in entries] == [False, False, True]
+    assert published.api.get("/models/m/all").json() == entries
+    [one] = published.api.get("/models/m/2").json()
+    assert one["modelVersion"] == "2" and one["versionPolicy"] == {"all": {}}
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "message"),
+    [
+        ("/models/nope", 404, "not in the catalog"),
+        ("/models/m/9", 404, "has no version 9"),
+        ("/models/m/v1", 400, "positive integers"),
+        ("/models/-bad", 400, "invalid model name"),
+    ],
+)
+def test_describe_errors(published, path, status, message):
+    response = published.api.get(path)
+    assert response.status_code == status
+    assert message in response.json()["error"]
+
+
+def test_set_default_moves_the_default(published):
+    response = published.api.put("/models/m/1/set-default")
+    assert response.status_code == 200, response.text
+    defaults = [e["modelVersion"] for e in published.api.get("/models/m").json() if e["isDefault"]]
+    assert defaults == ["1"]
+
+
+def test_set_default_refuses_a_version_that_does_not_serve(published):
+    published.api.put("/models/m", json={"version_policy": {"latest": {"num_versions": 1}}})
+    published.wait_state("m", 1, "UNAVAILABLE")
+    response = published.api.put("/models/m/1/set-default")
+    assert response.status_code == 409
+    assert "only a READY version can be the default" in response.json()["error"]
+    assert published.api.put("/models/m/7/set-default").status_code == 404
+
+
+def test_put_model_changes_the_version_policy(published):
+    response = published.api.put("/models/m", json={"version_policy": {"specific": {"versions": [1, 3]}}})
+    assert response.status_code == 200, response.text
+    assert response.json()["version_policy"] == {"specific": {"versions": [1, 3]}}
+    assert published.state("m", 2)[0] == "UNAVAILABLE"
+    assert published.state("m", 1)[0] == published.state("m", 3)[0] == "READY"
+
+
+def test_put_model_sets_batching(published):
+    response = published.api.put(
+        "/models/m", json={"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 500}}
+    )
+    assert response.status_code == 200, response.text
+    [entry] = published.api.get("/models/m/3").json()
+    assert (entry["batchSize"], entry["maxBatchDelay"]) == (8, 0.5)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"{not json", "not valid JSON"),
+        (b"[1, 2]", "must be a JSON object"),
+        (b"", "empty"),
+        (b"{}", "at least one model-config field"),
+        (b'{"no_such_field": 1}', "no_such_field"),
+        (b'{"version_policy": {"latest": {"num_versions": 0}}}', "num_versions >= 1"),
+    ],
+)
+def test_put_model_rejects_bad_bodies(published, body, message):
+    response = published.api.put("/models/m", content=body)
+    assert response.status_code == 400
+    assert message in response.json()["error"]
+
+
+def test_put_unknown_model_is_404(stack):
+    response = stack.api.put("/models/ghost", json={"max_batch_size": 2})
+    assert response.status_code == 404
+
+
+def test_delete_version_removes_its_objects_and_the_catalog_follows(published):
+    published.put("models/m/2/labels.txt", b"a\nb\n")
+    response = published.api.delete("/models/m/2")
+    assert response.status_code == 202
+    assert response.json()["deletedObjects"] == 2
+    assert published.wait_state("m", 2, "UNAVAILABLE").startswith("removed")
+    assert published.services.repository.version_objects("m", 2) == []
+    assert published.api.delete("/models/m/99").status_code == 404
+
+
+def test_repository_index_and_ready_filter(published):
+    published.put("models/bad/1/model.onnx", b"junk" * 10)
+    published.wait_state("bad", 1, "UNAVAILABLE")
+    everything = published.index()
+    assert {(e["name"], e["version"]) for e in everything} == {
+        ("m", "1"), ("m", "2"), ("m", "3"), ("bad", "1")
+    }
+    ready = published.index(ready=True)
+    assert {e["name"] for e in ready} == {"m"}
+    assert published.api.post("/v2/repository/index", json={"ready": "yes"}).status_code == 400
+
+
+def test_unload_stops_serving_and_load_restores(published):
+    assert published.api.post("/v2/repository/models/m/unload").status_code == 200
+    assert published.state("m", 3) == ("UNAVAILABLE", "unloaded: load the model to serve it again")
+    assert published.index(ready=True) == []
+    assert published.api.post("/v2/repository/models/m/load").status_code == 200
+    assert published.state("m", 3) == ("READY", "")
+
+
+def test_load_with_a_config_parameter_applies_it(published):
+    body = {"parameters": {"config": '{"version_policy": {"latest": {"num_versions": 2}}}'}}
+    assert published.api.post("/v2/repository/models/m/load", json=body).status_code == 200
+    assert published.state("m", 1)[0] == "UNAVAILABLE"
+    bad = published.api.post("/v2/repository/models/m/load", json={"parameters": {"config": "{"}})
+    assert bad.status_code == 400
+
+
+def test_load_unknown_model_is_404_and_unknown_route_is_json(stack):
+    assert stack.api.post("/v2/repository/models/ghost/load").status_code == 404
+    response = stack.api.get("/no/such/route")
+    assert response.status_code == 404
+    assert "error" in response.json()

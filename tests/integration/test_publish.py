@@ -1,0 +1,119 @@
+"""Publish by upload: S3 events -> SQS -> manage handler -> catalog, seen over HTTP."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests import builders
+from tests.support import wait_until
+
+
+def test_an_uploaded_onnx_model_becomes_ready_with_its_signature(stack):
+    # Given an empty repository / When a model is uploaded
+    stack.put("models/resnet/1/model.onnx", builders.onnx_mlp(4, 3))
+    # Then the repository index shows it READY
+    stack.wait_state("resnet", 1, "READY")
+    # And the management API describes it with signature, digest, size and timestamps
+    [entry] = stack.api.get("/models/resnet").json()
+    assert entry["modelName"] == "resnet"
+    assert entry["modelVersion"] == "1"
+    assert entry["state"] == "READY"
+    assert entry["isDefault"] is True
+    assert entry["runtime"] == "onnxruntime"
+    assert entry["signature"] == {
+        "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [-1, 4]}],
+        "outputs": [{"name": "OUTPUT__0", "datatype": "FP32", "shape": [-1, 3]}],
+    }
+    assert re.fullmatch(r"[0-9a-f]{64}", entry["sha256"])
+    assert entry["size"] == len(builders.onnx_mlp(4, 3))
+    assert entry["createdAt"].endswith("Z") and entry["validatedAt"]
+    assert entry["modelUrl"] == f"s3://{stack.settings.bucket}/models/resnet/1/"
+
+
+def test_overwriting_a_version_revalidates_it(stack):
+    stack.put("models/m/1/model.onnx", builders.onnx_mlp(4, 3))
+    stack.wait_state("m", 1, "READY")
+    stack.put("models/m/1/model.onnx", builders.onnx_mlp(6, 2))
+
+    def signature_updated():
+        [entry] = stack.api.get("/models/m/1").json()
+        return entry["signature"]["inputs"][0]["shape"] == [-1, 6]
+
+    wait_until(signature_updated)
+
+
+def test_delete_retires_a_version_and_republishing_restores_it(stack):
+    stack.put("models/m/1/model.onnx", builders.onnx_mlp())
+    stack.wait_state("m", 1, "READY")
+    stack.delete("models/m/1/model.onnx")
+    assert stack.wait_state("m", 1, "UNAVAILABLE").startswith("removed")
+    stack.put("models/m/1/model.onnx", builders.onnx_mlp())
+    stack.wait_state("m", 1, "READY")
+
+
+def test_a_broken_newer_version_does_not_take_the_served_one_away(stack):
+    # Given version 1 serving under the default policy (latest 1)
+    stack.put("models/m/1/model.onnx", builders.onnx_mlp())
+    stack.wait_state("m", 1, "READY")
+    # When a newer version with non-model bytes arrives
+    stack.put("models/m/2/model.onnx", b"this is not an onnx file" * 4)
+    # Then it is UNAVAILABLE with a reason a person can act on, and version 1 keeps serving
+    reason = stack.wait_state("m", 2, "UNAVAILABLE")
+    assert "not an ONNX model" in reason or "cannot load" in reason
+    assert stack.state("m", 1) == ("READY", "")
+
+
+def test_pickled_pt_is_rejected_with_the_fix(stack):
+    stack.put("models/p/1/model.pt", builders.plain_pickle())
+    assert "torch.jit" in stack.wait_state("p", 1, "UNAVAILABLE")
+
+
+def test_a_config_arriving_after_the_versions_applies_its_policy(stack):
+    for version in (1, 2, 3):
+        stack.put(f"models/m/{version}/model.onnx", builders.onnx_mlp(seed=version))
+    stack.wait_state("m", 3, "READY")
+    assert stack.state("m", 1) == ("UNAVAILABLE", "not selected by the version policy (latest 1)")
+    stack.put("models/m/config.pbtxt", b"version_policy: { all { } }")
+    for version in (1, 2, 3):
+        stack.wait_state("m", version, "READY")
+    # When the config goes away again, the default policy (latest 1) returns
+    stack.delete("models/m/config.pbtxt")
+    stack.wait_state("m", 1, "UNAVAILABLE")
+    assert stack.state("m", 3) == ("READY", "")
+
+
+def test_a_config_arriving_before_the_versions_is_used(stack):
+    stack.put("models/m/config.json", b'{"version_policy": {"specific": {"versions": [1]}}}')
+    stack.put("models/m/1/model.onnx", builders.onnx_mlp())
+    stack.put("models/m/2/model.onnx", builders.onnx_mlp())
+    stack.wait_state("m", 1, "READY")
+    stack.wait_state("m", 2, "UNAVAILABLE")
+
+
+def test_an_invalid_config_makes_versions_unavailable_with_the_parse_error(stack):
+    stack.put("models/m/1/model.onnx", builders.onnx_mlp())
+    stack.wait_state("m", 1, "READY")
+    stack.put("models/m/config.pbtxt", b"max_batch_size: [")
+    assert "config.pbtxt is not valid" in stack.wait_state("m", 1, "UNAVAILABLE")
+    stack.put("models/m/config.pbtxt", b"max_batch_size: 4")
+    stack.wait_state("m", 1, "READY")
+
+
+@pytest.mark.torch
+def test_torchscript_with_its_config_becomes_ready(stack):
+    stack.put("models/ts/config.pbtxt", builders.TORCHSCRIPT_CONFIG)
+    stack.put("models/ts/1/model.pt", builders.torchscript_mlp())
+    stack.wait_state("ts", 1, "READY")
+    [entry] = stack.api.get("/models/ts/1").json()
+    assert entry["runtime"] == "torchscript"
+    assert entry["batchSize"] == 8
+
+
+def test_keys_outside_the_layout_are_ignored(stack):
+    stack.put("models/README.md", b"hello")
+    stack.put("models/m/notes/readme.txt", b"hello")
+    stack.put("models/m/1/model.onnx", builders.onnx_mlp())
+    stack.wait_state("m", 1, "READY")
+    assert [e["name"] for e in stack.index()] == ["m"]
