@@ -8,9 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
-
 from lambdaserve.local.demo import demo_mlp_bytes
+from onnx import TensorProto, helper, numpy_helper
 
 
 def onnx_mlp(inputs: int = 4, outputs: int = 3, seed: int = 0) -> bytes:
@@ -23,7 +22,10 @@ def onnx_add_sub() -> bytes:
     a = helper.make_tensor_value_info("a", TensorProto.FLOAT, ["batch", 4])
     b = helper.make_tensor_value_info("b", TensorProto.FLOAT, ["batch", 4])
     graph = helper.make_graph(
-        [helper.make_node("Add", ["a", "b"], ["sum"]), helper.make_node("Sub", ["a", "b"], ["diff"])],
+        [
+            helper.make_node("Add", ["a", "b"], ["sum"]),
+            helper.make_node("Sub", ["a", "b"], ["diff"]),
+        ],
         "add_sub",
         [a, b],
         [

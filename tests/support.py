@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
+from lambdaserve.local.emulator import free_port
+
+__all__ = ["free_port", "wait_until"]
+
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def wait_until(probe: Callable[[], T], timeout_s: float = 15.0, interval_s: float = 0.05) -> T:

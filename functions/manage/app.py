@@ -1,4 +1,7 @@
-"""manage function: SAM handlers ``app.events_handler``, ``app.reconcile_handler``, ``app.api_handler``."""
+"""manage function.
+
+SAM handlers: ``app.events_handler``, ``app.reconcile_handler``, ``app.api_handler``.
+"""
 
 from __future__ import annotations
 

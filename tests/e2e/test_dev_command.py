@@ -26,12 +26,21 @@ def dev_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[st
     env = {**os.environ, "LAMBDASERVE_WORK_DIR": str(tmp_path / "work")}
     process = subprocess.Popen(
         [
-            sys.executable, "-m", "lambdaserve.cli", "dev",
-            "--aws-port", str(ports["aws"]),
-            "--management-port", str(ports["management"]),
-            "--inference-port", str(ports["inference"]),
+            sys.executable,
+            "-m",
+            "lambdaserve.cli",
+            "dev",
+            "--aws-port",
+            str(ports["aws"]),
+            "--management-port",
+            str(ports["management"]),
+            "--inference-port",
+            str(ports["inference"]),
         ],
-        stdout=log, stderr=subprocess.STDOUT, text=True, env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
     )
     try:
         wait_until(lambda: "Ctrl-C stops everything" in (tmp_path / "dev.log").read_text(), 60)
@@ -54,7 +63,9 @@ def test_dev_publishes_by_upload_and_stops_cleanly(dev_process):
     wait_until(lambda: ("demo-mlp", "1") in ready_versions(ports["management"]), 30)
     # When a user uploads a model with boto3
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-    s3.put_object(Bucket="lambdaserve-models", Key="models/resnet/1/model.onnx", Body=builders.onnx_mlp())
+    s3.put_object(
+        Bucket="lambdaserve-models", Key="models/resnet/1/model.onnx", Body=builders.onnx_mlp()
+    )
     # Then it is READY over HTTP, with its signature
     wait_until(lambda: ("resnet", "1") in ready_versions(ports["management"]), 15)
     [entry] = httpx.get(f"http://127.0.0.1:{ports['management']}/models/resnet").json()
@@ -73,9 +84,17 @@ def test_the_aws_cli_upload_from_the_readme_works(dev_process, tmp_path: Path):
     # The aws CLI comes with the dev extra, next to this interpreter.
     aws = str(Path(sys.prefix, "bin", "aws"))
     subprocess.run(
-        [aws, "--endpoint-url", f"http://127.0.0.1:{ports['aws']}", "s3", "cp", str(model),
-         "s3://lambdaserve-models/models/cli-model/1/model.onnx"],
-        check=True, capture_output=True, env={**os.environ, "AWS_ACCESS_KEY_ID": "test",
-                                              "AWS_SECRET_ACCESS_KEY": "test"},
+        [
+            aws,
+            "--endpoint-url",
+            f"http://127.0.0.1:{ports['aws']}",
+            "s3",
+            "cp",
+            str(model),
+            "s3://lambdaserve-models/models/cli-model/1/model.onnx",
+        ],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"},
     )
     wait_until(lambda: ("cli-model", "1") in ready_versions(ports["management"]), 15)

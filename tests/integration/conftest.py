@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from lambdaserve.aws import AwsClients
 from lambdaserve.handlers import manage
 from lambdaserve.local.emulator import Emulator
@@ -22,6 +21,7 @@ from lambdaserve.local.resources import LocalResources, ensure_resources
 from lambdaserve.local.servers import BackgroundServer
 from lambdaserve.services import ManageServices
 from lambdaserve.settings import Settings, get_settings
+
 from tests.support import free_port, wait_until
 
 
@@ -91,8 +91,8 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         resources.repository_events.arn,
         manage.events_handler,
         "lambdaserve-manage",
-        PumpConfig(batch_size=10, poll_wait_s=1, retry_delay_s=1),
-        settings.region,
+        config=PumpConfig(batch_size=10, poll_wait_s=1, retry_delay_s=1),
+        region=settings.region,
     )
     pump.start()
     server = BackgroundServer(manage.app, "127.0.0.1", free_port()).start()

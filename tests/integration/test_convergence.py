@@ -48,9 +48,7 @@ def expected_states(stack, model: str) -> dict[int, str]:
 
 
 def catalog_states(stack, model: str) -> dict[int, str]:
-    return {
-        v.version: v.state for v in stack.services.catalog.versions(model) if v.present
-    }
+    return {v.version: v.state for v in stack.services.catalog.versions(model) if v.present}
 
 
 @settings(

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from lambdaserve.local.pump import EventPump, PumpConfig
+
 from tests import builders
 from tests.support import wait_until
 
@@ -27,11 +28,12 @@ def test_a_poison_message_is_retried_then_dead_lettered_while_good_ones_land(sta
     stack.put("models/m/1/model.onnx", builders.onnx_mlp())
     # Then the good event lands in the catalog
     stack.wait_state("m", 1, "READY")
+
     # And the poison message reaches the DLQ after maxReceiveCount receives, nothing else does
     def dead_lettered() -> list[dict[str, Any]]:
-        return stack.clients.sqs.receive_message(QueueUrl=events.dlq_url, MaxNumberOfMessages=10).get(
-            "Messages", []
-        )
+        return stack.clients.sqs.receive_message(
+            QueueUrl=events.dlq_url, MaxNumberOfMessages=10
+        ).get("Messages", [])
 
     [message] = wait_until(dead_lettered, timeout_s=30)
     assert json.loads(message["Body"]) == {"junk": True}
@@ -53,7 +55,9 @@ def test_batch_item_failures_are_redelivered_and_successes_deleted(stack):
                 failures.append({"itemIdentifier": record["messageId"]})
         return {"batchItemFailures": failures}
 
-    pump = EventPump(stack.clients.sqs, queue.url, queue.arn, handler, "t", PumpConfig(retry_delay_s=1))
+    pump = EventPump(
+        stack.clients.sqs, queue.url, queue.arn, handler, "t", config=PumpConfig(retry_delay_s=1)
+    )
     for body in ("ok-1", "ok-2", "flaky-1"):
         stack.clients.sqs.send_message(QueueUrl=queue.url, MessageBody=body)
     pump.start()
@@ -74,7 +78,9 @@ def test_a_handler_that_raises_returns_the_whole_batch(stack):
         if len(calls) == 1:
             raise RuntimeError("throttled")
 
-    pump = EventPump(stack.clients.sqs, queue.url, queue.arn, handler, "t", PumpConfig(retry_delay_s=1))
+    pump = EventPump(
+        stack.clients.sqs, queue.url, queue.arn, handler, "t", config=PumpConfig(retry_delay_s=1)
+    )
     stack.clients.sqs.send_message(QueueUrl=queue.url, MessageBody="x")
     pump.start()
     try:

@@ -40,8 +40,11 @@ def test_list_models_pages_with_next_page_token(stack):
 
 @pytest.mark.parametrize(
     ("params", "message"),
-    [({"limit": 0}, "limit must be between 1 and 1000"), ({"limit": "x"}, "limit"),
-     ({"next_page_token": "bogus"}, "next_page_token")],
+    [
+        ({"limit": 0}, "limit must be between 1 and 1000"),
+        ({"limit": "x"}, "limit"),
+        ({"next_page_token": "bogus"}, "next_page_token"),
+    ],
 )
 def test_list_models_rejects_bad_paging(stack, params, message):
     response = stack.api.get("/models", params=params)
@@ -90,7 +93,9 @@ def test_set_default_refuses_a_version_that_does_not_serve(published):
 
 
 def test_put_model_changes_the_version_policy(published):
-    response = published.api.put("/models/m", json={"version_policy": {"specific": {"versions": [1, 3]}}})
+    response = published.api.put(
+        "/models/m", json={"version_policy": {"specific": {"versions": [1, 3]}}}
+    )
     assert response.status_code == 200, response.text
     assert response.json()["version_policy"] == {"specific": {"versions": [1, 3]}}
     assert published.state("m", 2)[0] == "UNAVAILABLE"
@@ -99,7 +104,8 @@ def test_put_model_changes_the_version_policy(published):
 
 def test_put_model_sets_batching(published):
     response = published.api.put(
-        "/models/m", json={"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 500}}
+        "/models/m",
+        json={"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 500}},
     )
     assert response.status_code == 200, response.text
     [entry] = published.api.get("/models/m/3").json()
@@ -143,7 +149,10 @@ def test_repository_index_and_ready_filter(published):
     published.wait_state("bad", 1, "UNAVAILABLE")
     everything = published.index()
     assert {(e["name"], e["version"]) for e in everything} == {
-        ("m", "1"), ("m", "2"), ("m", "3"), ("bad", "1")
+        ("m", "1"),
+        ("m", "2"),
+        ("m", "3"),
+        ("bad", "1"),
     }
     ready = published.index(ready=True)
     assert {e["name"] for e in ready} == {"m"}

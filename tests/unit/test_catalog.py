@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from lambdaserve.catalog import ModelRecord, VersionRecord
 from lambdaserve.errors import InvalidInput
 
@@ -50,7 +49,9 @@ def test_a_tampered_page_token_is_a_400_worthy_error(aws, token):
 def test_api_owned_fields_survive_config_refreshes(aws):
     catalog = aws.services.catalog
     catalog.update_model("m", overrides={"version_policy": {"all": {}}}, default_version=2)
-    catalog.put_model_config(ModelRecord(name="m", config_source="config.pbtxt", config_observed_at=9))
+    catalog.put_model_config(
+        ModelRecord(name="m", config_source="config.pbtxt", config_observed_at=9)
+    )
     record = catalog.get_model("m")
     assert record.overrides == {"version_policy": {"all": {}}}
     assert record.default_version == 2

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from lambdaserve.handlers import manage
 from lambdaserve.local.pump import LocalContext
+
 from tests import builders
 
 EVENTS = Path(__file__).parent.parent / "events"
@@ -65,6 +65,8 @@ def test_a_poison_record_fails_alone_and_the_rest_succeed(handler_services):
 def test_eventbridge_and_sns_wrapped_notifications_are_understood():
     eventbridge = {"source": "aws.s3", "detail": {"object": {"key": "models/a%2Bb/1/x"}}}
     assert manage.object_keys(eventbridge) == ["models/a+b/1/x"]
-    inner = {"Records": [{"eventSource": "aws:s3", "s3": {"object": {"key": "models/m/2/model.onnx"}}}]}
+    inner = {
+        "Records": [{"eventSource": "aws:s3", "s3": {"object": {"key": "models/m/2/model.onnx"}}}]
+    }
     sns = {"Type": "Notification", "Message": json.dumps(inner)}
     assert manage.object_keys(sns) == ["models/m/2/model.onnx"]

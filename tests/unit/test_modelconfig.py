@@ -3,7 +3,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from lambdaserve.errors import InvalidInput
 from lambdaserve.modelconfig import (
     DynamicBatching,
@@ -44,8 +43,10 @@ def test_batched_config_with_policy_batching_and_gpu_instances():
 
 
 def test_config_json_in_tritons_json_form():
-    body = b'{"max_batch_size": 4, "version_policy": {"specific": {"versions": [3, 1]}},' \
+    body = (
+        b'{"max_batch_size": 4, "version_policy": {"specific": {"versions": [3, 1]}},'
         b' "input": [{"name": "x", "data_type": "TYPE_INT32", "dims": [2]}]}'
+    )
     config = build(parse_document("config.json", body), "m")
     assert config.version_policy == VersionPolicy("specific", versions=(1, 3))
     assert config.inputs == (TensorSpec("x", "INT32", (-1, 2)),)
@@ -90,7 +91,9 @@ def test_semantic_errors_are_rejected_with_a_reason(document, message):
 
 def test_overrides_replace_whole_fields_of_the_file_config():
     # Given a file config with latest 2 and an API override to "all"
-    file_doc = parse_document("config.pbtxt", b"max_batch_size: 8 version_policy: { latest { num_versions: 2 } }")
+    file_doc = parse_document(
+        "config.pbtxt", b"max_batch_size: 8 version_policy: { latest { num_versions: 2 } }"
+    )
     overrides = parse_overrides({"versionPolicy": {"all": {}}})
     # When merged
     config = build(merge(file_doc, overrides), "m")

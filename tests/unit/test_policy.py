@@ -45,6 +45,8 @@ def test_states_and_reasons_follow_triton_repository_index():
     assert (state, reason) == (UNAVAILABLE, "not selected by the version policy (latest 1)")
     state, reason = version_state(VersionFacts(3, True, False, "bad bytes"), frozenset(), policy)
     assert (state, reason) == (UNAVAILABLE, "bad bytes")
-    assert version_state(VersionFacts(4, False, False), frozenset(), policy)[1].startswith("removed")
+    assert version_state(VersionFacts(4, False, False), frozenset(), policy)[1].startswith(
+        "removed"
+    )
     assert version_state(ok, frozenset({2}), policy, unloaded=True)[1].startswith("unloaded")
     assert "config" in version_state(ok, frozenset({2}), policy, config_error="x")[1]

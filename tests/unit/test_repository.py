@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from lambdaserve.errors import InvalidInput
 from lambdaserve.repository import (
     ConfigKey,

@@ -4,14 +4,16 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from lambdaserve.errors import ModelRejected
 from lambdaserve.modelconfig import ModelConfig, TensorSpec, build, parse_document
 from lambdaserve.validation import ValidatedVersion
+
 from tests import builders
 
 
-def validate(aws, model: str, version: int, files: dict[str, bytes], config: ModelConfig | None = None) -> ValidatedVersion:
+def validate(
+    aws, model: str, version: int, files: dict[str, bytes], config: ModelConfig | None = None
+) -> ValidatedVersion:
     for path, body in files.items():
         aws.put(f"models/{model}/{version}/{path}", body)
     objects = aws.services.repository.version_objects(model, version)
@@ -51,7 +53,10 @@ def test_files_over_the_size_limit_are_rejected_before_download(aws):
 def test_external_data_inside_the_version_directory_is_fine(aws, tmp_path: Path):
     model = builders.onnx_with_external_data(tmp_path, "weights/w.bin")
     result = validate(
-        aws, "ext", 1, {"model.onnx": model, "weights/w.bin": (tmp_path / "weights/w.bin").read_bytes()}
+        aws,
+        "ext",
+        1,
+        {"model.onnx": model, "weights/w.bin": (tmp_path / "weights/w.bin").read_bytes()},
     )
     assert {f.path for f in result.files} == {"model.onnx", "weights/w.bin"}
 

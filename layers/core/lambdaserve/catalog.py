@@ -173,7 +173,9 @@ class Catalog:
             ExpressionAttributeValues=_values(**values),
         )
 
-    def list_models(self, limit: int, page_token: str | None = None) -> tuple[list[str], str | None]:
+    def list_models(
+        self, limit: int, page_token: str | None = None
+    ) -> tuple[list[str], str | None]:
         """One page of model names in name order, and an opaque token for the next."""
         kwargs: dict[str, Any] = {
             "TableName": self.table,
@@ -206,7 +208,7 @@ class Catalog:
 
     def versions(self, model: str) -> list[VersionRecord]:
         """Every version item of ``model`` in ascending version order."""
-        records = []
+        records: list[VersionRecord] = []
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :v)",
@@ -331,9 +333,11 @@ def _version_to_item(record: VersionRecord) -> dict[str, Any]:
         "sk": _VERSION_SK.format(record.version),
     }
     for name, value in record.__dict__.items():
-        plain[name] = json.dumps(list(value) if name == "files" else value) if (
-            name in _JSON_VERSION_FIELDS
-        ) else value
+        plain[name] = (
+            json.dumps(list(value) if name == "files" else value)
+            if (name in _JSON_VERSION_FIELDS)
+            else value
+        )
     return {key: _serializer.serialize(value) for key, value in plain.items()}
 
 

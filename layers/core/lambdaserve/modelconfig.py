@@ -154,9 +154,7 @@ def _normalised_keys(fields: dict[str, Any]) -> set[str]:
 
 
 def _to_document(message: pb.ModelConfig) -> ConfigDocument:
-    document: ConfigDocument = json_format.MessageToDict(
-        message, preserving_proto_field_name=True
-    )
+    document: ConfigDocument = json_format.MessageToDict(message, preserving_proto_field_name=True)
     if message.HasField("version_policy"):
         # MessageToDict drops empty messages such as ``all {}``; keep the choice.
         document["version_policy"] = {
@@ -210,7 +208,7 @@ def _tensor(spec: Any, batched: bool, role: str) -> TensorSpec:
     if any(d < -1 or d == 0 for d in dims):
         raise InvalidInput(f"{role} {spec.name!r}: dims are positive or -1 (dynamic), got {dims}")
     # With max_batch_size > 0, Triton's dims leave out the batch dimension.
-    shape = ((-1,) + dims) if batched else dims
+    shape = (-1, *dims) if batched else dims
     return TensorSpec(spec.name, _TRITON_TO_V2[data_type], shape)
 
 

@@ -60,16 +60,17 @@ class Registrar:
 
     def on_object_event(self, key: str) -> None:
         """React to one created/removed object (key already URL-decoded)."""
-        parsed = parse_key(key, self._repository.prefix)
-        if parsed is None:
-            logger.info("ignoring %s: outside the models/<model>/<version>/ layout", key)
-            return
-        if isinstance(parsed, ConfigKey):
-            self.reconcile_model(parsed.model)
-            return
-        record = self._catalog.get_model(parsed.model) or self.refresh_config(parsed.model)
-        self.reconcile_version(parsed.model, parsed.version, record)
-        self.apply_policy(parsed.model)
+        self.batch().on_object_event(key)
+
+    def batch(self) -> EventBatch:
+        """A memo for the events of one delivery (one SQS batch)."""
+        return EventBatch(self)
+
+    def on_version_change(self, model: str, version: int) -> None:
+        """Reconcile one version against the bucket, then re-apply the model's policy."""
+        record = self._catalog.get_model(model) or self.refresh_config(model)
+        self.reconcile_version(model, version, record)
+        self.apply_policy(model, record)
 
     def reconcile_all(self) -> int:
         """Reconcile every model found in the bucket or the catalog; returns the count."""
@@ -85,7 +86,7 @@ class Registrar:
         versions |= {v.version for v in self._catalog.versions(model)}
         for version in sorted(versions):
             self.reconcile_version(model, version, record)
-        self.apply_policy(model)
+        self.apply_policy(model, record)
 
     def refresh_config(self, model: str) -> ModelRecord:
         """Read the model's config file from the bucket into the catalog."""
@@ -130,9 +131,8 @@ class Registrar:
             return
         config = effective_config(record, model).config
         fingerprint = _fingerprint(objects, config)
-        if existing and existing.present and not existing.pending:
-            if existing.fingerprint == fingerprint:
-                return
+        if _already_validated(existing, fingerprint):
+            return
         loading = VersionRecord(
             model=model,
             version=version,
@@ -180,9 +180,12 @@ class Registrar:
             validated_at=now_iso(),
         )
 
-    def apply_policy(self, model: str) -> None:
-        """Derive each version's state from the facts, the config and the policy."""
-        record = self._catalog.get_model(model)
+    def apply_policy(self, model: str, record: ModelRecord | None = None) -> None:
+        """Derive each version's state from the facts, the config and the policy.
+
+        ``record`` saves a read when the caller has just read or written the model item.
+        """
+        record = record or self._catalog.get_model(model)
         effective = effective_config(record, model)
         versions = [v for v in self._catalog.versions(model) if not v.pending]
         served = policy.served_versions(
@@ -202,6 +205,35 @@ class Registrar:
                 self._catalog.set_version_state(version, state, reason)
 
 
+class EventBatch:
+    """Reconciles each target at most once per delivery.
+
+    Every event in a batch was emitted before the batch was received, so one
+    reconcile after receiving sees everything any of them announces: duplicates and
+    bursts for the same version (or model) cost one reconcile, not one each.
+    """
+
+    def __init__(self, registrar: Registrar) -> None:
+        self._registrar = registrar
+        self._models: set[str] = set()
+        self._versions: set[tuple[str, int]] = set()
+
+    def on_object_event(self, key: str) -> None:
+        parsed = parse_key(key, self._registrar._repository.prefix)
+        if parsed is None:
+            logger.info("ignoring %s: outside the models/<model>/<version>/ layout", key)
+            return
+        if parsed.model in self._models:
+            return
+        if isinstance(parsed, ConfigKey):
+            self._registrar.reconcile_model(parsed.model)
+            self._models.add(parsed.model)
+            return
+        if (parsed.model, parsed.version) not in self._versions:
+            self._registrar.on_version_change(parsed.model, parsed.version)
+            self._versions.add((parsed.model, parsed.version))
+
+
 def _fingerprint(objects: list[ObjectInfo], config: ModelConfig) -> str:
     """Identity of what validation depends on: the objects and the declared tensors."""
     material = {
@@ -211,3 +243,13 @@ def _fingerprint(objects: list[ObjectInfo], config: ModelConfig) -> str:
         "max_batch_size": config.max_batch_size,
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def _already_validated(existing: VersionRecord | None, fingerprint: str) -> bool:
+    """Duplicate events for unchanged objects cost one read, not a revalidation."""
+    return (
+        existing is not None
+        and existing.present
+        and not existing.pending
+        and existing.fingerprint == fingerprint
+    )

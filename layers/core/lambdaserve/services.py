@@ -29,4 +29,6 @@ def build_manage_services(settings: Settings, clients: AwsClients | None = None)
     catalog = Catalog(clients.dynamodb, settings.table)
     validator = VersionValidator(repository, settings.max_model_bytes, settings.work_dir)
     registrar = Registrar(repository, catalog, validator)
-    return ManageServices(repository, catalog, registrar, ModelManager(repository, catalog, registrar))
+    return ManageServices(
+        repository, catalog, registrar, ModelManager(repository, catalog, registrar)
+    )

@@ -50,9 +50,7 @@ class VersionValidator:
         self._max_bytes = max_bytes
         self._work_dir = work_dir
 
-    def validate(
-        self, objects: list[ObjectInfo], config: ModelConfig
-    ) -> ValidatedVersion:
+    def validate(self, objects: list[ObjectInfo], config: ModelConfig) -> ValidatedVersion:
         """Return what validated, or raise ModelRejected with a reason a person can act on."""
         by_path = _by_relative_path(objects, self._repository.prefix)
         model_file = _model_file(by_path)
@@ -112,8 +110,7 @@ def _check_declared_tensors(signature: Signature, config: ModelConfig) -> None:
             found = names.get(spec.name)
             if found is None:
                 raise ModelRejected(
-                    f"config declares {role} {spec.name!r} but the model has "
-                    f"{sorted(names)}"
+                    f"config declares {role} {spec.name!r} but the model has {sorted(names)}"
                 )
             if found.datatype != spec.datatype:
                 raise ModelRejected(

@@ -22,6 +22,7 @@ from mangum import Mangum
 
 from lambdaserve.apps.management import create_management_app
 from lambdaserve.management import ModelManager
+from lambdaserve.registrar import EventBatch
 from lambdaserve.repository import decode_event_key
 from lambdaserve.services import ManageServices, build_manage_services
 from lambdaserve.settings import get_settings
@@ -53,10 +54,17 @@ def object_keys(body: dict[str, Any]) -> list[str]:
     raise ValueError(f"not an S3 event notification: keys {sorted(body)}")
 
 
+class _Delivery:
+    """The event batch of the invocation in progress (one per SQS batch)."""
+
+    current: EventBatch | None = None
+
+
 def record_handler(record: SQSRecord) -> None:
     """Reconcile what one queued S3 notification points at; raising retries the record."""
+    batch = _Delivery.current or services().registrar.batch()
     for key in object_keys(record.json_body):
-        services().registrar.on_object_event(key)
+        batch.on_object_event(key)
         metrics.add_metric(name="RepositoryEvents", unit=MetricUnit.Count, value=1)
 
 
@@ -65,9 +73,15 @@ def record_handler(record: SQSRecord) -> None:
 def events_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """SQS event source mapping of the repository-events queue (partial batch failures)."""
     metrics.add_metric(name="EventBatches", unit=MetricUnit.Count, value=1)
-    return process_partial_response(
-        event=event, record_handler=record_handler, processor=processor, context=context
-    )
+    _Delivery.current = services().registrar.batch()
+    try:
+        return dict(
+            process_partial_response(
+                event=event, record_handler=record_handler, processor=processor, context=context
+            )
+        )
+    finally:
+        _Delivery.current = None
 
 
 @logger.inject_lambda_context(clear_state=True)

@@ -63,19 +63,7 @@ class DevStack:
 
         manage.services.cache_clear()
         manage.services().registrar.reconcile_all()
-        self._pumps.append(
-            EventPump(
-                clients.sqs,
-                self.resources.repository_events.url,
-                self.resources.repository_events.arn,
-                manage.events_handler,
-                "lambdaserve-manage",
-                PumpConfig(batch_size=10, batching_window_s=0.0),
-                settings.region,
-            )
-        )
-        for pump in self._pumps:
-            pump.start()
+        self.start_event_pumps()
         self._servers.append(
             BackgroundServer(manage.app, options.host, options.management_port).start()
         )
@@ -87,11 +75,33 @@ class DevStack:
             )
         return self
 
+    def start_event_pumps(self) -> None:
+        """Feed the repository-events queue to the manage handler (as its ESM would)."""
+        from lambdaserve.handlers import manage
+
+        assert self.resources is not None, "start() creates the resources first"
+        settings = get_settings()
+        pump = EventPump(
+            AwsClients(settings).sqs,
+            self.resources.repository_events.url,
+            self.resources.repository_events.arn,
+            manage.events_handler,
+            "lambdaserve-manage",
+            config=PumpConfig(batch_size=10, batching_window_s=0.0),
+            region=settings.region,
+        )
+        pump.start()
+        self._pumps.append(pump)
+
+    def stop_event_pumps(self) -> None:
+        for pump in self._pumps:
+            pump.stop()
+        self._pumps.clear()
+
     def stop(self) -> None:
         for server in self._servers:
             server.stop()
-        for pump in self._pumps:
-            pump.stop()
+        self.stop_event_pumps()
         if self._emulator is not None:
             self._emulator.stop()
 
@@ -100,7 +110,8 @@ class DevStack:
         opts = self.options
         lines = [
             "lambdaserve dev is running",
-            f"  AWS endpoint      {self.endpoint}  (region {settings.region}, credentials test/test)",
+            f"  AWS endpoint      {self.endpoint}"
+            f"  (region {settings.region}, credentials test/test)",
             f"  model bucket      s3://{settings.bucket}/{settings.models_prefix}",
             f"  catalog table     {settings.table}",
             f"  management API    http://{opts.host}:{opts.management_port}/models",

@@ -15,6 +15,13 @@ class PortInUse(LambdaServeError):
     """A port the local stack needs is taken."""
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS considers free right now (for tests, benchmarks and parallel stacks)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
 def ensure_port_free(host: str, port: int, what: str) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         if probe.connect_ex((host, port)) == 0:

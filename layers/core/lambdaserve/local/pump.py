@@ -70,6 +70,7 @@ class EventPump:
         queue_arn: str,
         handler: Handler,
         function_name: str,
+        *,
         config: PumpConfig | None = None,
         region: str = "us-east-1",
     ) -> None:

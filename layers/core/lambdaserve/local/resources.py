@@ -48,7 +48,9 @@ def ensure_resources(
                     "QueueArn": events.arn,
                     "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
                     "Filter": {
-                        "Key": {"FilterRules": [{"Name": "prefix", "Value": settings.models_prefix}]}
+                        "Key": {
+                            "FilterRules": [{"Name": "prefix", "Value": settings.models_prefix}]
+                        }
                     },
                 }
             ]

@@ -18,7 +18,9 @@ class BackgroundServer:
         self._server = uvicorn.Server(
             uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
         )
-        self._thread = threading.Thread(target=self._server.run, name=f"uvicorn-{port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, name=f"uvicorn-{port}", daemon=True
+        )
 
     @property
     def url(self) -> str:

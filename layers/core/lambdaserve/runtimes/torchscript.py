@@ -50,9 +50,7 @@ def check_torchscript_archive(model_path: Path) -> None:
             "Export it with torch.jit.script or torch.jit.trace and torch.jit.save"
         )
     if not zipfile.is_zipfile(model_path):
-        raise ModelRejected(
-            "model.pt is not a TorchScript archive; export it with torch.jit.save"
-        )
+        raise ModelRejected("model.pt is not a TorchScript archive; export it with torch.jit.save")
     with zipfile.ZipFile(model_path) as archive:
         names = archive.namelist()
     if not any("/code/" in n for n in names) or not any(n.endswith("constants.pkl") for n in names):
