@@ -70,3 +70,42 @@ def test_eventbridge_and_sns_wrapped_notifications_are_understood():
     }
     sns = {"Type": "Notification", "Message": json.dumps(inner)}
     assert manage.object_keys(sns) == ["models/m/2/model.onnx"]
+
+
+def test_management_api_through_mangum_with_an_api_gateway_v2_event(handler_services):
+    # Given a published model
+    handler_services.put("models/mlp/1/model.onnx", builders.onnx_mlp())
+    manage.events_handler(load_event("sqs_s3_object_created.json"), LocalContext("manage"))
+    # When API Gateway (HTTP API, payload 2.0) invokes the function
+    response = manage.api_handler(load_event("apigw_v2_get_models.json"), LocalContext("manage"))
+    # Then the answer is TorchServe's list shape
+    assert response["statusCode"] == 200
+    body = json.loads(response["body"])
+    assert body["models"] == [
+        {"modelName": "mlp", "modelUrl": f"s3://{handler_services.settings.bucket}/models/mlp/"}
+    ]
+
+
+def test_invalid_config_through_mangum_is_a_400_that_says_why(handler_services):
+    handler_services.put("models/mlp/1/model.onnx", builders.onnx_mlp())
+    manage.events_handler(load_event("sqs_s3_object_created.json"), LocalContext("manage"))
+    response = manage.api_handler(
+        load_event("apigw_v2_put_model_invalid.json"), LocalContext("manage")
+    )
+    assert response["statusCode"] == 400
+    assert "num_versions >= 1" in json.loads(response["body"])["error"]
+
+
+def test_the_scheduled_reconcile_heals_missed_events(handler_services):
+    # Given objects whose events were never delivered
+    handler_services.put("models/a/1/model.onnx", builders.onnx_mlp())
+    handler_services.put("models/b/config.pbtxt", b"version_policy: { all { } }")
+    handler_services.put("models/b/1/model.onnx", builders.onnx_mlp())
+    handler_services.put("models/b/2/model.onnx", builders.onnx_mlp(seed=2))
+    # When the schedule runs the full reconcile
+    result = manage.reconcile_handler({"source": "aws.events"}, LocalContext("reconcile"))
+    # Then every version is in the catalog with its policy applied
+    assert result == {"models": 2}
+    catalog = handler_services.services.catalog
+    assert [v.state for v in catalog.versions("a")] == ["READY"]
+    assert [v.state for v in catalog.versions("b")] == ["READY", "READY"]

@@ -62,6 +62,7 @@ class _Delivery:
 
 def record_handler(record: SQSRecord) -> None:
     """Reconcile what one queued S3 notification points at; raising retries the record."""
+    logger.append_keys(message_id=record.message_id)
     batch = _Delivery.current or services().registrar.batch()
     for key in object_keys(record.json_body):
         batch.on_object_event(key)
