@@ -33,6 +33,8 @@ def point_environment_at(endpoint: str, region: str = "us-east-1") -> Settings:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
     os.environ["AWS_REGION"] = os.environ["AWS_DEFAULT_REGION"] = region
+    # EMF metric lines are for CloudWatch; locally they only bury the logs.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     get_settings.cache_clear()
     return get_settings()
 
