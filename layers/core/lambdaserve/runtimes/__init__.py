@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+
+import numpy as np
 
 from lambdaserve.modelconfig import ModelConfig, TensorSpec
 
@@ -40,8 +42,21 @@ class Signature:
         return cls(specs(data.get("inputs", [])), specs(data.get("outputs", [])))
 
 
+Arrays = dict[str, "np.ndarray[Any, Any]"]
+
+
+class LoadedModel(Protocol):
+    """A model loaded for serving on one device."""
+
+    device: str
+
+    def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
+        """Execute once; ``outputs`` names what to return (in that order)."""
+        ...
+
+
 class Runtime(Protocol):
-    """A backend that can check a model file and report its signature."""
+    """A backend that can check a model file, report its signature and load it."""
 
     name: str
 
@@ -49,10 +64,32 @@ class Runtime(Protocol):
         """Load the model for real and return its signature, or raise ModelRejected."""
         ...
 
+    def load(
+        self, model_path: Path, config: ModelConfig, signature: Signature, options: LoadOptions
+    ) -> LoadedModel:
+        """Load for serving on the device ``options`` and the config ask for."""
+        ...
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How to load: ``device`` is cpu, cuda or auto (cuda for KIND_GPU models when present)."""
+
+    device: str = "auto"
+    intra_op_threads: int = 0
+
+
+def wants_gpu(config: ModelConfig, options: LoadOptions) -> bool:
+    return options.device == "cuda" or (options.device == "auto" and config.instance_kind == "GPU")
+
 
 def runtime_for(filename: str) -> Runtime:
     """The runtime that serves a model file name (model.onnx or model.pt)."""
-    backend = MODEL_FILES[filename]
+    return runtime_named(MODEL_FILES[filename])
+
+
+def runtime_named(backend: str) -> Runtime:
+    """The runtime a catalog version records (``onnxruntime`` or ``torchscript``)."""
     if backend == "onnxruntime":
         from lambdaserve.runtimes.onnx import OnnxRuntime
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import onnx
 import onnxruntime as ort
 
-from lambdaserve.errors import ModelRejected
+from lambdaserve.errors import InferenceError, ModelRejected
 from lambdaserve.modelconfig import ModelConfig, TensorSpec
-from lambdaserve.runtimes import Signature
+from lambdaserve.runtimes import Arrays, LoadOptions, Signature, wants_gpu
 
 _ORT_TO_V2 = {
     "tensor(bool)": "BOOL",
@@ -50,6 +52,67 @@ class OnnxRuntime:
             inputs=tuple(_spec(i) for i in session.get_inputs()),
             outputs=tuple(_spec(o) for o in session.get_outputs()),
         )
+
+    def load(
+        self, model_path: Path, config: ModelConfig, signature: Signature, options: LoadOptions
+    ) -> OnnxSession:
+        session_options = ort.SessionOptions()
+        session_options.intra_op_num_threads = options.intra_op_threads
+        session_options.log_severity_level = 3
+        providers = providers_for(wants_gpu(config, options))
+        try:
+            session = ort.InferenceSession(
+                str(model_path), sess_options=session_options, providers=providers
+            )
+        except Exception as exc:
+            raise InferenceError(f"onnxruntime cannot load the model: {_first_line(exc)}") from exc
+        device = "cuda" if session.get_providers()[0] == "CUDAExecutionProvider" else "cpu"
+        strings = frozenset(t.name for t in signature.inputs if t.datatype == "BYTES")
+        return OnnxSession(session, device, strings)
+
+
+class OnnxSession:
+    """An onnxruntime session; strings in and out as BYTES (object arrays of bytes)."""
+
+    def __init__(self, session: Any, device: str, string_inputs: frozenset[str]) -> None:
+        self._session = session
+        self._string_inputs = string_inputs
+        self.device = device
+
+    def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
+        feed = {
+            name: _to_str(value) if name in self._string_inputs else value
+            for name, value in inputs.items()
+        }
+        try:
+            results = self._session.run(list(outputs), feed)
+        except Exception as exc:  # onnxruntime raises Fail/InvalidArgument/RuntimeException
+            raise InferenceError(f"onnxruntime failed: {_first_line(exc)}") from exc
+        return {
+            name: _to_bytes(value) if value.dtype.kind in ("U", "O") else value
+            for name, value in zip(outputs, results, strict=True)
+        }
+
+
+def _to_str(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    converted: np.ndarray[Any, Any] = np.vectorize(
+        lambda v: v.decode("utf-8") if isinstance(v, bytes) else str(v), otypes=[object]
+    )(array)
+    return converted
+
+
+def _to_bytes(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    converted: np.ndarray[Any, Any] = np.vectorize(
+        lambda v: v.encode("utf-8") if isinstance(v, str) else v, otypes=[object]
+    )(array)
+    return converted
+
+
+def providers_for(gpu: bool) -> list[str]:
+    """CUDA first when asked for and present in this onnxruntime build, CPU always."""
+    if gpu and "CUDAExecutionProvider" in ort.get_available_providers():
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    return ["CPUExecutionProvider"]
 
 
 def check_external_data(model_path: Path) -> None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from lambdaserve.errors import ModelRejected
+import numpy as np
+
+from lambdaserve.errors import InferenceError, ModelRejected
 from lambdaserve.modelconfig import ModelConfig
-from lambdaserve.runtimes import Signature
+from lambdaserve.runtimes import Arrays, LoadOptions, Signature, wants_gpu
 
 _PICKLE_PROTOCOL_MARK = b"\x80"
 
@@ -37,7 +41,60 @@ class TorchScriptRuntime:
             first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
             raise ModelRejected(f"torch.jit.load cannot load model.pt: {first}") from exc
         module.eval()
+        if any(t.datatype == "BYTES" for t in (*config.inputs, *config.outputs)):
+            raise ModelRejected(
+                "TorchScript models take and return tensors; BYTES is not supported"
+            )
         return Signature(inputs=config.inputs, outputs=config.outputs)
+
+    def load(
+        self, model_path: Path, config: ModelConfig, signature: Signature, options: LoadOptions
+    ) -> TorchScriptModule:
+        import torch
+
+        device = "cuda" if wants_gpu(config, options) and torch.cuda.is_available() else "cpu"
+        if options.intra_op_threads:
+            torch.set_num_threads(options.intra_op_threads)
+        try:
+            module = torch.jit.load(str(model_path), map_location=device)
+        except Exception as exc:
+            raise InferenceError(f"torch.jit.load failed: {exc}") from exc
+        module.eval()
+        return TorchScriptModule(module, device, signature)
+
+
+class TorchScriptModule:
+    """A TorchScript module on cpu or cuda; positional inputs in the signature's order."""
+
+    def __init__(self, module: Any, device: str, signature: Signature) -> None:
+        self._module = module
+        self._signature = signature
+        self.device = device
+
+    def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
+        import torch
+
+        try:
+            with torch.inference_mode():
+                args = [
+                    torch.from_numpy(np.ascontiguousarray(inputs[spec.name])).to(self.device)
+                    for spec in self._signature.inputs
+                ]
+                result = self._module(*args)
+        except (RuntimeError, TypeError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+            raise InferenceError(f"TorchScript model failed: {first}") from exc
+        values = list(result) if isinstance(result, list | tuple) else [result]
+        if len(values) != len(self._signature.outputs):
+            raise InferenceError(
+                f"the model returned {len(values)} tensors; the config declares "
+                f"{len(self._signature.outputs)} outputs"
+            )
+        by_name = {
+            spec.name: value.detach().to("cpu").numpy()
+            for spec, value in zip(self._signature.outputs, values, strict=True)
+        }
+        return {name: by_name[name] for name in outputs}
 
 
 def check_torchscript_archive(model_path: Path) -> None:

@@ -1,0 +1,178 @@
+"""KServe v2 inference requests and responses, JSON and Triton's binary tensor extension."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import orjson
+
+from lambdaserve import tensors
+from lambdaserve.errors import InvalidInput
+
+HEADER_LENGTH = "inference-header-content-length"
+
+
+@dataclass(frozen=True)
+class InferInput:
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+    data: np.ndarray[Any, Any]
+
+
+@dataclass(frozen=True)
+class RequestedOutput:
+    name: str
+    binary: bool | None = None
+
+
+@dataclass(frozen=True)
+class InferRequest:
+    """A decoded v2 request; ``outputs`` empty means every output of the model."""
+
+    inputs: tuple[InferInput, ...]
+    outputs: tuple[RequestedOutput, ...] = ()
+    id: str | None = None
+    binary_output: bool = False
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class EncodedResponse:
+    body: bytes
+    headers: dict[str, str]
+
+
+def parse_infer_request(body: bytes, header_length: int | None = None) -> InferRequest:
+    """Decode a v2 request body; ``header_length`` is Inference-Header-Content-Length."""
+    if header_length is not None and not 0 < header_length <= len(body):
+        raise InvalidInput(
+            f"Inference-Header-Content-Length is {header_length} but the body has {len(body)} bytes"
+        )
+    view = memoryview(body)
+    header_bytes = view[:header_length] if header_length is not None else view
+    document = _json_object(bytes(header_bytes))
+    raw_inputs = document.get("inputs")
+    if not isinstance(raw_inputs, list) or not raw_inputs:
+        raise InvalidInput('the request needs "inputs": a non-empty list of tensors')
+    binary = view[header_length:] if header_length is not None else view[len(body) :]
+    inputs, used = [], 0
+    for raw in raw_inputs:
+        tensor, size = _parse_input(raw, binary[used:])
+        inputs.append(tensor)
+        used += size
+    if used != len(binary):
+        raise InvalidInput(
+            f"the body carries {len(binary)} bytes of binary tensor data, inputs declare {used}"
+        )
+    parameters = _parameters(document, "request")
+    return InferRequest(
+        inputs=tuple(inputs),
+        outputs=tuple(_parse_output(o) for o in _list(document, "outputs")),
+        id=str(document["id"]) if document.get("id") is not None else None,
+        binary_output=bool(parameters.get("binary_data_output", False)),
+        parameters=parameters,
+    )
+
+
+def encode_infer_response(
+    model_name: str,
+    model_version: int,
+    request: InferRequest,
+    outputs: Mapping[str, np.ndarray[Any, Any]],
+) -> EncodedResponse:
+    """Encode outputs as JSON, with binary tensors appended where the request asked."""
+    entries, blobs = [], []
+    binary_by_name = {o.name: o.binary for o in request.outputs}
+    for name, array in outputs.items():
+        entry: dict[str, Any] = {
+            "name": name,
+            "datatype": tensors.v2_datatype(array),
+            "shape": list(array.shape),
+        }
+        wants_binary = binary_by_name.get(name)
+        if wants_binary if wants_binary is not None else request.binary_output:
+            blob = tensors.to_binary(array)
+            entry["parameters"] = {
+                "binary_data_size": len(blob) if isinstance(blob, bytes) else blob.nbytes
+            }
+            blobs.append(blob)
+        else:
+            entry["data"] = tensors.to_json(array)
+        entries.append(entry)
+    document: dict[str, Any] = {
+        "model_name": model_name,
+        "model_version": str(model_version),
+        "outputs": entries,
+    }
+    if request.id is not None:
+        document["id"] = request.id
+    header = orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
+    if not blobs:
+        return EncodedResponse(header, {"content-type": "application/json"})
+    return EncodedResponse(
+        b"".join([header, *blobs]),
+        {"content-type": "application/octet-stream", HEADER_LENGTH: str(len(header))},
+    )
+
+
+def _parse_input(raw: Any, binary: memoryview) -> tuple[InferInput, int]:
+    if not isinstance(raw, dict):
+        raise InvalidInput("every input must be an object with name, datatype, shape and data")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise InvalidInput("every input needs a name")
+    datatype = raw.get("datatype")
+    if not isinstance(datatype, str):
+        raise InvalidInput(f"input {name!r} needs a datatype such as FP32")
+    shape = tensors.check_shape(name, raw.get("shape"))
+    parameters = _parameters(raw, f"input {name!r}")
+    size = parameters.get("binary_data_size")
+    if size is not None:
+        if not isinstance(size, int) or size < 0 or size > len(binary):
+            raise InvalidInput(
+                f"input {name!r}: binary_data_size {size} exceeds the {len(binary)} bytes left "
+                "after the JSON header"
+            )
+        return InferInput(
+            name, datatype, shape, tensors.from_binary(name, datatype, shape, binary[:size])
+        ), size
+    if "data" not in raw:
+        raise InvalidInput(f"input {name!r} has neither data nor binary_data_size")
+    return InferInput(
+        name, datatype, shape, tensors.from_json(name, datatype, shape, raw["data"])
+    ), 0
+
+
+def _parse_output(raw: Any) -> RequestedOutput:
+    if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+        raise InvalidInput('every requested output must be an object with a "name"')
+    binary = _parameters(raw, f"output {raw['name']!r}").get("binary_data")
+    return RequestedOutput(raw["name"], None if binary is None else bool(binary))
+
+
+def _json_object(raw: bytes) -> dict[str, Any]:
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"the request is not valid JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise InvalidInput("the request must be a JSON object")
+    return document
+
+
+def _list(document: dict[str, Any], key: str) -> Sequence[Any]:
+    value = document.get(key, [])
+    if not isinstance(value, list):
+        raise InvalidInput(f'"{key}" must be a list')
+    return value
+
+
+def _parameters(document: dict[str, Any], where: str) -> dict[str, Any]:
+    value = document.get("parameters") or {}
+    if not isinstance(value, dict):
+        raise InvalidInput(f'{where}: "parameters" must be an object')
+    return value

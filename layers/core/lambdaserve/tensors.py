@@ -1,0 +1,168 @@
+"""v2 datatypes <-> numpy, and the JSON and binary tensor codecs (KServe v2 / Triton).
+
+Binary tensors are read with ``np.frombuffer`` (zero-copy views on the request body)
+and written with ``memoryview`` of C-contiguous arrays. BYTES elements travel as a
+4-byte little-endian length followed by the bytes, as Triton serializes them.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from lambdaserve.errors import InvalidInput
+
+_V2_TO_NUMPY: dict[str, Any] = {
+    "BOOL": np.bool_,
+    "UINT8": np.uint8,
+    "UINT16": np.uint16,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "INT8": np.int8,
+    "INT16": np.int16,
+    "INT32": np.int32,
+    "INT64": np.int64,
+    "FP16": np.float16,
+    "FP32": np.float32,
+    "FP64": np.float64,
+    "BYTES": np.object_,
+}
+_NUMPY_TO_V2 = {np.dtype(v): k for k, v in _V2_TO_NUMPY.items() if k != "BYTES"}
+_LENGTH = struct.Struct("<I")
+
+
+def numpy_dtype(datatype: str) -> np.dtype[Any]:
+    """The numpy dtype of a v2 datatype, or InvalidInput naming the supported ones."""
+    try:
+        return np.dtype(_V2_TO_NUMPY[datatype])  # type: ignore[no-any-return]
+    except KeyError:
+        raise InvalidInput(
+            f"unsupported datatype {datatype!r}; use one of {', '.join(_V2_TO_NUMPY)}"
+        ) from None
+
+
+def v2_datatype(array: np.ndarray[Any, Any]) -> str:
+    """The v2 datatype of a numpy array (object and string arrays are BYTES)."""
+    if array.dtype.kind in ("O", "S", "U"):
+        return "BYTES"
+    try:
+        return _NUMPY_TO_V2[array.dtype]
+    except KeyError:
+        raise InvalidInput(f"no v2 datatype for numpy {array.dtype}") from None
+
+
+def element_count(shape: Sequence[int]) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count
+
+
+def check_shape(name: str, shape: Any) -> tuple[int, ...]:
+    if not isinstance(shape, list | tuple) or not all(
+        isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+    ):
+        raise InvalidInput(f"input {name!r}: shape must be a list of non-negative integers")
+    return tuple(shape)
+
+
+def from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np.ndarray[Any, Any]:
+    """Decode a JSON ``data`` field (flat or nested, row-major) into an array of ``shape``."""
+    dtype = numpy_dtype(datatype)
+    try:
+        if datatype == "BYTES":
+            flat = np.array([_as_bytes(v) for v in _flatten(data)], dtype=object)
+        else:
+            flat = np.asarray(data, dtype=dtype).reshape(-1)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InvalidInput(f"input {name!r}: data is not {datatype}: {exc}") from None
+    expected = element_count(shape)
+    if flat.size != expected:
+        raise InvalidInput(
+            f"input {name!r}: shape {list(shape)} needs {expected} elements, data has {flat.size}"
+        )
+    return flat.reshape(shape)
+
+
+def to_json(array: np.ndarray[Any, Any]) -> list[Any]:
+    """Flatten an array for a JSON ``data`` field (BYTES as UTF-8 strings where they decode)."""
+    if array.dtype.kind in ("O", "S", "U"):
+        return [_as_text(v) for v in array.reshape(-1)]
+    values: list[Any] = array.reshape(-1).tolist()
+    return values
+
+
+def from_binary(
+    name: str, datatype: str, shape: tuple[int, ...], buffer: memoryview
+) -> np.ndarray[Any, Any]:
+    """Decode one binary tensor (Triton's binary data extension); zero-copy for numbers."""
+    expected = element_count(shape)
+    if datatype == "BYTES":
+        return _bytes_from_binary(name, buffer, expected).reshape(shape)
+    dtype = numpy_dtype(datatype)
+    if len(buffer) != expected * dtype.itemsize:
+        raise InvalidInput(
+            f"input {name!r}: shape {list(shape)} of {datatype} needs "
+            f"{expected * dtype.itemsize} bytes, binary_data_size is {len(buffer)}"
+        )
+    return np.frombuffer(buffer, dtype=dtype).reshape(shape)
+
+
+def to_binary(array: np.ndarray[Any, Any]) -> bytes | memoryview:
+    """Serialize an array for the binary extension (a view where no copy is needed)."""
+    if array.dtype.kind in ("O", "S", "U"):
+        parts = []
+        for value in array.reshape(-1):
+            raw = _as_bytes(value)
+            parts.append(_LENGTH.pack(len(raw)))
+            parts.append(raw)
+        return b"".join(parts)
+    contiguous = np.ascontiguousarray(array)
+    return memoryview(contiguous).cast("B")  # type: ignore[arg-type]
+
+
+def _bytes_from_binary(name: str, buffer: memoryview, expected: int) -> np.ndarray[Any, Any]:
+    values: list[bytes] = []
+    offset = 0
+    while offset < len(buffer):
+        if offset + 4 > len(buffer):
+            raise InvalidInput(f"input {name!r}: truncated BYTES element length")
+        (length,) = _LENGTH.unpack_from(buffer, offset)
+        offset += 4
+        if offset + length > len(buffer):
+            raise InvalidInput(f"input {name!r}: BYTES element runs past binary_data_size")
+        values.append(bytes(buffer[offset : offset + length]))
+        offset += length
+    if len(values) != expected:
+        raise InvalidInput(f"input {name!r}: expected {expected} BYTES elements, got {len(values)}")
+    return np.array(values, dtype=object)
+
+
+def _flatten(data: Any) -> list[Any]:
+    if isinstance(data, list | tuple):
+        out: list[Any] = []
+        for item in data:
+            out.extend(_flatten(item))
+        return out
+    return [data]
+
+
+def _as_bytes(value: Any) -> bytes:
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, np.bytes_ | np.str_):
+        return _as_bytes(value.item())
+    raise TypeError(f"{type(value).__name__} is not a string")
+
+
+def _as_text(value: Any) -> Any:
+    raw = _as_bytes(value)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return list(raw)
