@@ -102,8 +102,8 @@ class ModelConfig:
             "backend": self.backend,
             "max_batch_size": self.max_batch_size,
             "version_policy": self.version_policy.to_triton_json(),
-            "input": [_tensor_json(t) for t in self.inputs],
-            "output": [_tensor_json(t) for t in self.outputs],
+            "input": [_tensor_json(t, self.max_batch_size > 0) for t in self.inputs],
+            "output": [_tensor_json(t, self.max_batch_size > 0) for t in self.outputs],
             "instance_group": [{"kind": f"KIND_{self.instance_kind}"}],
         }
         if self.dynamic_batching is not None:
@@ -114,9 +114,17 @@ class ModelConfig:
         return doc
 
 
-def _tensor_json(spec: TensorSpec) -> dict[str, Any]:
-    v2_to_triton = {v: k for k, v in _TRITON_TO_V2.items()}
-    return {"name": spec.name, "data_type": v2_to_triton[spec.datatype], "dims": list(spec.shape)}
+_V2_TO_TRITON = {v: k for k, v in _TRITON_TO_V2.items()}
+
+
+def triton_data_type(datatype: str) -> str:
+    """A v2 datatype in Triton's config spelling (FP32 -> TYPE_FP32, BYTES -> TYPE_STRING)."""
+    return _V2_TO_TRITON[datatype]
+
+
+def _tensor_json(spec: TensorSpec, batched: bool) -> dict[str, Any]:
+    dims = list(spec.shape[1:] if batched else spec.shape)
+    return {"name": spec.name, "data_type": triton_data_type(spec.datatype), "dims": dims}
 
 
 def parse_document(filename: str, body: bytes) -> ConfigDocument:

@@ -16,6 +16,8 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote_plus
 
+from boto3.s3.transfer import TransferConfig
+
 from lambdaserve.errors import InvalidInput
 
 logger = logging.getLogger(__name__)
@@ -23,6 +25,7 @@ logger = logging.getLogger(__name__)
 MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 VERSION_RE = re.compile(r"^[1-9][0-9]{0,17}$")
 CONFIG_FILES = ("config.pbtxt", "config.json")
+_TRANSFER = TransferConfig(multipart_threshold=16 * 1024**2, max_concurrency=8)
 
 
 @dataclass(frozen=True)
@@ -174,8 +177,8 @@ class ModelRepository:
         return None
 
     def download(self, key: str, path: str) -> None:
-        """Download one object to a local path."""
-        self._s3.download_file(self.bucket, key, path)
+        """Download one object to a local path (ranged, concurrent parts for big files)."""
+        self._s3.download_file(self.bucket, key, path, Config=_TRANSFER)
 
     def delete_version(self, model: str, version: int) -> int:
         """Delete every object of a version; returns how many were deleted."""

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from lambdaserve.aws import AwsClients
+from lambdaserve.cache import ArtifactCache
 from lambdaserve.catalog import Catalog
 from lambdaserve.management import ModelManager
 from lambdaserve.registrar import Registrar
 from lambdaserve.repository import ModelRepository
+from lambdaserve.runtimes import LoadOptions
+from lambdaserve.serving import ModelServer, VersionResolver
 from lambdaserve.settings import Settings
+from lambdaserve.stats import StatsRegistry
 from lambdaserve.validation import VersionValidator
 
 
@@ -21,6 +26,26 @@ class ManageServices:
     catalog: Catalog
     registrar: Registrar
     manager: ModelManager
+
+
+def build_model_server(
+    settings: Settings, clients: AwsClients | None = None, stats: StatsRegistry | None = None
+) -> ModelServer:
+    """The inference side: catalog view with a TTL, artifact cache, runtimes."""
+    clients = clients or AwsClients(settings)
+    repository = ModelRepository(clients.s3, settings.bucket, settings.models_prefix)
+    cache = ArtifactCache(
+        Path(settings.work_dir) / "cache",
+        settings.cache_bytes,
+        lambda key, path: repository.download(key, str(path)),
+    )
+    return ModelServer(
+        VersionResolver(Catalog(clients.dynamodb, settings.table), settings.catalog_ttl_s),
+        cache,
+        LoadOptions(device=settings.device, intra_op_threads=settings.intra_op_threads),
+        settings.max_loaded_versions,
+        stats or StatsRegistry(),
+    )
 
 
 def build_manage_services(settings: Settings, clients: AwsClients | None = None) -> ManageServices:

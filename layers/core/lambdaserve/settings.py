@@ -27,6 +27,12 @@ class Settings:
     models_prefix: str = "models/"
     max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
     work_dir: str = field(default="/tmp/lambdaserve")
+    cache_bytes: int = 4 * 1024**3
+    device: str = "auto"
+    intra_op_threads: int = 0
+    max_loaded_versions: int = 4
+    catalog_ttl_s: float = 2.0
+    max_request_bytes: int = 6 * 1024**2
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -47,6 +53,18 @@ class Settings:
                 env.get("LAMBDASERVE_MAX_MODEL_BYTES", str(defaults.max_model_bytes))
             ),
             work_dir=env.get("LAMBDASERVE_WORK_DIR", defaults.work_dir),
+            cache_bytes=int(env.get("LAMBDASERVE_CACHE_BYTES", str(defaults.cache_bytes))),
+            device=env.get("LAMBDASERVE_DEVICE", defaults.device),
+            intra_op_threads=int(
+                env.get("LAMBDASERVE_INTRA_OP_THREADS", str(defaults.intra_op_threads))
+            ),
+            max_loaded_versions=int(
+                env.get("LAMBDASERVE_MAX_LOADED_VERSIONS", str(defaults.max_loaded_versions))
+            ),
+            catalog_ttl_s=float(env.get("LAMBDASERVE_CATALOG_TTL_S", str(defaults.catalog_ttl_s))),
+            max_request_bytes=int(
+                env.get("LAMBDASERVE_MAX_REQUEST_BYTES", str(defaults.max_request_bytes))
+            ),
         )
 
 

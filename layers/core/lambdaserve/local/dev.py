@@ -53,6 +53,7 @@ class DevStack:
     def start(self) -> DevStack:
         options = self.options
         ensure_port_free(options.host, options.management_port, "--management-port")
+        ensure_port_free(options.host, options.inference_port, "--inference-port")
         if not options.aws_endpoint:
             self._emulator = Emulator(options.host, options.aws_port).start()
             self.endpoint = self._emulator.endpoint
@@ -61,13 +62,17 @@ class DevStack:
         self.resources = ensure_resources(clients, settings)
 
         # Imported after the environment points at the emulator: handlers read settings once.
-        from lambdaserve.handlers import manage
+        from lambdaserve.handlers import infer, manage
 
         manage.services.cache_clear()
+        infer.server.cache_clear()
         manage.services().registrar.reconcile_all()
         self.start_event_pumps()
         self._servers.append(
             BackgroundServer(manage.app, options.host, options.management_port).start()
+        )
+        self._servers.append(
+            BackgroundServer(infer.app, options.host, options.inference_port).start()
         )
         if options.demo:
             clients.s3.put_object(
@@ -116,6 +121,8 @@ class DevStack:
             f"  (region {settings.region}, credentials test/test)",
             f"  model bucket      s3://{settings.bucket}/{settings.models_prefix}",
             f"  catalog table     {settings.table}",
+            f"  inference API     http://{opts.host}:{opts.inference_port}/v2"
+            "  (KServe v2 + Triton extensions; /predictions/<model>)",
             f"  management API    http://{opts.host}:{opts.management_port}/models",
             f"  publish a model   aws --endpoint-url {self.endpoint} s3 cp model.onnx "
             f"s3://{settings.bucket}/{settings.models_prefix}<model>/1/model.onnx",
@@ -124,6 +131,10 @@ class DevStack:
         ]
         if opts.demo:
             lines.append(f"  demo model        {DEMO_MODEL} (version 1, published on start)")
+            lines.append(
+                f"  try               curl -s -X POST http://{opts.host}:{opts.inference_port}"
+                f"/predictions/{DEMO_MODEL} -d '[0.1, 0.2, 0.3, 0.4]'"
+            )
         lines.append("Ctrl-C stops everything.")
         return "\n".join(lines)
 

@@ -1,0 +1,201 @@
+"""Inference API: KServe v2 with Triton's extensions, and TorchServe-style predictions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import ORJSONResponse
+from starlette.concurrency import run_in_threadpool
+
+from lambdaserve import __version__
+from lambdaserve.apps.errors import install_error_handlers
+from lambdaserve.errors import InvalidInput, PayloadTooLarge
+from lambdaserve.modelconfig import TensorSpec, triton_data_type
+from lambdaserve.protocol import torchserve
+from lambdaserve.protocol.v2 import HEADER_LENGTH, encode_infer_response, parse_infer_request
+from lambdaserve.repository import check_model_name, parse_version
+from lambdaserve.serving import ModelServer, ServedVersion
+
+T = TypeVar("T")
+EXTENSIONS = ["binary_tensor_data", "model_repository", "statistics", "model_configuration"]
+
+
+def create_inference_app(
+    server: Callable[[], ModelServer], max_request_bytes: Callable[[], int]
+) -> FastAPI:
+    """Build the app; ``server`` is called per request so models load lazily, in the cache."""
+    app = FastAPI(
+        title="lambdaserve inference API", version="2", default_response_class=ORJSONResponse
+    )
+    install_error_handlers(app)
+
+    async def call(model: str, version: int | None, work: Callable[[], T]) -> T:
+        # A loaded model answers inline: a thread hop costs more than a small model's run.
+        if server().is_loaded(model, version):
+            return work()
+        return await run_in_threadpool(work)
+
+    @app.get("/v2/health/live")
+    async def live() -> dict[str, bool]:
+        return {"live": True}
+
+    @app.get("/v2/health/ready")
+    async def ready() -> dict[str, bool]:
+        server()
+        return {"ready": True}
+
+    @app.get("/v2")
+    async def metadata() -> dict[str, Any]:
+        return {"name": "lambdaserve", "version": __version__, "extensions": EXTENSIONS}
+
+    @app.get("/ping")
+    async def ping() -> dict[str, str]:
+        server()
+        return {"status": "Healthy"}
+
+    @app.get("/v2/models/stats")
+    async def all_stats() -> dict[str, Any]:
+        return server().stats.snapshot()
+
+    @app.get("/v2/models/{model}")
+    @app.get("/v2/models/{model}/versions/{version}")
+    async def model_metadata(model: str, version: str | None = None) -> dict[str, Any]:
+        number = _version(version)
+        served = await run_in_threadpool(server().resolver.resolve, _model(model), number)
+        ready = sorted(
+            v for v, r in server().resolver.versions(model).items() if r.state == "READY"
+        )
+        return {
+            "name": model,
+            "versions": [str(v) for v in ready],
+            "platform": served.platform,
+            "inputs": [t.to_json() for t in served.signature.inputs],
+            "outputs": [t.to_json() for t in served.signature.outputs],
+        }
+
+    @app.get("/v2/models/{model}/ready")
+    @app.get("/v2/models/{model}/versions/{version}/ready")
+    async def model_ready(model: str, version: str | None = None) -> dict[str, Any]:
+        number = _version(version)
+
+        def load() -> ServedVersion:
+            served = server().resolver.resolve(_model(model), number)
+            server().load(served)
+            return served
+
+        served = await run_in_threadpool(load)
+        return {"name": model, "version": str(served.version), "ready": True}
+
+    @app.get("/v2/models/{model}/config")
+    @app.get("/v2/models/{model}/versions/{version}/config")
+    async def model_config(model: str, version: str | None = None) -> dict[str, Any]:
+        served = await run_in_threadpool(
+            server().resolver.resolve, _model(model), _version(version)
+        )
+        return autocompleted_config(served)
+
+    @app.get("/v2/models/{model}/stats")
+    @app.get("/v2/models/{model}/versions/{version}/stats")
+    async def model_stats(model: str, version: str | None = None) -> dict[str, Any]:
+        await run_in_threadpool(server().resolver.versions, _model(model))
+        return server().stats.snapshot(model, _version(version))
+
+    @app.post("/v2/models/{model}/infer")
+    @app.post("/v2/models/{model}/versions/{version}/infer")
+    async def infer(model: str, request: Request, version: str | None = None) -> Response:
+        number = _version(version)
+        body = await read_limited_body(request, max_request_bytes())
+        parsed = parse_infer_request(body, _header_length(request))
+
+        def run() -> Response:
+            encoded = server().infer(
+                _model(model),
+                number,
+                parsed,
+                lambda served, outputs: encode_infer_response(
+                    served.model, served.version, parsed, outputs
+                ),
+            )
+            return Response(encoded.body, headers=encoded.headers)
+
+        return await call(model, number, run)
+
+    @app.post("/predictions/{model}")
+    @app.post("/predictions/{model}/{version}")
+    async def predictions(model: str, request: Request, version: str | None = None) -> Response:
+        number = _version(version)
+        body = await read_limited_body(request, max_request_bytes())
+
+        def run() -> Response:
+            served = server().resolver.resolve(_model(model), number)
+            prediction = torchserve.parse_prediction(body, served.signature.inputs)
+            payload = server().infer(
+                model,
+                served.version,
+                prediction.request,
+                lambda _, outputs: torchserve.encode_prediction(
+                    outputs, prediction.single_instance
+                ),
+            )
+            return Response(payload, media_type="application/json")
+
+        return await call(model, number, run)
+
+    return app
+
+
+async def read_limited_body(request: Request, limit: int) -> bytes:
+    """The body, or 413 before reading more than ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _too_large(int(declared), limit)
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(size, limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(size: int, limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(
+        f"request body is {size} bytes, over the {limit}-byte limit: a synchronous Lambda "
+        "invocation takes 6 MB and API Gateway 10 MB; send fewer rows per request, or binary "
+        "tensors (Inference-Header-Content-Length), which are about 4x smaller than JSON"
+    )
+
+
+def autocompleted_config(served: ServedVersion) -> dict[str, Any]:
+    """Triton's config JSON, with inputs/outputs filled from the model as Triton does."""
+    document = served.config.to_triton_json()
+    document["platform"] = served.platform
+    batched = served.config.max_batch_size > 0
+    for key, specs in (("input", served.signature.inputs), ("output", served.signature.outputs)):
+        if not document[key]:
+            document[key] = [_triton_tensor(spec, batched) for spec in specs]
+    return document
+
+
+def _triton_tensor(spec: TensorSpec, batched: bool) -> dict[str, Any]:
+    dims = list(spec.shape[1:] if batched else spec.shape)
+    return {"name": spec.name, "data_type": triton_data_type(spec.datatype), "dims": dims}
+
+
+def _model(name: str) -> str:
+    return check_model_name(name)
+
+
+def _version(text: str | None) -> int | None:
+    return None if text is None else parse_version(text)
+
+
+def _header_length(request: Request) -> int | None:
+    raw = request.headers.get(HEADER_LENGTH)
+    if raw is None:
+        return None
+    if not raw.isdigit():
+        raise InvalidInput(f"Inference-Header-Content-Length must be an integer, got {raw!r}")
+    return int(raw)

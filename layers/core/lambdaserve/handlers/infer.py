@@ -1,0 +1,123 @@
+"""The infer function: the HTTP API (Mangum) and the batch entry point the batcher calls."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from functools import cache
+from typing import Any
+
+import orjson
+from aws_lambda_powertools import Logger, Metrics, single_metric
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+from mangum import Mangum
+
+from lambdaserve.apps.errors import status_for
+from lambdaserve.apps.inference import create_inference_app
+from lambdaserve.errors import InvalidInput, LambdaServeError
+from lambdaserve.protocol.v2 import encode_infer_response, parse_infer_request
+from lambdaserve.services import build_model_server
+from lambdaserve.serving import BatchItem, ModelServer
+from lambdaserve.settings import get_settings
+from lambdaserve.stats import Execution, StatsRegistry
+
+logger = Logger(service="lambdaserve-infer")
+copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})
+metrics = Metrics(namespace="lambdaserve", service="lambdaserve-infer")
+
+
+class _InvocationMetrics:
+    """Per-model counts of the current invocation, flushed as EMF when it ends."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0, 0, 0.0])
+
+    def record(self, model: str, version: int, execution: Execution | None, fail_ns: int) -> None:
+        with self._lock:
+            entry = self._pending[(model, version)]
+            if execution is None:
+                entry[1] += 1
+            else:
+                entry[0] += execution.requests
+                entry[2] += execution.total_ns / 1e6
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, defaultdict(lambda: [0, 0, 0.0])
+        for (model, version), (ok, failed, ms) in pending.items():
+            with single_metric(
+                name="Inferences", unit=MetricUnit.Count, value=ok, namespace="lambdaserve"
+            ) as metric:
+                metric.add_dimension(name="model", value=model)
+                metric.add_dimension(name="version", value=str(version))
+                metric.add_metric(name="InferenceErrors", unit=MetricUnit.Count, value=failed)
+                metric.add_metric(name="InferenceMs", unit=MetricUnit.Milliseconds, value=ms)
+
+
+invocation_metrics = _InvocationMetrics()
+
+
+@cache
+def server() -> ModelServer:
+    """Module-scope singleton: loaded models survive across warm invocations."""
+    return build_model_server(get_settings(), stats=StatsRegistry(invocation_metrics.record))
+
+
+app = create_inference_app(server, lambda: get_settings().max_request_bytes)
+_mangum = Mangum(app, lifespan="off")
+
+
+def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """API Gateway (HTTP API) -> FastAPI."""
+    try:
+        return dict(_mangum(event, context))
+    finally:
+        invocation_metrics.flush()
+
+
+def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """``{"requests": [v2 request + model_name, model_version?]}`` -> ``{"results": [...]}``.
+
+    N requests in, N results out, in order; each result is a v2 response or
+    ``{"error": ..., "status": ...}`` for that request alone.
+    """
+    requests = event.get("requests")
+    if not isinstance(requests, list):
+        raise InvalidInput('the batch event needs "requests": a list of v2 requests')
+    items: list[BatchItem | LambdaServeError] = [_batch_item(raw) for raw in requests]
+    runnable = [item for item in items if isinstance(item, BatchItem)]
+    outcomes = iter(server().infer_batch(runnable))
+    results = []
+    for item in items:
+        if isinstance(item, LambdaServeError):
+            results.append(_error(item))
+            continue
+        outcome = next(outcomes)
+        if outcome.error is not None or outcome.outputs is None or outcome.version is None:
+            results.append(_error(outcome.error or LambdaServeError("no result")))
+            continue
+        encoded = encode_infer_response(item.model, outcome.version, item.request, outcome.outputs)
+        results.append(orjson.loads(encoded.body))
+    invocation_metrics.flush()
+    return {"results": results}
+
+
+def _batch_item(raw: Any) -> BatchItem | LambdaServeError:
+    try:
+        if not isinstance(raw, dict) or not isinstance(raw.get("model_name"), str):
+            raise InvalidInput('every batch request needs "model_name"')
+        version = raw.get("model_version")
+        return BatchItem(
+            model=raw["model_name"],
+            version=int(version) if version not in (None, "") else None,
+            request=parse_infer_request(orjson.dumps(raw)),
+        )
+    except (LambdaServeError, ValueError) as exc:
+        return exc if isinstance(exc, LambdaServeError) else InvalidInput(str(exc))
+
+
+def _error(error: LambdaServeError) -> dict[str, Any]:
+    return {"error": error.message, "status": status_for(error)}

@@ -1,0 +1,330 @@
+"""Resolve a version, load it through the cache, warm it up, execute requests.
+
+The warm path reads nothing remote: the catalog view is cached for a short TTL and
+loaded models stay in a module-scope LRU across invocations.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from lambdaserve import policy
+from lambdaserve.cache import ArtifactCache, CachedFile
+from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord
+from lambdaserve.errors import InvalidInput, LambdaServeError, ModelNotFound, ModelNotReady
+from lambdaserve.modelconfig import ModelConfig, TensorSpec
+from lambdaserve.protocol.v2 import InferRequest, parse_infer_request
+from lambdaserve.registrar import effective_config
+from lambdaserve.runtimes import LoadedModel, LoadOptions, Signature, runtime_named
+from lambdaserve.stats import Execution, StatsRegistry
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ServedVersion:
+    """A READY version with everything needed to load and run it."""
+
+    model: str
+    version: int
+    config: ModelConfig
+    record: VersionRecord
+    signature: Signature
+
+    @property
+    def platform(self) -> str:
+        if self.config.platform:
+            return self.config.platform
+        return "pytorch_libtorch" if self.record.runtime == "torchscript" else "onnxruntime_onnx"
+
+
+@dataclass(frozen=True)
+class _ModelView:
+    record: ModelRecord
+    config: ModelConfig
+    versions: dict[int, VersionRecord]
+    default_version: int | None
+    read_at: float
+
+
+class VersionResolver:
+    """Catalog lookups with a short TTL so the warm path does not read DynamoDB per request."""
+
+    def __init__(
+        self, catalog: Catalog, ttl_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._catalog = catalog
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._views: dict[str, _ModelView] = {}
+
+    def resolve(self, model: str, version: int | None = None) -> ServedVersion:
+        """The READY version asked for (or the default), else ModelNotFound/ModelNotReady."""
+        view = self._view(model)
+        number = version if version is not None else view.default_version
+        if number is None:
+            reasons = "; ".join(f"{v}: {r.reason}" for v, r in sorted(view.versions.items()))
+            raise ModelNotReady(f"model {model!r} has no READY version ({reasons or 'none'})")
+        record = view.versions.get(number)
+        if record is None or not record.present:
+            raise ModelNotFound(f"model {model!r} has no version {number}")
+        if record.state != policy.READY:
+            raise ModelNotReady(f"version {number} of {model!r} is {record.state}: {record.reason}")
+        return ServedVersion(
+            model, number, view.config, record, Signature.from_json(record.signature)
+        )
+
+    def versions(self, model: str) -> dict[int, VersionRecord]:
+        return self._view(model).versions
+
+    def config(self, model: str) -> ModelConfig:
+        return self._view(model).config
+
+    def is_fresh(self, model: str) -> bool:
+        view = self._views.get(model)
+        return view is not None and self._clock() - view.read_at < self._ttl_s
+
+    def _view(self, model: str) -> _ModelView:
+        view = self._views.get(model)
+        if view is not None and self._clock() - view.read_at < self._ttl_s:
+            return view
+        record = self._catalog.get_model(model)
+        if record is None:
+            raise ModelNotFound(f"unknown model {model!r}")
+        versions = {v.version: v for v in self._catalog.versions(model)}
+        ready = [v.version for v in versions.values() if v.state == policy.READY]
+        view = _ModelView(
+            record=record,
+            config=effective_config(record, model).config,
+            versions=versions,
+            default_version=policy.default_version(record.default_version, ready),
+            read_at=self._clock(),
+        )
+        self._views[model] = view
+        return view
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One request of a batch handed to the infer function's batch entry point."""
+
+    model: str
+    version: int | None
+    request: InferRequest
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """Outputs or the error of one batch item (never both)."""
+
+    outputs: dict[str, np.ndarray[Any, Any]] | None = None
+    version: int | None = None
+    error: LambdaServeError | None = None
+
+
+class ModelServer:
+    """Executes inference for READY versions; one instance per process."""
+
+    def __init__(
+        self,
+        resolver: VersionResolver,
+        cache: ArtifactCache,
+        options: LoadOptions,
+        max_loaded: int,
+        stats: StatsRegistry,
+    ) -> None:
+        self.resolver = resolver
+        self.stats = stats
+        self._cache = cache
+        self._options = options
+        self._max_loaded = max(1, max_loaded)
+        self._loaded: OrderedDict[tuple[str, int, str], LoadedModel] = OrderedDict()
+        self._lock = threading.Lock()
+        self._loading: dict[tuple[str, int, str], threading.Lock] = {}
+
+    def infer(
+        self,
+        model: str,
+        version: int | None,
+        request: InferRequest,
+        encode: Callable[[ServedVersion, dict[str, np.ndarray[Any, Any]]], T],
+    ) -> T:
+        """Run one request; ``encode`` shapes the outputs (timed as compute_output)."""
+        served = self.resolver.resolve(model, version)
+        loaded = self.load(served)  # a cold load is not inference time, as in Triton's stats
+        started = time.perf_counter_ns()
+        try:
+            inputs = bind_inputs(request, served.signature)
+            names = select_outputs(request, served.signature)
+            bound = time.perf_counter_ns()
+            outputs = loaded.run(inputs, names)
+            ran = time.perf_counter_ns()
+            encoded = encode(served, outputs)
+        except LambdaServeError:
+            self.stats.record_failure(model, served.version, time.perf_counter_ns() - started)
+            raise
+        done = time.perf_counter_ns()
+        self.stats.record_success(
+            model,
+            served.version,
+            Execution(1, _batch_size(inputs, served), 0, bound - started, ran - bound, done - ran),
+        )
+        return encoded
+
+    def infer_batch(self, items: Sequence[BatchItem]) -> list[BatchResult]:
+        """N requests in, N results out; an error stays with its own item."""
+        results = []
+        for item in items:
+            try:
+                served_version, outputs = self.infer(
+                    item.model, item.version, item.request, lambda s, o: (s.version, o)
+                )
+                results.append(BatchResult(outputs=outputs, version=served_version))
+            except LambdaServeError as exc:
+                results.append(BatchResult(error=exc))
+        if len(results) != len(items):
+            raise AssertionError("infer_batch must return one result per request")
+        return results
+
+    def is_loaded(self, model: str, version: int | None) -> bool:
+        """True when serving this request needs no catalog read, download or load."""
+        if not self.resolver.is_fresh(model):
+            return False
+        try:
+            served = self.resolver.resolve(model, version)
+        except LambdaServeError:
+            return True  # the answer (an error) is already known without I/O
+        return (served.model, served.version, served.record.fingerprint) in self._loaded
+
+    def load(self, served: ServedVersion) -> LoadedModel:
+        """The loaded model for ``served``: from memory, or cache + runtime + warm-up."""
+        key = (served.model, served.version, served.record.fingerprint)
+        with self._lock:
+            if key in self._loaded:
+                self._loaded.move_to_end(key)
+                return self._loaded[key]
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:
+            with self._lock:
+                if key in self._loaded:
+                    return self._loaded[key]
+            loaded = self._load(served)
+            with self._lock:
+                self._loaded[key] = loaded
+                self._loading.pop(key, None)
+                while len(self._loaded) > self._max_loaded:
+                    evicted, _ = self._loaded.popitem(last=False)
+                    logger.info("unloaded %s version %s (LRU)", evicted[0], evicted[1])
+        return loaded
+
+    def _load(self, served: ServedVersion) -> LoadedModel:
+        started = time.perf_counter()
+        files = [
+            CachedFile(f["path"], f["key"], f["sha256"], int(f["size"]))
+            for f in served.record.files
+        ]
+        directory = self._cache.materialize(files)
+        runtime = runtime_named(served.record.runtime)
+        loaded = runtime.load(
+            directory / served.record.model_file, served.config, served.signature, self._options
+        )
+        warm_up(loaded, served.signature, directory)
+        logger.info(
+            "loaded %s version %s on %s in %.0f ms",
+            served.model,
+            served.version,
+            loaded.device,
+            (time.perf_counter() - started) * 1000,
+        )
+        return loaded
+
+
+def warm_up(loaded: LoadedModel, signature: Signature, directory: Path) -> None:
+    """Run sample requests shipped as ``warmup/*.json`` in the version, else zero inputs."""
+    samples = sorted(directory.glob("warmup/*.json"))
+    requests: list[InferRequest | None] = [parse_infer_request(p.read_bytes()) for p in samples]
+    names = [t.name for t in signature.outputs]
+    for request in requests or [None]:
+        inputs = bind_inputs(request, signature) if request else zero_inputs(signature.inputs)
+        try:
+            loaded.run(inputs, names)
+        except LambdaServeError as exc:
+            # A model with data-dependent shapes may refuse zeros; it still serves.
+            logger.warning("warm-up run failed: %s", exc.message)
+
+
+def zero_inputs(specs: Sequence[TensorSpec]) -> dict[str, np.ndarray[Any, Any]]:
+    """One zero (or empty-string) input per tensor, dynamic dims set to 1."""
+    from lambdaserve.tensors import numpy_dtype
+
+    inputs = {}
+    for spec in specs:
+        shape = tuple(1 if d < 0 else d for d in spec.shape)
+        if spec.datatype == "BYTES":
+            inputs[spec.name] = np.full(shape, b"", dtype=object)
+        else:
+            inputs[spec.name] = np.zeros(shape, dtype=numpy_dtype(spec.datatype))
+    return inputs
+
+
+def bind_inputs(request: InferRequest, signature: Signature) -> dict[str, np.ndarray[Any, Any]]:
+    """Match request tensors to the signature; errors name the tensor, expected and got."""
+    provided = {tensor.name: tensor for tensor in request.inputs}
+    if len(provided) != len(request.inputs):
+        raise InvalidInput("an input name appears more than once")
+    expected = {spec.name: spec for spec in signature.inputs}
+    for name in provided:
+        if name not in expected:
+            raise InvalidInput(f"unknown input {name!r}; the model takes {sorted(expected)}")
+    bound = {}
+    for spec in signature.inputs:
+        tensor = provided.get(spec.name)
+        if tensor is None:
+            raise InvalidInput(f"missing input {spec.name!r} ({spec.datatype} {list(spec.shape)})")
+        if tensor.datatype != spec.datatype:
+            raise InvalidInput(
+                f"input {spec.name!r}: expected datatype {spec.datatype}, got {tensor.datatype}"
+            )
+        if not _shape_fits(tensor.shape, spec.shape):
+            raise InvalidInput(
+                f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(tensor.shape)}"
+            )
+        bound[spec.name] = tensor.data
+    return bound
+
+
+def select_outputs(request: InferRequest, signature: Signature) -> list[str]:
+    names = [spec.name for spec in signature.outputs]
+    if not request.outputs:
+        return names
+    for output in request.outputs:
+        if output.name not in names:
+            raise InvalidInput(f"unknown output {output.name!r}; the model has {names}")
+    return [output.name for output in request.outputs]
+
+
+def _shape_fits(got: Sequence[int], expected: Sequence[int]) -> bool:
+    return len(got) == len(expected) and all(
+        e in (-1, g) for g, e in zip(got, expected, strict=True)
+    )
+
+
+def _batch_size(inputs: Mapping[str, np.ndarray[Any, Any]], served: ServedVersion) -> int:
+    """The batch dimension's size, for models whose first dimension is the batch."""
+    first = next(iter(inputs.values()), None)
+    batched = served.config.max_batch_size > 0 or (
+        bool(served.signature.inputs) and served.signature.inputs[0].shape[:1] == (-1,)
+    )
+    if batched and first is not None and first.ndim:
+        return int(first.shape[0])
+    return 1

@@ -1,0 +1,141 @@
+"""Per model-version statistics in Triton's shape, as this process has seen them.
+
+In the cloud each Lambda instance or ECS task keeps its own; CloudWatch (the EMF
+metrics the handlers flush) holds the fleet view.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class _Duration:
+    count: int = 0
+    ns: int = 0
+
+    def add(self, ns: int, count: int = 1) -> None:
+        self.count += count
+        self.ns += ns
+
+    def to_json(self) -> dict[str, int]:
+        return {"count": self.count, "ns": self.ns}
+
+
+@dataclass
+class _BatchStats:
+    compute_input: _Duration = field(default_factory=_Duration)
+    compute_infer: _Duration = field(default_factory=_Duration)
+    compute_output: _Duration = field(default_factory=_Duration)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """One model execution: how many requests it served, the batch size, its phases."""
+
+    requests: int
+    batch_size: int
+    queue_ns: int
+    input_ns: int
+    infer_ns: int
+    output_ns: int
+
+    @property
+    def total_ns(self) -> int:
+        return self.queue_ns + self.input_ns + self.infer_ns + self.output_ns
+
+
+@dataclass
+class VersionStats:
+    last_inference_ms: int = 0
+    inference_count: int = 0
+    execution_count: int = 0
+    success: _Duration = field(default_factory=_Duration)
+    fail: _Duration = field(default_factory=_Duration)
+    queue: _Duration = field(default_factory=_Duration)
+    compute_input: _Duration = field(default_factory=_Duration)
+    compute_infer: _Duration = field(default_factory=_Duration)
+    compute_output: _Duration = field(default_factory=_Duration)
+    batches: dict[int, _BatchStats] = field(default_factory=dict)
+
+
+Listener = Callable[[str, int, Execution | None, int], None]
+
+
+class StatsRegistry:
+    """Thread-safe counters per (model, version); ``listener`` sees every record (EMF)."""
+
+    def __init__(self, listener: Listener | None = None) -> None:
+        self._lock = threading.Lock()
+        self._versions: dict[tuple[str, int], VersionStats] = {}
+        self.listener = listener
+
+    def record_success(self, model: str, version: int, execution: Execution) -> None:
+        with self._lock:
+            stats = self._versions.setdefault((model, version), VersionStats())
+            stats.last_inference_ms = int(time.time() * 1000)
+            stats.inference_count += execution.batch_size
+            stats.execution_count += 1
+            stats.success.add(execution.total_ns, execution.requests)
+            stats.queue.add(execution.queue_ns, execution.requests)
+            stats.compute_input.add(execution.input_ns, execution.requests)
+            stats.compute_infer.add(execution.infer_ns, execution.requests)
+            stats.compute_output.add(execution.output_ns, execution.requests)
+            batch = stats.batches.setdefault(execution.batch_size, _BatchStats())
+            batch.compute_input.add(execution.input_ns)
+            batch.compute_infer.add(execution.infer_ns)
+            batch.compute_output.add(execution.output_ns)
+        if self.listener:
+            self.listener(model, version, execution, 0)
+
+    def record_failure(self, model: str, version: int, ns: int) -> None:
+        with self._lock:
+            self._versions.setdefault((model, version), VersionStats()).fail.add(ns)
+        if self.listener:
+            self.listener(model, version, None, ns)
+
+    def snapshot(self, model: str | None = None, version: int | None = None) -> dict[str, Any]:
+        """Triton's ``/v2/models[/{m}[/versions/{v}]]/stats`` body."""
+        with self._lock:
+            items = sorted(self._versions.items())
+            return {
+                "model_stats": [
+                    _to_json(name, number, stats)
+                    for (name, number), stats in items
+                    if (model is None or name == model) and (version is None or number == version)
+                ]
+            }
+
+
+def _to_json(name: str, version: int, stats: VersionStats) -> dict[str, Any]:
+    zero = {"count": 0, "ns": 0}
+    return {
+        "name": name,
+        "version": str(version),
+        "last_inference": stats.last_inference_ms,
+        "inference_count": stats.inference_count,
+        "execution_count": stats.execution_count,
+        "inference_stats": {
+            "success": stats.success.to_json(),
+            "fail": stats.fail.to_json(),
+            "queue": stats.queue.to_json(),
+            "compute_input": stats.compute_input.to_json(),
+            "compute_infer": stats.compute_infer.to_json(),
+            "compute_output": stats.compute_output.to_json(),
+            "cache_hit": zero,
+            "cache_miss": zero,
+        },
+        "batch_stats": [
+            {
+                "batch_size": size,
+                "compute_input": batch.compute_input.to_json(),
+                "compute_infer": batch.compute_infer.to_json(),
+                "compute_output": batch.compute_output.to_json(),
+            }
+            for size, batch in sorted(stats.batches.items())
+        ],
+    }
