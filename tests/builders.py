@@ -105,3 +105,128 @@ output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 3 ] } ]
 
 def load_onnx(data: bytes) -> onnx.ModelProto:
     return onnx.load_from_string(data)
+
+
+def onnx_cnn(seed: int = 0) -> bytes:
+    """A small CNN: image [-1, 3, 8, 8] -> Conv(4, 3x3) -> Relu -> global average -> logits [-1, 4]."""
+    rng = np.random.default_rng(seed)
+    weight = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    bias = rng.standard_normal(4).astype(np.float32)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["image", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["r"]),
+            helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+            helper.make_node("Flatten", ["g"], ["logits"], axis=1),
+        ],
+        "cnn",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["batch", 3, 8, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 4])],
+        initializer=[numpy_helper.from_array(weight, "W"), numpy_helper.from_array(bias, "B")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def onnx_datatypes() -> bytes:
+    """One model, several v2 datatypes: half = 2*half (FP16), next = ids+1 (INT64),
+    flipped = not flags (BOOL), echo = text (BYTES). Every input [-1, 3]."""
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    one = numpy_helper.from_array(np.array(1, np.int64), "one")
+    nodes = [
+        helper.make_node("Cast", ["half"], ["half32"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["half32", "two"], ["doubled32"]),
+        helper.make_node("Cast", ["doubled32"], ["doubled"], to=TensorProto.FLOAT16),
+        helper.make_node("Add", ["ids", "one"], ["next"]),
+        helper.make_node("Not", ["flags"], ["flipped"]),
+        helper.make_node("Identity", ["text"], ["echo"]),
+    ]
+
+    def io(name: str, kind: int) -> onnx.ValueInfoProto:
+        return helper.make_tensor_value_info(name, kind, ["batch", 3])
+
+    graph = helper.make_graph(
+        nodes,
+        "datatypes",
+        [
+            io("half", TensorProto.FLOAT16),
+            io("ids", TensorProto.INT64),
+            io("flags", TensorProto.BOOL),
+            io("text", TensorProto.STRING),
+        ],
+        [
+            io("doubled", TensorProto.FLOAT16),
+            io("next", TensorProto.INT64),
+            io("flipped", TensorProto.BOOL),
+            io("echo", TensorProto.STRING),
+        ],
+        initializer=[two, one],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def torch_twins() -> dict[str, tuple[bytes, bytes, bytes]]:
+    """TorchScript models with their ONNX twins (same weights) and Triton configs:
+    name -> (model.pt, model.onnx, config.pbtxt)."""
+    import torch
+
+    torch.manual_seed(0)
+
+    class AddSub(torch.nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return a + b, a - b
+
+    mlp = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    cnn = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1),
+        torch.nn.Flatten(),
+    )
+    specs = {
+        "add_sub": (AddSub(), (torch.zeros(1, 4), torch.zeros(1, 4)), ["a", "b"], ["sum", "diff"]),
+        "mlp": (mlp, (torch.zeros(1, 784),), ["INPUT__0"], ["OUTPUT__0"]),
+        "cnn": (cnn, (torch.zeros(1, 3, 8, 8),), ["image"], ["logits"]),
+    }
+    twins = {}
+    for name, (module, example, inputs, outputs) in specs.items():
+        module.eval()
+        scripted = io.BytesIO()
+        torch.jit.save(torch.jit.trace(module, example), scripted)
+        exported = io.BytesIO()
+        torch.onnx.export(
+            module,
+            example,
+            exported,
+            input_names=inputs,
+            output_names=outputs,
+            dynamic_axes={n: {0: "batch"} for n in inputs + outputs},
+            opset_version=17,
+            dynamo=False,
+        )
+        twins[name] = (
+            scripted.getvalue(),
+            exported.getvalue(),
+            _config(module, example, inputs, outputs),
+        )
+    return twins
+
+
+def _config(module, example, inputs, outputs) -> bytes:
+    import torch
+
+    with torch.no_grad():
+        results = module(*example)
+    results = results if isinstance(results, tuple) else (results,)
+
+    def tensor(name: str, shape) -> str:
+        dims = ", ".join(str(d) for d in shape[1:])
+        return f'{{ name: "{name}" data_type: TYPE_FP32 dims: [ {dims} ] }}'
+
+    text = "max_batch_size: 8\n"
+    text += "input [ " + ", ".join(tensor(n, t.shape) for n, t in zip(inputs, example)) + " ]\n"
+    text += "output [ " + ", ".join(tensor(n, t.shape) for n, t in zip(outputs, results)) + " ]\n"
+    return text.encode()

@@ -34,13 +34,14 @@ _NUMPY_TO_V2 = {np.dtype(v): k for k, v in _V2_TO_NUMPY.items() if k != "BYTES"}
 _LENGTH = struct.Struct("<I")
 
 
-def numpy_dtype(datatype: str) -> np.dtype[Any]:
+def numpy_dtype(datatype: str, tensor: str | None = None) -> np.dtype[Any]:
     """The numpy dtype of a v2 datatype, or InvalidInput naming the supported ones."""
     try:
         return np.dtype(_V2_TO_NUMPY[datatype])  # type: ignore[no-any-return]
     except KeyError:
+        where = f"input {tensor!r}: " if tensor else ""
         raise InvalidInput(
-            f"unsupported datatype {datatype!r}; use one of {', '.join(_V2_TO_NUMPY)}"
+            f"{where}unsupported datatype {datatype!r}; use one of {', '.join(_V2_TO_NUMPY)}"
         ) from None
 
 
@@ -71,7 +72,7 @@ def check_shape(name: str, shape: Any) -> tuple[int, ...]:
 
 def from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np.ndarray[Any, Any]:
     """Decode a JSON ``data`` field (flat or nested, row-major) into an array of ``shape``."""
-    dtype = numpy_dtype(datatype)
+    dtype = numpy_dtype(datatype, name)
     try:
         if datatype == "BYTES":
             flat = np.array([_as_bytes(v) for v in _flatten(data)], dtype=object)
@@ -102,7 +103,7 @@ def from_binary(
     expected = element_count(shape)
     if datatype == "BYTES":
         return _bytes_from_binary(name, buffer, expected).reshape(shape)
-    dtype = numpy_dtype(datatype)
+    dtype = numpy_dtype(datatype, name)
     if len(buffer) != expected * dtype.itemsize:
         raise InvalidInput(
             f"input {name!r}: shape {list(shape)} of {datatype} needs "

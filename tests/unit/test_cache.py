@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+
+import pytest
+
+from lambdaserve.cache import ArtifactCache, CachedFile
+from lambdaserve.errors import ModelNotReady
+
+
+class FakeBucket:
+    """Objects by key; counts fetches; can fail a download halfway (a crash mid-write)."""
+
+    def __init__(self, objects: dict[str, bytes]) -> None:
+        self.objects = objects
+        self.fetches: list[str] = []
+        self.crash_next = False
+        self._lock = threading.Lock()
+
+    def fetch(self, key: str, path: Path) -> None:
+        with self._lock:
+            self.fetches.append(key)
+        data = self.objects[key]
+        if self.crash_next:
+            self.crash_next = False
+            path.write_bytes(data[: len(data) // 2])
+            raise ConnectionError("connection reset mid-download")
+        path.write_bytes(data)
+
+
+def entry(path: str, key: str, data: bytes) -> CachedFile:
+    return CachedFile(path, key, hashlib.sha256(data).hexdigest(), len(data))
+
+
+@pytest.fixture
+def bucket():
+    return FakeBucket(
+        {"m/1/model.onnx": b"A" * 1000, "m/1/w.bin": b"B" * 500, "n/1/model.onnx": b"C" * 800}
+    )
+
+
+def test_a_version_directory_holds_its_files_at_their_paths(tmp_path, bucket):
+    cache = ArtifactCache(tmp_path, 10_000, bucket.fetch)
+    files = [
+        entry("model.onnx", "m/1/model.onnx", b"A" * 1000),
+        entry("data/w.bin", "m/1/w.bin", b"B" * 500),
+    ]
+    view = cache.materialize(files)
+    assert (view / "model.onnx").read_bytes() == b"A" * 1000
+    assert (view / "data/w.bin").read_bytes() == b"B" * 500
+    assert cache.materialize(files) == view
+    assert len(bucket.fetches) == 2
+
+
+def test_concurrent_loads_of_the_same_model_download_once(tmp_path, bucket):
+    files = [entry("model.onnx", "m/1/model.onnx", b"A" * 1000)]
+    caches = [ArtifactCache(tmp_path, 10_000, bucket.fetch) for _ in range(8)]  # as 8 processes
+    barrier = threading.Barrier(8)
+    views = []
+
+    def load(cache: ArtifactCache) -> None:
+        barrier.wait()
+        views.append(cache.materialize(files))
+
+    threads = [threading.Thread(target=load, args=(c,)) for c in caches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert bucket.fetches == ["m/1/model.onnx"]
+    assert len(set(views)) == 1
+
+
+def test_a_corrupted_cached_file_is_detected_and_fetched_again(tmp_path, bucket):
+    files = [entry("model.onnx", "m/1/model.onnx", b"A" * 1000)]
+    view = ArtifactCache(tmp_path, 10_000, bucket.fetch).materialize(files)
+    (view / "model.onnx").write_bytes(b"X" * 1000)  # bit rot, or a bad neighbour process
+    fresh_process = ArtifactCache(tmp_path, 10_000, bucket.fetch)
+    view = fresh_process.materialize(files)
+    assert (view / "model.onnx").read_bytes() == b"A" * 1000
+    assert len(bucket.fetches) == 2
+
+
+def test_a_crash_mid_download_leaves_nothing_servable(tmp_path, bucket):
+    cache = ArtifactCache(tmp_path, 10_000, bucket.fetch)
+    files = [entry("model.onnx", "m/1/model.onnx", b"A" * 1000)]
+    bucket.crash_next = True
+    with pytest.raises(ConnectionError):
+        cache.materialize(files)
+    assert list((tmp_path / "blobs").glob("*")) == [
+        tmp_path / "blobs" / (files[0].sha256 + ".lock")
+    ]
+    assert (cache.materialize(files) / "model.onnx").read_bytes() == b"A" * 1000
+
+
+def test_content_that_changed_since_validation_is_not_served(tmp_path, bucket):
+    cache = ArtifactCache(tmp_path, 10_000, bucket.fetch)
+    stale = CachedFile("model.onnx", "m/1/model.onnx", hashlib.sha256(b"old").hexdigest(), 3)
+    with pytest.raises(ModelNotReady, match="changed since it was validated"):
+        cache.materialize([stale])
+    assert cache.bytes_used() == 0
+
+
+def test_eviction_keeps_the_budget_and_drops_the_least_recently_used(tmp_path, bucket):
+    cache = ArtifactCache(tmp_path, 2000, bucket.fetch)
+    first = [entry("model.onnx", "m/1/model.onnx", b"A" * 1000)]
+    second = [entry("model.onnx", "n/1/model.onnx", b"C" * 800)]
+    third = [entry("w.bin", "m/1/w.bin", b"B" * 500)]
+    cache.materialize(first)
+    cache.materialize(second)
+    assert cache.bytes_used() == 1800
+    cache.materialize(third)  # 2300 > 2000: the oldest (first) goes
+    assert cache.bytes_used() == 1300
+    assert not (tmp_path / "blobs" / first[0].sha256).exists()
+    assert (cache.materialize(first) / "model.onnx").read_bytes() == b"A" * 1000
+    assert cache.bytes_used() <= 2000

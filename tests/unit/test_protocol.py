@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from tritonclient.http import InferInput, InferRequestedOutput
+from tritonclient.http._utils import _get_inference_request
+
+from lambdaserve.errors import InvalidInput
+from lambdaserve.modelconfig import TensorSpec
+from lambdaserve.protocol import torchserve
+from lambdaserve.protocol.v2 import encode_infer_response, parse_infer_request
+
+
+def triton_request(binary: bool, binary_output: bool):
+    """The exact bytes tritonclient sends (its own request builder)."""
+    images = InferInput("images", [2, 3], "FP32")
+    images.set_data_from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3), binary_data=binary)
+    words = InferInput("words", [2], "BYTES")
+    words.set_data_from_numpy(np.array([b"hi", b"there"], dtype=object), binary_data=binary)
+    outputs = [InferRequestedOutput("probs", binary_data=binary_output)]
+    body, header_length = _get_inference_request(
+        [images, words], "req-1", outputs, 0, 0, 0, 0, 0, None
+    )
+    return (body if isinstance(body, bytes) else body.encode()), header_length
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_tritonclient_requests_parse(binary):
+    body, header_length = triton_request(binary, binary_output=True)
+    request = parse_infer_request(body, header_length)
+    assert request.id == "req-1"
+    assert [i.name for i in request.inputs] == ["images", "words"]
+    assert request.inputs[0].data.tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert request.inputs[1].data.tolist() == [b"hi", b"there"]
+    assert request.outputs[0].name == "probs" and request.outputs[0].binary is True
+
+
+def test_binary_outputs_follow_the_json_header():
+    body, header_length = triton_request(False, binary_output=True)
+    request = parse_infer_request(body, header_length)
+    probs = np.array([[0.25, 0.75]], np.float32)
+    encoded = encode_infer_response("m", 3, request, {"probs": probs})
+    length = int(encoded.headers["inference-header-content-length"])
+    header = json.loads(encoded.body[:length])
+    assert header["model_version"] == "3" and header["id"] == "req-1"
+    assert header["outputs"][0]["parameters"]["binary_data_size"] == 8
+    assert np.frombuffer(encoded.body[length:], np.float32).tolist() == [0.25, 0.75]
+
+
+def test_json_outputs_by_default():
+    request = parse_infer_request(
+        b'{"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1]}]}'
+    )
+    encoded = encode_infer_response("m", 1, request, {"y": np.array([[1.5]], np.float64)})
+    assert encoded.headers == {"content-type": "application/json"}
+    assert json.loads(encoded.body)["outputs"] == [
+        {"name": "y", "datatype": "FP64", "shape": [1, 1], "data": [1.5]}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "header_length", "message"),
+    [
+        (b"{oops", None, "not valid JSON"),
+        (b"[]", None, "must be a JSON object"),
+        (b"{}", None, '"inputs"'),
+        (b'{"inputs":[{"datatype":"FP32","shape":[1],"data":[1]}]}', None, "needs a name"),
+        (b'{"inputs":[{"name":"x","shape":[1],"data":[1]}]}', None, "needs a datatype"),
+        (b'{"inputs":[{"name":"x","datatype":"FP32","shape":[1]}]}', None, "neither data"),
+        (b'{"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]}]}', 999, "Header"),
+        (
+            b'{"inputs":[{"name":"x","datatype":"FP32","shape":[2],'
+            b'"parameters":{"binary_data_size":8}}]}\x00\x00\x00\x00',
+            None,
+            "binary_data_size 8 exceeds",
+        ),
+    ],
+)
+def test_malformed_requests_are_invalid_input(body, header_length, message):
+    if header_length is None and b"binary_data_size" in body:
+        header_length = body.index(b"}]}") + 3
+    with pytest.raises(InvalidInput, match=message):
+        parse_infer_request(body, header_length)
+
+
+def test_torchserve_single_instance_gets_a_batch_dim_and_loses_it_in_the_answer():
+    inputs = (TensorSpec("x", "FP32", (-1, 2)),)
+    prediction = torchserve.parse_prediction(b"[1.0, 2.0]", inputs)
+    assert prediction.single_instance is True
+    assert prediction.request.inputs[0].data.shape == (1, 2)
+    answer = torchserve.encode_prediction({"y": np.array([[0.5, 0.5]])}, prediction.single_instance)
+    assert json.loads(answer) == [0.5, 0.5]
+
+
+def test_torchserve_named_inputs_and_several_outputs():
+    inputs = (TensorSpec("a", "FP32", (-1, 1)), TensorSpec("b", "FP32", (-1, 1)))
+    prediction = torchserve.parse_prediction(b'{"a": [[1]], "b": [[2]]}', inputs)
+    assert [t.name for t in prediction.request.inputs] == ["a", "b"]
+    with pytest.raises(InvalidInput, match="send an object keyed by"):
+        torchserve.parse_prediction(b"[1]", inputs)
+    with pytest.raises(InvalidInput, match="unknown input 'c'"):
+        torchserve.parse_prediction(b'{"c": [1]}', inputs)
+    answer = torchserve.encode_prediction({"s": np.array([[3.0]]), "d": np.array([[-1.0]])})
+    assert json.loads(answer) == {"s": [[3.0]], "d": [[-1.0]]}
