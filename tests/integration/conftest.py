@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from lambdaserve.aws import AwsClients
-from lambdaserve.handlers import manage
+from lambdaserve.handlers import infer, manage
 from lambdaserve.local.emulator import Emulator
 from lambdaserve.local.pump import EventPump, PumpConfig
 from lambdaserve.local.resources import LocalResources, ensure_resources
@@ -44,6 +44,7 @@ class Stack:
     services: ManageServices
     pump: EventPump
     api: httpx.Client
+    inference: httpx.Client
 
     def put(self, key: str, body: bytes) -> None:
         self.clients.s3.put_object(Bucket=self.settings.bucket, Key=key, Body=body)
@@ -82,6 +83,7 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("LAMBDASERVE_WORK_DIR", str(tmp_path / "work"))
     get_settings.cache_clear()
     manage.services.cache_clear()
+    infer.server.cache_clear()
     settings = get_settings()
     clients = AwsClients(settings)
     resources = ensure_resources(clients, settings)
@@ -96,9 +98,15 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     )
     pump.start()
     server = BackgroundServer(manage.app, "127.0.0.1", free_port()).start()
-    with httpx.Client(base_url=server.url, timeout=30) as api:
-        yield Stack(settings, clients, resources, manage.services(), pump, api)
+    inference_server = BackgroundServer(infer.app, "127.0.0.1", free_port()).start()
+    with (
+        httpx.Client(base_url=server.url, timeout=30) as api,
+        httpx.Client(base_url=inference_server.url, timeout=30) as inference,
+    ):
+        yield Stack(settings, clients, resources, manage.services(), pump, api, inference)
+    inference_server.stop()
     server.stop()
     pump.stop()
     get_settings.cache_clear()
     manage.services.cache_clear()
+    infer.server.cache_clear()

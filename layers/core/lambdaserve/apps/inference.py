@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request, Response
-from fastapi.responses import ORJSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from lambdaserve import __version__
@@ -26,9 +25,7 @@ def create_inference_app(
     server: Callable[[], ModelServer], max_request_bytes: Callable[[], int]
 ) -> FastAPI:
     """Build the app; ``server`` is called per request so models load lazily, in the cache."""
-    app = FastAPI(
-        title="lambdaserve inference API", version="2", default_response_class=ORJSONResponse
-    )
+    app = FastAPI(title="lambdaserve inference API", version="2")
     install_error_handlers(app)
 
     async def call(model: str, version: int | None, work: Callable[[], T]) -> T:

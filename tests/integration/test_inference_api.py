@@ -1,0 +1,175 @@
+"""The inference API served by uvicorn, driven by Triton's own client and by plain HTTP."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.http as triton
+from tritonclient.utils import InferenceServerException
+
+from tests import builders
+
+MLP = builders.onnx_mlp(4, 3)
+
+
+@pytest.fixture
+def client(stack):
+    stack.put("models/mlp/1/model.onnx", MLP)
+    stack.put("models/types/1/model.onnx", builders.onnx_datatypes())
+    stack.wait_state("mlp", 1, "READY")
+    stack.wait_state("types", 1, "READY")
+    url = str(stack.inference.base_url).removeprefix("http://").rstrip("/")
+    with triton.InferenceServerClient(url) as tc:
+        yield tc
+
+
+def test_tritonclient_health_metadata_and_config(client):
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.is_model_ready("mlp") and client.is_model_ready("mlp", "1")
+    assert not client.is_model_ready("ghost")
+    metadata = client.get_model_metadata("mlp")
+    assert metadata["versions"] == ["1"] and metadata["platform"] == "onnxruntime_onnx"
+    assert metadata["inputs"] == [{"name": "INPUT__0", "datatype": "FP32", "shape": [-1, 4]}]
+    config = client.get_model_config("mlp")
+    assert config["input"] == [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [-1, 4]}]
+    assert client.get_server_metadata()["extensions"]
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_tritonclient_infer_json_and_binary(client, binary):
+    x = np.random.default_rng(0).random((3, 4), dtype=np.float32)
+    tensor = triton.InferInput("INPUT__0", [3, 4], "FP32")
+    tensor.set_data_from_numpy(x, binary_data=binary)
+    result = client.infer(
+        "mlp", [tensor], outputs=[triton.InferRequestedOutput("OUTPUT__0", binary_data=binary)]
+    )
+    expected = ort.InferenceSession(MLP).run(None, {"INPUT__0": x})[0]
+    np.testing.assert_allclose(result.as_numpy("OUTPUT__0"), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_tritonclient_datatypes_fp16_int64_bool_bytes(client, binary):
+    values = {
+        "half": (np.array([[0.5, 1.5, -2.0]], np.float16), "FP16"),
+        "ids": (np.array([[1, 2, 3]], np.int64), "INT64"),
+        "flags": (np.array([[True, False, True]]), "BOOL"),
+        "text": (np.array([[b"a", "\xe9".encode(), b"xyz"]], dtype=object), "BYTES"),
+    }
+    inputs = []
+    for name, (array, datatype) in values.items():
+        tensor = triton.InferInput(name, list(array.shape), datatype)
+        tensor.set_data_from_numpy(array, binary_data=binary)
+        inputs.append(tensor)
+    outputs = [
+        triton.InferRequestedOutput(n, binary_data=binary)
+        for n in ("doubled", "next", "flipped", "echo")
+    ]
+    result = client.infer("types", inputs, outputs=outputs, model_version="1")
+    assert result.as_numpy("doubled").tolist() == [[1.0, 3.0, -4.0]]
+    assert result.as_numpy("doubled").dtype == np.float16
+    assert result.as_numpy("next").tolist() == [[2, 3, 4]]
+    assert result.as_numpy("flipped").tolist() == [[False, True, False]]
+    # As with Triton: BYTES come back as bytes in binary mode, as JSON strings otherwise.
+    echo = [[b"a", "\xe9".encode(), b"xyz"]] if binary else [["a", "\xe9", "xyz"]]
+    assert result.as_numpy("echo").tolist() == echo
+
+
+def test_tritonclient_statistics_count_what_ran(client):
+    tensor = triton.InferInput("INPUT__0", [2, 4], "FP32")
+    tensor.set_data_from_numpy(np.ones((2, 4), np.float32))
+    for _ in range(3):
+        client.infer("mlp", [tensor])
+    [stats] = client.get_inference_statistics("mlp")["model_stats"]
+    assert stats["inference_count"] == 6 and stats["execution_count"] == 3
+    assert stats["batch_stats"][0]["batch_size"] == 2
+
+
+def test_tritonclient_sees_errors_as_exceptions_with_the_message(client):
+    tensor = triton.InferInput("INPUT__0", [1, 5], "FP32")
+    tensor.set_data_from_numpy(np.ones((1, 5), np.float32))
+    with pytest.raises(InferenceServerException, match=r"expected shape \[-1, 4\], got \[1, 5\]"):
+        client.infer("mlp", [tensor])
+
+
+def test_curl_style_json_and_torchserve_routes(stack, client):
+    body = {
+        "inputs": [
+            {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [[1, 2, 3, 4]]}
+        ]
+    }
+    v2 = stack.inference.post("/v2/models/mlp/versions/1/infer", json=body)
+    assert v2.status_code == 200 and v2.json()["outputs"][0]["shape"] == [1, 3]
+    prediction = stack.inference.post("/predictions/mlp/1", json=[1, 2, 3, 4])
+    assert prediction.status_code == 200
+    np.testing.assert_allclose(prediction.json(), v2.json()["outputs"][0]["data"], rtol=1e-6)
+    assert stack.inference.get("/ping").json() == {"status": "Healthy"}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "message"),
+    [
+        ("post", "/v2/models/ghost/infer", b'{"inputs":[]}', 400, '"inputs"'),
+        (
+            "post",
+            "/v2/models/ghost/infer",
+            b'{"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]}]}',
+            404,
+            "unknown model 'ghost'",
+        ),
+        (
+            "post",
+            "/v2/models/mlp/versions/9/infer",
+            b'{"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]}]}',
+            404,
+            "no version 9",
+        ),
+        ("post", "/v2/models/mlp/infer", b"{not json", 400, "not valid JSON"),
+        (
+            "post",
+            "/v2/models/mlp/infer",
+            b'{"inputs":[{"name":"INPUT__0","datatype":"INT64","shape":[1,4],"data":[1,2,3,4]}]}',
+            400,
+            "expected datatype FP32, got INT64",
+        ),
+        (
+            "post",
+            "/v2/models/mlp/infer",
+            b'{"inputs":[{"name":"pixels","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}',
+            400,
+            "unknown input 'pixels'",
+        ),
+        ("post", "/v2/models/mlp/versions/one/infer", b"{}", 400, "positive integers"),
+        (
+            "post",
+            "/predictions/mlp",
+            b'{"INPUT__0": [1, "x", 3, 4]}',
+            400,
+            "not a nested list of FP32",
+        ),
+        ("get", "/v2/models/ghost", None, 404, "unknown model"),
+    ],
+)
+def test_errors_over_http(stack, client, method, path, body, status, message):
+    response = stack.inference.request(method.upper(), path, content=body)
+    assert response.status_code == status, response.text
+    assert message in response.json()["error"]
+
+
+def test_oversize_requests_are_413_saying_the_limits(stack, client, monkeypatch):
+    from lambdaserve.settings import get_settings
+
+    limit = get_settings().max_request_bytes
+    response = stack.inference.post("/v2/models/mlp/infer", content=b"x" * (limit + 1))
+    assert response.status_code == 413
+    assert "6 MB" in response.json()["error"] and "10 MB" in response.json()["error"]
+
+
+def test_an_unavailable_version_is_503_with_the_reason(stack, client):
+    stack.put("models/mlp/2/model.onnx", b"not a model at all")
+    stack.wait_state("mlp", 2, "UNAVAILABLE")
+    body = b'{"inputs":[{"name":"INPUT__0","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}'
+    response = stack.inference.post("/v2/models/mlp/versions/2/infer", content=body)
+    assert response.status_code == 503
+    assert "UNAVAILABLE" in response.json()["error"] and "ONNX" in response.json()["error"]
+    assert stack.inference.get("/v2/models/mlp/versions/2/ready").status_code == 503
