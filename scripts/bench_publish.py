@@ -20,6 +20,7 @@ import time
 
 import boto3
 import httpx
+
 from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.dev import DevOptions, DevStack
 from lambdaserve.local.emulator import free_port

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from lambdaserve.local.demo import demo_mlp_bytes
 from onnx import TensorProto, helper, numpy_helper
+
+from lambdaserve.local.demo import demo_mlp_bytes
 
 
 def onnx_mlp(inputs: int = 4, outputs: int = 3, seed: int = 0) -> bytes:
@@ -108,7 +109,7 @@ def load_onnx(data: bytes) -> onnx.ModelProto:
 
 
 def onnx_cnn(seed: int = 0) -> bytes:
-    """A small CNN: image [-1, 3, 8, 8] -> Conv(4, 3x3) -> Relu -> global average -> logits [-1, 4]."""
+    """A small CNN: image [-1, 3, 8, 8] -> Conv 3x3 -> Relu -> global average -> logits [-1, 4]."""
     rng = np.random.default_rng(seed)
     weight = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     bias = rng.standard_normal(4).astype(np.float32)
@@ -227,6 +228,14 @@ def _config(module, example, inputs, outputs) -> bytes:
         return f'{{ name: "{name}" data_type: TYPE_FP32 dims: [ {dims} ] }}'
 
     text = "max_batch_size: 8\n"
-    text += "input [ " + ", ".join(tensor(n, t.shape) for n, t in zip(inputs, example)) + " ]\n"
-    text += "output [ " + ", ".join(tensor(n, t.shape) for n, t in zip(outputs, results)) + " ]\n"
+    text += (
+        "input [ "
+        + ", ".join(tensor(n, t.shape) for n, t in zip(inputs, example, strict=True))
+        + " ]\n"
+    )
+    text += (
+        "output [ "
+        + ", ".join(tensor(n, t.shape) for n, t in zip(outputs, results, strict=True))
+        + " ]\n"
+    )
     return text.encode()

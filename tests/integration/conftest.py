@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+
 from lambdaserve.aws import AwsClients
 from lambdaserve.handlers import infer, manage
 from lambdaserve.local.emulator import Emulator
@@ -21,7 +22,6 @@ from lambdaserve.local.resources import LocalResources, ensure_resources
 from lambdaserve.local.servers import BackgroundServer
 from lambdaserve.services import ManageServices
 from lambdaserve.settings import Settings, get_settings
-
 from tests.support import free_port, wait_until
 
 

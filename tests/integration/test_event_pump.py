@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 from lambdaserve.local.pump import EventPump, PumpConfig
-
 from tests import builders
 from tests.support import wait_until
 

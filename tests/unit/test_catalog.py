@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from lambdaserve.catalog import ModelRecord, VersionRecord
 from lambdaserve.errors import InvalidInput
 

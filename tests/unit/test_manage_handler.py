@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+
 from lambdaserve.handlers import manage
 from lambdaserve.local.pump import LocalContext
-
 from tests import builders
 
 EVENTS = Path(__file__).parent.parent / "events"

@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from lambdaserve.errors import InvalidInput
 from lambdaserve.modelconfig import (
     DynamicBatching,

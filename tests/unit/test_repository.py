@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from lambdaserve.errors import InvalidInput
 from lambdaserve.repository import (
     ConfigKey,

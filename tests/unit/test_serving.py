@@ -11,8 +11,8 @@ import pytest
 
 from lambdaserve.errors import InvalidInput, ModelNotFound, ModelNotReady
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
-from lambdaserve.serving import BatchItem, VersionResolver
 from lambdaserve.services import build_model_server
+from lambdaserve.serving import BatchItem, VersionResolver
 from tests import builders
 
 RNG = np.random.default_rng(1)

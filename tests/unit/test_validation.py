@@ -4,10 +4,10 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from lambdaserve.errors import ModelRejected
 from lambdaserve.modelconfig import ModelConfig, TensorSpec, build, parse_document
 from lambdaserve.validation import ValidatedVersion
-
 from tests import builders
 
 
