@@ -70,11 +70,22 @@ def test_dev_publishes_by_upload_and_stops_cleanly(dev_process):
     wait_until(lambda: ("resnet", "1") in ready_versions(ports["management"]), 15)
     [entry] = httpx.get(f"http://127.0.0.1:{ports['management']}/models/resnet").json()
     assert entry["signature"]["inputs"][0]["datatype"] == "FP32"
+    # And it answers inference on the inference port, as the demo model does
+    inference = f"http://127.0.0.1:{ports['inference']}"
+    body = {
+        "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]
+    }
+    answer = httpx.post(f"{inference}/v2/models/resnet/infer", json=body)
+    assert answer.status_code == 200
+    assert answer.json()["outputs"][0]["shape"] == [1, 3]
+    demo = httpx.post(f"{inference}/predictions/demo-mlp", json=[0.1, 0.2, 0.3, 0.4])
+    assert demo.status_code == 200 and abs(sum(demo.json()) - 1.0) < 1e-5  # softmax
     # And Ctrl-C stops everything with exit code 0, releasing the ports
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) == 0
-    with pytest.raises(httpx.ConnectError):
-        httpx.get(f"http://127.0.0.1:{ports['management']}/models", timeout=2)
+    for port in (ports["management"], ports["inference"], ports["aws"]):
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
 
 
 def test_the_aws_cli_upload_from_the_readme_works(dev_process, tmp_path: Path):

@@ -1,0 +1,39 @@
+"""The image recipes cannot be built here (no Docker engine); check what they rely on."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCKERFILES = sorted(ROOT.glob("functions/*/Dockerfile*"))
+
+
+def test_there_are_recipes_to_check():
+    assert {p.name for p in DOCKERFILES} >= {"Dockerfile", "Dockerfile.gpu"}
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_every_copy_source_exists_in_the_build_context(dockerfile: Path):
+    sources = []
+    for line in dockerfile.read_text().splitlines():
+        if match := re.match(r"^COPY\s+(.+)\s+\S+$", line.strip()):
+            sources += match.group(1).split()
+    assert sources
+    for source in sources:
+        assert (ROOT / source).exists(), f"{dockerfile.name} copies missing {source}"
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_the_entry_point_resolves(dockerfile: Path):
+    text = dockerfile.read_text()
+    if match := re.search(r'CMD \["app\.(\w+)"\]', text):
+        app = importlib.import_module("lambdaserve.handlers.infer")
+        assert callable(getattr(app, match.group(1)))
+    else:
+        match = re.search(r'"([\w.]+):(\w+)"', text)
+        assert match, "no uvicorn app in CMD"
+        assert getattr(importlib.import_module(match.group(1)), match.group(2)) is not None
