@@ -34,6 +34,12 @@ def mlp_server(aws, monkeypatch: pytest.MonkeyPatch):
     return server
 
 
+def payload(response: dict) -> object:
+    if response["isBase64Encoded"]:
+        return base64.b64decode(response["body"])
+    return json.loads(response["body"])
+
+
 def direct(x: np.ndarray) -> np.ndarray:
     return ort.InferenceSession(MLP).run(None, {"INPUT__0": x})[0]
 
@@ -99,3 +105,32 @@ def test_the_batch_entry_point_returns_n_results_with_errors_in_place(mlp_server
     assert results[1]["status"] == 400 and "INPUT__0" in results[1]["error"]
     assert results[2]["status"] == 400 and "model_name" in results[2]["error"]
     assert results[3]["status"] == 404
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["apigw_v2_infer_json.json", "apigw_v2_infer_binary.json", "apigw_v2_infer_bad_shape.json"],
+)
+def test_the_direct_infer_path_answers_exactly_as_the_fastapi_route(mlp_server, name):
+    # Given the same API Gateway event / When answered directly and through Mangum + FastAPI
+    direct = infer.api_handler(event(name), LocalContext("infer"))
+    through_asgi = infer._mangum(event(name), LocalContext("infer"))
+    # Then status, payload and the headers that matter are the same
+    assert direct["statusCode"] == through_asgi["statusCode"]
+    assert direct["isBase64Encoded"] == through_asgi["isBase64Encoded"]
+    assert payload(direct) == payload(through_asgi)
+    for header in ("content-type", "inference-header-content-length"):
+        assert direct["headers"].get(header) == through_asgi["headers"].get(header)
+
+
+def test_the_direct_path_enforces_the_size_limit(mlp_server, monkeypatch):
+    from dataclasses import replace
+
+    from lambdaserve.settings import get_settings
+
+    monkeypatch.setattr(
+        infer, "get_settings", lambda: replace(get_settings(), max_request_bytes=100)
+    )
+    response = infer.api_handler(event("apigw_v2_infer_json.json"), LocalContext("infer"))
+    assert response["statusCode"] == 413
+    assert "6 MB" in json.loads(response["body"])["error"]

@@ -13,7 +13,12 @@ from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.errors import InvalidInput, PayloadTooLarge
 from lambdaserve.modelconfig import TensorSpec, triton_data_type
 from lambdaserve.protocol import torchserve
-from lambdaserve.protocol.v2 import HEADER_LENGTH, encode_infer_response, parse_infer_request
+from lambdaserve.protocol.v2 import (
+    HEADER_LENGTH,
+    EncodedResponse,
+    encode_infer_response,
+    parse_infer_request,
+)
 from lambdaserve.repository import check_model_name, parse_version
 from lambdaserve.serving import ModelServer, ServedVersion
 
@@ -99,34 +104,23 @@ def create_inference_app(
         await run_in_threadpool(server().resolver.versions, _model(model))
         return server().stats.snapshot(model, _version(version))
 
-    @app.post("/v2/models/{model}/infer")
-    @app.post("/v2/models/{model}/versions/{version}/infer")
-    async def infer(model: str, request: Request, version: str | None = None) -> Response:
-        number = _version(version)
+    async def infer(request: Request) -> Response:
+        model, number = _target(request)
         body = await read_limited_body(request, max_request_bytes())
-        parsed = parse_infer_request(body, _header_length(request))
+        header_length = header_length_value(request.headers.get(HEADER_LENGTH))
 
         def run() -> Response:
-            encoded = server().infer(
-                _model(model),
-                number,
-                parsed,
-                lambda served, outputs: encode_infer_response(
-                    served.model, served.version, parsed, outputs
-                ),
-            )
+            encoded = v2_infer(server(), model, number, body, header_length)
             return Response(encoded.body, headers=encoded.headers)
 
         return await call(model, number, run)
 
-    @app.post("/predictions/{model}")
-    @app.post("/predictions/{model}/{version}")
-    async def predictions(model: str, request: Request, version: str | None = None) -> Response:
-        number = _version(version)
+    async def predictions(request: Request) -> Response:
+        model, number = _target(request)
         body = await read_limited_body(request, max_request_bytes())
 
         def run() -> Response:
-            served = server().resolver.resolve(_model(model), number)
+            served = server().resolver.resolve(model, number)
             prediction = torchserve.parse_prediction(body, served.signature.inputs)
             payload = server().infer(
                 model,
@@ -140,7 +134,34 @@ def create_inference_app(
 
         return await call(model, number, run)
 
+    # The hot routes are plain Starlette routes: FastAPI's dependency solving for two path
+    # parameters cost more than running a small model.
+    for path in ("/v2/models/{model}/infer", "/v2/models/{model}/versions/{version}/infer"):
+        app.add_route(path, infer, methods=["POST"])
+    for path in ("/predictions/{model}", "/predictions/{model}/{version}"):
+        app.add_route(path, predictions, methods=["POST"])
+
     return app
+
+
+def v2_infer(
+    server: ModelServer, model: str, version: int | None, body: bytes, header_length: int | None
+) -> EncodedResponse:
+    """One v2 inference from request bytes to response bytes (any transport)."""
+    parsed = parse_infer_request(body, header_length)
+    return server.infer(
+        model,
+        version,
+        parsed,
+        lambda served, outputs: encode_infer_response(
+            served.model, served.version, parsed, outputs
+        ),
+    )
+
+
+def check_body_size(size: int, limit: int) -> None:
+    if size > limit:
+        raise _too_large(size, limit)
 
 
 async def read_limited_body(request: Request, limit: int) -> bytes:
@@ -181,6 +202,11 @@ def _triton_tensor(spec: TensorSpec, batched: bool) -> dict[str, Any]:
     return {"name": spec.name, "data_type": triton_data_type(spec.datatype), "dims": dims}
 
 
+def _target(request: Request) -> tuple[str, int | None]:
+    params = request.path_params
+    return check_model_name(params["model"]), _version(params.get("version"))
+
+
 def _model(name: str) -> str:
     return check_model_name(name)
 
@@ -189,8 +215,8 @@ def _version(text: str | None) -> int | None:
     return None if text is None else parse_version(text)
 
 
-def _header_length(request: Request) -> int | None:
-    raw = request.headers.get(HEADER_LENGTH)
+def header_length_value(raw: str | None) -> int | None:
+    """Inference-Header-Content-Length as an int, None when absent."""
     if raw is None:
         return None
     if not raw.isdigit():

@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import base64
+import re
 import threading
 from collections import defaultdict
 from functools import cache
 from typing import Any
+from urllib.parse import unquote
 
 import orjson
 from aws_lambda_powertools import Logger, Metrics, single_metric
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from mangum import Mangum
 
 from lambdaserve.apps.errors import status_for
-from lambdaserve.apps.inference import create_inference_app
+from lambdaserve.apps.inference import (
+    check_body_size,
+    create_inference_app,
+    header_length_value,
+    v2_infer,
+)
 from lambdaserve.errors import InvalidInput, LambdaServeError
-from lambdaserve.protocol.v2 import encode_infer_response, parse_infer_request
+from lambdaserve.protocol.v2 import HEADER_LENGTH, encode_infer_response, parse_infer_request
+from lambdaserve.repository import check_model_name, parse_version
 from lambdaserve.services import build_model_server
 from lambdaserve.serving import BatchItem, ModelServer
 from lambdaserve.settings import get_settings
@@ -70,12 +80,62 @@ app = create_inference_app(server, lambda: get_settings().max_request_bytes)
 _mangum = Mangum(app, lifespan="off")
 
 
+_V2_INFER = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
+
+
 def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """API Gateway (HTTP API) -> FastAPI."""
+    """API Gateway (HTTP API): v2 infer answered directly, every other route via FastAPI."""
     try:
-        return dict(_mangum(event, context))
+        direct = _direct_infer(APIGatewayProxyEventV2(event))
+        return direct if direct is not None else dict(_mangum(event, context))
     finally:
         invocation_metrics.flush()
+
+
+def _direct_infer(event: APIGatewayProxyEventV2) -> dict[str, Any] | None:
+    """``POST /v2/models/{m}[/versions/{v}]/infer`` without the ASGI stack.
+
+    The same domain call as the FastAPI route; the ASGI round trip (Mangum, middleware,
+    routing) cost several times a small model's run on the warm path.
+    """
+    if event.get("version") != "2.0" or event.request_context.http.method != "POST":
+        return None
+    match = _V2_INFER.match(event.raw_path)
+    if match is None:
+        return None
+    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    try:
+        body = _body_bytes(event)
+        check_body_size(len(body), get_settings().max_request_bytes)
+        model = check_model_name(unquote(match.group(1)))
+        version = parse_version(match.group(2)) if match.group(2) else None
+        encoded = v2_infer(
+            server(), model, version, body, header_length_value(headers.get(HEADER_LENGTH))
+        )
+    except LambdaServeError as exc:
+        return _http_response(status_for(exc), orjson.dumps({"error": exc.message}), {})
+    except Exception:
+        logger.exception("unhandled error on POST %s", event.raw_path)
+        error = {"error": "internal error; the server log has the details"}
+        return _http_response(500, orjson.dumps(error), {})
+    return _http_response(200, encoded.body, encoded.headers)
+
+
+def _body_bytes(event: APIGatewayProxyEventV2) -> bytes:
+    if event.is_base64_encoded:
+        return base64.b64decode(event.body or "")
+    return (event.body or "").encode()
+
+
+def _http_response(status: int, body: bytes, headers: dict[str, str]) -> dict[str, Any]:
+    headers = {"content-type": "application/json", **headers}
+    binary = headers["content-type"] != "application/json"
+    return {
+        "statusCode": status,
+        "headers": headers,
+        "body": base64.b64encode(body).decode() if binary else body.decode(),
+        "isBase64Encoded": binary,
+    }
 
 
 def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
