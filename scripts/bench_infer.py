@@ -191,7 +191,7 @@ def main() -> None:
     http_p99 = sorted(http_samples)[int(0.99 * (len(http_samples) - 1))]
     print(f"raw InferenceSession.run (MLP 784->256->10, 1 row): p50 {raw:.1f} us")
     print(
-        f"1. Lambda warm path (Mangum, in-process): p50 {lambda_us:.1f} us = "
+        f"1. Lambda warm path (infer api_handler, in-process): p50 {lambda_us:.1f} us = "
         f"{lambda_us / raw:.1f}x raw; overhead {(lambda_us - raw) / 1000:.3f} ms (goal <= 0.25 ms)"
     )
     print(
