@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: dev test lint install-dev install-test bench-publish clean
+.PHONY: dev test lint install-dev install-test bench-publish bench-infer clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,9 @@ lint: install-test
 
 bench-publish: install-test
 	$(BIN)/python scripts/bench_publish.py $(ARGS)
+
+bench-infer: install-test
+	$(BIN)/python scripts/bench_infer.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
