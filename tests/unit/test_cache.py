@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import hashlib
+import multiprocessing
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -116,3 +118,33 @@ def test_eviction_keeps_the_budget_and_drops_the_least_recently_used(tmp_path, b
     assert not (tmp_path / "blobs" / first[0].sha256).exists()
     assert (cache.materialize(first) / "model.onnx").read_bytes() == b"A" * 1000
     assert cache.bytes_used() <= 2000
+
+
+def _fetch_and_count(key: str, path: Path) -> None:
+    """A fetch for child processes: appends one line per download to a shared log."""
+    log = path.parent.parent / "fetches.log"
+    with log.open("a") as handle:
+        handle.write(key + "\n")
+    time.sleep(0.2)  # a slow download, so the others arrive while it runs
+    path.write_bytes(b"A" * 1000)
+
+
+def _materialize_in_a_process(root: str, queue) -> None:
+    cache = ArtifactCache(Path(root), 10_000, _fetch_and_count)
+    view = cache.materialize([entry("model.onnx", "m/1/model.onnx", b"A" * 1000)])
+    queue.put((view / "model.onnx").read_bytes() == b"A" * 1000)
+
+
+def test_concurrent_processes_download_once(tmp_path):
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    processes = [
+        context.Process(target=_materialize_in_a_process, args=(str(tmp_path), queue))
+        for _ in range(4)
+    ]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(60)
+    assert [queue.get(timeout=5) for _ in processes] == [True] * 4
+    assert (tmp_path / "fetches.log").read_text().splitlines() == ["m/1/model.onnx"]
