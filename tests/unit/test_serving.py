@@ -222,3 +222,25 @@ def test_stats_count_success_failure_and_batch_sizes(aws, server):
     assert stats["inference_stats"]["fail"]["count"] == 1
     assert [b["batch_size"] for b in stats["batch_stats"]] == [1, 4]
     assert stats["inference_stats"]["compute_infer"]["ns"] > 0
+
+
+def test_the_batch_entry_runs_compatible_requests_together(aws, server):
+    # Given 10 one-row requests for the MLP (default max batch 8), one of them malformed
+    publish(aws, "mlp", {"1/model.onnx": builders.onnx_mlp()})
+    rng = np.random.default_rng(3)
+    good = [request(INPUT__0=rng.random((1, 4), dtype=np.float32)) for _ in range(9)]
+    items = [BatchItem("mlp", None, r) for r in good]
+    items.insert(4, BatchItem("mlp", None, request(INPUT__0=np.ones((1, 7), np.float32))))
+    # When the batch entry point runs them
+    results = server.infer_batch(items)
+    # Then each good request gets exactly its own rows' answer, the bad one its own error
+    assert isinstance(results[4].error, InvalidInput)
+    session = ort.InferenceSession(builders.onnx_mlp())
+    for item, result in zip(items, results, strict=True):
+        if result.error is None:
+            expected = session.run(None, {"INPUT__0": item.request.inputs[0].data})[0]
+            np.testing.assert_allclose(result.outputs["OUTPUT__0"], expected, rtol=1e-6)
+    # And they executed in batches (8 + 1), as the statistics show
+    [stats] = server.stats.snapshot("mlp")["model_stats"]
+    assert {b["batch_size"] for b in stats["batch_stats"]} == {8, 1}
+    assert stats["execution_count"] == 2 and stats["inference_count"] == 9

@@ -45,6 +45,7 @@ def build_model_server(
         LoadOptions(device=settings.device, intra_op_threads=settings.intra_op_threads),
         settings.max_loaded_versions,
         stats or StatsRegistry(),
+        default_max_batch_size=settings.default_max_batch_size,
     )
 
 

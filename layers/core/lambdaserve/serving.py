@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from lambdaserve import policy
+from lambdaserve.batching import Batch, assemble, check_invariant, concatenate, split
 from lambdaserve.cache import ArtifactCache, CachedFile
 from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord
 from lambdaserve.errors import InvalidInput, LambdaServeError, ModelNotFound, ModelNotReady
@@ -142,9 +143,12 @@ class ModelServer:
         options: LoadOptions,
         max_loaded: int,
         stats: StatsRegistry,
+        *,
+        default_max_batch_size: int = 8,
     ) -> None:
         self.resolver = resolver
         self.stats = stats
+        self._default_max_batch_size = default_max_batch_size
         self._cache = cache
         self._options = options
         self._max_loaded = max(1, max_loaded)
@@ -182,19 +186,104 @@ class ModelServer:
         return encoded
 
     def infer_batch(self, items: Sequence[BatchItem]) -> list[BatchResult]:
-        """N requests in, N results out; an error stays with its own item."""
-        results = []
-        for item in items:
+        """N requests in, N results out, in order; an error stays with its own item.
+
+        Requests for the same model and version run together in batches.
+        """
+        groups: dict[tuple[str, int | None], list[int]] = {}
+        for index, item in enumerate(items):
+            groups.setdefault((item.model, item.version), []).append(index)
+        results: list[BatchResult | None] = [None] * len(items)
+        for (model, version), indexes in groups.items():
+            outcomes = self.infer_many(model, version, [items[i].request for i in indexes])
+            for index, outcome in zip(indexes, outcomes, strict=True):
+                results[index] = outcome
+        done = [r for r in results if r is not None]
+        check_invariant(len(items), done)
+        return done
+
+    def infer_many(
+        self,
+        model: str,
+        version: int | None,
+        requests: Sequence[InferRequest],
+        queued_ns: Sequence[int] | None = None,
+    ) -> list[BatchResult]:
+        """Requests for one model version: each validated, run in batches, split back."""
+        try:
+            served = self.resolver.resolve(model, version)
+            loaded = self.load(served)
+        except LambdaServeError as exc:
+            return [BatchResult(error=exc) for _ in requests]
+        results: list[BatchResult | None] = [None] * len(requests)
+        valid = []
+        for index, request in enumerate(requests):
             try:
-                served_version, outputs = self.infer(
-                    item.model, item.version, item.request, lambda s, o: (s.version, o)
-                )
-                results.append(BatchResult(outputs=outputs, version=served_version))
+                bind_inputs(request, served.signature)
+                select_outputs(request, served.signature)
+                valid.append(index)
             except LambdaServeError as exc:
-                results.append(BatchResult(error=exc))
-        if len(results) != len(items):
-            raise AssertionError("infer_batch must return one result per request")
-        return results
+                results[index] = BatchResult(error=exc)
+                self.stats.record_failure(model, served.version, 0)
+        limit = batch_limit(served, self._default_max_batch_size)
+        preferred = (
+            served.config.dynamic_batching.preferred_batch_size
+            if (served.config.dynamic_batching)
+            else ()
+        )
+        for batch in assemble([requests[i] for i in valid], limit, preferred):
+            members = [valid[j] for j in batch.members]
+            waited = max((queued_ns or [0] * len(requests))[i] for i in members)
+            for index, outcome in zip(
+                members,
+                self._run_batch(served, loaded, [requests[i] for i in members], batch, waited),
+                strict=True,
+            ):
+                results[index] = outcome
+        done = [r for r in results if r is not None]
+        check_invariant(len(requests), done)
+        return done
+
+    def _run_batch(
+        self,
+        served: ServedVersion,
+        loaded: LoadedModel,
+        members: list[InferRequest],
+        batch: Batch,
+        queued_ns: int,
+    ) -> list[BatchResult]:
+        started = time.perf_counter_ns()
+        try:
+            merged = concatenate(members)
+            inputs = bind_inputs(merged, served.signature)
+            names = select_outputs(merged, served.signature)
+            bound = time.perf_counter_ns()
+            outputs = loaded.run(inputs, names)
+            ran = time.perf_counter_ns()
+            parts = split(outputs, batch.sizes) if len(members) > 1 else [outputs]
+        except LambdaServeError as exc:
+            if len(members) > 1:  # find the member that fails; the others still succeed
+                return [
+                    self._run_batch(served, loaded, [m], Batch((0,), (size,)), queued_ns)[0]
+                    for m, size in zip(members, batch.sizes, strict=True)
+                ]
+            self.stats.record_failure(
+                served.model, served.version, time.perf_counter_ns() - started
+            )
+            return [BatchResult(error=exc)]
+        self.stats.record_success(
+            served.model,
+            served.version,
+            Execution(
+                len(members),
+                batch.size,
+                queued_ns,
+                bound - started,
+                ran - bound,
+                time.perf_counter_ns() - ran,
+            ),
+        )
+        return [BatchResult(outputs=part, version=served.version) for part in parts]
 
     def is_loaded(self, model: str, version: int | None) -> bool:
         """True when serving this request needs no catalog read, download or load."""
@@ -311,6 +400,17 @@ def select_outputs(request: InferRequest, signature: Signature) -> list[str]:
         if output.name not in names:
             raise InvalidInput(f"unknown output {output.name!r}; the model has {names}")
     return [output.name for output in request.outputs]
+
+
+def batch_limit(served: ServedVersion, default: int) -> int:
+    """How many rows one execution may take: the config's max_batch_size, or for a model
+    whose every input has a dynamic first dimension, ``default`` (Triton's auto-complete)."""
+    if served.config.max_batch_size > 0:
+        return served.config.max_batch_size
+    inputs = served.signature.inputs
+    if inputs and all(spec.shape[:1] == (-1,) for spec in inputs):
+        return default
+    return 0
 
 
 def _shape_fits(got: Sequence[int], expected: Sequence[int]) -> bool:

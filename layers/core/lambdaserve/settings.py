@@ -33,6 +33,7 @@ class Settings:
     max_loaded_versions: int = 4
     catalog_ttl_s: float = 2.0
     max_request_bytes: int = 6 * 1024**2
+    default_max_batch_size: int = 8
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -64,6 +65,9 @@ class Settings:
             catalog_ttl_s=float(env.get("LAMBDASERVE_CATALOG_TTL_S", str(defaults.catalog_ttl_s))),
             max_request_bytes=int(
                 env.get("LAMBDASERVE_MAX_REQUEST_BYTES", str(defaults.max_request_bytes))
+            ),
+            default_max_batch_size=int(
+                env.get("LAMBDASERVE_DEFAULT_MAX_BATCH_SIZE", str(defaults.default_max_batch_size))
             ),
         )
 
