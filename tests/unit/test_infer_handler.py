@@ -85,7 +85,7 @@ def test_torchserve_predictions_and_readiness(mlp_server):
     assert ready["statusCode"] == 200 and json.loads(ready["body"])["ready"] is True
 
 
-def test_the_batch_entry_point_returns_n_results_with_errors_in_place(mlp_server):
+def test_the_batch_entry_point_returns_n_results_with_errors_in_place(mlp_server, monkeypatch):
     good = {
         "model_name": "mlp",
         "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
@@ -96,12 +96,11 @@ def test_the_batch_entry_point_returns_n_results_with_errors_in_place(mlp_server
     }
     no_model = {"inputs": []}
     unknown = {**good, "model_name": "ghost", "id": "x"}
-    result = infer.batch_handler(
-        {"requests": [good, wrong_shape, no_model, unknown, good]}, LocalContext("infer")
-    )
-    results = result["results"]
+    event_ = {"requests": [good, wrong_shape, no_model, unknown, good]}
+    results = infer.batch_handler(event_, LocalContext("infer"))["results"]
     assert len(results) == 5
-    assert results[0]["model_name"] == "mlp" and results[4]["outputs"][0]["shape"] == [1, 3]
+    assert results[0]["status"] == 200 and results[0]["response"]["model_name"] == "mlp"
+    assert results[4]["response"]["outputs"][0]["shape"] == [1, 3]
     assert results[1]["status"] == 400 and "INPUT__0" in results[1]["error"]
     assert results[2]["status"] == 400 and "model_name" in results[2]["error"]
     assert results[3]["status"] == 404

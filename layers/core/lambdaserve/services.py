@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from lambdaserve.aws import AwsClients
 from lambdaserve.cache import ArtifactCache
 from lambdaserve.catalog import Catalog
 from lambdaserve.management import ModelManager
+from lambdaserve.queued import InProcessInvoker, Invoker, LambdaInvoker, QueuedInference
 from lambdaserve.registrar import Registrar
 from lambdaserve.repository import ModelRepository
+from lambdaserve.results import PayloadStore, ResultStore
 from lambdaserve.runtimes import LoadOptions
 from lambdaserve.serving import ModelServer, VersionResolver
 from lambdaserve.settings import Settings
@@ -57,4 +62,55 @@ def build_manage_services(settings: Settings, clients: AwsClients | None = None)
     registrar = Registrar(repository, catalog, validator)
     return ManageServices(
         repository, catalog, registrar, ModelManager(repository, catalog, registrar)
+    )
+
+
+@dataclass(frozen=True)
+class QueueServices:
+    """What the batcher (and the async API) work with."""
+
+    results: ResultStore
+    payloads: PayloadStore
+    sqs: Any
+    requests_queue_url: Callable[[], str]
+
+
+def build_queue_services(settings: Settings, clients: AwsClients | None = None) -> QueueServices:
+    clients = clients or AwsClients(settings)
+
+    @cache
+    def queue_url() -> str:
+        return str(clients.sqs.get_queue_url(QueueName=settings.requests_queue)["QueueUrl"])
+
+    return QueueServices(
+        ResultStore(
+            clients.dynamodb, settings.table, clients.s3, settings.bucket, settings.results_ttl_s
+        ),
+        PayloadStore(clients.s3, settings.bucket),
+        clients.sqs,
+        queue_url,
+    )
+
+
+def build_queued_inference(
+    settings: Settings,
+    queue: QueueServices,
+    server: Callable[[], ModelServer],
+    clients: AwsClients | None = None,
+) -> QueuedInference:
+    """The batcher's domain: Lambda invoke of the infer function when one is configured."""
+    clients = clients or AwsClients(settings)
+    invoker: Invoker = (
+        LambdaInvoker(clients.client("lambda"), settings.infer_function)
+        if settings.infer_function
+        else InProcessInvoker(server, queue.payloads)
+    )
+    return QueuedInference(
+        queue.results,
+        queue.payloads,
+        invoker,
+        max_receive_count=settings.max_receive_count,
+        send_reply=lambda url, body: queue.sqs.send_message(
+            QueueUrl=url, MessageBody=body.decode()
+        ),
     )

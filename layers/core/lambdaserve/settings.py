@@ -34,6 +34,11 @@ class Settings:
     catalog_ttl_s: float = 2.0
     max_request_bytes: int = 6 * 1024**2
     default_max_batch_size: int = 8
+    infer_function: str | None = None
+    results_ttl_s: int = 24 * 3600
+    max_receive_count: int = 3
+    topup_messages: int = 90
+    topup_window_s: float = 0.02
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -68,6 +73,15 @@ class Settings:
             ),
             default_max_batch_size=int(
                 env.get("LAMBDASERVE_DEFAULT_MAX_BATCH_SIZE", str(defaults.default_max_batch_size))
+            ),
+            infer_function=env.get("LAMBDASERVE_INFER_FUNCTION") or None,
+            results_ttl_s=int(env.get("LAMBDASERVE_RESULTS_TTL_S", str(defaults.results_ttl_s))),
+            max_receive_count=int(
+                env.get("LAMBDASERVE_MAX_RECEIVE_COUNT", str(defaults.max_receive_count))
+            ),
+            topup_messages=int(env.get("LAMBDASERVE_TOPUP_MESSAGES", str(defaults.topup_messages))),
+            topup_window_s=float(
+                env.get("LAMBDASERVE_TOPUP_WINDOW_S", str(defaults.topup_window_s))
             ),
         )
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from lambdaserve import __version__
@@ -19,6 +20,7 @@ from lambdaserve.protocol.v2 import (
     encode_infer_response,
     parse_infer_request,
 )
+from lambdaserve.queued import AsyncSubmitter
 from lambdaserve.repository import check_model_name, parse_version
 from lambdaserve.serving import ModelServer, ServedVersion
 
@@ -27,7 +29,9 @@ EXTENSIONS = ["binary_tensor_data", "model_repository", "statistics", "model_con
 
 
 def create_inference_app(
-    server: Callable[[], ModelServer], max_request_bytes: Callable[[], int]
+    server: Callable[[], ModelServer],
+    max_request_bytes: Callable[[], int],
+    submitter: Callable[[], AsyncSubmitter] | None = None,
 ) -> FastAPI:
     """Build the app; ``server`` is called per request so models load lazily, in the cache."""
     app = FastAPI(title="lambdaserve inference API", version="2")
@@ -56,6 +60,8 @@ def create_inference_app(
     async def ping() -> dict[str, str]:
         server()
         return {"status": "Healthy"}
+
+    _install_request_status(app, submitter)
 
     @app.get("/v2/models/stats")
     async def all_stats() -> dict[str, Any]:
@@ -108,6 +114,18 @@ def create_inference_app(
         model, number = _target(request)
         body = await read_limited_body(request, max_request_bytes())
         header_length = header_length_value(request.headers.get(HEADER_LENGTH))
+        if "respond-async" in request.headers.get("prefer", ""):
+            if submitter is None:
+                raise InvalidInput("async requests are not configured on this server")
+            request_id = await run_in_threadpool(
+                submitter().submit, model, number, body, header_length
+            )
+            status_url = f"/v2/requests/{request_id}"
+            return JSONResponse(
+                {"id": request_id, "status_url": status_url},
+                status_code=202,
+                headers={"location": status_url},
+            )
 
         def run() -> Response:
             encoded = v2_infer(server(), model, number, body, header_length)
@@ -162,6 +180,24 @@ def v2_infer(
 def check_body_size(size: int, limit: int) -> None:
     if size > limit:
         raise _too_large(size, limit)
+
+
+def _install_request_status(app: FastAPI, submitter: Callable[[], AsyncSubmitter] | None) -> None:
+    """``GET /v2/requests/{id}``: 202 while pending, the response or the error when done."""
+
+    @app.get("/v2/requests/{request_id}")
+    async def request_status(request_id: str) -> Response:
+        if submitter is None:
+            raise InvalidInput("async requests are not configured on this server")
+        record = await run_in_threadpool(submitter().result, request_id)
+        if record.status == "PENDING":
+            return JSONResponse({"id": request_id, "status": "PENDING"}, status_code=202)
+        if record.status == "SUCCESS" and record.body is not None:
+            return Response(record.body, media_type="application/json")
+        return JSONResponse(
+            {"error": record.error, "id": request_id, "status": record.status},
+            status_code=record.http_status,
+        )
 
 
 async def read_limited_body(request: Request, limit: int) -> bytes:

@@ -25,11 +25,14 @@ from lambdaserve.apps.inference import (
     header_length_value,
     v2_infer,
 )
+from lambdaserve.aws import AwsClients
 from lambdaserve.errors import InvalidInput, LambdaServeError
-from lambdaserve.protocol.v2 import HEADER_LENGTH, encode_infer_response, parse_infer_request
+from lambdaserve.protocol.v2 import HEADER_LENGTH
+from lambdaserve.queued import AsyncSubmitter, run_envelopes
 from lambdaserve.repository import check_model_name, parse_version
-from lambdaserve.services import build_model_server
-from lambdaserve.serving import BatchItem, ModelServer
+from lambdaserve.results import PayloadStore, RequestEnvelope, parse_envelope
+from lambdaserve.services import build_model_server, build_queue_services
+from lambdaserve.serving import ModelServer
 from lambdaserve.settings import get_settings
 from lambdaserve.stats import Execution, StatsRegistry
 
@@ -76,7 +79,16 @@ def server() -> ModelServer:
     return build_model_server(get_settings(), stats=StatsRegistry(invocation_metrics.record))
 
 
-app = create_inference_app(server, lambda: get_settings().max_request_bytes)
+@cache
+def submitter() -> AsyncSubmitter:
+    """``Prefer: respond-async``: results store + requests queue."""
+    queue = build_queue_services(get_settings())
+    return AsyncSubmitter(
+        server, queue.results, queue.payloads, queue.sqs, queue.requests_queue_url
+    )
+
+
+app = create_inference_app(server, lambda: get_settings().max_request_bytes, submitter)
 _mangum = Mangum(app, lifespan="off")
 
 
@@ -100,6 +112,8 @@ def _direct_infer(event: APIGatewayProxyEventV2) -> dict[str, Any] | None:
     """
     if event.get("version") != "2.0" or event.request_context.http.method != "POST":
         return None
+    if "respond-async" in (event.headers or {}).get("prefer", ""):
+        return None  # async submission goes through the app
     match = _V2_INFER.match(event.raw_path)
     if match is None:
         return None
@@ -139,45 +153,39 @@ def _http_response(status: int, body: bytes, headers: dict[str, str]) -> dict[st
 
 
 def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """``{"requests": [v2 request + model_name, model_version?]}`` -> ``{"results": [...]}``.
+    """``{"requests": [envelope, ...]}`` -> ``{"results": [...]}``, the batcher's call.
 
-    N requests in, N results out, in order; each result is a v2 response or
-    ``{"error": ..., "status": ...}`` for that request alone.
+    An envelope is a v2 request plus ``model_name`` (and optional ``model_version``, ``id``),
+    or ``payload_key`` pointing at a large request in S3. N in, N out, in order; each result
+    is ``{"status": 200, "response": <v2 response>}`` or ``{"status": 4xx/5xx, "error": ...}``.
     """
     requests = event.get("requests")
     if not isinstance(requests, list):
-        raise InvalidInput('the batch event needs "requests": a list of v2 requests')
-    items: list[BatchItem | LambdaServeError] = [_batch_item(raw) for raw in requests]
-    runnable = [item for item in items if isinstance(item, BatchItem)]
-    outcomes = iter(server().infer_batch(runnable))
-    results = []
-    for item in items:
-        if isinstance(item, LambdaServeError):
-            results.append(_error(item))
-            continue
-        outcome = next(outcomes)
-        if outcome.error is not None or outcome.outputs is None or outcome.version is None:
-            results.append(_error(outcome.error or LambdaServeError("no result")))
-            continue
-        encoded = encode_infer_response(item.model, outcome.version, item.request, outcome.outputs)
-        results.append(orjson.loads(encoded.body))
+        raise InvalidInput('the batch event needs "requests": a list of request envelopes')
+    envelopes: list[RequestEnvelope | None] = []
+    results: list[dict[str, Any] | None] = []
+    for raw in requests:
+        try:
+            envelopes.append(parse_envelope(orjson.dumps(raw)))
+            results.append(None)
+        except LambdaServeError as exc:
+            envelopes.append(None)
+            results.append({"status": status_for(exc), "error": exc.message})
+    runnable = [e for e in envelopes if e is not None]
+    outcomes = iter(run_envelopes(server(), payloads(), runnable))
+    for index, envelope in enumerate(envelopes):
+        if envelope is not None:
+            outcome = next(outcomes)
+            results[index] = (
+                {"status": 200, "response": orjson.loads(outcome.body)}
+                if outcome.body is not None
+                else {"status": outcome.http_status, "error": outcome.error}
+            )
     invocation_metrics.flush()
     return {"results": results}
 
 
-def _batch_item(raw: Any) -> BatchItem | LambdaServeError:
-    try:
-        if not isinstance(raw, dict) or not isinstance(raw.get("model_name"), str):
-            raise InvalidInput('every batch request needs "model_name"')
-        version = raw.get("model_version")
-        return BatchItem(
-            model=raw["model_name"],
-            version=int(version) if version not in (None, "") else None,
-            request=parse_infer_request(orjson.dumps(raw)),
-        )
-    except (LambdaServeError, ValueError) as exc:
-        return exc if isinstance(exc, LambdaServeError) else InvalidInput(str(exc))
-
-
-def _error(error: LambdaServeError) -> dict[str, Any]:
-    return {"error": error.message, "status": status_for(error)}
+@cache
+def payloads() -> PayloadStore:
+    settings = get_settings()
+    return PayloadStore(AwsClients(settings).s3, settings.bucket)

@@ -62,10 +62,14 @@ class DevStack:
         self.resources = ensure_resources(clients, settings)
 
         # Imported after the environment points at the emulator: handlers read settings once.
-        from lambdaserve.handlers import infer, manage
+        from lambdaserve.handlers import batcher, infer, manage
 
         manage.services.cache_clear()
         infer.server.cache_clear()
+        infer.submitter.cache_clear()
+        batcher.services.cache_clear()
+        # One process: the batcher runs batches on the inference API's loaded models.
+        batcher._server = infer.server
         manage.services().registrar.reconcile_all()
         self.start_event_pumps()
         self._servers.append(
@@ -83,8 +87,8 @@ class DevStack:
         return self
 
     def start_event_pumps(self) -> None:
-        """Feed the repository-events queue to the manage handler (as its ESM would)."""
-        from lambdaserve.handlers import manage
+        """Feed each queue to its handler, as the event source mappings would."""
+        from lambdaserve.handlers import batcher, manage
 
         assert self.resources is not None, "start() creates the resources first"
         settings = get_settings()
@@ -99,6 +103,17 @@ class DevStack:
         )
         pump.start()
         self._pumps.append(pump)
+        requests = EventPump(
+            AwsClients(settings).sqs,
+            self.resources.requests.url,
+            self.resources.requests.arn,
+            batcher.handler,
+            "lambdaserve-batcher",
+            config=PumpConfig(batch_size=10, batching_window_s=0.0),
+            region=settings.region,
+        )
+        requests.start()
+        self._pumps.append(requests)
 
     def stop_event_pumps(self) -> None:
         for pump in self._pumps:

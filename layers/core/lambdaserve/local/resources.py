@@ -76,6 +76,15 @@ def _ensure_table(clients: AwsClients, table: str) -> None:
     clients.dynamodb.get_waiter("table_exists").wait(
         TableName=table, WaiterConfig={"Delay": 1, "MaxAttempts": 30}
     )
+    # Async results expire through TTL on expires_at (catalog items never set it).
+    try:
+        clients.dynamodb.update_time_to_live(
+            TableName=table,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
+        )
+    except ClientError as exc:
+        if "already enabled" not in str(exc).lower():
+            raise
 
 
 def _ensure_queue_pair(clients: AwsClients, name: str, max_receive_count: int) -> QueuePair:

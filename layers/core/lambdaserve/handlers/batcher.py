@@ -1,0 +1,62 @@
+"""The batcher function: queued requests -> batches per model version -> infer -> results."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.data_classes import SQSEvent
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from lambdaserve.queued import QueuedInference, QueueMessage, TopUp
+from lambdaserve.services import build_model_server, build_queue_services, build_queued_inference
+from lambdaserve.serving import ModelServer
+from lambdaserve.settings import get_settings
+
+logger = Logger(service="lambdaserve-batcher")
+copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})
+metrics = Metrics(namespace="lambdaserve", service="lambdaserve-batcher")
+
+
+@cache
+def _server() -> ModelServer:
+    """Only used without LAMBDASERVE_INFER_FUNCTION (local stack, ECS worker)."""
+    return build_model_server(get_settings())
+
+
+@cache
+def services() -> tuple[QueuedInference, TopUp]:
+    settings = get_settings()
+    queue = build_queue_services(settings)
+    topup = TopUp(
+        queue.sqs, queue.requests_queue_url, settings.topup_messages, settings.topup_window_s
+    )
+    return build_queued_inference(settings, queue, _server), topup
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """SQS event source mapping of the requests queue (partial batch failures, DLQ)."""
+    queued, topup = services()
+    records = list(SQSEvent(event).records)
+    delivered = [
+        QueueMessage(r.message_id, r.body, int(r.attributes.approximate_receive_count))
+        for r in records
+    ]
+    extra = topup.fetch()
+    retry = queued.process(delivered + [message for message, _ in extra])
+    topup.settle(extra, retry)
+    metrics.add_metric(
+        name="QueuedRequests", unit=MetricUnit.Count, value=len(delivered) + len(extra)
+    )
+    metrics.add_metric(name="ToppedUp", unit=MetricUnit.Count, value=len(extra))
+    metrics.add_metric(name="Retried", unit=MetricUnit.Count, value=len(retry))
+    return {
+        "batchItemFailures": [
+            {"itemIdentifier": r.message_id} for r in records if r.message_id in retry
+        ]
+    }

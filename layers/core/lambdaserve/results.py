@@ -1,0 +1,222 @@
+"""Async requests: the queued envelope, payloads in S3 when large, and the result store.
+
+A result item moves from PENDING to exactly one terminal state (SUCCESS, ERROR or
+TIMEOUT) through a conditional write, so redelivered messages never produce a second
+result. Items expire through DynamoDB TTL; large bodies live in S3 under ``requests/``
+and ``results/`` (SQS takes 256 KB per message, DynamoDB 400 KB per item).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from botocore.exceptions import ClientError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lambdaserve.errors import Conflict, InvalidInput
+
+PENDING, SUCCESS, ERROR, TIMEOUT = "PENDING", "SUCCESS", "ERROR", "TIMEOUT"
+TERMINAL = {SUCCESS, ERROR, TIMEOUT}
+INLINE_LIMIT = 192 * 1024
+_SK = "RESULT"
+
+
+class RequestEnvelope(BaseModel):
+    """What travels on the requests queue: a v2 request plus where it goes.
+
+    Producers may send it straight to the queue: the v2 request fields, ``model_name``,
+    optional ``model_version`` and ``id``, optional ``reply_to`` (a queue URL).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(default_factory=lambda: uuid.uuid4().hex, min_length=1, max_length=128)
+    model_name: str
+    model_version: int | None = None
+    reply_to: str | None = None
+    deadline_ms: int | None = None
+    payload_key: str | None = None
+    header_length: int | None = None
+
+    def request_document(self) -> dict[str, Any]:
+        """The v2 request fields (everything that is not routing)."""
+        routing = {
+            "id",
+            "model_name",
+            "model_version",
+            "reply_to",
+            "deadline_ms",
+            "payload_key",
+            "header_length",
+        }
+        document = {k: v for k, v in self.model_dump().items() if k not in routing}
+        document["id"] = self.id
+        return document
+
+
+def parse_envelope(body: str | bytes) -> RequestEnvelope:
+    """Validate a queue message body, or raise InvalidInput saying what is wrong."""
+    try:
+        raw = orjson.loads(body)
+        if isinstance(raw, dict) and isinstance(raw.get("model_version"), str):
+            raw["model_version"] = int(raw["model_version"]) if raw["model_version"] else None
+        return RequestEnvelope.model_validate(raw)
+    except (orjson.JSONDecodeError, ValueError, ValidationError) as exc:
+        raise InvalidInput(f"not a request envelope: {exc}") from None
+
+
+@dataclass(frozen=True)
+class ResultRecord:
+    id: str
+    status: str
+    model: str
+    version: int | None
+    http_status: int = 202
+    body: bytes | None = None
+    error: str = ""
+    created_at_ms: int = 0
+    finished_at_ms: int = 0
+
+
+class ResultStore:
+    """Result items in the catalog table (``pk = RESULT#<id>``) with S3 for large bodies."""
+
+    def __init__(
+        self,
+        dynamodb: Any,
+        table: str,
+        s3: Any,
+        bucket: str,
+        ttl_s: int,
+        *,
+        clock: Any = time.time,
+    ) -> None:
+        self._db = dynamodb
+        self._table = table
+        self._s3 = s3
+        self._bucket = bucket
+        self._ttl_s = ttl_s
+        self._clock = clock
+
+    def create_pending(self, envelope: RequestEnvelope) -> None:
+        """Record an accepted request; a reused id is a Conflict."""
+        now = self._clock()
+        item = {
+            "pk": {"S": f"RESULT#{envelope.id}"},
+            "sk": {"S": _SK},
+            "status": {"S": PENDING},
+            "model": {"S": envelope.model_name},
+            "created_at_ms": {"N": str(int(now * 1000))},
+            "expires_at": {"N": str(int(now + self._ttl_s))},
+        }
+        if envelope.model_version is not None:
+            item["version"] = {"N": str(envelope.model_version)}
+        try:
+            self._db.put_item(
+                TableName=self._table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise Conflict(f"request id {envelope.id!r} is already in use") from None
+            raise
+
+    def complete(
+        self, request_id: str, status: str, http_status: int, body: bytes | None, error: str = ""
+    ) -> bool:
+        """Write the terminal state once; False when another delivery already did."""
+        names = {"#status": "status"}
+        values: dict[str, Any] = {
+            ":status": {"S": status},
+            ":http": {"N": str(http_status)},
+            ":error": {"S": error},
+            ":done": {"N": str(int(self._clock() * 1000))},
+            ":pending": {"S": PENDING},
+            ":expires": {"N": str(int(self._clock() + self._ttl_s))},
+        }
+        sets = [
+            "#status = :status",
+            "http_status = :http",
+            "error_message = :error",
+            "finished_at_ms = :done",
+            "expires_at = :expires",
+        ]
+        if body is not None:
+            if len(body) > INLINE_LIMIT:
+                key = f"results/{request_id}"
+                self._s3.put_object(Bucket=self._bucket, Key=key, Body=body)
+                values[":key"] = {"S": key}
+                sets.append("body_key = :key")
+            else:
+                values[":body"] = {"B": body}
+                sets.append("body = :body")
+        try:
+            self._db.update_item(
+                TableName=self._table,
+                Key={"pk": {"S": f"RESULT#{request_id}"}, "sk": {"S": _SK}},
+                UpdateExpression="SET " + ", ".join(sets),
+                ConditionExpression="attribute_not_exists(pk) OR #status = :pending",
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True
+
+    def is_terminal(self, request_id: str) -> bool:
+        record = self.get(request_id, with_body=False)
+        return record is not None and record.status in TERMINAL
+
+    def get(self, request_id: str, with_body: bool = True) -> ResultRecord | None:
+        item = self._db.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": f"RESULT#{request_id}"}, "sk": {"S": _SK}},
+            ConsistentRead=True,
+        ).get("Item")
+        if item is None:
+            return None
+        body = None
+        if with_body and "body" in item:
+            body = bytes(item["body"]["B"])
+        elif with_body and "body_key" in item:
+            body = self._s3.get_object(Bucket=self._bucket, Key=item["body_key"]["S"])[
+                "Body"
+            ].read()
+        return ResultRecord(
+            id=request_id,
+            status=item["status"]["S"],
+            model=item["model"]["S"],
+            version=int(item["version"]["N"]) if "version" in item else None,
+            http_status=int(item.get("http_status", {}).get("N", "202")),
+            body=body,
+            error=item.get("error_message", {}).get("S", ""),
+            created_at_ms=int(item.get("created_at_ms", {}).get("N", "0")),
+            finished_at_ms=int(item.get("finished_at_ms", {}).get("N", "0")),
+        )
+
+
+class PayloadStore:
+    """Request bodies too large for an SQS message, under ``requests/`` in the bucket."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self._s3 = s3
+        self._bucket = bucket
+
+    def put(self, request_id: str, body: bytes) -> str:
+        key = f"requests/{request_id}"
+        self._s3.put_object(Bucket=self._bucket, Key=key, Body=body)
+        return key
+
+    def get(self, key: str) -> bytes:
+        if not key.startswith("requests/"):
+            raise InvalidInput("payload_key must point under requests/")
+        body: bytes = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+        return body
+
+    def delete(self, key: str) -> None:
+        self._s3.delete_object(Bucket=self._bucket, Key=key)
