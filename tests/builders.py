@@ -239,3 +239,16 @@ def _config(module, example, inputs, outputs) -> bytes:
         + " ]\n"
     )
     return text.encode()
+
+
+def onnx_identity(width: int) -> bytes:
+    """y = x for FP32 [-1, width]: outputs as large as inputs (large-result tests)."""
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["y"])],
+        "identity",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", width])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from lambdaserve.aws import AwsClients
-from lambdaserve.handlers import infer, manage
+from lambdaserve.handlers import batcher, infer, manage
 from lambdaserve.local.emulator import Emulator
 from lambdaserve.local.pump import EventPump, PumpConfig
 from lambdaserve.local.resources import LocalResources, ensure_resources
@@ -45,6 +45,26 @@ class Stack:
     pump: EventPump
     api: httpx.Client
     inference: httpx.Client
+    requests_pump: EventPump | None = None
+
+    def pause_requests(self) -> None:
+        """Stop feeding the requests queue to the batcher (messages accumulate)."""
+        if self.requests_pump is not None:
+            self.requests_pump.stop()
+            self.requests_pump = None
+
+    def resume_requests(self, batch_size: int = 10) -> None:
+        self.pause_requests()
+        self.requests_pump = EventPump(
+            self.clients.sqs,
+            self.resources.requests.url,
+            self.resources.requests.arn,
+            batcher.handler,
+            "lambdaserve-batcher",
+            config=PumpConfig(batch_size=batch_size, poll_wait_s=1, retry_delay_s=1),
+            region=self.settings.region,
+        )
+        self.requests_pump.start()
 
     def put(self, key: str, body: bytes) -> None:
         self.clients.s3.put_object(Bucket=self.settings.bucket, Key=key, Body=body)
@@ -84,6 +104,9 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     get_settings.cache_clear()
     manage.services.cache_clear()
     infer.server.cache_clear()
+    infer.submitter.cache_clear()
+    batcher.services.cache_clear()
+    monkeypatch.setattr(batcher, "_server", infer.server)  # one process, as in `lambdaserve dev`
     settings = get_settings()
     clients = AwsClients(settings)
     resources = ensure_resources(clients, settings)
@@ -103,10 +126,15 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         httpx.Client(base_url=server.url, timeout=30) as api,
         httpx.Client(base_url=inference_server.url, timeout=30) as inference,
     ):
-        yield Stack(settings, clients, resources, manage.services(), pump, api, inference)
+        stack = Stack(settings, clients, resources, manage.services(), pump, api, inference)
+        stack.resume_requests()
+        yield stack
+        stack.pause_requests()
     inference_server.stop()
     server.stop()
     pump.stop()
     get_settings.cache_clear()
     manage.services.cache_clear()
     infer.server.cache_clear()
+    infer.submitter.cache_clear()
+    batcher.services.cache_clear()

@@ -253,7 +253,9 @@ class QueuedInference:
         body: bytes | None,
         error: str,
     ) -> None:
-        if not self._results.complete(envelope.id, status, http_status, body, error):
+        if not self._results.complete(
+            envelope.id, status, http_status, body, error, model=envelope.model_name
+        ):
             return  # another delivery finished it first
         if envelope.payload_key:
             self._payloads.delete(envelope.payload_key)

@@ -125,9 +125,19 @@ class ResultStore:
             raise
 
     def complete(
-        self, request_id: str, status: str, http_status: int, body: bytes | None, error: str = ""
+        self,
+        request_id: str,
+        status: str,
+        http_status: int,
+        body: bytes | None,
+        error: str = "",
+        *,
+        model: str = "",
     ) -> bool:
-        """Write the terminal state once; False when another delivery already did."""
+        """Write the terminal state once; False when another delivery already did.
+
+        Requests sent straight to the queue have no PENDING item; this creates it.
+        """
         names = {"#status": "status"}
         values: dict[str, Any] = {
             ":status": {"S": status},
@@ -136,6 +146,7 @@ class ResultStore:
             ":done": {"N": str(int(self._clock() * 1000))},
             ":pending": {"S": PENDING},
             ":expires": {"N": str(int(self._clock() + self._ttl_s))},
+            ":model": {"S": model},
         }
         sets = [
             "#status = :status",
@@ -143,6 +154,8 @@ class ResultStore:
             "error_message = :error",
             "finished_at_ms = :done",
             "expires_at = :expires",
+            "model = if_not_exists(model, :model)",
+            "created_at_ms = if_not_exists(created_at_ms, :done)",
         ]
         if body is not None:
             if len(body) > INLINE_LIMIT:
@@ -190,7 +203,7 @@ class ResultStore:
         return ResultRecord(
             id=request_id,
             status=item["status"]["S"],
-            model=item["model"]["S"],
+            model=item.get("model", {}).get("S", ""),
             version=int(item["version"]["N"]) if "version" in item else None,
             http_status=int(item.get("http_status", {}).get("N", "202")),
             body=body,
