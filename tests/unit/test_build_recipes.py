@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import re
 from pathlib import Path
 
@@ -34,6 +35,10 @@ def test_the_entry_point_resolves(dockerfile: Path):
         app = importlib.import_module("lambdaserve.handlers.infer")
         assert callable(getattr(app, match.group(1)))
     else:
-        match = re.search(r'"([\w.]+):(\w+)"', text)
-        assert match, "no uvicorn app in CMD"
-        assert getattr(importlib.import_module(match.group(1)), match.group(2)) is not None
+        match = re.search(r"^CMD (\[.*\])$", text, re.MULTILINE)
+        assert match, "no CMD"
+        command = json.loads(match.group(1))
+        assert command[0] == "lambdaserve"
+        from lambdaserve.cli import _parser
+
+        assert _parser().parse_args(command[1:]).command == command[1]

@@ -26,6 +26,16 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "reconcile", help="bring the catalog in line with the bucket (uses AWS_* environment)"
     )
+
+    serve = commands.add_parser(
+        "serve", help="serve the inference API long-running, with dynamic batching (ECS)"
+    )
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--no-batching", action="store_true", help="one execution per request")
+
+    worker = commands.add_parser("worker", help="consume the requests queue in this process (ECS)")
+    worker.add_argument("--poll-wait", type=int, default=20, help="SQS long-poll seconds (1-20)")
     return parser
 
 
@@ -51,6 +61,14 @@ def main(argv: list[str] | None = None) -> int:
 
             count = build_manage_services(get_settings()).registrar.reconcile_all()
             print(json.dumps({"models": count}))
+        elif args.command == "serve":
+            from lambdaserve.long_running import serve
+
+            serve(args.host, args.port, batching=not args.no_batching)
+        elif args.command == "worker":
+            from lambdaserve.long_running import work
+
+            work(args.poll_wait)
     except LambdaServeError as exc:
         print(f"lambdaserve: {exc.message}", file=sys.stderr)
         return 2

@@ -11,7 +11,8 @@ from starlette.concurrency import run_in_threadpool
 
 from lambdaserve import __version__
 from lambdaserve.apps.errors import install_error_handlers
-from lambdaserve.errors import InvalidInput, PayloadTooLarge
+from lambdaserve.dynamic_batcher import DynamicBatcher
+from lambdaserve.errors import InferenceError, InvalidInput, PayloadTooLarge
 from lambdaserve.modelconfig import TensorSpec, triton_data_type
 from lambdaserve.protocol import torchserve
 from lambdaserve.protocol.v2 import (
@@ -32,7 +33,9 @@ def create_inference_app(
     server: Callable[[], ModelServer],
     max_request_bytes: Callable[[], int],
     submitter: Callable[[], AsyncSubmitter] | None = None,
+    batcher: DynamicBatcher | None = None,
 ) -> FastAPI:
+    """Build the app. ``batcher`` (long-running servers only) batches v2 infer requests."""
     """Build the app; ``server`` is called per request so models load lazily, in the cache."""
     app = FastAPI(title="lambdaserve inference API", version="2")
     install_error_handlers(app)
@@ -115,17 +118,10 @@ def create_inference_app(
         body = await read_limited_body(request, max_request_bytes())
         header_length = header_length_value(request.headers.get(HEADER_LENGTH))
         if "respond-async" in request.headers.get("prefer", ""):
-            if submitter is None:
-                raise InvalidInput("async requests are not configured on this server")
-            request_id = await run_in_threadpool(
-                submitter().submit, model, number, body, header_length
-            )
-            status_url = f"/v2/requests/{request_id}"
-            return JSONResponse(
-                {"id": request_id, "status_url": status_url},
-                status_code=202,
-                headers={"location": status_url},
-            )
+            return await _submit(submitter, model, number, body, header_length)
+
+        if batcher is not None:
+            return await _batched(batcher, model, number, body, header_length)
 
         def run() -> Response:
             encoded = v2_infer(server(), model, number, body, header_length)
@@ -180,6 +176,39 @@ def v2_infer(
 def check_body_size(size: int, limit: int) -> None:
     if size > limit:
         raise _too_large(size, limit)
+
+
+async def _batched(
+    batcher: DynamicBatcher, model: str, version: int | None, body: bytes, header_length: int | None
+) -> Response:
+    """v2 infer through the dynamic batcher (long-running servers)."""
+    parsed = parse_infer_request(body, header_length)
+    outcome = await batcher.submit(model, version, parsed)
+    if outcome.error is not None:
+        raise outcome.error
+    if outcome.outputs is None or outcome.version is None:
+        raise InferenceError("the batch returned no outputs for this request")
+    encoded = encode_infer_response(model, outcome.version, parsed, outcome.outputs)
+    return Response(encoded.body, headers=encoded.headers)
+
+
+async def _submit(
+    submitter: Callable[[], AsyncSubmitter] | None,
+    model: str,
+    version: int | None,
+    body: bytes,
+    header_length: int | None,
+) -> Response:
+    """``Prefer: respond-async``: 202 with the id and where to poll."""
+    if submitter is None:
+        raise InvalidInput("async requests are not configured on this server")
+    request_id = await run_in_threadpool(submitter().submit, model, version, body, header_length)
+    status_url = f"/v2/requests/{request_id}"
+    return JSONResponse(
+        {"id": request_id, "status_url": status_url},
+        status_code=202,
+        headers={"location": status_url},
+    )
 
 
 def _install_request_status(app: FastAPI, submitter: Callable[[], AsyncSubmitter] | None) -> None:

@@ -1,0 +1,91 @@
+"""Long-running entry points for ECS tasks: ``lambdaserve serve`` and ``lambdaserve worker``."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from lambdaserve.apps.inference import create_inference_app
+from lambdaserve.dynamic_batcher import BatchPolicy, DynamicBatcher
+from lambdaserve.protocol.v2 import InferRequest
+from lambdaserve.serving import BatchResult, batch_limit
+from lambdaserve.settings import get_settings
+
+
+def build_serving_app(batching: bool = True) -> FastAPI:
+    """The inference app; with ``batching``, v2 infer goes through the dynamic batcher."""
+    from lambdaserve.handlers import infer
+
+    if not batching:
+        return infer.app
+    settings = get_settings()
+
+    def execute(
+        model: str, version: int | None, requests: list[InferRequest], queued_ns: list[int]
+    ) -> list[BatchResult]:
+        return infer.server().infer_many(model, version, requests, queued_ns)
+
+    def policy(model: str, version: int | None) -> BatchPolicy:
+        served = infer.server().resolver.resolve(model, version)
+        batching_config = served.config.dynamic_batching
+        return BatchPolicy(
+            max_batch_size=batch_limit(served, settings.default_max_batch_size),
+            max_queue_delay_s=(batching_config.max_queue_delay_microseconds / 1e6)
+            if batching_config
+            else 0.0,
+            preferred_sizes=batching_config.preferred_batch_size if batching_config else (),
+        )
+
+    batcher = DynamicBatcher(execute, policy, run_in_threadpool)
+    return create_inference_app(
+        infer.server, lambda: settings.max_request_bytes, infer.submitter, batcher
+    )
+
+
+def serve(host: str, port: int, batching: bool = True) -> None:
+    """Serve the inference API with uvicorn until SIGINT/SIGTERM."""
+    import uvicorn
+
+    uvicorn.run(
+        build_serving_app(batching), host=host, port=port, log_level="warning", access_log=False
+    )
+
+
+def work(poll_wait_s: int = 20) -> None:
+    """Long-poll the requests queue and run the batcher's path in this process."""
+    from lambdaserve.aws import AwsClients
+    from lambdaserve.handlers import batcher
+    from lambdaserve.local.pump import EventPump, PumpConfig
+
+    settings = get_settings()
+    sqs = AwsClients(settings).sqs
+    url = sqs.get_queue_url(QueueName=settings.requests_queue)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    pump = EventPump(
+        sqs,
+        url,
+        arn,
+        batcher.handler,
+        "lambdaserve-worker",
+        config=PumpConfig(
+            batch_size=10, poll_wait_s=poll_wait_s, retry_delay_s=5, function_timeout_s=900
+        ),
+        region=settings.region,
+    )
+    stop = threading.Event()
+
+    def _request_stop(*_: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, _request_stop)
+    signal.signal(signal.SIGTERM, _request_stop)
+    pump.start()
+    print(f"lambdaserve worker: consuming {url}", flush=True)
+    stop.wait()
+    pump.stop(timeout=float(poll_wait_s) + 60)

@@ -1,0 +1,111 @@
+"""`lambdaserve serve` (dynamic batching under uvicorn) and `lambdaserve worker`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+import onnxruntime as ort
+
+from lambdaserve.local.emulator import free_port
+from lambdaserve.local.servers import BackgroundServer
+from lambdaserve.long_running import build_serving_app
+from tests import builders
+from tests.support import wait_until
+
+MLP = builders.onnx_mlp(4, 3)
+
+
+def test_concurrent_requests_are_batched_and_each_answered_correctly(stack):
+    stack.put("models/mlp/config.pbtxt", b"dynamic_batching { max_queue_delay_microseconds: 2000 }")
+    stack.put("models/mlp/1/model.onnx", MLP)
+    stack.wait_state("mlp", 1, "READY")
+    server = BackgroundServer(build_serving_app(batching=True), "127.0.0.1", free_port()).start()
+    rows = np.random.default_rng(5).random((64, 4), dtype=np.float32)
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+
+            def infer(i: int) -> list[float]:
+                body = {
+                    "inputs": [
+                        {
+                            "name": "INPUT__0",
+                            "datatype": "FP32",
+                            "shape": [1, 4],
+                            "data": rows[i].tolist(),
+                        }
+                    ]
+                }
+                response = client.post("/v2/models/mlp/infer", json=body)
+                assert response.status_code == 200, response.text
+                return list(response.json()["outputs"][0]["data"])
+
+            with ThreadPoolExecutor(16) as pool:
+                answers = list(pool.map(infer, range(64)))
+            bad = client.post(
+                "/v2/models/mlp/infer",
+                json={
+                    "inputs": [
+                        {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 2], "data": [1, 2]}
+                    ]
+                },
+            )
+            assert bad.status_code == 400 and "INPUT__0" in bad.json()["error"]
+            stats = client.get("/v2/models/mlp/stats").json()["model_stats"][0]
+    finally:
+        server.stop()
+    expected = ort.InferenceSession(MLP).run(None, {"INPUT__0": rows})[0]
+    np.testing.assert_allclose(np.array(answers), expected, rtol=1e-6)
+    assert stats["inference_count"] == 64
+    assert max(b["batch_size"] for b in stats["batch_stats"]) > 1
+    assert stats["execution_count"] < 64
+
+
+def test_the_worker_consumes_the_requests_queue(stack):
+    stack.put("models/mlp/1/model.onnx", MLP)
+    stack.wait_state("mlp", 1, "READY")
+    stack.pause_requests()  # the worker, not the in-process pump, must do the work
+    for i in range(5):
+        stack.clients.sqs.send_message(
+            QueueUrl=stack.resources.requests.url,
+            MessageBody=json.dumps(
+                {
+                    "id": f"w-{i}",
+                    "model_name": "mlp",
+                    "inputs": [
+                        {
+                            "name": "INPUT__0",
+                            "datatype": "FP32",
+                            "shape": [1, 4],
+                            "data": [1, 2, 3, 4],
+                        }
+                    ],
+                }
+            ),
+        )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "lambdaserve.cli", "worker", "--poll-wait", "1"],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        from lambdaserve.handlers import batcher
+
+        store = batcher.services()[0]._results
+        for i in range(5):
+            record = wait_until(
+                lambda i=i: (r := store.get(f"w-{i}")) is not None and r.status != "PENDING" and r,
+                60,
+            )
+            assert record.status == "SUCCESS"
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=60) == 0
