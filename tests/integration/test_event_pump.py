@@ -41,6 +41,7 @@ def test_a_poison_message_is_retried_then_dead_lettered_while_good_ones_land(sta
 
 def test_batch_item_failures_are_redelivered_and_successes_deleted(stack):
     # Given our own queue pair and a handler that fails 'flaky' records on their first delivery
+    stack.pause_requests()
     queue = stack.resources.requests
     seen: dict[str, int] = {}
 
@@ -69,6 +70,7 @@ def test_batch_item_failures_are_redelivered_and_successes_deleted(stack):
 
 
 def test_a_handler_that_raises_returns_the_whole_batch(stack):
+    stack.pause_requests()
     queue = stack.resources.requests
     calls: list[int] = []
 

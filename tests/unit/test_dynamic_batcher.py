@@ -49,6 +49,15 @@ def row(value: float) -> InferRequest:
     return InferRequest((InferInput("x", "FP32", data.shape, data),))
 
 
+def run(coroutine):
+    """A private loop: asyncio.run would leave the main thread without one for later tests."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coroutine)
+    finally:
+        loop.close()
+
+
 async def in_thread(function, *args):
     return await asyncio.to_thread(function, *args)
 
@@ -72,7 +81,7 @@ def test_concurrent_requests_run_in_batches_and_each_gets_its_own_result():
             *(batcher.submit("m", None, row(i)) for i in range(20)), return_exceptions=True
         )
 
-    results = asyncio.run(scenario())
+    results = run(scenario())
     assert len(results) == 20
     for i, result in enumerate(results):
         if i == 13:
@@ -92,7 +101,7 @@ def test_a_batch_that_breaks_the_invariant_fails_every_member_loudly():
             *(batcher.submit("m", None, row(i)) for i in range(3)), return_exceptions=True
         )
 
-    results = asyncio.run(scenario())
+    results = run(scenario())
     assert any(isinstance(r, AssertionError) for r in results)
     assert all(isinstance(r, (AssertionError, BatchResult)) for r in results)
 
@@ -115,4 +124,4 @@ def test_an_unknown_model_fails_the_waiting_requests_and_the_lane_recovers():
         known.add("ghost")
         return await batcher.submit("ghost", None, row(2))
 
-    assert asyncio.run(scenario()).outputs["y"][0, 0] == 2
+    assert run(scenario()).outputs["y"][0, 0] == 2

@@ -1,0 +1,336 @@
+"""Batching benchmarks, one run, reported as ratios.
+
+1. The batcher's compute path for a 1,000-request delivery (envelopes -> requests ->
+   one batch -> run -> split -> v2 responses) vs ``InferenceSession.run`` on the same
+   1,000 rows at once. Goal: <= 1.2x + 20 us per request.
+2. HTTP: ``lambdaserve serve`` with the dynamic batcher vs ``--no-batching`` at
+   concurrency 1, 8, 32 (req/s, p50, p99), MLP 784->256->10, one JSON row per request.
+   Load from wrk when installed (``apt-get install wrk``), else a Python generator.
+
+    python scripts/bench_batching.py [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import boto3
+import numpy as np
+import onnxruntime as ort
+
+from lambdaserve.local.demo import demo_mlp_bytes
+from lambdaserve.local.emulator import free_port, wait_for_port
+
+CONFIG = b"max_batch_size: 1024\ndynamic_batching { max_queue_delay_microseconds: 0 }\n"
+
+
+def batcher_compute(model: bytes, rows: np.ndarray) -> dict[str, float]:
+    from moto import mock_aws
+
+    from lambdaserve.aws import AwsClients
+    from lambdaserve.local.resources import ensure_resources
+    from lambdaserve.queued import run_envelopes
+    from lambdaserve.results import PayloadStore, parse_envelope
+    from lambdaserve.services import build_manage_services, build_model_server
+    from lambdaserve.settings import Settings
+
+    bodies = [
+        json.dumps(
+            {
+                "id": str(i),
+                "model_name": "mlp",
+                "inputs": [
+                    {
+                        "name": "INPUT__0",
+                        "datatype": "FP32",
+                        "shape": [1, 784],
+                        "data": row.tolist(),
+                    }
+                ],
+            }
+        )
+        for i, row in enumerate(rows)
+    ]
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    with tempfile.TemporaryDirectory() as work, mock_aws():
+        os.environ.update(
+            AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1"
+        )
+        settings = Settings(work_dir=work)
+        clients = AwsClients(settings)
+        ensure_resources(clients, settings)
+        clients.s3.put_object(Bucket=settings.bucket, Key="models/mlp/config.pbtxt", Body=CONFIG)
+        clients.s3.put_object(Bucket=settings.bucket, Key="models/mlp/1/model.onnx", Body=model)
+        build_manage_services(settings, clients).registrar.reconcile_model("mlp")
+        server = build_model_server(settings, clients)
+        payloads = PayloadStore(clients.s3, settings.bucket)
+
+        def ours() -> None:
+            envelopes = [parse_envelope(b) for b in bodies]
+            outcomes = run_envelopes(server, payloads, envelopes)
+            assert all(o.http_status == 200 for o in outcomes)
+
+        def raw() -> None:
+            session.run(None, {"INPUT__0": rows})
+
+        ours_s = _best(ours, 5)
+        raw_s = _best(raw, 20)
+        decode_s = _best(lambda: [parse_envelope(b) for b in bodies], 5)
+        stats = server.stats.snapshot("mlp")["model_stats"][0]
+    per_request_us = ours_s / len(rows) * 1e6
+    raw_us = raw_s / len(rows) * 1e6
+    return {
+        "requests": len(rows),
+        "ours_us_per_request": round(per_request_us, 2),
+        "raw_us_per_row": round(raw_us, 2),
+        "goal_us_per_request": round(1.2 * raw_us + 20, 2),
+        "of_which_envelope_decode_us": round(decode_s / len(rows) * 1e6, 2),
+        "batch_sizes_run": sorted({b["batch_size"] for b in stats["batch_stats"]}),
+    }
+
+
+def _best(function, repeats: int) -> float:
+    function()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def start_stack() -> tuple[subprocess.Popen[bytes], str]:
+    aws_port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lambdaserve.cli",
+            "dev",
+            "--no-demo",
+            "--aws-port",
+            str(aws_port),
+            "--management-port",
+            str(free_port()),
+            "--inference-port",
+            str(free_port()),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for_port("127.0.0.1", aws_port, 60)
+    return process, f"http://127.0.0.1:{aws_port}"
+
+
+def start_server(endpoint: str, batching: bool, work: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    env = {
+        **os.environ,
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "LAMBDASERVE_WORK_DIR": work,
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "POWERTOOLS_LOG_LEVEL": "WARNING",
+    }
+    command = [sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(port)]
+    if not batching:
+        command.append("--no-batching")
+    process = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    wait_for_port("127.0.0.1", port, 60)
+    return process, port
+
+
+def check_answer(port: int, body: bytes, expected: np.ndarray) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", port)
+    connection.request("POST", "/v2/models/mlp/infer", body, {"content-type": "application/json"})
+    response = connection.getresponse()
+    answer = json.loads(response.read())
+    assert response.status == 200, answer
+    np.testing.assert_allclose(answer["outputs"][0]["data"], expected.ravel(), rtol=1e-5)
+
+
+def load_wrk(port: int, body: bytes, concurrency: int, seconds: int) -> dict[str, float]:
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(
+            f'wrk.method = "POST"\nwrk.body = {json.dumps(body.decode())}\n'
+            'wrk.headers["Content-Type"] = "application/json"\n'
+        )
+    output = subprocess.run(
+        [
+            "wrk",
+            "-t",
+            str(min(2, concurrency)),
+            "-c",
+            str(concurrency),
+            "-d",
+            f"{seconds}s",
+            "--latency",
+            "-s",
+            script.name,
+            f"http://127.0.0.1:{port}/v2/models/mlp/infer",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    return {
+        "req_s": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
+        "p50_ms": _wrk_ms(re.search(r"50%\s+([\d.]+\w+)", output).group(1)),
+        "p99_ms": _wrk_ms(re.search(r"99%\s+([\d.]+\w+)", output).group(1)),
+        "errors": int(errors.group(1)) if errors else 0,
+    }
+
+
+def _wrk_ms(text: str) -> float:
+    value, unit = re.match(r"([\d.]+)(\w+)", text).groups()
+    return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+
+def load_python(port: int, body: bytes, concurrency: int, seconds: int) -> dict[str, float]:
+    latencies: list[float] = []
+    errors = [0]
+    stop = time.monotonic() + seconds
+    lock = threading.Lock()
+
+    def client() -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", port)
+        mine = []
+        while time.monotonic() < stop:
+            start = time.perf_counter()
+            connection.request(
+                "POST", "/v2/models/mlp/infer", body, {"content-type": "application/json"}
+            )
+            response = connection.getresponse()
+            response.read()
+            mine.append(time.perf_counter() - start)
+            if response.status != 200:
+                errors[0] += 1
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=client) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ordered = sorted(latencies)
+    return {
+        "req_s": len(ordered) / seconds,
+        "p50_ms": statistics.median(ordered) * 1000,
+        "p99_ms": ordered[int(0.99 * (len(ordered) - 1))] * 1000,
+        "errors": errors[0],
+    }
+
+
+def http_comparison(model: bytes, seconds: int) -> list[dict[str, object]]:
+    row = np.random.default_rng(0).random((1, 784), dtype=np.float32)
+    body = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "INPUT__0",
+                    "datatype": "FP32",
+                    "shape": [1, 784],
+                    "data": row.ravel().tolist(),
+                }
+            ]
+        }
+    ).encode()
+    expected = ort.InferenceSession(model).run(None, {"INPUT__0": row})[0]
+    load = load_wrk if shutil.which("wrk") else load_python
+    stack, endpoint = start_stack()
+    rows = []
+    try:
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+        s3.put_object(
+            Bucket="lambdaserve-models",
+            Key="models/mlp/config.pbtxt",
+            Body=b"max_batch_size: 32\ndynamic_batching { max_queue_delay_microseconds: 0 }\n",
+        )
+        s3.put_object(Bucket="lambdaserve-models", Key="models/mlp/1/model.onnx", Body=model)
+        time.sleep(2)  # the event pump registers it
+        with tempfile.TemporaryDirectory() as work:
+            servers = {b: start_server(endpoint, b, work) for b in (True, False)}
+            try:
+                for _, port in servers.values():
+                    check_answer(port, body, expected)
+                    load(port, body, 4, 1)  # warm-up
+                for concurrency in (1, 8, 32):
+                    point = {"concurrency": concurrency}
+                    for batching, (_, port) in servers.items():
+                        name = "batching" if batching else "no_batching"
+                        point[name] = load(port, body, concurrency, seconds)
+                        check_answer(port, body, expected)
+                    rows.append(point)
+            finally:
+                for process, _ in servers.values():
+                    process.send_signal(signal.SIGINT)
+                    process.wait(30)
+    finally:
+        stack.send_signal(signal.SIGINT)
+        stack.wait(30)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=int, default=5)
+    args = parser.parse_args()
+    model = demo_mlp_bytes(inputs=784, hidden=256, outputs=10, seed=0)
+    rows = np.random.default_rng(1).random((1000, 784), dtype=np.float32)
+    compute = batcher_compute(model, rows)
+    print("1. batcher compute path, 1,000 requests:", json.dumps(compute))
+    print(
+        f"   = {compute['ours_us_per_request'] / compute['raw_us_per_row']:.1f}x raw per row; "
+        f"goal {compute['goal_us_per_request']} us/request"
+    )
+    table = http_comparison(model, args.seconds)
+    print(
+        "2. HTTP, lambdaserve serve: dynamic batcher vs none "
+        f"({'wrk' if shutil.which('wrk') else 'python load'}, {args.seconds}s per point)"
+    )
+    print(
+        f"{'c':>3} {'batching req/s':>15} {'p50':>7} {'p99':>7} {'none req/s':>11} {'p50':>7} "
+        f"{'p99':>7} {'ratio':>6}"
+    )
+    for point in table:
+        b, n = point["batching"], point["no_batching"]
+        print(
+            f"{point['concurrency']:>3} {b['req_s']:>15.0f} {b['p50_ms']:>7.2f} "
+            f"{b['p99_ms']:>7.2f} "
+            f"{n['req_s']:>11.0f} {n['p50_ms']:>7.2f} {n['p99_ms']:>7.2f} "
+            f"{b['req_s'] / n['req_s']:>6.2f}"
+        )
+    results = Path("bench/results")
+    results.mkdir(parents=True, exist_ok=True)
+    (results / "batching.json").write_text(
+        json.dumps({"compute": compute, "http": table}, indent=2)
+    )
+
+
+if __name__ == "__main__":
+    main()
