@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: dev test lint install-dev install-test bench-publish bench-infer clean
+.PHONY: dev test lint install-dev install-test bench-publish bench-infer bench-batching clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,9 @@ bench-publish: install-test
 
 bench-infer: install-test
 	$(BIN)/python scripts/bench_infer.py $(ARGS)
+
+bench-batching: install-test
+	$(BIN)/python scripts/bench_batching.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
