@@ -125,3 +125,27 @@ def test_an_unknown_model_fails_the_waiting_requests_and_the_lane_recovers():
         return await batcher.submit("ghost", None, row(2))
 
     assert run(scenario()).outputs["y"][0, 0] == 2
+
+
+def test_an_idle_lane_runs_a_lone_request_directly_and_busy_ones_still_batch():
+    direct, batched = [], []
+
+    def execute(model, version, requests, queued_ns):
+        batched.append(len(requests))
+        return [BatchResult(outputs={"y": r.inputs[0].data}, version=1) for r in requests]
+
+    def execute_one(model, version, request):
+        direct.append(1)
+        return BatchResult(outputs={"y": request.inputs[0].data}, version=1)
+
+    async def scenario():
+        batcher = DynamicBatcher(execute, lambda m, v: POLICY, in_thread, execute_one=execute_one)
+        for i in range(5):  # one at a time: after the first run shows the model is fast
+            await batcher.submit("m", None, row(i))
+        results = await asyncio.gather(*(batcher.submit("m", None, row(i)) for i in range(20)))
+        return results
+
+    results = run(scenario())
+    assert len(direct) >= 4  # sequential requests skip the queue
+    assert [r.outputs["y"][0, 0] for r in results] == list(range(20))
+    assert max(batched) > 1  # concurrent ones still batch

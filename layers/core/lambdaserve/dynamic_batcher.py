@@ -73,6 +73,7 @@ def _count_within(rows: Sequence[int], limit: int) -> int:
 
 INLINE_BELOW_S = 0.0005
 Execute = Callable[[str, int | None, list[InferRequest], list[int]], list[BatchResult]]
+ExecuteOne = Callable[[str, int | None, InferRequest], BatchResult]
 RunInThread = Callable[..., Awaitable[Any]]
 
 
@@ -92,6 +93,8 @@ class _Lane:
     policy: BatchPolicy | None = None
     policy_at: float = 0.0
     last_run_s: float = 1.0  # unknown until the first run: assume slow
+    busy: bool = False
+    arriving: int = 0
 
 
 class DynamicBatcher:
@@ -103,8 +106,10 @@ class DynamicBatcher:
         policy: Callable[[str, int | None], BatchPolicy],
         run_in_thread: RunInThread,
         clock: Callable[[], float] = time.monotonic,
+        execute_one: ExecuteOne | None = None,
     ) -> None:
         self._execute = execute
+        self._execute_one = execute_one
         self._policy = policy
         self._run_in_thread = run_in_thread
         self._clock = clock
@@ -116,6 +121,23 @@ class DynamicBatcher:
         if lane is None or lane.task is None or lane.task.done():
             lane = self._lanes[(model, version)] = _Lane()
             lane.task = asyncio.get_running_loop().create_task(self._drain(model, version, lane))
+        if self._execute_one is not None and lane.last_run_s < INLINE_BELOW_S:
+            # Let requests that arrived together reach this point too, then count them:
+            # a lone request for a fast model runs directly (no queue hop); company batches.
+            lane.arriving += 1
+            try:
+                await asyncio.sleep(0)
+                alone = lane.arriving == 1 and not lane.pending and not lane.busy
+            finally:
+                lane.arriving -= 1
+            if alone:
+                started = self._clock()
+                lane.busy = True
+                try:
+                    return self._execute_one(model, version, request)
+                finally:
+                    lane.busy = False
+                    lane.last_run_s = self._clock() - started
         future: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
         lane.pending.append(_Pending(request, future, self._clock(), batch_dim(request) or 1))
         lane.wakeup.set()
@@ -161,6 +183,7 @@ class DynamicBatcher:
         started = self._clock()
         queued_ns = [int((started - p.enqueued) * 1e9) for p in taken]
         requests = [p.request for p in taken]
+        lane.busy = True
         try:
             if len(taken) == 1 and lane.last_run_s < INLINE_BELOW_S:
                 # A lone request for a fast model: a thread hop would cost more than the run.
@@ -171,7 +194,9 @@ class DynamicBatcher:
                 )
             check_invariant(len(taken), results)
             lane.last_run_s = self._clock() - started
+            lane.busy = False
         except Exception as exc:  # a bug or an outage: every waiting request hears of it
+            lane.busy = False
             for pending in taken:
                 if not pending.future.done():
                     pending.future.set_exception(exc)

@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from lambdaserve.apps.inference import create_inference_app
 from lambdaserve.dynamic_batcher import BatchPolicy, DynamicBatcher
+from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.serving import BatchResult, batch_limit
 from lambdaserve.settings import get_settings
@@ -40,7 +41,15 @@ def build_serving_app(batching: bool = True) -> FastAPI:
             preferred_sizes=batching_config.preferred_batch_size if batching_config else (),
         )
 
-    batcher = DynamicBatcher(execute, policy, run_in_threadpool)
+    def execute_one(model: str, version: int | None, request: InferRequest) -> BatchResult:
+        try:
+            return infer.server().infer(
+                model, version, request, lambda s, o: BatchResult(outputs=o, version=s.version)
+            )
+        except LambdaServeError as exc:
+            return BatchResult(error=exc)
+
+    batcher = DynamicBatcher(execute, policy, run_in_threadpool, execute_one=execute_one)
     return create_inference_app(
         infer.server, lambda: settings.max_request_bytes, infer.submitter, batcher
     )

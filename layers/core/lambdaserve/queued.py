@@ -21,7 +21,11 @@ import orjson
 from lambdaserve.apps.errors import status_for
 from lambdaserve.batching import check_invariant
 from lambdaserve.errors import InferenceError, InvalidInput, LambdaServeError, ModelNotFound
-from lambdaserve.protocol.v2 import encode_infer_response, parse_infer_request
+from lambdaserve.protocol.v2 import (
+    encode_infer_response,
+    parse_infer_document,
+    parse_infer_request,
+)
 from lambdaserve.results import (
     ERROR,
     INLINE_LIMIT,
@@ -86,7 +90,7 @@ def _item(payloads: PayloadStore, envelope: RequestEnvelope) -> BatchItem:
         body = payloads.get(envelope.payload_key)
         request = parse_infer_request(body, envelope.header_length)
     else:
-        request = parse_infer_request(orjson.dumps(envelope.request_document()))
+        request = parse_infer_document(envelope.request_document(), memoryview(b""))
     return BatchItem(envelope.model_name, envelope.model_version, request)
 
 
@@ -109,7 +113,7 @@ class LambdaInvoker:
         self._function = function_name
 
     def invoke(self, envelopes: Sequence[RequestEnvelope]) -> list[Outcome]:
-        payload = {"requests": [e.model_dump(exclude_none=True) for e in envelopes]}
+        payload = {"requests": [e.to_message() for e in envelopes]}
         try:
             response = self._lambda.invoke(
                 FunctionName=self._function, Payload=orjson.dumps(payload)
@@ -366,12 +370,12 @@ class AsyncSubmitter:
                 model_name=model,
                 model_version=version,
                 deadline_ms=deadline,
-                **document,
+                request=document,
             )
         self._results.create_pending(envelope)
         try:
             self._sqs.send_message(
-                QueueUrl=self._queue_url(), MessageBody=envelope.model_dump_json(exclude_none=True)
+                QueueUrl=self._queue_url(), MessageBody=orjson.dumps(envelope.to_message()).decode()
             )
         except Exception as exc:
             self._results.complete(request_id, ERROR, 503, None, f"could not enqueue: {exc}")

@@ -25,14 +25,26 @@ INLINE_LIMIT = 192 * 1024
 _SK = "RESULT"
 
 
+_ROUTING = (
+    "id",
+    "model_name",
+    "model_version",
+    "reply_to",
+    "deadline_ms",
+    "payload_key",
+    "header_length",
+)
+
+
 class RequestEnvelope(BaseModel):
     """What travels on the requests queue: a v2 request plus where it goes.
 
-    Producers may send it straight to the queue: the v2 request fields, ``model_name``,
-    optional ``model_version`` and ``id``, optional ``reply_to`` (a queue URL).
+    On the wire it is flat — the v2 request fields next to ``model_name``, optional
+    ``model_version``, ``id`` and ``reply_to`` (a queue URL) — so producers may send it
+    straight to the queue. Inside, the v2 fields stay in ``request`` as parsed (no copy).
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid")
 
     id: str = Field(default_factory=lambda: uuid.uuid4().hex, min_length=1, max_length=128)
     model_name: str
@@ -41,31 +53,41 @@ class RequestEnvelope(BaseModel):
     deadline_ms: int | None = None
     payload_key: str | None = None
     header_length: int | None = None
+    request: dict[str, Any] = Field(default_factory=dict)
 
     def request_document(self) -> dict[str, Any]:
-        """The v2 request fields (everything that is not routing)."""
-        routing = {
-            "id",
-            "model_name",
-            "model_version",
-            "reply_to",
-            "deadline_ms",
-            "payload_key",
-            "header_length",
-        }
-        document = {k: v for k, v in self.model_dump().items() if k not in routing}
-        document["id"] = self.id
-        return document
+        """The v2 request, with this envelope's id."""
+        return {**self.request, "id": self.id}
+
+    def to_message(self) -> dict[str, Any]:
+        """The flat wire form."""
+        routing = {name: getattr(self, name) for name in _ROUTING}
+        return {**self.request, **{k: v for k, v in routing.items() if v is not None}}
 
 
 def parse_envelope(body: str | bytes) -> RequestEnvelope:
     """Validate a queue message body, or raise InvalidInput saying what is wrong."""
     try:
         raw = orjson.loads(body)
-        if isinstance(raw, dict) and isinstance(raw.get("model_version"), str):
-            raw["model_version"] = int(raw["model_version"]) if raw["model_version"] else None
-        return RequestEnvelope.model_validate(raw)
-    except (orjson.JSONDecodeError, ValueError, ValidationError) as exc:
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"not a request envelope: {exc}") from None
+    return envelope_from(raw)
+
+
+def envelope_from(raw: Any) -> RequestEnvelope:
+    """An envelope from its flat, already-decoded form."""
+    if not isinstance(raw, dict):
+        raise InvalidInput("not a request envelope: expected a JSON object")
+    routing = {k: raw[k] for k in _ROUTING if k in raw}
+    if isinstance(routing.get("model_version"), str):
+        text = routing["model_version"]
+        if text and not text.isdigit():
+            raise InvalidInput(f"model_version must be a positive integer, got {text!r}")
+        routing["model_version"] = int(text) if text else None
+    request = {k: v for k, v in raw.items() if k not in _ROUTING}
+    try:
+        return RequestEnvelope.model_validate({**routing, "request": request})
+    except ValidationError as exc:
         raise InvalidInput(f"not a request envelope: {exc}") from None
 
 

@@ -55,10 +55,15 @@ def parse_infer_request(body: bytes, header_length: int | None = None) -> InferR
     view = memoryview(body)
     header_bytes = view[:header_length] if header_length is not None else view
     document = _json_object(bytes(header_bytes))
+    binary = view[header_length:] if header_length is not None else view[len(body) :]
+    return parse_infer_document(document, binary)
+
+
+def parse_infer_document(document: dict[str, Any], binary: memoryview) -> InferRequest:
+    """Decode an already-parsed v2 request (and the binary tensors that follow it)."""
     raw_inputs = document.get("inputs")
     if not isinstance(raw_inputs, list) or not raw_inputs:
         raise InvalidInput('the request needs "inputs": a non-empty list of tensors')
-    binary = view[header_length:] if header_length is not None else view[len(body) :]
     inputs, used = [], 0
     for raw in raw_inputs:
         tensor, size = _parse_input(raw, binary[used:])
