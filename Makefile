@@ -4,7 +4,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 
-.PHONY: dev test lint install-dev install-test bench-publish bench-infer bench-batching clean
+.PHONY: dev test test-localstack validate lint install-dev install-test bench-publish bench-infer \
+	bench-batching clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +30,22 @@ dev: install-dev
 test: install-test
 	$(BIN)/pytest $(ARGS)
 
+# The integration suite against LocalStack: LOCALSTACK_ENDPOINT when given, else a LocalStack
+# started on this host without Docker (scripts/localstack.sh), stopped afterwards.
+test-localstack: install-test
+	scripts/localstack.sh run $(BIN)/pytest tests/integration $(ARGS)
+
+# SAM CLI pins boto3 exactly, so it lives in its own venv. `sam build` of the zip functions
+# needs python3.12 on PATH (pyenv's 3.12.1 here); it is skipped with a message without one.
+SAM_VENV := .sam-cli
+$(SAM_VENV)/bin/sam:
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install -q aws-sam-cli==1.170.0
+
+validate: $(SAM_VENV)/bin/sam
+	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1
+	scripts/sam_build.sh $(SAM_VENV)/bin/sam
+
 lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -44,4 +61,4 @@ bench-batching: install-test
 	$(BIN)/python scripts/bench_batching.py $(ARGS)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(SAM_VENV) .localstack .aws-sam .pytest_cache .mypy_cache .ruff_cache .hypothesis

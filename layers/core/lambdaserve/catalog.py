@@ -31,33 +31,6 @@ _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
 
-def table_definition(name: str) -> dict[str, Any]:
-    """CreateTable arguments for the catalog (on-demand, with the models index)."""
-    return {
-        "TableName": name,
-        "BillingMode": "PAY_PER_REQUEST",
-        "AttributeDefinitions": [
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-            {"AttributeName": "kind", "AttributeType": "S"},
-        ],
-        "KeySchema": [
-            {"AttributeName": "pk", "KeyType": "HASH"},
-            {"AttributeName": "sk", "KeyType": "RANGE"},
-        ],
-        "GlobalSecondaryIndexes": [
-            {
-                "IndexName": MODELS_INDEX,
-                "KeySchema": [
-                    {"AttributeName": "kind", "KeyType": "HASH"},
-                    {"AttributeName": "pk", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "KEYS_ONLY"},
-            }
-        ],
-    }
-
-
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 

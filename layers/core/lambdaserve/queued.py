@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
+from botocore.exceptions import ClientError
 
 from lambdaserve.apps.errors import status_for
 from lambdaserve.batching import check_invariant
@@ -284,11 +285,19 @@ class TopUp:
     receive (milliseconds), a busy one fills batches without waiting a second.
     """
 
-    def __init__(self, sqs: Any, queue_url: Callable[[], str], limit: int, window_s: float) -> None:
+    def __init__(
+        self,
+        sqs: Any,
+        queue_url: Callable[[], str],
+        limit: int,
+        window_s: float,
+        retry_delay_s: float = 2.0,
+    ) -> None:
         self._sqs = sqs
         self._queue_url = queue_url
         self._limit = limit
         self._window_s = window_s
+        self._retry_delay_s = retry_delay_s
 
     def fetch(self) -> list[tuple[QueueMessage, str]]:
         """Extra messages (with receipt handles) received within the window."""
@@ -315,7 +324,8 @@ class TopUp:
         return taken
 
     def settle(self, taken: Sequence[tuple[QueueMessage, str]], retry: set[str]) -> None:
-        """Delete what succeeded; the rest reappears after the visibility timeout."""
+        """Delete what succeeded; the rest comes back after a short backoff."""
+        self.retry_later([(m, h) for m, h in taken if m.message_id in retry])
         done = [handle for message, handle in taken if message.message_id not in retry]
         for start in range(0, len(done), 10):
             self._sqs.delete_message_batch(
@@ -326,9 +336,28 @@ class TopUp:
                 ],
             )
 
+    def retry_later(self, failed: Sequence[tuple[QueueMessage, str]]) -> None:
+        """Make failed messages visible again after 2^n x the retry delay (at most 5 min).
+
+        Without this they would wait out the queue's visibility timeout (6x the function
+        timeout, minutes) before a throttled infer function is tried again.
+        """
+        for message, handle in failed:
+            delay = min(self._retry_delay_s * 2 ** (message.receive_count - 1), 300)
+            try:
+                self._sqs.change_message_visibility(
+                    QueueUrl=self._queue_url(), ReceiptHandle=handle, VisibilityTimeout=int(delay)
+                )
+            except ClientError:
+                logger.warning("could not shorten the retry of %s", message.message_id)
+
 
 class AsyncSubmitter:
-    """``Prefer: respond-async``: validate now, record PENDING, enqueue, answer the id."""
+    """``Prefer: respond-async``: validate now, record PENDING, enqueue, answer the id.
+
+    Models whose config asks for a GPU (``instance_group [{kind: KIND_GPU}]``) go to the GPU
+    queue when there is one (ECS GPU workers); everything else to the requests queue.
+    """
 
     def __init__(
         self,
@@ -337,12 +366,15 @@ class AsyncSubmitter:
         payloads: PayloadStore,
         sqs: Any,
         queue_url: Callable[[], str],
+        *,
+        gpu_queue_url: Callable[[], str] | None = None,
     ) -> None:
         self._server = server
         self._results = results
         self._payloads = payloads
         self._sqs = sqs
         self._queue_url = queue_url
+        self._gpu_queue_url = gpu_queue_url
 
     def submit(
         self, model: str, version: int | None, body: bytes, header_length: int | None
@@ -373,9 +405,11 @@ class AsyncSubmitter:
                 request=document,
             )
         self._results.create_pending(envelope)
+        wants_gpu = served.config.instance_kind == "GPU" and self._gpu_queue_url is not None
+        queue_url = self._gpu_queue_url if wants_gpu and self._gpu_queue_url else self._queue_url
         try:
             self._sqs.send_message(
-                QueueUrl=self._queue_url(), MessageBody=orjson.dumps(envelope.to_message()).decode()
+                QueueUrl=queue_url(), MessageBody=orjson.dumps(envelope.to_message()).decode()
             )
         except Exception as exc:
             self._results.complete(request_id, ERROR, 503, None, f"could not enqueue: {exc}")

@@ -224,7 +224,8 @@ class ResultStore:
             ].read()
         return ResultRecord(
             id=request_id,
-            status=item["status"]["S"],
+            # An emulator may show an item mid-update (keys before attributes): still pending.
+            status=item.get("status", {}).get("S", PENDING),
             model=item.get("model", {}).get("S", ""),
             version=int(item["version"]["N"]) if "version" in item else None,
             http_status=int(item.get("http_status", {}).get("N", "202")),

@@ -73,14 +73,16 @@ class QueueServices:
     payloads: PayloadStore
     sqs: Any
     requests_queue_url: Callable[[], str]
+    gpu_queue_url: Callable[[], str] | None = None
 
 
 def build_queue_services(settings: Settings, clients: AwsClients | None = None) -> QueueServices:
     clients = clients or AwsClients(settings)
 
-    @cache
-    def queue_url() -> str:
-        return str(clients.sqs.get_queue_url(QueueName=settings.requests_queue)["QueueUrl"])
+    def url_of(name: str) -> Callable[[], str]:
+        return cache(lambda: str(clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]))
+
+    gpu = settings.gpu_requests_queue
 
     return QueueServices(
         ResultStore(
@@ -88,7 +90,8 @@ def build_queue_services(settings: Settings, clients: AwsClients | None = None) 
         ),
         PayloadStore(clients.s3, settings.bucket),
         clients.sqs,
-        queue_url,
+        url_of(settings.requests_queue),
+        url_of(gpu) if gpu else None,
     )
 
 

@@ -24,6 +24,7 @@ class Settings:
     table: str = "lambdaserve-catalog"
     repository_events_queue: str = "lambdaserve-repository-events"
     requests_queue: str = "lambdaserve-requests"
+    gpu_requests_queue: str | None = None
     models_prefix: str = "models/"
     max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
     work_dir: str = field(default="/tmp/lambdaserve")
@@ -39,6 +40,7 @@ class Settings:
     max_receive_count: int = 3
     topup_messages: int = 90
     topup_window_s: float = 0.02
+    retry_delay_s: float = 2.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -54,6 +56,7 @@ class Settings:
                 "LAMBDASERVE_REPOSITORY_EVENTS_QUEUE", defaults.repository_events_queue
             ),
             requests_queue=env.get("LAMBDASERVE_REQUESTS_QUEUE", defaults.requests_queue),
+            gpu_requests_queue=env.get("LAMBDASERVE_GPU_REQUESTS_QUEUE") or None,
             models_prefix=env.get("LAMBDASERVE_MODELS_PREFIX", defaults.models_prefix),
             max_model_bytes=int(
                 env.get("LAMBDASERVE_MAX_MODEL_BYTES", str(defaults.max_model_bytes))
@@ -83,6 +86,7 @@ class Settings:
             topup_window_s=float(
                 env.get("LAMBDASERVE_TOPUP_WINDOW_S", str(defaults.topup_window_s))
             ),
+            retry_delay_s=float(env.get("LAMBDASERVE_RETRY_DELAY_S", str(defaults.retry_delay_s))),
         )
 
 

@@ -32,7 +32,11 @@ def services() -> tuple[QueuedInference, TopUp]:
     settings = get_settings()
     queue = build_queue_services(settings)
     topup = TopUp(
-        queue.sqs, queue.requests_queue_url, settings.topup_messages, settings.topup_window_s
+        queue.sqs,
+        queue.requests_queue_url,
+        settings.topup_messages,
+        settings.topup_window_s,
+        settings.retry_delay_s,
     )
     return build_queued_inference(settings, queue, _server), topup
 
@@ -50,6 +54,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     extra = topup.fetch()
     retry = queued.process(delivered + [message for message, _ in extra])
     topup.settle(extra, retry)
+    topup.retry_later(
+        [
+            (m, r.receipt_handle)
+            for m, r in zip(delivered, records, strict=True)
+            if m.message_id in retry
+        ]
+    )
     metrics.add_metric(
         name="QueuedRequests", unit=MetricUnit.Count, value=len(delivered) + len(extra)
     )

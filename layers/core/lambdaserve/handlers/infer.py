@@ -84,7 +84,12 @@ def submitter() -> AsyncSubmitter:
     """``Prefer: respond-async``: results store + requests queue."""
     queue = build_queue_services(get_settings())
     return AsyncSubmitter(
-        server, queue.results, queue.payloads, queue.sqs, queue.requests_queue_url
+        server,
+        queue.results,
+        queue.payloads,
+        queue.sqs,
+        queue.requests_queue_url,
+        gpu_queue_url=queue.gpu_queue_url,
     )
 
 

@@ -1,0 +1,325 @@
+"""template.yaml: lint-clean, transforms to CloudFormation, and wires what the system needs.
+
+The SAM transform is the one CloudFormation runs (`samtranslator`), on the template as
+`sam package` leaves it (code and images as S3/ECR URIs); the assertions read its output.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cfnlint.api import lint
+
+from lambdaserve.catalog import MODELS_INDEX
+from lambdaserve.local.template import load_template
+from lambdaserve.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+
+
+class _NoManagedPolicies:
+    def load(self) -> dict[str, str]:
+        return {}
+
+
+def packaged(template: dict[str, Any]) -> dict[str, Any]:
+    """What `sam package` leaves: local paths replaced by artifact URIs."""
+    template = copy.deepcopy(template)
+    for resource in template["Resources"].values():
+        properties = resource.get("Properties", {})
+        if resource["Type"] == "AWS::Serverless::Function":
+            if properties.get("PackageType") == "Image":
+                properties["ImageUri"] = "123456789012.dkr.ecr.us-east-1.amazonaws.com/infer:1"
+            else:
+                properties["CodeUri"] = f"s3://artifacts/{properties['CodeUri']}.zip"
+        elif resource["Type"] == "AWS::Serverless::LayerVersion":
+            properties["ContentUri"] = "s3://artifacts/layer.zip"
+    return template
+
+
+@pytest.fixture(scope="module")
+def sam() -> dict[str, Any]:
+    return load_template(TEMPLATE)
+
+
+@pytest.fixture(scope="module")
+def cfn(sam: dict[str, Any]) -> dict[str, Any]:
+    from samtranslator.translator.transform import transform
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+        return dict(transform(packaged(sam), {}, _NoManagedPolicies()))
+
+
+def resources_of(cfn: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in cfn["Resources"].items() if v["Type"] == kind}
+
+
+def test_cfn_lint_finds_nothing():
+    matches = lint(TEMPLATE.read_text(), regions=["us-east-1"])
+    assert [str(m) for m in matches] == []
+
+
+def test_the_transform_produces_every_function_with_its_role(cfn):
+    functions = resources_of(cfn, "AWS::Lambda::Function")
+    assert set(functions) == {
+        "ManageEventsFunction",
+        "ReconcileFunction",
+        "ManageApiFunction",
+        "BatcherFunction",
+        "InferFunction",
+        "InferBatchFunction",
+    }
+    for name, function in functions.items():
+        assert function["Properties"]["Role"] == {"Fn::GetAtt": [f"{name}Role", "Arn"]}
+        assert function["Properties"]["TracingConfig"] == {"Mode": "Active"}
+
+
+def test_queues_feed_their_functions_with_partial_batch_failures(cfn):
+    mappings = {
+        m["Properties"]["FunctionName"]["Ref"]: m["Properties"]
+        for m in resources_of(cfn, "AWS::Lambda::EventSourceMapping").values()
+    }
+    assert mappings["ManageEventsFunction"]["EventSourceArn"] == {
+        "Fn::GetAtt": ["RepositoryEventsQueue", "Arn"]
+    }
+    assert mappings["BatcherFunction"]["EventSourceArn"] == {"Fn::GetAtt": ["RequestsQueue", "Arn"]}
+    assert mappings["BatcherFunction"]["BatchSize"] == {"Ref": "BatcherBatchSize"}
+    assert mappings["BatcherFunction"]["MaximumBatchingWindowInSeconds"] == {
+        "Ref": "BatcherBatchingWindowSeconds"
+    }
+    for mapping in mappings.values():
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_every_consumed_queue_has_a_dlq_with_an_alarm(cfn):
+    queues = resources_of(cfn, "AWS::SQS::Queue")
+    alarmed = {
+        a["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0]
+        for a in resources_of(cfn, "AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "ApproximateNumberOfMessagesVisible"
+        and "Dlq" in str(a["Properties"]["Dimensions"])
+    }
+    for name in ("RepositoryEventsQueue", "RequestsQueue", "GpuRequestsQueue"):
+        redrive = queues[name]["Properties"]["RedrivePolicy"]
+        dlq = redrive["deadLetterTargetArn"]["Fn::GetAtt"][0]
+        assert dlq in queues and dlq in alarmed
+        assert redrive["maxReceiveCount"] == {"Ref": "MaxReceiveCount"}
+
+
+def test_the_bucket_notifies_the_repository_events_queue_of_model_changes(cfn):
+    bucket = cfn["Resources"]["ModelBucket"]
+    configurations = bucket["Properties"]["NotificationConfiguration"]["QueueConfigurations"]
+    assert {c["Event"] for c in configurations} == {"s3:ObjectCreated:*", "s3:ObjectRemoved:*"}
+    for configuration in configurations:
+        assert configuration["Queue"] == {"Fn::GetAtt": ["RepositoryEventsQueue", "Arn"]}
+        assert configuration["Filter"]["S3Key"]["Rules"] == [{"Name": "prefix", "Value": "models/"}]
+    assert bucket["DependsOn"] == "RepositoryEventsQueuePolicy"
+    policy = cfn["Resources"]["RepositoryEventsQueuePolicy"]["Properties"]["PolicyDocument"]
+    (statement,) = policy["Statement"]
+    assert statement["Principal"] == {"Service": "s3.amazonaws.com"}
+    assert "aws:SourceArn" in statement["Condition"]["ArnLike"]
+
+
+def test_the_bucket_is_encrypted_private_and_tls_only(cfn):
+    properties = cfn["Resources"]["ModelBucket"]["Properties"]
+    assert all(properties["PublicAccessBlockConfiguration"].values())
+    encryption = properties["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]
+    assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == {
+        "Fn::If": ["UseKms", "aws:kms", "AES256"]
+    }
+    (statement,) = cfn["Resources"]["ModelBucketPolicy"]["Properties"]["PolicyDocument"][
+        "Statement"
+    ]
+    assert statement["Effect"] == "Deny"
+    assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_the_catalog_table_is_what_the_catalog_code_queries(cfn):
+    table = cfn["Resources"]["CatalogTable"]["Properties"]
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert table["KeySchema"] == [
+        {"AttributeName": "pk", "KeyType": "HASH"},
+        {"AttributeName": "sk", "KeyType": "RANGE"},
+    ]
+    assert [i["IndexName"] for i in table["GlobalSecondaryIndexes"]] == [MODELS_INDEX]
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+    assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+
+
+def _routes_in_body(cfn: dict[str, Any]) -> dict[str, Any]:
+    return dict(cfn["Resources"]["HttpApi"]["Properties"]["Body"]["paths"])
+
+
+def test_management_routes_are_iam_authorised(cfn):
+    paths = _routes_in_body(cfn)
+    assert set(paths) == {"/models", "/models/{proxy+}", "/v2/repository/{proxy+}"}
+    for path in paths.values():
+        operation = path["x-amazon-apigateway-any-method"]
+        assert operation["security"] == [{"AWS_IAM": []}]
+        assert "ManageApiFunction.Arn" in json.dumps(operation["x-amazon-apigateway-integration"])
+
+
+def test_inference_routes_take_their_authorisation_from_the_parameter(cfn):
+    routes = resources_of(cfn, "AWS::ApiGatewayV2::Route")
+    keys = {r["Properties"]["RouteKey"] for r in routes.values()}
+    assert keys == {"ANY /v2/{proxy+}", "GET /v2", "POST /predictions/{proxy+}", "GET /ping"}
+    for route in routes.values():
+        assert route["Properties"]["AuthorizationType"] == {"Ref": "InferenceAuth"}
+    integration = cfn["Resources"]["InferIntegration"]["Properties"]
+    assert integration["IntegrationUri"] == {"Ref": "InferFunctionAliaslive"}
+    assert integration["PayloadFormatVersion"] == "2.0"
+
+
+def test_the_api_is_throttled(cfn):
+    stage = cfn["Resources"]["HttpApiApiGatewayDefaultStage"]["Properties"]
+    assert stage["DefaultRouteSettings"]["ThrottlingRateLimit"] == {"Ref": "ThrottlingRateLimit"}
+
+
+def _statements(role: dict[str, Any]) -> list[dict[str, Any]]:
+    found = []
+    for declared in role["Properties"].get("Policies", []):
+        policy = declared["Fn::If"][1] if "Fn::If" in declared else declared
+        found += policy["PolicyDocument"]["Statement"]
+    return found
+
+
+def test_roles_are_least_privilege(cfn):
+    roles = resources_of(cfn, "AWS::IAM::Role")
+    assert roles
+    for name, role in roles.items():
+        for statement in _statements(role):
+            actions = statement["Action"]
+            actions = [actions] if isinstance(actions, str) else actions
+            for action in actions:
+                assert action != "*" and not action.endswith(":*"), (name, action)
+            assert statement.get("Resource") not in ("*", ["*"]), (name, statement)
+            assert "Fn::If" not in json.dumps(statement) or "GpuService" in json.dumps(statement)
+
+
+def test_each_function_reaches_only_this_stacks_resources(cfn):
+    roles = resources_of(cfn, "AWS::IAM::Role")
+    for name in ("ManageEventsFunctionRole", "BatcherFunctionRole", "InferFunctionRole"):
+        text = json.dumps(_statements(roles[name]))
+        assert "ModelBucket" in text or "CatalogTable" in text, name
+    batcher = json.dumps(_statements(roles["BatcherFunctionRole"]))
+    assert "InferBatchFunction" in batcher and "lambda:InvokeFunction" in batcher
+    infer = json.dumps(_statements(roles["InferBatchFunctionRole"]))
+    assert "s3:PutObject" not in infer and "sqs:" not in infer  # the batch path only reads
+
+
+def test_zip_functions_share_the_core_layer_and_images_use_none(cfn):
+    functions = resources_of(cfn, "AWS::Lambda::Function")
+    for name, function in functions.items():
+        properties = function["Properties"]
+        if properties.get("PackageType") == "Image":
+            assert "Layers" not in properties
+            assert properties["EphemeralStorage"] == {"Size": {"Ref": "InferEphemeralStorage"}}
+        else:
+            assert properties["Runtime"] == "python3.12"
+            (layer,) = properties["Layers"]
+            assert layer["Ref"].startswith("CoreLayer"), name
+
+
+def test_the_http_infer_function_can_have_provisioned_concurrency(cfn):
+    alias = cfn["Resources"]["InferFunctionAliaslive"]["Properties"]
+    assert alias["ProvisionedConcurrencyConfig"]["Fn::If"][0] == "HasProvisionedConcurrency"
+
+
+def test_functions_are_configured_with_the_stacks_resource_names(cfn):
+    for function in resources_of(cfn, "AWS::Lambda::Function").values():
+        variables = function["Properties"]["Environment"]["Variables"]
+        assert variables["LAMBDASERVE_BUCKET"] == {"Ref": "ModelBucket"}
+        assert variables["LAMBDASERVE_TABLE"] == {"Ref": "CatalogTable"}
+        assert variables["LAMBDASERVE_REQUESTS_QUEUE"] == {
+            "Fn::GetAtt": ["RequestsQueue", "QueueName"]
+        }
+        assert variables["POWERTOOLS_SERVICE_NAME"].startswith("lambdaserve-")
+    batcher = cfn["Resources"]["BatcherFunction"]["Properties"]["Environment"]["Variables"]
+    assert batcher["LAMBDASERVE_INFER_FUNCTION"] == {"Ref": "InferBatchFunction"}
+
+
+def test_the_schedule_runs_the_full_reconcile(cfn):
+    (rule,) = resources_of(cfn, "AWS::Events::Rule").values()
+    assert rule["Properties"]["ScheduleExpression"] == {"Ref": "ReconcileSchedule"}
+    assert rule["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": ["ReconcileFunction", "Arn"]}
+
+
+def test_the_gpu_service_is_optional_scales_from_zero_and_asks_for_a_gpu(cfn):
+    gpu = {k: v for k, v in cfn["Resources"].items() if k.startswith("Gpu")}
+    assert gpu and all(v.get("Condition") == "GpuService" for v in gpu.values())
+    container = gpu["GpuTaskDefinition"]["Properties"]["ContainerDefinitions"][0]
+    assert container["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]
+    assert container["Command"] == ["lambdaserve", "worker"]
+    environment = {e["Name"]: e["Value"] for e in container["Environment"]}
+    assert environment["LAMBDASERVE_REQUESTS_QUEUE"] == {
+        "Fn::GetAtt": ["GpuRequestsQueue", "QueueName"]
+    }
+    assert gpu["GpuService"]["Properties"]["DesiredCount"] == 0
+    assert gpu["GpuScalableTarget"]["Properties"]["MinCapacity"] == 0
+    assert gpu["GpuAutoScalingGroup"]["Properties"]["MinSize"] == "0"
+    assert gpu["GpuBacklogAlarm"]["Properties"]["AlarmActions"] == [{"Ref": "GpuScaleOutPolicy"}]
+    assert gpu["GpuIdleAlarm"]["Properties"]["AlarmActions"] == [{"Ref": "GpuScaleInPolicy"}]
+    managed = gpu["GpuCapacityProvider"]["Properties"]["AutoScalingGroupProvider"]
+    assert managed["ManagedScaling"]["Status"] == "ENABLED"
+
+
+def test_the_outputs_say_where_everything_is(cfn):
+    assert {"ApiUrl", "ModelBucketName", "CatalogTableName", "RequestsQueueUrl"} <= set(
+        cfn["Outputs"]
+    )
+
+
+def _handler_module(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(f"function_{path.parent.name}", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_handler_resolves_to_a_callable(sam):
+    functions = {
+        k: v["Properties"]
+        for k, v in sam["Resources"].items()
+        if v["Type"] == "AWS::Serverless::Function"
+    }
+    for name, properties in functions.items():
+        if properties.get("PackageType") == "Image":
+            dockerfile = ROOT / sam["Resources"][name]["Metadata"]["Dockerfile"]
+            assert dockerfile.is_file()
+            app = re.search(r"COPY (functions/\w+/app\.py)", dockerfile.read_text())
+            assert app, dockerfile
+            module_path, (handler,) = ROOT / app.group(1), properties["ImageConfig"]["Command"]
+        else:
+            module_path, handler = ROOT / properties["CodeUri"] / "app.py", properties["Handler"]
+        module_name, attribute = handler.rsplit(".", 1)
+        assert module_path.stem == module_name, name
+        assert callable(getattr(_handler_module(module_path), attribute)), name
+
+
+def test_the_layer_installs_what_the_package_needs_and_no_more():
+    def names(requirements: list[str]) -> set[str]:
+        return {re.split(r"[\[<>=~ ]", r.strip(), maxsplit=1)[0].lower() for r in requirements}
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    layer = [
+        line
+        for line in (ROOT / "layers/core/requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert names(layer) == names(project) - {"boto3"}  # the Lambda runtime ships boto3
+
+
+def test_the_runtime_defaults_match_the_template(sam):
+    parameters = sam["Parameters"]
+    assert Settings().max_receive_count == parameters["MaxReceiveCount"]["Default"]
+    assert Settings().results_ttl_s == parameters["ResultsTtlSeconds"]["Default"]
