@@ -85,7 +85,6 @@ start() {
     export OVERRIDE_IN_DOCKER=0 GATEWAY_SERVER=hypercorn GATEWAY_LISTEN="$HOST:$PORT"
     export LOCALSTACK_HOST="$HOST:$PORT" SQS_ENDPOINT_STRATEGY=path PERSISTENCE=0
     export DNS_ADDRESS=0 DISABLE_EVENTS=1 SKIP_SSL_CERT_DOWNLOAD=1
-    export SERVICES=s3,sqs,dynamodb,cloudformation,iam,sts
     setsid "$DIR/venv/bin/python" -m localstack.runtime.main >"$DIR/localstack.log" 2>&1 &
     echo $! >"$DIR/pid"
   )
