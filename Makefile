@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 ARGS   ?=
 
 .PHONY: dev test test-localstack validate lint install-dev install-test bench-publish bench-infer \
-	bench-batching clean
+	bench-batching bench-peers clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,14 @@ bench-infer: install-test
 
 bench-batching: install-test
 	$(BIN)/python scripts/bench_batching.py $(ARGS)
+
+# TorchServe 0.12.0 and Triton (nvidia-pytriton 0.7.0) side by side with lambdaserve; each peer
+# gets its own venv under bench/peers/. wrk comes from Debian when it can be installed.
+bench-peers: install-test
+	command -v wrk >/dev/null || apt-get install -y -q wrk >/dev/null 2>&1 \
+	  || echo "bench-peers: no wrk; using the Python load generator"
+	$(BIN)/pip install -q 'matplotlib>=3.8'
+	$(BIN)/python scripts/bench_peers.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .localstack .aws-sam .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -180,11 +180,19 @@ def check_answer(port: int, body: bytes, expected: np.ndarray) -> None:
     np.testing.assert_allclose(answer["outputs"][0]["data"], expected.ravel(), rtol=1e-5)
 
 
-def load_wrk(port: int, body: bytes, concurrency: int, seconds: int) -> dict[str, float]:
+def load_wrk(
+    port: int,
+    body: bytes,
+    concurrency: int,
+    seconds: int,
+    *,
+    path: str = "/v2/models/mlp/infer",
+    content_type: str = "application/json",
+) -> dict[str, float]:
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(
             f'wrk.method = "POST"\nwrk.body = {json.dumps(body.decode())}\n'
-            'wrk.headers["Content-Type"] = "application/json"\n'
+            f'wrk.headers["Content-Type"] = "{content_type}"\n'
         )
     output = subprocess.run(
         [
@@ -198,7 +206,7 @@ def load_wrk(port: int, body: bytes, concurrency: int, seconds: int) -> dict[str
             "--latency",
             "-s",
             script.name,
-            f"http://127.0.0.1:{port}/v2/models/mlp/infer",
+            f"http://127.0.0.1:{port}{path}",
         ],
         capture_output=True,
         text=True,
@@ -218,7 +226,15 @@ def _wrk_ms(text: str) -> float:
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
-def load_python(port: int, body: bytes, concurrency: int, seconds: int) -> dict[str, float]:
+def load_python(
+    port: int,
+    body: bytes,
+    concurrency: int,
+    seconds: int,
+    *,
+    path: str = "/v2/models/mlp/infer",
+    content_type: str = "application/json",
+) -> dict[str, float]:
     latencies: list[float] = []
     errors = [0]
     stop = time.monotonic() + seconds
@@ -229,9 +245,7 @@ def load_python(port: int, body: bytes, concurrency: int, seconds: int) -> dict[
         mine = []
         while time.monotonic() < stop:
             start = time.perf_counter()
-            connection.request(
-                "POST", "/v2/models/mlp/infer", body, {"content-type": "application/json"}
-            )
+            connection.request("POST", path, body, {"content-type": content_type})
             response = connection.getresponse()
             response.read()
             mine.append(time.perf_counter() - start)

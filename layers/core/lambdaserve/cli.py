@@ -33,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
     serve.add_argument("--no-batching", action="store_true", help="one execution per request")
+    serve.add_argument(
+        "--workers", type=int, default=1, help="processes sharing the port (one per core)"
+    )
 
     worker = commands.add_parser("worker", help="consume the requests queue in this process (ECS)")
     worker.add_argument("--poll-wait", type=int, default=20, help="SQS long-poll seconds (1-20)")
@@ -64,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "serve":
             from lambdaserve.long_running import serve
 
-            serve(args.host, args.port, batching=not args.no_batching)
+            serve(args.host, args.port, batching=not args.no_batching, workers=args.workers)
         elif args.command == "worker":
             from lambdaserve.long_running import work
 

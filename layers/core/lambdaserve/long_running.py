@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from typing import Any
@@ -55,12 +56,35 @@ def build_serving_app(batching: bool = True) -> FastAPI:
     )
 
 
-def serve(host: str, port: int, batching: bool = True) -> None:
-    """Serve the inference API with uvicorn until SIGINT/SIGTERM."""
+_BATCHING_ENV = "LAMBDASERVE_SERVE_BATCHING"
+
+
+def serving_app_from_env() -> FastAPI:
+    """The app factory each uvicorn worker process calls (``serve`` with ``workers > 1``)."""
+    return build_serving_app(os.environ.get(_BATCHING_ENV, "1") == "1")
+
+
+def serve(host: str, port: int, batching: bool = True, workers: int = 1) -> None:
+    """Serve the inference API with uvicorn until SIGINT/SIGTERM.
+
+    One process runs Python on one core at a time: ``workers`` processes share the port
+    (each with its own model copy and dynamic batcher), as TorchServe's workers and Triton's
+    instances share a model.
+    """
     import uvicorn
 
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": "warning",
+        "access_log": False,
+    }
+    if workers <= 1:
+        uvicorn.run(build_serving_app(batching), **options)
+        return
+    os.environ[_BATCHING_ENV] = "1" if batching else "0"
     uvicorn.run(
-        build_serving_app(batching), host=host, port=port, log_level="warning", access_log=False
+        "lambdaserve.long_running:serving_app_from_env", factory=True, workers=workers, **options
     )
 
 

@@ -1,0 +1,640 @@
+"""lambdaserve side by side with TorchServe and Triton: one run, this machine, ratios.
+
+Same model for all (MLP 784->256->10, seeded; ONNX opset 17 with a dynamic batch for
+lambdaserve and Triton, its TorchScript twin for TorchServe), the same request (one row of
+784 floats as JSON), max batch 8, batching delay 0 and 5 ms, concurrency 1, 8, 32. Each
+peer is installed into its own venv under bench/peers/, bound to 127.0.0.1, and stopped by
+process group. Load comes from wrk (Debian package) when installed, else a bounded Python
+generator; every point checks a sample answer against onnxruntime run directly.
+
+    python scripts/bench_peers.py [--seconds 10] [--peers ours,torchserve,triton]
+
+Writes bench/results/peers-<time>.json and bench/results/peers.png (copied to
+docs/bench-peers.png for the README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import boto3
+import numpy as np
+import onnx
+import onnxruntime as ort
+from bench_batching import load_python, load_wrk, start_stack
+from onnx import numpy_helper
+
+from lambdaserve.local.demo import demo_mlp_bytes
+from lambdaserve.local.emulator import free_port, wait_for_port
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS_DIR = ROOT / "bench" / "peers"
+RESULTS = ROOT / "bench" / "results"
+HERE = Path(__file__).resolve().parent / "peers"
+CONCURRENCY = (1, 8, 32)
+DELAYS_MS = (0, 5)
+OTHER_CPU_LIMIT = 0.3  # cores used by anything else before a point is repeated
+
+
+@dataclass
+class Running:
+    """A started server: its process group, where to send the request, how to read answers."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    port: int
+    path: str
+    body: bytes
+    content_type: str
+    answer: Callable[[bytes], np.ndarray]
+    startup_s: float = 0.0
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+def build_models(work: Path) -> tuple[Path, Path, np.ndarray, np.ndarray]:
+    """ONNX and TorchScript twins with the same weights; a row and its expected output."""
+    import torch
+
+    onnx_bytes = demo_mlp_bytes(inputs=784, hidden=256, outputs=10, seed=0)
+    onnx_path = work / "mlp.onnx"
+    onnx_path.write_bytes(onnx_bytes)
+    weights = {
+        t.name: torch.from_numpy(numpy_helper.to_array(t).copy())
+        for t in onnx.load_from_string(onnx_bytes).graph.initializer
+    }
+
+    class MLP(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            for name, value in weights.items():
+                self.register_buffer(name, value)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            hidden = torch.relu(x @ self.W1 + self.b1)
+            return torch.softmax(hidden @ self.W2 + self.b2, dim=-1)
+
+    module = torch.jit.script(MLP().eval())
+    torchscript_path = work / "mlp.pt"
+    module.save(str(torchscript_path))
+    row = np.random.default_rng(0).random((1, 784), dtype=np.float32)
+    expected = ort.InferenceSession(onnx_bytes).run(None, {"INPUT__0": row})[0]
+    twin = module(torch.from_numpy(row)).numpy()
+    np.testing.assert_allclose(twin, expected, rtol=1e-4, atol=1e-6)
+    return onnx_path, torchscript_path, row, expected
+
+
+def v2_body(row: np.ndarray) -> bytes:
+    tensor = {
+        "name": "INPUT__0",
+        "datatype": "FP32",
+        "shape": [1, 784],
+        "data": row.ravel().tolist(),
+    }
+    return json.dumps({"inputs": [tensor]}).encode()
+
+
+def v2_answer(raw: bytes) -> np.ndarray:
+    return np.asarray(json.loads(raw)["outputs"][0]["data"], np.float32)
+
+
+# ----------------------------------------------------------------------------- peers
+
+
+def _venv(name: str, packages: list[str]) -> Path:
+    venv = PEERS_DIR / name
+    stamp = venv / ".installed"
+    wanted = " ".join(packages)
+    if stamp.exists() and stamp.read_text() == wanted:
+        return venv
+    if not (venv / "bin" / "python").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    print(f"installing {name}: {wanted}", flush=True)
+    subprocess.run(
+        [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *packages],
+        check=True,
+    )
+    stamp.write_text(wanted)
+    return venv
+
+
+def _spawn(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    handle = log.open("wb")
+    return subprocess.Popen(
+        command, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+    )
+
+
+def _wait_answering(running: Running, expected: np.ndarray, timeout_s: float = 180) -> None:
+    started = time.monotonic()
+    deadline = started + timeout_s
+    last: object = None
+    while time.monotonic() < deadline:
+        if running.process.poll() is not None:
+            raise RuntimeError(f"{running.name} exited ({running.process.returncode})")
+        try:
+            check(running, expected)
+            return
+        except (OSError, AssertionError, KeyError, ValueError, http.client.HTTPException) as exc:
+            last = exc
+            time.sleep(0.25)
+    raise TimeoutError(f"{running.name} did not answer in {timeout_s}s: {last}")
+
+
+def check(running: Running, expected: np.ndarray) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", running.port, timeout=10)
+    connection.request("POST", running.path, running.body, {"Content-Type": running.content_type})
+    response = connection.getresponse()
+    raw = response.read()
+    assert response.status == 200, (response.status, raw[:200])
+    np.testing.assert_allclose(running.answer(raw), expected.ravel(), rtol=1e-4, atol=1e-6)
+
+
+def start_torchserve(
+    work: Path, torchscript: Path, delay_ms: int, row: np.ndarray, workers: int = 2
+) -> Running:
+    venv = _venv(
+        "torchserve",
+        ["torchserve==0.12.0", "torch-model-archiver==0.12.0", "pyyaml", "torch==2.13.0", "numpy"],
+    )
+    home = work / "torchserve"
+    store = home / "model-store"
+    if home.exists():
+        shutil.rmtree(home)
+    store.mkdir(parents=True)
+    (home / "tmp").mkdir()
+    subprocess.run(
+        [
+            str(venv / "bin" / "torch-model-archiver"),
+            "--model-name=mlp",
+            "--version=1.0",
+            f"--serialized-file={torchscript}",
+            f"--handler={HERE / 'torchserve_handler.py'}",
+            f"--export-path={store}",
+        ],
+        check=True,
+    )
+    ports = {k: free_port() for k in ("inference", "management", "metrics", "grpc", "grpc_m")}
+    models = {
+        "mlp": {
+            "1.0": {
+                "defaultVersion": True,
+                "marName": "mlp.mar",
+                "minWorkers": workers,
+                "maxWorkers": workers,
+                "batchSize": 8,
+                "maxBatchDelay": delay_ms,
+                "responseTimeout": 120,
+            }
+        }
+    }
+    log4j = home / "log4j2.xml"
+    log4j.write_text(
+        '<Configuration status="WARN"><Appenders><Console name="C" target="SYSTEM_OUT">'
+        '<PatternLayout pattern="%m%n"/></Console></Appenders><Loggers>'
+        '<Root level="warn"><AppenderRef ref="C"/></Root></Loggers></Configuration>'
+    )
+    (home / "config.properties").write_text(
+        "\n".join(
+            [
+                f"inference_address=http://127.0.0.1:{ports['inference']}",
+                f"management_address=http://127.0.0.1:{ports['management']}",
+                f"metrics_address=http://127.0.0.1:{ports['metrics']}",
+                "grpc_inference_address=127.0.0.1",
+                "grpc_management_address=127.0.0.1",
+                f"grpc_inference_port={ports['grpc']}",
+                f"grpc_management_port={ports['grpc_m']}",
+                f"model_store={store}",
+                "load_models=mlp.mar",
+                f"models={json.dumps(models)}",
+                "disable_system_metrics=true",
+                "async_logging=true",
+                f"vmargs=-Xmx1g -Djava.io.tmpdir={home / 'tmp'} "
+                f"-Dlog4j.configurationFile=file://{log4j}",
+            ]
+        )
+        + "\n"
+    )
+    env = {
+        **os.environ,
+        "TMPDIR": str(home / "tmp"),
+        "LOG_LOCATION": str(home / "logs"),
+        "METRICS_LOCATION": str(home / "logs"),
+        "TS_DISABLE_TOKEN_AUTHORIZATION": "true",
+        "PATH": f"{venv / 'bin'}:{os.environ['PATH']}",
+    }
+    started = time.monotonic()
+    process = _spawn(
+        [
+            str(venv / "bin" / "torchserve"),
+            "--start",
+            "--foreground",
+            "--ncs",
+            "--disable-token-auth",
+            "--enable-model-api",
+            f"--ts-config={home / 'config.properties'}",
+            f"--model-store={store}",
+        ],
+        env,
+        home / "torchserve.out",
+    )
+    running = Running(
+        "torchserve",
+        process,
+        ports["inference"],
+        "/predictions/mlp",
+        json.dumps({"data": row.ravel().tolist()}).encode(),
+        "application/json",
+        lambda raw: np.asarray(json.loads(raw), np.float32).ravel(),
+        extra={"workers": workers},
+    )
+    running.startup_s = -started
+    return running
+
+
+def start_triton(
+    work: Path, model: Path, delay_ms: int, row: np.ndarray, instances: int = 2
+) -> Running:
+    venv = _venv("triton", ["nvidia-pytriton==0.7.0", "onnxruntime", "numpy"])
+    home = work / "triton"
+    home.mkdir(exist_ok=True)
+    http_port = free_port()
+    python = venv / "bin" / "python"
+    libdir = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    env = {
+        **os.environ,
+        # the backend stub must load this interpreter's libpython, not another one
+        "LD_LIBRARY_PATH": f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+        "TMPDIR": str(home),
+        "HOME": str(home),
+    }
+    started = time.monotonic()
+    process = _spawn(
+        [
+            str(python),
+            str(HERE / "pytriton_server.py"),
+            str(model),
+            str(http_port),
+            str(free_port()),
+            str(free_port()),
+            str(delay_ms * 1000),
+            str(instances),
+        ],
+        env,
+        home / "triton.out",
+    )
+    running = Running(
+        "triton",
+        process,
+        http_port,
+        "/v2/models/mlp/infer",
+        v2_body(row),
+        "application/json",
+        v2_answer,
+        extra={"instances": instances},
+    )
+    running.startup_s = -started
+    return running
+
+
+class Ours:
+    """`lambdaserve serve` against the local stack (moto), the model published by upload."""
+
+    def __init__(self, model: Path) -> None:
+        self._stack, self._endpoint = start_stack()
+        self._s3 = boto3.client(
+            "s3",
+            endpoint_url=self._endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+        self._s3.put_object(
+            Bucket="lambdaserve-models", Key="models/mlp/1/model.onnx", Body=model.read_bytes()
+        )
+
+    def start(self, work: Path, delay_ms: int, row: np.ndarray, workers: int) -> Running:
+        config = (
+            "max_batch_size: 8\n"
+            f"dynamic_batching {{ max_queue_delay_microseconds: {delay_ms * 1000} }}\n"
+        )
+        self._s3.put_object(
+            Bucket="lambdaserve-models", Key="models/mlp/config.pbtxt", Body=config.encode()
+        )
+        time.sleep(3)  # the event pump reconciles the config into the catalog
+        port = free_port()
+        env = {
+            **os.environ,
+            "AWS_ENDPOINT_URL": self._endpoint,
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "LAMBDASERVE_WORK_DIR": str(work / "ours"),
+            "POWERTOOLS_METRICS_DISABLED": "true",
+            "POWERTOOLS_LOG_LEVEL": "WARNING",
+        }
+        started = time.monotonic()
+        process = _spawn(
+            [
+                sys.executable,
+                "-m",
+                "lambdaserve.cli",
+                "serve",
+                "--port",
+                str(port),
+                "--workers",
+                str(workers),
+            ],
+            env,
+            work / "ours.out",
+        )
+        wait_for_port("127.0.0.1", port, 60)
+        running = Running(
+            "lambdaserve",
+            process,
+            port,
+            "/v2/models/mlp/infer",
+            v2_body(row),
+            "application/json",
+            v2_answer,
+            extra={"workers": workers},
+        )
+        running.startup_s = -started
+        return running
+
+    def close(self) -> None:
+        self._stack.send_signal(signal.SIGINT)
+        self._stack.wait(30)
+
+
+def stop(running: Running) -> None:
+    try:
+        os.killpg(running.process.pid, signal.SIGTERM)
+        running.process.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(running.process.pid, signal.SIGKILL)
+        running.process.wait(10)
+    except ProcessLookupError:
+        pass
+
+
+# ----------------------------------------------------------------------------- measuring
+
+
+def _tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending.extend(children.get(pid, []))
+    return found
+
+
+def rss_mb(root: int) -> float:
+    total = 0
+    for pid in _tree(root):
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return round(total / 1024, 1)
+
+
+def _busy_jiffies() -> int:
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+
+
+def _tree_jiffies(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            continue
+    return total
+
+
+def measure(running: Running, concurrency: int, seconds: int) -> dict[str, float]:
+    """One point, with the CPU that neither the server nor the load used (other work)."""
+    load = load_wrk if shutil.which("wrk") else load_python
+    server = _tree(running.process.pid)
+    me = _tree(os.getpid())
+    busy, ours = _busy_jiffies(), _tree_jiffies(server) + _tree_jiffies(me)
+    started = time.monotonic()
+    result = load_point(load, running, concurrency, seconds)
+    elapsed = time.monotonic() - started
+    ticks = os.sysconf("SC_CLK_TCK")
+    server_now = _tree(running.process.pid)
+    other = (_busy_jiffies() - busy) - (
+        _tree_jiffies(server_now) + _tree_jiffies(_tree(os.getpid())) - ours
+    )
+    result["other_cpu_cores"] = round(max(other, 0) / ticks / elapsed, 2)
+    return result
+
+
+def load_point(
+    load: Callable[..., dict[str, float]], running: Running, concurrency: int, seconds: int
+) -> dict[str, float]:
+    if load is load_wrk:
+        return load_wrk_at(running, concurrency, seconds)
+    return load_python_at(running, concurrency, seconds)
+
+
+def load_wrk_at(running: Running, concurrency: int, seconds: int) -> dict[str, float]:
+    return load_wrk(
+        running.port,
+        running.body,
+        concurrency,
+        seconds,
+        path=running.path,
+        content_type=running.content_type,
+    )
+
+
+def load_python_at(running: Running, concurrency: int, seconds: int) -> dict[str, float]:
+    return load_python(
+        running.port,
+        running.body,
+        concurrency,
+        seconds,
+        path=running.path,
+        content_type=running.content_type,
+    )
+
+
+def run_server(
+    start: Callable[[], Running], expected: np.ndarray, seconds: int
+) -> list[dict[str, object]]:
+    running = start()
+    points: list[dict[str, object]] = []
+    try:
+        began = -running.startup_s
+        _wait_answering(running, expected)
+        startup = round(time.monotonic() - began, 2)
+        load_point(load_python, running, 4, 2)  # warm-up
+        for concurrency in CONCURRENCY:
+            result = measure(running, concurrency, seconds)
+            repeated = 0
+            while float(result["other_cpu_cores"]) > OTHER_CPU_LIMIT and repeated < 2:
+                repeated += 1
+                result = measure(running, concurrency, seconds)
+            check(running, expected)
+            points.append(
+                {
+                    "server": running.name,
+                    "concurrency": concurrency,
+                    **result,
+                    "repeated": repeated,
+                    "rss_mb": rss_mb(running.process.pid),
+                    "startup_s": startup,
+                    **running.extra,
+                }
+            )
+            print(json.dumps(points[-1]), flush=True)
+    finally:
+        stop(running)
+    return points
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def table(results: dict[int, list[dict[str, object]]]) -> str:
+    lines = []
+    for delay, points in results.items():
+        lines.append(f"\nbatching delay {delay} ms (max batch 8), JSON, one row per request")
+        lines.append(
+            f"{'server':<12}{'c':>4}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'err':>5}"
+            f"{'RSS MB':>8}{'start s':>8}{'other':>7}{'ours/peer req/s':>17}{'p50':>7}"
+        )
+        ours = {p["concurrency"]: p for p in points if p["server"] == "lambdaserve"}
+        for point in points:
+            mine = ours.get(point["concurrency"])
+            ratio = p50 = ""
+            if mine and point["server"] != "lambdaserve":
+                ratio = f"{float(mine['req_s']) / float(point['req_s']):.2f}x"
+                p50 = f"{float(mine['p50_ms']) / float(point['p50_ms']):.2f}x"
+            lines.append(
+                f"{point['server']:<12}{point['concurrency']:>4}{float(point['req_s']):>9.0f}"
+                f"{float(point['p50_ms']):>9.2f}{float(point['p99_ms']):>9.2f}"
+                f"{int(point['errors']):>5}{float(point['rss_mb']):>8.0f}"
+                f"{float(point['startup_s']):>8.1f}{float(point['other_cpu_cores']):>7.2f}"
+                f"{ratio:>17}{p50:>7}"
+            )
+    return "\n".join(lines)
+
+
+def chart(results: dict[int, list[dict[str, object]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(2, len(results), figsize=(6 * len(results), 7), squeeze=False)
+    for column, (delay, points) in enumerate(results.items()):
+        servers = sorted({str(p["server"]) for p in points})
+        for server in servers:
+            mine = [p for p in points if p["server"] == server]
+            xs = [int(p["concurrency"]) for p in mine]
+            axes[0][column].plot(xs, [float(p["req_s"]) for p in mine], marker="o", label=server)
+            axes[1][column].plot(xs, [float(p["p99_ms"]) for p in mine], marker="o", label=server)
+        axes[0][column].set_title(f"throughput, batching delay {delay} ms")
+        axes[0][column].set_ylabel("req/s")
+        axes[1][column].set_title(f"p99 latency, batching delay {delay} ms")
+        axes[1][column].set_ylabel("ms")
+        for axis in (axes[0][column], axes[1][column]):
+            axis.set_xscale("log", base=2)
+            axis.set_xticks(list(CONCURRENCY), [str(c) for c in CONCURRENCY])
+            axis.set_xlabel("concurrent clients")
+            axis.legend()
+            axis.grid(alpha=0.3)
+    figure.suptitle("MLP 784-256-10, one JSON row per request, 2-core machine, one run")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--peers", default="lambdaserve,torchserve,triton")
+    parser.add_argument("--delays", default=",".join(str(d) for d in DELAYS_MS))
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="processes per server (TorchServe workers, "
+        "Triton instances, lambdaserve serve --workers)",
+    )
+    args = parser.parse_args()
+    wanted = args.peers.split(",")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    results: dict[int, list[dict[str, object]]] = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        onnx_path, torchscript_path, row, expected = build_models(work)
+        ours = Ours(onnx_path) if "lambdaserve" in wanted else None
+        try:
+            for delay in (int(d) for d in args.delays.split(",")):
+                starters: dict[str, Callable[[], Running]] = {}
+                if ours is not None:
+                    starters["lambdaserve"] = lambda d=delay: ours.start(work, d, row, args.workers)
+                if "torchserve" in wanted:
+                    starters["torchserve"] = lambda d=delay: start_torchserve(
+                        work, torchscript_path, d, row, args.workers
+                    )
+                if "triton" in wanted:
+                    starters["triton"] = lambda d=delay: start_triton(
+                        work, onnx_path, d, row, args.workers
+                    )
+                results[delay] = []
+                for start in starters.values():
+                    results[delay] += run_server(start, expected, args.seconds)
+        finally:
+            if ours is not None:
+                ours.close()
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    (RESULTS / f"peers-{stamp}.json").write_text(json.dumps(results, indent=1))
+    print(table(results))
+    try:
+        chart(results, RESULTS / "peers.png")
+        docs = ROOT / "docs"
+        docs.mkdir(exist_ok=True)
+        shutil.copy(RESULTS / "peers.png", docs / "bench-peers.png")
+        print(f"chart: {RESULTS / 'peers.png'} (and docs/bench-peers.png)")
+    except ImportError:
+        print("chart: matplotlib is not installed (pip install matplotlib)")
+
+
+if __name__ == "__main__":
+    main()
