@@ -127,7 +127,8 @@ def _best(function, repeats: int) -> float:
 
 
 def start_stack() -> tuple[subprocess.Popen[bytes], str]:
-    aws_port = free_port()
+    """`lambdaserve dev` in a subprocess; returns once its resources and APIs are up."""
+    aws_port, management_port = free_port(), free_port()
     process = subprocess.Popen(
         [
             sys.executable,
@@ -138,14 +139,15 @@ def start_stack() -> tuple[subprocess.Popen[bytes], str]:
             "--aws-port",
             str(aws_port),
             "--management-port",
-            str(free_port()),
+            str(management_port),
             "--inference-port",
             str(free_port()),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    wait_for_port("127.0.0.1", aws_port, 60)
+    # the APIs start after the template's resources are deployed
+    wait_for_port("127.0.0.1", management_port, 90)
     return process, f"http://127.0.0.1:{aws_port}"
 
 
@@ -187,13 +189,14 @@ def load_wrk(
     seconds: int,
     *,
     path: str = "/v2/models/mlp/infer",
-    content_type: str = "application/json",
+    headers: dict[str, str] | None = None,
 ) -> dict[str, float]:
+    headers = headers or {"Content-Type": "application/json"}
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(
-            f'wrk.method = "POST"\nwrk.body = {json.dumps(body.decode())}\n'
-            f'wrk.headers["Content-Type"] = "{content_type}"\n'
-        )
+        escaped = "".join(f"\\{byte}" for byte in body)  # any bytes, binary tensors too
+        script.write(f'wrk.method = "POST"\nwrk.body = "{escaped}"\n')
+        for name, value in headers.items():
+            script.write(f'wrk.headers["{name}"] = "{value}"\n')
     output = subprocess.run(
         [
             "wrk",
@@ -233,8 +236,9 @@ def load_python(
     seconds: int,
     *,
     path: str = "/v2/models/mlp/infer",
-    content_type: str = "application/json",
+    headers: dict[str, str] | None = None,
 ) -> dict[str, float]:
+    headers = headers or {"Content-Type": "application/json"}
     latencies: list[float] = []
     errors = [0]
     stop = time.monotonic() + seconds
@@ -245,7 +249,7 @@ def load_python(
         mine = []
         while time.monotonic() < stop:
             start = time.perf_counter()
-            connection.request("POST", path, body, {"content-type": content_type})
+            connection.request("POST", path, body, headers)
             response = connection.getresponse()
             response.read()
             mine.append(time.perf_counter() - start)

@@ -48,16 +48,26 @@ DELAYS_MS = (0, 5)
 OTHER_CPU_LIMIT = 0.3  # cores used by anything else before a point is repeated
 
 
+@dataclass(frozen=True)
+class Call:
+    """One way to ask: a body and its headers (JSON, or Triton's binary tensor extension)."""
+
+    body: bytes
+    headers: dict[str, str]
+
+
+JSON = {"Content-Type": "application/json"}
+
+
 @dataclass
 class Running:
-    """A started server: its process group, where to send the request, how to read answers."""
+    """A started server: its process group, what to send where, how to read answers."""
 
     name: str
     process: subprocess.Popen[bytes]
     port: int
     path: str
-    body: bytes
-    content_type: str
+    calls: dict[str, Call]
     answer: Callable[[bytes], np.ndarray]
     startup_s: float = 0.0
     extra: dict[str, object] = field(default_factory=dict)
@@ -108,6 +118,35 @@ def v2_body(row: np.ndarray) -> bytes:
     return json.dumps({"inputs": [tensor]}).encode()
 
 
+def v2_binary_call(row: np.ndarray) -> Call:
+    """Triton's binary tensor extension: a JSON header, then the raw FP32 row."""
+    tensor = row.astype("<f4").tobytes()
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "INPUT__0",
+                    "datatype": "FP32",
+                    "shape": [1, 784],
+                    "parameters": {"binary_data_size": len(tensor)},
+                }
+            ],
+            "outputs": [{"name": "OUTPUT__0", "parameters": {"binary_data": False}}],
+        }
+    ).encode()
+    return Call(
+        header + tensor,
+        {
+            "Content-Type": "application/octet-stream",
+            "Inference-Header-Content-Length": str(len(header)),
+        },
+    )
+
+
+def v2_calls(row: np.ndarray) -> dict[str, Call]:
+    return {"json": Call(v2_body(row), JSON), "binary": v2_binary_call(row)}
+
+
 def v2_answer(raw: bytes) -> np.ndarray:
     return np.asarray(json.loads(raw)["outputs"][0]["data"], np.float32)
 
@@ -155,9 +194,10 @@ def _wait_answering(running: Running, expected: np.ndarray, timeout_s: float = 1
     raise TimeoutError(f"{running.name} did not answer in {timeout_s}s: {last}")
 
 
-def check(running: Running, expected: np.ndarray) -> None:
+def check(running: Running, expected: np.ndarray, protocol: str = "json") -> None:
+    call = running.calls[protocol]
     connection = http.client.HTTPConnection("127.0.0.1", running.port, timeout=10)
-    connection.request("POST", running.path, running.body, {"Content-Type": running.content_type})
+    connection.request("POST", running.path, call.body, call.headers)
     response = connection.getresponse()
     raw = response.read()
     assert response.status == 200, (response.status, raw[:200])
@@ -197,7 +237,8 @@ def start_torchserve(
                 "minWorkers": workers,
                 "maxWorkers": workers,
                 "batchSize": 8,
-                "maxBatchDelay": delay_ms,
+                # TorchServe reads 0 as "unset" and waits its default 100 ms: 1 ms is its least
+                "maxBatchDelay": max(delay_ms, 1),
                 "responseTimeout": 120,
             }
         }
@@ -235,6 +276,8 @@ def start_torchserve(
         "LOG_LOCATION": str(home / "logs"),
         "METRICS_LOCATION": str(home / "logs"),
         "TS_DISABLE_TOKEN_AUTHORIZATION": "true",
+        # one torch thread per worker: two workers on two cores, not four threads fighting
+        "OMP_NUM_THREADS": "1",
         "PATH": f"{venv / 'bin'}:{os.environ['PATH']}",
     }
     started = time.monotonic()
@@ -257,8 +300,7 @@ def start_torchserve(
         process,
         ports["inference"],
         "/predictions/mlp",
-        json.dumps({"data": row.ravel().tolist()}).encode(),
-        "application/json",
+        {"json": Call(json.dumps({"data": row.ravel().tolist()}).encode(), JSON)},
         lambda raw: np.asarray(json.loads(raw), np.float32).ravel(),
         extra={"workers": workers},
     )
@@ -307,8 +349,7 @@ def start_triton(
         process,
         http_port,
         "/v2/models/mlp/infer",
-        v2_body(row),
-        "application/json",
+        v2_calls(row),
         v2_answer,
         extra={"instances": instances},
     )
@@ -373,8 +414,7 @@ class Ours:
             process,
             port,
             "/v2/models/mlp/infer",
-            v2_body(row),
-            "application/json",
+            v2_calls(row),
             v2_answer,
             extra={"workers": workers},
         )
@@ -439,57 +479,34 @@ def _tree_jiffies(pids: list[int]) -> int:
     for pid in pids:
         try:
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            # own time and that of waited-for children (wrk, once it has exited)
+            total += sum(int(v) for v in fields[11:15])
         except OSError:
             continue
     return total
 
 
-def measure(running: Running, concurrency: int, seconds: int) -> dict[str, float]:
+def measure(running: Running, protocol: str, concurrency: int, seconds: int) -> dict[str, float]:
     """One point, with the CPU that neither the server nor the load used (other work)."""
-    load = load_wrk if shutil.which("wrk") else load_python
-    server = _tree(running.process.pid)
-    me = _tree(os.getpid())
-    busy, ours = _busy_jiffies(), _tree_jiffies(server) + _tree_jiffies(me)
+    server_before = _tree(running.process.pid)
+    busy = _busy_jiffies()
+    accounted = _tree_jiffies(server_before) + _tree_jiffies(_tree(os.getpid()))
     started = time.monotonic()
-    result = load_point(load, running, concurrency, seconds)
+    result = load(running, protocol, concurrency, seconds)
     elapsed = time.monotonic() - started
-    ticks = os.sysconf("SC_CLK_TCK")
-    server_now = _tree(running.process.pid)
-    other = (_busy_jiffies() - busy) - (
-        _tree_jiffies(server_now) + _tree_jiffies(_tree(os.getpid())) - ours
-    )
-    result["other_cpu_cores"] = round(max(other, 0) / ticks / elapsed, 2)
+    server_after = _tree(running.process.pid)
+    accounted_now = _tree_jiffies(server_after) + _tree_jiffies(_tree(os.getpid()))
+    other = (_busy_jiffies() - busy) - (accounted_now - accounted)
+    result["other_cpu_cores"] = round(max(other, 0) / os.sysconf("SC_CLK_TCK") / elapsed, 2)
     return result
 
 
-def load_point(
-    load: Callable[..., dict[str, float]], running: Running, concurrency: int, seconds: int
-) -> dict[str, float]:
-    if load is load_wrk:
-        return load_wrk_at(running, concurrency, seconds)
-    return load_python_at(running, concurrency, seconds)
-
-
-def load_wrk_at(running: Running, concurrency: int, seconds: int) -> dict[str, float]:
-    return load_wrk(
-        running.port,
-        running.body,
-        concurrency,
-        seconds,
-        path=running.path,
-        content_type=running.content_type,
-    )
-
-
-def load_python_at(running: Running, concurrency: int, seconds: int) -> dict[str, float]:
-    return load_python(
-        running.port,
-        running.body,
-        concurrency,
-        seconds,
-        path=running.path,
-        content_type=running.content_type,
+def load(running: Running, protocol: str, concurrency: int, seconds: int) -> dict[str, float]:
+    """wrk when installed (it is faster than what it measures), else the Python generator."""
+    call = running.calls[protocol]
+    generator = load_wrk if shutil.which("wrk") else load_python
+    return generator(
+        running.port, call.body, concurrency, seconds, path=running.path, headers=call.headers
     )
 
 
@@ -502,26 +519,29 @@ def run_server(
         began = -running.startup_s
         _wait_answering(running, expected)
         startup = round(time.monotonic() - began, 2)
-        load_point(load_python, running, 4, 2)  # warm-up
-        for concurrency in CONCURRENCY:
-            result = measure(running, concurrency, seconds)
-            repeated = 0
-            while float(result["other_cpu_cores"]) > OTHER_CPU_LIMIT and repeated < 2:
-                repeated += 1
-                result = measure(running, concurrency, seconds)
-            check(running, expected)
-            points.append(
-                {
-                    "server": running.name,
-                    "concurrency": concurrency,
-                    **result,
-                    "repeated": repeated,
-                    "rss_mb": rss_mb(running.process.pid),
-                    "startup_s": startup,
-                    **running.extra,
-                }
-            )
-            print(json.dumps(points[-1]), flush=True)
+        for protocol in running.calls:
+            check(running, expected, protocol)
+            load(running, protocol, 4, 2)  # warm-up
+            for concurrency in CONCURRENCY:
+                result = measure(running, protocol, concurrency, seconds)
+                repeated = 0
+                while float(result["other_cpu_cores"]) > OTHER_CPU_LIMIT and repeated < 2:
+                    repeated += 1
+                    result = measure(running, protocol, concurrency, seconds)
+                check(running, expected, protocol)
+                points.append(
+                    {
+                        "server": running.name,
+                        "protocol": protocol,
+                        "concurrency": concurrency,
+                        **result,
+                        "repeated": repeated,
+                        "rss_mb": rss_mb(running.process.pid),
+                        "startup_s": startup,
+                        **running.extra,
+                    }
+                )
+                print(json.dumps(points[-1]), flush=True)
     finally:
         stop(running)
     return points
@@ -533,20 +553,22 @@ def run_server(
 def table(results: dict[int, list[dict[str, object]]]) -> str:
     lines = []
     for delay, points in results.items():
-        lines.append(f"\nbatching delay {delay} ms (max batch 8), JSON, one row per request")
+        lines.append(f"\nbatching delay {delay} ms (max batch 8), one row per request")
         lines.append(
-            f"{'server':<12}{'c':>4}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'err':>5}"
+            f"{'server':<12}{'proto':>7}{'c':>4}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'err':>5}"
             f"{'RSS MB':>8}{'start s':>8}{'other':>7}{'ours/peer req/s':>17}{'p50':>7}"
         )
-        ours = {p["concurrency"]: p for p in points if p["server"] == "lambdaserve"}
+        ours = {
+            (p["protocol"], p["concurrency"]): p for p in points if p["server"] == "lambdaserve"
+        }
         for point in points:
-            mine = ours.get(point["concurrency"])
+            mine = ours.get((point["protocol"], point["concurrency"]))
             ratio = p50 = ""
             if mine and point["server"] != "lambdaserve":
                 ratio = f"{float(mine['req_s']) / float(point['req_s']):.2f}x"
                 p50 = f"{float(mine['p50_ms']) / float(point['p50_ms']):.2f}x"
             lines.append(
-                f"{point['server']:<12}{point['concurrency']:>4}{float(point['req_s']):>9.0f}"
+                f"{point['server']:<12}{point['protocol']:>7}{point['concurrency']:>4}{float(point['req_s']):>9.0f}"
                 f"{float(point['p50_ms']):>9.2f}{float(point['p99_ms']):>9.2f}"
                 f"{int(point['errors']):>5}{float(point['rss_mb']):>8.0f}"
                 f"{float(point['startup_s']):>8.1f}{float(point['other_cpu_cores']):>7.2f}"
@@ -563,12 +585,18 @@ def chart(results: dict[int, list[dict[str, object]]], path: Path) -> None:
 
     figure, axes = plt.subplots(2, len(results), figsize=(6 * len(results), 7), squeeze=False)
     for column, (delay, points) in enumerate(results.items()):
-        servers = sorted({str(p["server"]) for p in points})
-        for server in servers:
-            mine = [p for p in points if p["server"] == server]
+        series = sorted({(str(p["server"]), str(p["protocol"])) for p in points})
+        for server, protocol in series:
+            mine = [p for p in points if (p["server"], p["protocol"]) == (server, protocol)]
             xs = [int(p["concurrency"]) for p in mine]
-            axes[0][column].plot(xs, [float(p["req_s"]) for p in mine], marker="o", label=server)
-            axes[1][column].plot(xs, [float(p["p99_ms"]) for p in mine], marker="o", label=server)
+            label = f"{server} ({protocol})"
+            style = "--" if protocol == "binary" else "-"
+            axes[0][column].plot(
+                xs, [float(p["req_s"]) for p in mine], style, marker="o", label=label
+            )
+            axes[1][column].plot(
+                xs, [float(p["p99_ms"]) for p in mine], style, marker="o", label=label
+            )
         axes[0][column].set_title(f"throughput, batching delay {delay} ms")
         axes[0][column].set_ylabel("req/s")
         axes[1][column].set_title(f"p99 latency, batching delay {delay} ms")
@@ -579,7 +607,7 @@ def chart(results: dict[int, list[dict[str, object]]], path: Path) -> None:
             axis.set_xlabel("concurrent clients")
             axis.legend()
             axis.grid(alpha=0.3)
-    figure.suptitle("MLP 784-256-10, one JSON row per request, 2-core machine, one run")
+    figure.suptitle("MLP 784-256-10, one row per request, max batch 8, 2-core machine, one run")
     figure.tight_layout()
     figure.savefig(path, dpi=100)
 
@@ -593,8 +621,13 @@ def main() -> None:
         "--workers",
         type=int,
         default=2,
-        help="processes per server (TorchServe workers, "
-        "Triton instances, lambdaserve serve --workers)",
+        help="TorchServe workers and Triton instances (2: their best here at c=32)",
+    )
+    parser.add_argument(
+        "--ours-workers",
+        type=int,
+        default=1,
+        help="lambdaserve serve --workers (1: its best here; wrk takes the other core)",
     )
     args = parser.parse_args()
     wanted = args.peers.split(",")
@@ -608,7 +641,9 @@ def main() -> None:
             for delay in (int(d) for d in args.delays.split(",")):
                 starters: dict[str, Callable[[], Running]] = {}
                 if ours is not None:
-                    starters["lambdaserve"] = lambda d=delay: ours.start(work, d, row, args.workers)
+                    starters["lambdaserve"] = lambda d=delay: ours.start(
+                        work, d, row, args.ours_workers
+                    )
                 if "torchserve" in wanted:
                     starters["torchserve"] = lambda d=delay: start_torchserve(
                         work, torchscript_path, d, row, args.workers

@@ -1,25 +1,47 @@
-"""The inference API served by uvicorn, driven by Triton's own client and by plain HTTP."""
+"""The inference API served by uvicorn, driven by Triton's own client and by plain HTTP.
+
+Every test runs twice: against the app as `lambdaserve dev` and Lambda serve it, and against
+`lambdaserve serve`'s (front door + dynamic batcher), which answers v2 infer by itself.
+"""
 
 from __future__ import annotations
 
+import httpx
 import numpy as np
 import onnxruntime as ort
 import pytest
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
+from lambdaserve.local.emulator import free_port
+from lambdaserve.local.servers import BackgroundServer
+from lambdaserve.long_running import build_serving_app
 from tests import builders
 
 MLP = builders.onnx_mlp(4, 3)
 
 
+@pytest.fixture(params=["app", "serve"])
+def api(stack, request):
+    """An HTTP client of the inference API: the plain app, or `lambdaserve serve`'s."""
+    if request.param == "app":
+        yield stack.inference
+        return
+    server = BackgroundServer(build_serving_app(batching=True), "127.0.0.1", free_port()).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            yield client
+    finally:
+        server.stop()
+
+
 @pytest.fixture
-def client(stack):
+def client(stack, api):
     stack.put("models/mlp/1/model.onnx", MLP)
     stack.put("models/types/1/model.onnx", builders.onnx_datatypes())
     stack.wait_state("mlp", 1, "READY")
     stack.wait_state("types", 1, "READY")
-    url = str(stack.inference.base_url).removeprefix("http://").rstrip("/")
+    url = str(api.base_url).removeprefix("http://").rstrip("/")
     with triton.InferenceServerClient(url) as tc:
         yield tc
 
@@ -92,18 +114,18 @@ def test_tritonclient_sees_errors_as_exceptions_with_the_message(client):
         client.infer("mlp", [tensor])
 
 
-def test_curl_style_json_and_torchserve_routes(stack, client):
+def test_curl_style_json_and_torchserve_routes(api, client):
     body = {
         "inputs": [
             {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [[1, 2, 3, 4]]}
         ]
     }
-    v2 = stack.inference.post("/v2/models/mlp/versions/1/infer", json=body)
+    v2 = api.post("/v2/models/mlp/versions/1/infer", json=body)
     assert v2.status_code == 200 and v2.json()["outputs"][0]["shape"] == [1, 3]
-    prediction = stack.inference.post("/predictions/mlp/1", json=[1, 2, 3, 4])
+    prediction = api.post("/predictions/mlp/1", json=[1, 2, 3, 4])
     assert prediction.status_code == 200
     np.testing.assert_allclose(prediction.json(), v2.json()["outputs"][0]["data"], rtol=1e-6)
-    assert stack.inference.get("/ping").json() == {"status": "Healthy"}
+    assert api.get("/ping").json() == {"status": "Healthy"}
 
 
 @pytest.mark.parametrize(
@@ -150,26 +172,26 @@ def test_curl_style_json_and_torchserve_routes(stack, client):
         ("get", "/v2/models/ghost", None, 404, "unknown model"),
     ],
 )
-def test_errors_over_http(stack, client, method, path, body, status, message):
-    response = stack.inference.request(method.upper(), path, content=body)
+def test_errors_over_http(api, client, method, path, body, status, message):
+    response = api.request(method.upper(), path, content=body)
     assert response.status_code == status, response.text
     assert message in response.json()["error"]
 
 
-def test_oversize_requests_are_413_saying_the_limits(stack, client, monkeypatch):
+def test_oversize_requests_are_413_saying_the_limits(api, client):
     from lambdaserve.settings import get_settings
 
     limit = get_settings().max_request_bytes
-    response = stack.inference.post("/v2/models/mlp/infer", content=b"x" * (limit + 1))
+    response = api.post("/v2/models/mlp/infer", content=b"x" * (limit + 1))
     assert response.status_code == 413
     assert "6 MB" in response.json()["error"] and "10 MB" in response.json()["error"]
 
 
-def test_an_unavailable_version_is_503_with_the_reason(stack, client):
+def test_an_unavailable_version_is_503_with_the_reason(stack, api, client):
     stack.put("models/mlp/2/model.onnx", b"not a model at all")
     stack.wait_state("mlp", 2, "UNAVAILABLE")
     body = b'{"inputs":[{"name":"INPUT__0","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}'
-    response = stack.inference.post("/v2/models/mlp/versions/2/infer", content=body)
+    response = api.post("/v2/models/mlp/versions/2/infer", content=body)
     assert response.status_code == 503
     assert "UNAVAILABLE" in response.json()["error"] and "ONNX" in response.json()["error"]
-    assert stack.inference.get("/v2/models/mlp/versions/2/ready").status_code == 503
+    assert api.get("/v2/models/mlp/versions/2/ready").status_code == 503

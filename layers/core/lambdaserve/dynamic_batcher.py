@@ -185,8 +185,9 @@ class DynamicBatcher:
         requests = [p.request for p in taken]
         lane.busy = True
         try:
-            if len(taken) == 1 and lane.last_run_s < INLINE_BELOW_S:
-                # A lone request for a fast model: a thread hop would cost more than the run.
+            if lane.last_run_s < INLINE_BELOW_S:
+                # A fast model: a thread hop would cost more than the run (measured: waking a
+                # pool thread and taking the GIL back took longer than a batch of 8 rows).
                 results = self._execute(model, version, requests, queued_ns)
             else:
                 results = await self._run_in_thread(

@@ -7,9 +7,9 @@ import signal
 import threading
 from typing import Any
 
-from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
+from lambdaserve.apps.front_door import FrontDoor
 from lambdaserve.apps.inference import create_inference_app
 from lambdaserve.dynamic_batcher import BatchPolicy, DynamicBatcher
 from lambdaserve.errors import LambdaServeError
@@ -18,13 +18,14 @@ from lambdaserve.serving import BatchResult, batch_limit
 from lambdaserve.settings import get_settings
 
 
-def build_serving_app(batching: bool = True) -> FastAPI:
-    """The inference app; with ``batching``, v2 infer goes through the dynamic batcher."""
+def build_serving_app(batching: bool = True) -> FrontDoor:
+    """The inference app behind its front door; with ``batching``, v2 infer goes through the
+    dynamic batcher."""
     from lambdaserve.handlers import infer
 
-    if not batching:
-        return infer.app
     settings = get_settings()
+    if not batching:
+        return FrontDoor(infer.app, lambda: settings.max_request_bytes)
 
     def execute(
         model: str, version: int | None, requests: list[InferRequest], queued_ns: list[int]
@@ -51,15 +52,16 @@ def build_serving_app(batching: bool = True) -> FastAPI:
             return BatchResult(error=exc)
 
     batcher = DynamicBatcher(execute, policy, run_in_threadpool, execute_one=execute_one)
-    return create_inference_app(
+    app = create_inference_app(
         infer.server, lambda: settings.max_request_bytes, infer.submitter, batcher
     )
+    return FrontDoor(app, lambda: settings.max_request_bytes)
 
 
 _BATCHING_ENV = "LAMBDASERVE_SERVE_BATCHING"
 
 
-def serving_app_from_env() -> FastAPI:
+def serving_app_from_env() -> FrontDoor:
     """The app factory each uvicorn worker process calls (``serve`` with ``workers > 1``)."""
     return build_serving_app(os.environ.get(_BATCHING_ENV, "1") == "1")
 
@@ -78,6 +80,10 @@ def serve(host: str, port: int, batching: bool = True, workers: int = 1) -> None
         "port": port,
         "log_level": "warning",
         "access_log": False,
+        # no X-Forwarded-* rewriting, Server or Date headers: work per request for no one
+        "proxy_headers": False,
+        "server_header": False,
+        "date_header": False,
     }
     if workers <= 1:
         uvicorn.run(build_serving_app(batching), **options)

@@ -113,21 +113,26 @@ def create_inference_app(
         await run_in_threadpool(server().resolver.versions, _model(model))
         return server().stats.snapshot(model, _version(version))
 
+    async def answer(
+        model: str, number: int | None, body: bytes, header_length: int | None
+    ) -> EncodedResponse:
+        """v2 infer, request bytes to response bytes: through the batcher when there is one."""
+        if batcher is not None:
+            return await _batched(batcher, model, number, body, header_length)
+        return await call(
+            model, number, lambda: v2_infer(server(), model, number, body, header_length)
+        )
+
+    app.state.answer_v2_infer = answer  # the ASGI front door's way in (apps.front_door)
+
     async def infer(request: Request) -> Response:
         model, number = _target(request)
         body = await read_limited_body(request, max_request_bytes())
         header_length = header_length_value(request.headers.get(HEADER_LENGTH))
         if "respond-async" in request.headers.get("prefer", ""):
             return await _submit(submitter, model, number, body, header_length)
-
-        if batcher is not None:
-            return await _batched(batcher, model, number, body, header_length)
-
-        def run() -> Response:
-            encoded = v2_infer(server(), model, number, body, header_length)
-            return Response(encoded.body, headers=encoded.headers)
-
-        return await call(model, number, run)
+        encoded = await answer(model, number, body, header_length)
+        return Response(encoded.body, headers=encoded.headers)
 
     async def predictions(request: Request) -> Response:
         model, number = _target(request)
@@ -175,12 +180,12 @@ def v2_infer(
 
 def check_body_size(size: int, limit: int) -> None:
     if size > limit:
-        raise _too_large(size, limit)
+        raise too_large(size, limit)
 
 
 async def _batched(
     batcher: DynamicBatcher, model: str, version: int | None, body: bytes, header_length: int | None
-) -> Response:
+) -> EncodedResponse:
     """v2 infer through the dynamic batcher (long-running servers)."""
     parsed = parse_infer_request(body, header_length)
     outcome = await batcher.submit(model, version, parsed)
@@ -188,8 +193,7 @@ async def _batched(
         raise outcome.error
     if outcome.outputs is None or outcome.version is None:
         raise InferenceError("the batch returned no outputs for this request")
-    encoded = encode_infer_response(model, outcome.version, parsed, outcome.outputs)
-    return Response(encoded.body, headers=encoded.headers)
+    return encode_infer_response(model, outcome.version, parsed, outcome.outputs)
 
 
 async def _submit(
@@ -233,17 +237,18 @@ async def read_limited_body(request: Request, limit: int) -> bytes:
     """The body, or 413 before reading more than ``limit`` bytes."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(int(declared), limit)
+        raise too_large(int(declared), limit)
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise _too_large(size, limit)
+            raise too_large(size, limit)
         chunks.append(chunk)
     return b"".join(chunks)
 
 
-def _too_large(size: int, limit: int) -> PayloadTooLarge:
+def too_large(size: int, limit: int) -> PayloadTooLarge:
+    """413: the body is over the limit, and what to do instead."""
     return PayloadTooLarge(
         f"request body is {size} bytes, over the {limit}-byte limit: a synchronous Lambda "
         "invocation takes 6 MB and API Gateway 10 MB; send fewer rows per request, or binary "

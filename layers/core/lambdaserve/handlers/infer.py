@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import re
 import threading
 from collections import defaultdict
 from functools import cache
@@ -19,6 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from mangum import Mangum
 
 from lambdaserve.apps.errors import status_for
+from lambdaserve.apps.front_door import V2_INFER
 from lambdaserve.apps.inference import (
     check_body_size,
     create_inference_app,
@@ -97,9 +97,6 @@ app = create_inference_app(server, lambda: get_settings().max_request_bytes, sub
 _mangum = Mangum(app, lifespan="off")
 
 
-_V2_INFER = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
-
-
 def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """API Gateway (HTTP API): v2 infer answered directly, every other route via FastAPI."""
     try:
@@ -119,7 +116,7 @@ def _direct_infer(event: APIGatewayProxyEventV2) -> dict[str, Any] | None:
         return None
     if "respond-async" in (event.headers or {}).get("prefer", ""):
         return None  # async submission goes through the app
-    match = _V2_INFER.match(event.raw_path)
+    match = V2_INFER.match(event.raw_path)
     if match is None:
         return None
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}

@@ -6,13 +6,13 @@ import threading
 import time
 
 import uvicorn
-from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 
 class BackgroundServer:
     """Serve one ASGI app with uvicorn in a daemon thread."""
 
-    def __init__(self, app: FastAPI, host: str, port: int, log_level: str = "warning") -> None:
+    def __init__(self, app: ASGIApp, host: str, port: int, log_level: str = "warning") -> None:
         self.host = host
         self.port = port
         self._server = uvicorn.Server(

@@ -1,0 +1,112 @@
+"""An ASGI front door for the hot route of long-running servers.
+
+``POST /v2/models/{m}[/versions/{v}]/infer`` is answered here, before the framework's
+middleware stack and router (measured under load: they took a fifth of the server's time,
+more than parsing the request); every other request, and async submissions, go to the app.
+The answer is the app's own (``app.state.answer_v2_infer``), so both doors agree.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Awaitable, Callable
+
+import orjson
+from fastapi import FastAPI
+from starlette.types import Receive, Scope, Send
+
+from lambdaserve.apps.errors import status_for
+from lambdaserve.apps.inference import header_length_value, too_large
+from lambdaserve.errors import LambdaServeError
+from lambdaserve.protocol.v2 import HEADER_LENGTH, EncodedResponse
+from lambdaserve.repository import check_model_name, parse_version
+
+Answer = Callable[[str, int | None, bytes, int | None], Awaitable[EncodedResponse]]
+
+V2_INFER = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
+logger = logging.getLogger(__name__)
+
+
+def v2_infer_target(path: str) -> tuple[str, int | None] | None:
+    """(model, version) of a v2 infer path, None for any other path; bad names raise."""
+    match = V2_INFER.match(path)
+    if match is None:
+        return None
+    version = parse_version(match.group(2)) if match.group(2) else None
+    return check_model_name(match.group(1)), version
+
+
+class FrontDoor:
+    """Wraps the inference app; answers v2 infer itself."""
+
+    def __init__(self, app: FastAPI, max_request_bytes: Callable[[], int]) -> None:
+        self.app = app
+        self._answer: Answer = app.state.answer_v2_infer
+        self._max_request_bytes = max_request_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "POST"
+            or not V2_INFER.match(scope["path"])
+        ):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        if "respond-async" in headers.get("prefer", ""):
+            await self.app(scope, receive, send)
+            return
+        status, body, response_headers = await self._infer(scope["path"], headers, receive)
+        response_headers["content-length"] = str(len(body))
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (k.encode("latin-1"), v.encode("latin-1")) for k, v in response_headers.items()
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def _infer(
+        self, path: str, headers: dict[str, str], receive: Receive
+    ) -> tuple[int, bytes, dict[str, str]]:
+        json_only = {"content-type": "application/json"}
+        try:
+            target = v2_infer_target(path)
+            assert target is not None  # the caller matched the path
+            body = await _read_body(receive, headers, self._max_request_bytes())
+            header_length = header_length_value(headers.get(HEADER_LENGTH.lower()))
+            encoded = await self._answer(target[0], target[1], body, header_length)
+        except LambdaServeError as exc:
+            return status_for(exc), orjson.dumps({"error": exc.message}), json_only
+        except Exception:
+            logger.exception("unhandled error on POST %s", path)
+            error = {"error": "internal error; the server log has the details"}
+            return 500, orjson.dumps(error), json_only
+        return (
+            200,
+            encoded.body,
+            {**json_only, **{k.lower(): v for k, v in encoded.headers.items()}},
+        )
+
+
+async def _read_body(receive: Receive, headers: dict[str, str], limit: int) -> bytes:
+    declared = headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large(int(declared), limit)
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise too_large(size, limit)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
