@@ -92,6 +92,36 @@ def codec_gbps(body: bytes, header_length: int | None, count: int) -> float:
     return 2 * output.nbytes / seconds / 1e9  # decode + encode of one tensor each
 
 
+def lambda_warm_path_us(model: bytes, body: bytes, requests: int, work: str) -> float:
+    """p50 of the infer Lambda's warm path, in-process, for an API Gateway v2 infer event.
+
+    Call inside ``mock_aws()``: the catalog and bucket are moto's, in this process.
+    """
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="test",
+        AWS_SECRET_ACCESS_KEY="test",
+        AWS_DEFAULT_REGION="us-east-1",
+        LAMBDASERVE_WORK_DIR=work,
+        POWERTOOLS_METRICS_DISABLED="true",
+        POWERTOOLS_LOG_LEVEL="WARNING",
+    )
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    get_settings.cache_clear()
+    settings = get_settings()
+    clients = AwsClients(settings)
+    ensure_resources(clients, settings)
+    clients.s3.put_object(Bucket=settings.bucket, Key="models/mlp/1/model.onnx", Body=model)
+    build_manage_services(settings, clients).registrar.reconcile_model("mlp")
+
+    from lambdaserve.handlers import infer
+
+    infer.server.cache_clear()
+    context = LocalContext("infer")
+    event = api_event(body)
+    assert infer.api_handler(event, context)["statusCode"] == 200
+    return statistics.median(per_call_us(lambda: infer.api_handler(event, context), requests))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--requests", type=int, default=2000)
@@ -117,31 +147,8 @@ def main() -> None:
     )
 
     with TemporaryDirectory() as work, mock_aws():
-        os.environ.update(
-            AWS_ACCESS_KEY_ID="test",
-            AWS_SECRET_ACCESS_KEY="test",
-            AWS_DEFAULT_REGION="us-east-1",
-            LAMBDASERVE_WORK_DIR=work,
-            POWERTOOLS_METRICS_DISABLED="true",
-            POWERTOOLS_LOG_LEVEL="WARNING",
-        )
-        os.environ.pop("AWS_ENDPOINT_URL", None)
-        get_settings.cache_clear()
-        settings = get_settings()
-        clients = AwsClients(settings)
-        ensure_resources(clients, settings)
-        clients.s3.put_object(Bucket=settings.bucket, Key="models/mlp/1/model.onnx", Body=model)
-        build_manage_services(settings, clients).registrar.reconcile_model("mlp")
-
+        lambda_us = lambda_warm_path_us(model, body, args.requests, work)
         from lambdaserve.handlers import infer
-
-        infer.server.cache_clear()
-        context = LocalContext("infer")
-        event = api_event(body)
-        assert infer.api_handler(event, context)["statusCode"] == 200
-        lambda_us = statistics.median(
-            per_call_us(lambda: infer.api_handler(event, context), args.requests)
-        )
 
         port = free_port()
         server = BackgroundServer(infer.app, "127.0.0.1", port).start()

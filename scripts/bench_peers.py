@@ -362,6 +362,13 @@ class Ours:
 
     def __init__(self, model: Path) -> None:
         self._stack, self._endpoint = start_stack()
+        try:
+            self._publish(model)
+        except BaseException:
+            self.close()
+            raise
+
+    def _publish(self, model: Path) -> None:
         self._s3 = boto3.client(
             "s3",
             endpoint_url=self._endpoint,
@@ -612,6 +619,16 @@ def chart(results: dict[int, list[dict[str, object]]], path: Path) -> None:
     figure.savefig(path, dpi=100)
 
 
+def lambda_path(row: np.ndarray) -> float:
+    """The Lambda warm path's p50 (µs) for the same model and request, beside the servers."""
+    from bench_infer import lambda_warm_path_us
+    from moto import mock_aws
+
+    model = demo_mlp_bytes(inputs=784, hidden=256, outputs=10, seed=0)
+    with tempfile.TemporaryDirectory() as work, mock_aws():
+        return lambda_warm_path_us(model, v2_body(row), 2000, work)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=int, default=10)
@@ -658,9 +675,15 @@ def main() -> None:
         finally:
             if ours is not None:
                 ours.close()
+    lambda_us = lambda_path(row)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    (RESULTS / f"peers-{stamp}.json").write_text(json.dumps(results, indent=1))
+    document = {"points": results, "lambda_warm_path_p50_us": round(lambda_us, 1)}
+    (RESULTS / f"peers-{stamp}.json").write_text(json.dumps(document, indent=1))
     print(table(results))
+    print(
+        f"\nLambda warm path (infer api_handler in-process, API Gateway v2 event, JSON row): "
+        f"p50 {lambda_us:.0f} us; no peer has an equivalent (they are servers)"
+    )
     try:
         chart(results, RESULTS / "peers.png")
         docs = ROOT / "docs"
