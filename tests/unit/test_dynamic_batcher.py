@@ -149,3 +149,30 @@ def test_an_idle_lane_runs_a_lone_request_directly_and_busy_ones_still_batch():
     assert len(direct) >= 4  # sequential requests skip the queue
     assert [r.outputs["y"][0, 0] for r in results] == list(range(20))
     assert max(batched) > 1  # concurrent ones still batch
+
+
+@pytest.mark.parametrize("ready", [True, False])
+def test_fast_batches_run_on_the_loop_unless_they_would_do_io_first(ready):
+    # Given a fast model, and a server that says whether running now needs I/O first
+    threads: list[int] = []
+
+    async def counting_thread(function, *args):
+        threads.append(1)
+        return await asyncio.to_thread(function, *args)
+
+    def execute(model, version, requests, queued_ns):
+        return [BatchResult(outputs={"y": r.inputs[0].data}, version=1) for r in requests]
+
+    async def scenario():
+        batcher = DynamicBatcher(
+            execute, lambda m, v: POLICY, counting_thread, ready=lambda m, v: ready
+        )
+        await batcher.submit("m", None, row(0))  # the first run shows the model is fast
+        threads.clear()
+        # When concurrent requests arrive
+        return await asyncio.gather(*(batcher.submit("m", None, row(i)) for i in range(16)))
+
+    results = run(scenario())
+    assert [r.outputs["y"][0, 0] for r in results] == list(range(16))
+    # Then they ran on the loop when ready, and in threads (no blocking I/O on the loop) if not
+    assert (len(threads) == 0) if ready else (len(threads) > 0)

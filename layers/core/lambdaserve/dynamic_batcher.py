@@ -105,11 +105,16 @@ class DynamicBatcher:
         execute: Execute,
         policy: Callable[[str, int | None], BatchPolicy],
         run_in_thread: RunInThread,
+        *,
         clock: Callable[[], float] = time.monotonic,
         execute_one: ExecuteOne | None = None,
+        ready: Callable[[str, int | None], bool] = lambda model, version: True,
     ) -> None:
         self._execute = execute
         self._execute_one = execute_one
+        # False when running now would do I/O first (a catalog read, a model load): such
+        # runs go to a thread, whatever the model's speed, so the event loop never blocks.
+        self._ready = ready
         self._policy = policy
         self._run_in_thread = run_in_thread
         self._clock = clock
@@ -121,7 +126,8 @@ class DynamicBatcher:
         if lane is None or lane.task is None or lane.task.done():
             lane = self._lanes[(model, version)] = _Lane()
             lane.task = asyncio.get_running_loop().create_task(self._drain(model, version, lane))
-        if self._execute_one is not None and lane.last_run_s < INLINE_BELOW_S:
+        fast = lane.last_run_s < INLINE_BELOW_S and self._ready(model, version)
+        if self._execute_one is not None and fast:
             # Let requests that arrived together reach this point too, then count them:
             # a lone request for a fast model runs directly (no queue hop); company batches.
             lane.arriving += 1
@@ -192,7 +198,7 @@ class DynamicBatcher:
 
         lane.busy = True
         try:
-            if lane.last_run_s < INLINE_BELOW_S:
+            if lane.last_run_s < INLINE_BELOW_S and self._ready(model, version):
                 # A fast model: a thread hop would cost more than the run (measured: waking a
                 # pool thread and taking the GIL back took longer than a batch of 8 rows).
                 results, lane.last_run_s = timed()

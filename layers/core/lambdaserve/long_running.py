@@ -51,7 +51,13 @@ def build_serving_app(batching: bool = True) -> FrontDoor:
         except LambdaServeError as exc:
             return BatchResult(error=exc)
 
-    batcher = DynamicBatcher(execute, policy, run_in_threadpool, execute_one=execute_one)
+    batcher = DynamicBatcher(
+        execute,
+        policy,
+        run_in_threadpool,
+        execute_one=execute_one,
+        ready=lambda model, version: infer.server().is_loaded(model, version),
+    )
     app = create_inference_app(
         infer.server, lambda: settings.max_request_bytes, infer.submitter, batcher
     )
