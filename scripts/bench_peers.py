@@ -607,7 +607,8 @@ def chart(results: dict[int, list[dict[str, object]]], path: Path) -> None:
         axes[0][column].set_title(f"throughput, batching delay {delay} ms")
         axes[0][column].set_ylabel("req/s")
         axes[1][column].set_title(f"p99 latency, batching delay {delay} ms")
-        axes[1][column].set_ylabel("ms")
+        axes[1][column].set_ylabel("ms (log)")
+        axes[1][column].set_yscale("log")
         for axis in (axes[0][column], axes[1][column]):
             axis.set_xscale("log", base=2)
             axis.set_xticks(list(CONCURRENCY), [str(c) for c in CONCURRENCY])

@@ -184,6 +184,32 @@ def test_the_warm_path_reads_the_catalog_once_per_ttl(aws):
     assert calls == ["mlp", "mlp"]
 
 
+def test_a_long_running_server_serves_a_stale_view_while_it_is_re_read(aws):
+    # Given a resolver that refreshes in the background (the submitted work waits here)
+    publish(aws, "mlp", {"1/model.onnx": builders.onnx_mlp()})
+    now, submitted = [0.0], []
+    resolver = VersionResolver(aws.services.catalog, ttl_s=2.0, clock=lambda: now[0])
+    resolver.refresh_in_background(submitted.append)
+    assert resolver.resolve("mlp").version == 1
+    # When the view goes stale and a newer version becomes the default
+    publish(aws, "mlp", {"2/model.onnx": builders.onnx_mlp(seed=2)})
+    now[0] = 2.5
+    # Then requests are answered from the stale view at once, with one refresh queued
+    assert resolver.is_fresh("mlp")
+    assert [resolver.resolve("mlp").version for _ in range(5)] == [1] * 5
+    assert len(submitted) == 1
+    # and once the refresh has run, the new default serves
+    submitted.pop()()
+    assert resolver.resolve("mlp").version == 2
+    # A model that disappears is forgotten by the refresh: the next request hears it
+    aws.services.catalog.get_model = lambda name: None
+    now[0] = 5.0
+    resolver.resolve("mlp")
+    submitted.pop()()
+    with pytest.raises(ModelNotFound):
+        resolver.resolve("mlp")
+
+
 def test_loaded_versions_are_unloaded_least_recently_used_first(aws):
     from dataclasses import replace
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -24,6 +25,8 @@ def build_serving_app(batching: bool = True) -> FrontDoor:
     from lambdaserve.handlers import infer
 
     settings = get_settings()
+    refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="catalog-refresh")
+    infer.server().resolver.refresh_in_background(refresher.submit)
     if not batching:
         return FrontDoor(infer.app, lambda: settings.max_request_bytes)
 

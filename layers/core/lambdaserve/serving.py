@@ -11,7 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -56,6 +56,8 @@ class _ModelView:
     versions: dict[int, VersionRecord]
     default_version: int | None
     read_at: float
+    # ServedVersion per version, built once per view: resolve runs several times a request
+    served: dict[int, ServedVersion] = field(default_factory=dict)
 
 
 class VersionResolver:
@@ -68,6 +70,17 @@ class VersionResolver:
         self._ttl_s = ttl_s
         self._clock = clock
         self._views: dict[str, _ModelView] = {}
+        self._refresh: Callable[[Callable[[], None]], Any] | None = None
+        self._refreshing: set[str] = set()
+        self._lock = threading.Lock()
+
+    def refresh_in_background(self, submit: Callable[[Callable[[], None]], Any]) -> None:
+        """Serve a stale view at once and re-read it with ``submit`` (long-running servers).
+
+        Every TTL, one request would otherwise wait for the catalog read, and with it every
+        request batched behind it (p99). Not for Lambda: a frozen sandbox stops the thread.
+        """
+        self._refresh = submit
 
     def resolve(self, model: str, version: int | None = None) -> ServedVersion:
         """The READY version asked for (or the default), else ModelNotFound/ModelNotReady."""
@@ -81,9 +94,12 @@ class VersionResolver:
             raise ModelNotFound(f"model {model!r} has no version {number}")
         if record.state != policy.READY:
             raise ModelNotReady(f"version {number} of {model!r} is {record.state}: {record.reason}")
-        return ServedVersion(
-            model, number, view.config, record, Signature.from_json(record.signature)
-        )
+        served = view.served.get(number)
+        if served is None:
+            served = view.served[number] = ServedVersion(
+                model, number, view.config, record, Signature.from_json(record.signature)
+            )
+        return served
 
     def versions(self, model: str) -> dict[int, VersionRecord]:
         return self._view(model).versions
@@ -92,13 +108,41 @@ class VersionResolver:
         return self._view(model).config
 
     def is_fresh(self, model: str) -> bool:
+        """True when resolving ``model`` now needs no catalog read."""
         view = self._views.get(model)
-        return view is not None and self._clock() - view.read_at < self._ttl_s
+        if view is None:
+            return False
+        return self._refresh is not None or self._clock() - view.read_at < self._ttl_s
 
     def _view(self, model: str) -> _ModelView:
         view = self._views.get(model)
         if view is not None and self._clock() - view.read_at < self._ttl_s:
             return view
+        if view is not None and self._refresh is not None:
+            self._refresh_later(model)
+            return view
+        return self._read(model)
+
+    def _refresh_later(self, model: str) -> None:
+        with self._lock:
+            if model in self._refreshing or self._refresh is None:
+                return
+            self._refreshing.add(model)
+
+        def refresh() -> None:
+            try:
+                self._read(model)
+            except ModelNotFound:
+                self._views.pop(model, None)  # gone: the next request hears it at once
+            except Exception:
+                logger.warning("catalog refresh of %s failed; serving the last view", model)
+            finally:
+                with self._lock:
+                    self._refreshing.discard(model)
+
+        self._refresh(refresh)
+
+    def _read(self, model: str) -> _ModelView:
         record = self._catalog.get_model(model)
         if record is None:
             raise ModelNotFound(f"unknown model {model!r}")
