@@ -405,8 +405,9 @@ class AsyncSubmitter:
                 request=document,
             )
         self._results.create_pending(envelope)
-        wants_gpu = served.config.instance_kind == "GPU" and self._gpu_queue_url is not None
-        queue_url = self._gpu_queue_url if wants_gpu and self._gpu_queue_url else self._queue_url
+        queue_url = self._queue_url
+        if served.config.instance_kind == "GPU" and self._gpu_queue_url is not None:
+            queue_url = self._gpu_queue_url
         try:
             self._sqs.send_message(
                 QueueUrl=queue_url(), MessageBody=orjson.dumps(envelope.to_message()).decode()

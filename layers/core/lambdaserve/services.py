@@ -82,8 +82,6 @@ def build_queue_services(settings: Settings, clients: AwsClients | None = None) 
     def url_of(name: str) -> Callable[[], str]:
         return cache(lambda: str(clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]))
 
-    gpu = settings.gpu_requests_queue
-
     return QueueServices(
         ResultStore(
             clients.dynamodb, settings.table, clients.s3, settings.bucket, settings.results_ttl_s
@@ -91,7 +89,7 @@ def build_queue_services(settings: Settings, clients: AwsClients | None = None) 
         PayloadStore(clients.s3, settings.bucket),
         clients.sqs,
         url_of(settings.requests_queue),
-        url_of(gpu) if gpu else None,
+        url_of(settings.gpu_requests_queue) if settings.gpu_requests_queue else None,
     )
 
 

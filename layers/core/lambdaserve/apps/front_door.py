@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import orjson
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from lambdaserve.apps.errors import status_for
-from lambdaserve.apps.inference import header_length_value, too_large
+from lambdaserve.apps.inference import header_length_value, read_limited
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.v2 import HEADER_LENGTH, EncodedResponse
 from lambdaserve.repository import check_model_name, parse_version
@@ -26,15 +26,6 @@ Answer = Callable[[str, int | None, bytes, int | None], Awaitable[EncodedRespons
 
 V2_INFER = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 logger = logging.getLogger(__name__)
-
-
-def v2_infer_target(path: str) -> tuple[str, int | None] | None:
-    """(model, version) of a v2 infer path, None for any other path; bad names raise."""
-    match = V2_INFER.match(path)
-    if match is None:
-        return None
-    version = parse_version(match.group(2)) if match.group(2) else None
-    return check_model_name(match.group(1)), version
 
 
 class FrontDoor:
@@ -46,18 +37,19 @@ class FrontDoor:
         self._max_request_bytes = max_request_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope["method"] != "POST"
-            or not V2_INFER.match(scope["path"])
-        ):
+        match = (
+            V2_INFER.match(scope["path"])
+            if scope["type"] == "http" and scope["method"] == "POST"
+            else None
+        )
+        if match is None:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         if "respond-async" in headers.get("prefer", ""):
             await self.app(scope, receive, send)
             return
-        status, body, response_headers = await self._infer(scope["path"], headers, receive)
+        status, body, response_headers = await self._infer(match, headers, receive)
         response_headers["content-length"] = str(len(body))
         await send(
             {
@@ -71,19 +63,20 @@ class FrontDoor:
         await send({"type": "http.response.body", "body": body})
 
     async def _infer(
-        self, path: str, headers: dict[str, str], receive: Receive
+        self, match: re.Match[str], headers: dict[str, str], receive: Receive
     ) -> tuple[int, bytes, dict[str, str]]:
         json_only = {"content-type": "application/json"}
         try:
-            target = v2_infer_target(path)
-            assert target is not None  # the caller matched the path
-            body = await _read_body(receive, headers, self._max_request_bytes())
+            model = check_model_name(match.group(1))
+            version = parse_version(match.group(2)) if match.group(2) else None
+            limit = self._max_request_bytes()
+            body = await read_limited(_chunks(receive), headers.get("content-length"), limit)
             header_length = header_length_value(headers.get(HEADER_LENGTH.lower()))
-            encoded = await self._answer(target[0], target[1], body, header_length)
+            encoded = await self._answer(model, version, body, header_length)
         except LambdaServeError as exc:
             return status_for(exc), orjson.dumps({"error": exc.message}), json_only
         except Exception:
-            logger.exception("unhandled error on POST %s", path)
+            logger.exception("unhandled error on POST %s", match.group(0))
             error = {"error": "internal error; the server log has the details"}
             return 500, orjson.dumps(error), json_only
         return (
@@ -93,20 +86,12 @@ class FrontDoor:
         )
 
 
-async def _read_body(receive: Receive, headers: dict[str, str], limit: int) -> bytes:
-    declared = headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large(int(declared), limit)
-    chunks, size = [], 0
+async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
+    """The request body's chunks from ASGI messages."""
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise too_large(size, limit)
-        chunks.append(chunk)
+            return
+        yield message.get("body", b"")
         if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
+            return

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request, Response
@@ -180,7 +180,7 @@ def v2_infer(
 
 def check_body_size(size: int, limit: int) -> None:
     if size > limit:
-        raise too_large(size, limit)
+        raise _too_large(size, limit)
 
 
 async def _batched(
@@ -235,20 +235,23 @@ def _install_request_status(app: FastAPI, submitter: Callable[[], AsyncSubmitter
 
 async def read_limited_body(request: Request, limit: int) -> bytes:
     """The body, or 413 before reading more than ``limit`` bytes."""
-    declared = request.headers.get("content-length")
+    return await read_limited(request.stream(), request.headers.get("content-length"), limit)
+
+
+async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
+    """A body from its chunks and declared Content-Length; 413 before going over ``limit``."""
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_large(int(declared), limit)
-    chunks, size = [], 0
-    async for chunk in request.stream():
+        raise _too_large(int(declared), limit)
+    parts, size = [], 0
+    async for chunk in chunks:
         size += len(chunk)
         if size > limit:
-            raise too_large(size, limit)
-        chunks.append(chunk)
-    return b"".join(chunks)
+            raise _too_large(size, limit)
+        parts.append(chunk)
+    return b"".join(parts)
 
 
-def too_large(size: int, limit: int) -> PayloadTooLarge:
-    """413: the body is over the limit, and what to do instead."""
+def _too_large(size: int, limit: int) -> PayloadTooLarge:
     return PayloadTooLarge(
         f"request body is {size} bytes, over the {limit}-byte limit: a synchronous Lambda "
         "invocation takes 6 MB and API Gateway 10 MB; send fewer rows per request, or binary "
