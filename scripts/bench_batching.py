@@ -34,6 +34,7 @@ import onnxruntime as ort
 from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.emulator import free_port, wait_for_port
 
+JSON_HEADERS = {"Content-Type": "application/json"}
 CONFIG = b"max_batch_size: 1024\ndynamic_batching { max_queue_delay_microseconds: 0 }\n"
 
 
@@ -191,7 +192,7 @@ def load_wrk(
     path: str = "/v2/models/mlp/infer",
     headers: dict[str, str] | None = None,
 ) -> dict[str, float]:
-    headers = headers or {"Content-Type": "application/json"}
+    headers = headers or JSON_HEADERS
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         escaped = "".join(f"\\{byte}" for byte in body)  # any bytes, binary tensors too
         script.write(f'wrk.method = "POST"\nwrk.body = "{escaped}"\n')
@@ -238,7 +239,7 @@ def load_python(
     path: str = "/v2/models/mlp/infer",
     headers: dict[str, str] | None = None,
 ) -> dict[str, float]:
-    headers = headers or {"Content-Type": "application/json"}
+    headers = headers or JSON_HEADERS
     latencies: list[float] = []
     errors = [0]
     stop = time.monotonic() + seconds

@@ -2,7 +2,7 @@
 
 Same model for all (MLP 784->256->10, seeded; ONNX opset 17 with a dynamic batch for
 lambdaserve and Triton, its TorchScript twin for TorchServe), the same request (one row of
-784 floats as JSON), max batch 8, batching delay 0 and 5 ms, concurrency 1, 8, 32. Each
+784 floats as JSON_HEADERS), max batch 8, batching delay 0 and 5 ms, concurrency 1, 8, 32. Each
 peer is installed into its own venv under bench/peers/, bound to 127.0.0.1, and stopped by
 process group. Load comes from wrk (Debian package) when installed, else a bounded Python
 generator; every point checks a sample answer against onnxruntime run directly.
@@ -33,11 +33,11 @@ import boto3
 import numpy as np
 import onnx
 import onnxruntime as ort
-from bench_batching import load_python, load_wrk, start_stack
+from bench_batching import JSON_HEADERS, load_python, load_wrk, start_stack
 from onnx import numpy_helper
 
 from lambdaserve.local.demo import demo_mlp_bytes
-from lambdaserve.local.emulator import free_port, wait_for_port
+from lambdaserve.local.emulator import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS_DIR = ROOT / "bench" / "peers"
@@ -56,9 +56,6 @@ class Call:
     headers: dict[str, str]
 
 
-JSON = {"Content-Type": "application/json"}
-
-
 @dataclass
 class Running:
     """A started server: its process group, what to send where, how to read answers."""
@@ -69,8 +66,8 @@ class Running:
     path: str
     calls: dict[str, Call]
     answer: Callable[[bytes], np.ndarray]
-    startup_s: float = 0.0
     extra: dict[str, object] = field(default_factory=dict)
+    spawned_at: float = field(default_factory=time.monotonic)  # built right after spawning
 
 
 # ----------------------------------------------------------------------------- the model
@@ -144,11 +141,22 @@ def v2_binary_call(row: np.ndarray) -> Call:
 
 
 def v2_calls(row: np.ndarray) -> dict[str, Call]:
-    return {"json": Call(v2_body(row), JSON), "binary": v2_binary_call(row)}
+    return {"json": Call(v2_body(row), JSON_HEADERS), "binary": v2_binary_call(row)}
 
 
 def v2_answer(raw: bytes) -> np.ndarray:
     return np.asarray(json.loads(raw)["outputs"][0]["data"], np.float32)
+
+
+def v2_server(
+    name: str,
+    process: subprocess.Popen[bytes],
+    port: int,
+    row: np.ndarray,
+    extra: dict[str, object],
+) -> Running:
+    """A server speaking KServe v2 (JSON and binary tensors) at the usual infer path."""
+    return Running(name, process, port, "/v2/models/mlp/infer", v2_calls(row), v2_answer, extra)
 
 
 # ----------------------------------------------------------------------------- peers
@@ -280,7 +288,6 @@ def start_torchserve(
         "OMP_NUM_THREADS": "1",
         "PATH": f"{venv / 'bin'}:{os.environ['PATH']}",
     }
-    started = time.monotonic()
     process = _spawn(
         [
             str(venv / "bin" / "torchserve"),
@@ -295,17 +302,15 @@ def start_torchserve(
         env,
         home / "torchserve.out",
     )
-    running = Running(
+    return Running(
         "torchserve",
         process,
         ports["inference"],
         "/predictions/mlp",
-        {"json": Call(json.dumps({"data": row.ravel().tolist()}).encode(), JSON)},
+        {"json": Call(json.dumps({"data": row.ravel().tolist()}).encode(), JSON_HEADERS)},
         lambda raw: np.asarray(json.loads(raw), np.float32).ravel(),
         extra={"workers": workers},
     )
-    running.startup_s = -started
-    return running
 
 
 def start_triton(
@@ -329,7 +334,6 @@ def start_triton(
         "TMPDIR": str(home),
         "HOME": str(home),
     }
-    started = time.monotonic()
     process = _spawn(
         [
             str(python),
@@ -344,17 +348,7 @@ def start_triton(
         env,
         home / "triton.out",
     )
-    running = Running(
-        "triton",
-        process,
-        http_port,
-        "/v2/models/mlp/infer",
-        v2_calls(row),
-        v2_answer,
-        extra={"instances": instances},
-    )
-    running.startup_s = -started
-    return running
+    return v2_server("triton", process, http_port, row, {"instances": instances})
 
 
 class Ours:
@@ -400,7 +394,6 @@ class Ours:
             "POWERTOOLS_METRICS_DISABLED": "true",
             "POWERTOOLS_LOG_LEVEL": "WARNING",
         }
-        started = time.monotonic()
         process = _spawn(
             [
                 sys.executable,
@@ -415,18 +408,7 @@ class Ours:
             env,
             work / "ours.out",
         )
-        wait_for_port("127.0.0.1", port, 60)
-        running = Running(
-            "lambdaserve",
-            process,
-            port,
-            "/v2/models/mlp/infer",
-            v2_calls(row),
-            v2_answer,
-            extra={"workers": workers},
-        )
-        running.startup_s = -started
-        return running
+        return v2_server("lambdaserve", process, port, row, {"workers": workers})
 
     def close(self) -> None:
         self._stack.send_signal(signal.SIGINT)
@@ -523,9 +505,8 @@ def run_server(
     running = start()
     points: list[dict[str, object]] = []
     try:
-        began = -running.startup_s
         _wait_answering(running, expected)
-        startup = round(time.monotonic() - began, 2)
+        startup = round(time.monotonic() - running.spawned_at, 2)
         for protocol in running.calls:
             check(running, expected, protocol)
             load(running, protocol, 4, 2)  # warm-up
