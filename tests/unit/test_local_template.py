@@ -14,9 +14,9 @@ from lambdaserve.local.template import (
     load_template,
     stateful_template,
 )
-from lambdaserve.queued import AsyncSubmitter
 from lambdaserve.services import build_model_server, build_queue_services
 from lambdaserve.settings import Settings
+from lambdaserve.submit import AsyncSubmitter
 from tests import builders
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 from lambdaserve.errors import ModelNotReady
 
@@ -60,6 +60,24 @@ class ArtifactCache:
         self._verified: set[str] = set()
         self._verified_lock = threading.Lock()
         self.downloads = 0
+        self.clean_leftovers()
+
+    def clean_leftovers(self) -> int:
+        """Remove partial downloads and staging views that a killed process left behind.
+
+        A writer holds its blob's (or view's) lock for as long as its temporary exists, so a
+        temporary whose lock is free has no writer. Returns the bytes freed.
+        """
+        freed = 0
+        for partial in self._blobs.glob("*.part"):
+            sha256 = partial.name.split(".", 1)[0]
+            freed += _remove_unlocked(partial, self._blobs / f"{sha256}.lock")
+        for staging in self._views.glob("*.tmp"):
+            view_id = staging.name.split(".", 1)[0]
+            freed += _remove_unlocked(staging, self._views / f"{view_id}.lock")
+        if freed:
+            logger.info("removed %d bytes left by an interrupted download", freed)
+        return freed
 
     def materialize(self, files: Sequence[CachedFile]) -> Path:
         """A directory holding ``files`` at their relative paths, each verified."""
@@ -158,6 +176,28 @@ class ArtifactCache:
 
     def _blob_files(self) -> list[Path]:
         return [p for p in self._blobs.iterdir() if "." not in p.name]
+
+
+def _remove_unlocked(path: Path, lock_path: Path) -> int:
+    try:
+        with FileLock(str(lock_path), timeout=0):
+            size = _size(path)
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            return size
+    except Timeout:
+        return 0  # a live writer holds it
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

@@ -37,3 +37,11 @@ class InferenceError(LambdaServeError):
 
 class ModelRejected(LambdaServeError):
     """A published version failed validation; the message says what to fix."""
+
+
+class StorageUnavailable(LambdaServeError):
+    """A store the request depends on failed; trying the same request later may work."""
+
+
+class RequestTimeout(LambdaServeError):
+    """The client did not send its request in time."""

@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 
 from lambdaserve.apps.front_door import FrontDoor
 from lambdaserve.apps.inference import create_inference_app
+from lambdaserve.apps.slow_clients import BodyTimeout
 from lambdaserve.dynamic_batcher import BatchPolicy, DynamicBatcher
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.v2 import InferRequest
@@ -19,7 +20,7 @@ from lambdaserve.serving import BatchResult, batch_limit
 from lambdaserve.settings import get_settings
 
 
-def build_serving_app(batching: bool = True) -> FrontDoor:
+def build_serving_app(batching: bool = True) -> BodyTimeout:
     """The inference app behind its front door; with ``batching``, v2 infer goes through the
     dynamic batcher."""
     from lambdaserve.handlers import infer
@@ -28,7 +29,9 @@ def build_serving_app(batching: bool = True) -> FrontDoor:
     refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="catalog-refresh")
     infer.server().resolver.refresh_in_background(refresher.submit)
     if not batching:
-        return FrontDoor(infer.app, lambda: settings.max_request_bytes)
+        return BodyTimeout(
+            FrontDoor(infer.app, lambda: settings.max_request_bytes), settings.client_timeout_s
+        )
 
     def execute(
         model: str, version: int | None, requests: list[InferRequest], queued_ns: list[int]
@@ -64,13 +67,15 @@ def build_serving_app(batching: bool = True) -> FrontDoor:
     app = create_inference_app(
         infer.server, lambda: settings.max_request_bytes, infer.submitter, batcher
     )
-    return FrontDoor(app, lambda: settings.max_request_bytes)
+    return BodyTimeout(
+        FrontDoor(app, lambda: settings.max_request_bytes), settings.client_timeout_s
+    )
 
 
 _BATCHING_ENV = "LAMBDASERVE_SERVE_BATCHING"
 
 
-def serving_app_from_env() -> FrontDoor:
+def serving_app_from_env() -> BodyTimeout:
     """The app factory each uvicorn worker process calls (``serve`` with ``workers > 1``)."""
     return build_serving_app(os.environ.get(_BATCHING_ENV, "1") == "1")
 
@@ -93,6 +98,8 @@ def serve(host: str, port: int, batching: bool = True, workers: int = 1) -> None
         "proxy_headers": False,
         "server_header": False,
         "date_header": False,
+        # headers must arrive within LAMBDASERVE_CLIENT_TIMEOUT_S (uvicorn has no such timer)
+        "http": "lambdaserve.apps.slow_clients:HeaderTimeoutHttp",
     }
     if workers <= 1:
         uvicorn.run(build_serving_app(batching), **options)

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from lambdaserve import policy
 from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord, now_iso
 from lambdaserve.errors import InvalidInput, ModelRejected
@@ -153,18 +155,21 @@ class Registrar:
         try:
             validated = self._validator.validate(objects, config)
         except ModelRejected as exc:
-            logger.info(
-                "version rejected",
-                extra={"model": loading.model, "version": loading.version, "reason": exc.message},
+            return self._rejected(loading, exc.message)
+        except (BotoCoreError, ClientError) as exc:
+            # Not a fact about the model: record it without the fingerprint (so the next
+            # event or reconcile validates again) and let the event be retried.
+            self._catalog.put_version(
+                replace(
+                    self._rejected(loading, f"could not read the version from the bucket: {exc}"),
+                    fingerprint="",
+                )
             )
-            return replace(
-                loading,
-                pending=False,
-                valid=False,
-                validation_error=exc.message,
-                state=policy.UNAVAILABLE,
-                reason=exc.message,
-                validated_at=now_iso(),
+            raise
+        except Exception as exc:
+            logger.exception("validation of %s/%s failed", loading.model, loading.version)
+            return self._rejected(
+                loading, f"validation failed: {type(exc).__name__}: {str(exc)[:300]}"
             )
         return replace(
             loading,
@@ -177,6 +182,21 @@ class Registrar:
             sha256=validated.sha256,
             size=validated.size,
             files=tuple(f.__dict__ for f in validated.files),
+            validated_at=now_iso(),
+        )
+
+    def _rejected(self, loading: VersionRecord, reason: str) -> VersionRecord:
+        logger.info(
+            "version rejected",
+            extra={"model": loading.model, "version": loading.version, "reason": reason},
+        )
+        return replace(
+            loading,
+            pending=False,
+            valid=False,
+            validation_error=reason,
+            state=policy.UNAVAILABLE,
+            reason=reason,
             validated_at=now_iso(),
         )
 

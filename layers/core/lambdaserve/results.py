@@ -17,7 +17,7 @@ import orjson
 from botocore.exceptions import ClientError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lambdaserve.errors import Conflict, InvalidInput
+from lambdaserve.errors import Conflict, InvalidInput, StorageUnavailable
 
 PENDING, SUCCESS, ERROR, TIMEOUT = "PENDING", "SUCCESS", "ERROR", "TIMEOUT"
 TERMINAL = {SUCCESS, ERROR, TIMEOUT}
@@ -155,6 +155,7 @@ class ResultStore:
         error: str = "",
         *,
         model: str = "",
+        body_key: str | None = None,
     ) -> bool:
         """Write the terminal state once; False when another delivery already did.
 
@@ -179,7 +180,10 @@ class ResultStore:
             "model = if_not_exists(model, :model)",
             "created_at_ms = if_not_exists(created_at_ms, :done)",
         ]
-        if body is not None:
+        if body_key is not None:
+            values[":key"] = {"S": body_key}
+            sets.append("body_key = :key")
+        elif body is not None:
             if len(body) > INLINE_LIMIT:
                 key = f"results/{request_id}"
                 self._s3.put_object(Bucket=self._bucket, Key=key, Body=body)
@@ -237,22 +241,43 @@ class ResultStore:
 
 
 class PayloadStore:
-    """Request bodies too large for an SQS message, under ``requests/`` in the bucket."""
+    """Bodies too large for a message: requests under ``requests/``, results under
+    ``results/`` (each keyed by the request id, so one request can only name its own)."""
 
     def __init__(self, s3: Any, bucket: str) -> None:
         self._s3 = s3
         self._bucket = bucket
 
     def put(self, request_id: str, body: bytes) -> str:
-        key = f"requests/{request_id}"
+        key = request_key(request_id)
         self._s3.put_object(Bucket=self._bucket, Key=key, Body=body)
         return key
 
     def get(self, key: str) -> bytes:
-        if not key.startswith("requests/"):
-            raise InvalidInput("payload_key must point under requests/")
-        body: bytes = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+        """A stored body; InvalidInput when it is gone, StorageUnavailable on other errors."""
+        if not key.startswith(("requests/", "results/")):
+            raise InvalidInput("a payload key points under requests/ or results/")
+        try:
+            body: bytes = self._s3.get_object(Bucket=self._bucket, Key=key)["Body"].read()
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in ("NoSuchKey", "404", "NotFound"):
+                raise InvalidInput(
+                    f"the request's stored body {key} is gone (deleted, or already answered); "
+                    "submit the request again"
+                ) from None
+            raise StorageUnavailable(f"reading {key} failed: {exc}") from exc
+        except Exception as exc:
+            raise StorageUnavailable(f"reading {key} failed: {exc}") from exc
         return body
+
+    def put_result(self, request_id: str, body: bytes) -> str:
+        key = f"results/{request_id}"
+        self._s3.put_object(Bucket=self._bucket, Key=key, Body=body)
+        return key
 
     def delete(self, key: str) -> None:
         self._s3.delete_object(Bucket=self._bucket, Key=key)
+
+
+def request_key(request_id: str) -> str:
+    return f"requests/{request_id}"

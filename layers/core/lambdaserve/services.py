@@ -11,8 +11,9 @@ from typing import Any
 from lambdaserve.aws import AwsClients
 from lambdaserve.cache import ArtifactCache
 from lambdaserve.catalog import Catalog
+from lambdaserve.invokers import LambdaInvoker
 from lambdaserve.management import ModelManager
-from lambdaserve.queued import InProcessInvoker, Invoker, LambdaInvoker, QueuedInference
+from lambdaserve.queued import InProcessInvoker, Invoker, QueuedInference
 from lambdaserve.registrar import Registrar
 from lambdaserve.repository import ModelRepository
 from lambdaserve.results import PayloadStore, ResultStore

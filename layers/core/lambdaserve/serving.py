@@ -12,21 +12,22 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
 from lambdaserve import policy
 from lambdaserve.batching import Batch, assemble, check_invariant, concatenate, split
+from lambdaserve.binding import bind_inputs, select_outputs
 from lambdaserve.cache import ArtifactCache, CachedFile
 from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord
-from lambdaserve.errors import InvalidInput, LambdaServeError, ModelNotFound, ModelNotReady
-from lambdaserve.modelconfig import ModelConfig, TensorSpec
-from lambdaserve.protocol.v2 import InferRequest, parse_infer_request
+from lambdaserve.errors import LambdaServeError, ModelNotFound, ModelNotReady
+from lambdaserve.modelconfig import ModelConfig
+from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.registrar import effective_config
 from lambdaserve.runtimes import LoadedModel, LoadOptions, Signature, runtime_named
 from lambdaserve.stats import Execution, StatsRegistry
+from lambdaserve.warmup import warm_up
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -382,70 +383,6 @@ class ModelServer:
         return loaded
 
 
-def warm_up(loaded: LoadedModel, signature: Signature, directory: Path) -> None:
-    """Run sample requests shipped as ``warmup/*.json`` in the version, else zero inputs."""
-    samples = sorted(directory.glob("warmup/*.json"))
-    requests: list[InferRequest | None] = [parse_infer_request(p.read_bytes()) for p in samples]
-    names = [t.name for t in signature.outputs]
-    for request in requests or [None]:
-        inputs = bind_inputs(request, signature) if request else zero_inputs(signature.inputs)
-        try:
-            loaded.run(inputs, names)
-        except LambdaServeError as exc:
-            # A model with data-dependent shapes may refuse zeros; it still serves.
-            logger.warning("warm-up run failed: %s", exc.message)
-
-
-def zero_inputs(specs: Sequence[TensorSpec]) -> dict[str, np.ndarray[Any, Any]]:
-    """One zero (or empty-string) input per tensor, dynamic dims set to 1."""
-    from lambdaserve.tensors import numpy_dtype
-
-    inputs = {}
-    for spec in specs:
-        shape = tuple(1 if d < 0 else d for d in spec.shape)
-        if spec.datatype == "BYTES":
-            inputs[spec.name] = np.full(shape, b"", dtype=object)
-        else:
-            inputs[spec.name] = np.zeros(shape, dtype=numpy_dtype(spec.datatype))
-    return inputs
-
-
-def bind_inputs(request: InferRequest, signature: Signature) -> dict[str, np.ndarray[Any, Any]]:
-    """Match request tensors to the signature; errors name the tensor, expected and got."""
-    provided = {tensor.name: tensor for tensor in request.inputs}
-    if len(provided) != len(request.inputs):
-        raise InvalidInput("an input name appears more than once")
-    expected = {spec.name: spec for spec in signature.inputs}
-    for name in provided:
-        if name not in expected:
-            raise InvalidInput(f"unknown input {name!r}; the model takes {sorted(expected)}")
-    bound = {}
-    for spec in signature.inputs:
-        tensor = provided.get(spec.name)
-        if tensor is None:
-            raise InvalidInput(f"missing input {spec.name!r} ({spec.datatype} {list(spec.shape)})")
-        if tensor.datatype != spec.datatype:
-            raise InvalidInput(
-                f"input {spec.name!r}: expected datatype {spec.datatype}, got {tensor.datatype}"
-            )
-        if not _shape_fits(tensor.shape, spec.shape):
-            raise InvalidInput(
-                f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(tensor.shape)}"
-            )
-        bound[spec.name] = tensor.data
-    return bound
-
-
-def select_outputs(request: InferRequest, signature: Signature) -> list[str]:
-    names = [spec.name for spec in signature.outputs]
-    if not request.outputs:
-        return names
-    for output in request.outputs:
-        if output.name not in names:
-            raise InvalidInput(f"unknown output {output.name!r}; the model has {names}")
-    return [output.name for output in request.outputs]
-
-
 def batch_limit(served: ServedVersion, default: int) -> int:
     """How many rows one execution may take: the config's max_batch_size, or for a model
     whose every input has a dynamic first dimension, ``default`` (Triton's auto-complete)."""
@@ -455,12 +392,6 @@ def batch_limit(served: ServedVersion, default: int) -> int:
     if inputs and all(spec.shape[:1] == (-1,) for spec in inputs):
         return default
     return 0
-
-
-def _shape_fits(got: Sequence[int], expected: Sequence[int]) -> bool:
-    return len(got) == len(expected) and all(
-        e in (-1, g) for g, e in zip(got, expected, strict=True)
-    )
 
 
 def _batch_size(inputs: Mapping[str, np.ndarray[Any, Any]], served: ServedVersion) -> int:

@@ -41,6 +41,9 @@ class Settings:
     topup_messages: int = 90
     topup_window_s: float = 0.02
     retry_delay_s: float = 2.0
+    visibility_lease_s: int = 30
+    reply_to_allowed: tuple[str, ...] = ()
+    client_timeout_s: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -87,6 +90,17 @@ class Settings:
                 env.get("LAMBDASERVE_TOPUP_WINDOW_S", str(defaults.topup_window_s))
             ),
             retry_delay_s=float(env.get("LAMBDASERVE_RETRY_DELAY_S", str(defaults.retry_delay_s))),
+            visibility_lease_s=int(
+                env.get("LAMBDASERVE_VISIBILITY_LEASE_S", str(defaults.visibility_lease_s))
+            ),
+            reply_to_allowed=tuple(
+                entry.strip()
+                for entry in env.get("LAMBDASERVE_REPLY_TO_ALLOWED", "").split(",")
+                if entry.strip()
+            ),
+            client_timeout_s=float(
+                env.get("LAMBDASERVE_CLIENT_TIMEOUT_S", str(defaults.client_timeout_s))
+            ),
         )
 
 

@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 
 from lambdaserve.errors import InvalidInput
+from lambdaserve.protocol.limits import MAX_RANK
 
 _V2_TO_NUMPY: dict[str, Any] = {
     "BOOL": np.bool_,
@@ -67,6 +69,10 @@ def check_shape(name: str, shape: Any) -> tuple[int, ...]:
         isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
     ):
         raise InvalidInput(f"input {name!r}: shape must be a list of non-negative integers")
+    if len(shape) > MAX_RANK:
+        raise InvalidInput(
+            f"input {name!r}: shape has {len(shape)} dimensions; at most {MAX_RANK} are supported"
+        )
     return tuple(shape)
 
 
@@ -75,11 +81,14 @@ def from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np
     dtype = numpy_dtype(datatype, name)
     try:
         if datatype == "BYTES":
-            flat = np.array([_as_bytes(v) for v in _flatten(data)], dtype=object)
+            flat = np.array([_as_bytes(v) for v in _flatten(data, len(shape))], dtype=object)
         else:
             flat = np.asarray(data, dtype=dtype).reshape(-1)
     except (ValueError, TypeError, OverflowError) as exc:
         raise InvalidInput(f"input {name!r}: data is not {datatype}: {exc}") from None
+    # JSON has no NaN, so a NaN here came from a null or a string; False from a null too.
+    if (dtype.kind == "f" and np.isnan(flat).any()) or dtype.kind == "b":
+        _check_elements(name, datatype, data, len(shape))
     expected = element_count(shape)
     if flat.size != expected:
         raise InvalidInput(
@@ -142,13 +151,38 @@ def _bytes_from_binary(name: str, buffer: memoryview, expected: int) -> np.ndarr
     return np.array(values, dtype=object)
 
 
-def _flatten(data: Any) -> list[Any]:
-    if isinstance(data, list | tuple):
-        out: list[Any] = []
-        for item in data:
-            out.extend(_flatten(item))
-        return out
-    return [data]
+def _flatten(data: Any, rank: int) -> list[Any]:
+    """Row-major elements of nested lists at most ``rank`` deep (iteratively)."""
+    out: list[Any] = []
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, list | tuple):
+            if depth >= max(rank, 1):
+                raise ValueError(f"data nests deeper than the shape's {rank} dimensions")
+            stack.extend((child, depth + 1) for child in reversed(item))
+        else:
+            out.append(item)
+    return out
+
+
+def _check_elements(name: str, datatype: str, data: Any, rank: int) -> None:
+    """Name the first element that is not a JSON number (or boolean for BOOL)."""
+    try:
+        elements = _flatten(data, rank)
+    except ValueError as exc:
+        raise InvalidInput(f"input {name!r}: {exc}") from None
+    for index, value in enumerate(elements):
+        if datatype == "BOOL":
+            ok = isinstance(value, bool)
+        else:
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok:
+            wanted = "true or false" if datatype == "BOOL" else "a number"
+            raise InvalidInput(
+                f"input {name!r}: element {index} is {orjson.dumps(value).decode()}, not "
+                f"{wanted} ({datatype}); JSON null is not a value"
+            )
 
 
 def _as_bytes(value: Any) -> bytes:

@@ -11,8 +11,11 @@ from lambdaserve.errors import ModelRejected
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
 from lambdaserve.runtimes import MODEL_FILES, Signature, runtime_for
+from lambdaserve.warmup import check_warmup
 
 _CHUNK = 1024 * 1024
+_MAX_NAME_BYTES = 255
+_MAX_PATH_BYTES = 1024
 
 
 @dataclass(frozen=True)
@@ -60,12 +63,23 @@ class VersionValidator:
                 f"version is {total} bytes, over the {self._max_bytes}-byte limit "
                 "(LAMBDASERVE_MAX_MODEL_BYTES)"
             )
+        for path in by_path:
+            _check_path(path)
         Path(self._work_dir).mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=self._work_dir, prefix="validate-") as scratch:
             root = Path(scratch)
             files = tuple(self._fetch(root, path, info) for path, info in sorted(by_path.items()))
             runtime = runtime_for(model_file)
-            signature = runtime.inspect(root / model_file, config)
+            try:
+                signature = runtime.inspect(root / model_file, config)
+                check_warmup(root, signature)
+            except ModelRejected as exc:
+                raise ModelRejected(scrub(exc.message, root)) from exc
+            except Exception as exc:  # whatever the runtime or the OS refused in the user's files
+                raise ModelRejected(
+                    f"{runtime.name} cannot load {model_file}: "
+                    f"{scrub(_first_line(exc), root)} ({type(exc).__name__})"
+                ) from exc
         _check_declared_tensors(signature, config)
         return ValidatedVersion(runtime.name, model_file, signature, files)
 
@@ -76,6 +90,33 @@ class VersionValidator:
         target.parent.mkdir(parents=True, exist_ok=True)
         self._repository.download(info.key, str(target))
         return FileRecord(path, info.key, target.stat().st_size, info.etag, _sha256(target))
+
+
+def scrub(message: str, root: Path) -> str:
+    """Say what is wrong with the user's file, not where the server put it."""
+    for prefix in {str(root.resolve()), str(root)}:
+        message = message.replace(prefix + "/", "").replace(prefix, "<version directory>")
+    return message
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:500]
+
+
+def _check_path(path: str) -> None:
+    """File names any local disk can hold (S3 keys may be longer than a file system allows)."""
+    for part in path.split("/"):
+        if len(part.encode()) > _MAX_NAME_BYTES:
+            raise ModelRejected(
+                f"file name {part[:40]!r}... is {len(part.encode())} bytes; file names may have "
+                f"at most {_MAX_NAME_BYTES} bytes: rename it"
+            )
+    if len(path.encode()) > _MAX_PATH_BYTES:
+        raise ModelRejected(
+            f"path {path[:40]!r}... is {len(path.encode())} bytes; paths inside a version may "
+            f"have at most {_MAX_PATH_BYTES} bytes"
+        )
 
 
 def _by_relative_path(objects: list[ObjectInfo], prefix: str) -> dict[str, ObjectInfo]:

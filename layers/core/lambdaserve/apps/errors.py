@@ -18,6 +18,8 @@ from lambdaserve.errors import (
     ModelNotReady,
     ModelRejected,
     PayloadTooLarge,
+    RequestTimeout,
+    StorageUnavailable,
 )
 
 logger = logging.getLogger(__name__)
@@ -27,9 +29,11 @@ _STATUS: dict[type[LambdaServeError], int] = {
     ModelRejected: 400,
     ModelNotFound: 404,
     Conflict: 409,
+    RequestTimeout: 408,
     PayloadTooLarge: 413,
     InferenceError: 500,
     ModelNotReady: 503,
+    StorageUnavailable: 503,
 }
 
 

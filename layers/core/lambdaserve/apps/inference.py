@@ -15,15 +15,16 @@ from lambdaserve.dynamic_batcher import DynamicBatcher
 from lambdaserve.errors import InferenceError, InvalidInput, PayloadTooLarge
 from lambdaserve.modelconfig import TensorSpec, triton_data_type
 from lambdaserve.protocol import torchserve
+from lambdaserve.protocol.limits import header_int
 from lambdaserve.protocol.v2 import (
     HEADER_LENGTH,
     EncodedResponse,
     encode_infer_response,
     parse_infer_request,
 )
-from lambdaserve.queued import AsyncSubmitter
 from lambdaserve.repository import check_model_name, parse_version
 from lambdaserve.serving import ModelServer, ServedVersion
+from lambdaserve.submit import AsyncSubmitter
 
 T = TypeVar("T")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "statistics", "model_configuration"]
@@ -240,8 +241,9 @@ async def read_limited_body(request: Request, limit: int) -> bytes:
 
 async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
     """A body from its chunks and declared Content-Length; 413 before going over ``limit``."""
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise _too_large(int(declared), limit)
+    size_declared = header_int("Content-Length", declared)
+    if size_declared is not None and size_declared > limit:
+        raise _too_large(size_declared, limit)
     parts, size = [], 0
     async for chunk in chunks:
         size += len(chunk)
@@ -290,8 +292,4 @@ def _version(text: str | None) -> int | None:
 
 def header_length_value(raw: str | None) -> int | None:
     """Inference-Header-Content-Length as an int, None when absent."""
-    if raw is None:
-        return None
-    if not raw.isdigit():
-        raise InvalidInput(f"Inference-Header-Content-Length must be an integer, got {raw!r}")
-    return int(raw)
+    return header_int("Inference-Header-Content-Length", raw)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import Request
 
 from lambdaserve.errors import InvalidInput
+from lambdaserve.protocol.limits import json_document
 
 
 async def json_object(request: Request, *, required: bool = True) -> dict[str, Any]:
@@ -17,10 +17,7 @@ async def json_object(request: Request, *, required: bool = True) -> dict[str, A
         if required:
             raise InvalidInput("the request body is empty; send a JSON object")
         return {}
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInput(f"the request body is not valid JSON: {exc}") from exc
+    body = json_document(raw)
     if not isinstance(body, dict):
         raise InvalidInput(f"the request body must be a JSON object, got {type(body).__name__}")
     return body

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +13,7 @@ from lambdaserve.apps.json_body import json_object
 from lambdaserve.catalog import VersionRecord
 from lambdaserve.errors import InvalidInput
 from lambdaserve.management import ModelManager, ModelView
+from lambdaserve.protocol.limits import json_document
 from lambdaserve.repository import check_model_name, parse_version
 
 
@@ -100,13 +100,15 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
 
 def _config_parameter(body: dict[str, Any]) -> dict[str, Any] | None:
     """Triton's load takes ``{"parameters": {"config": "<model config JSON string>"}}``."""
-    raw = (body.get("parameters") or {}).get("config")
+    parameters = body.get("parameters") or {}
+    if not isinstance(parameters, dict):
+        raise InvalidInput(
+            '"parameters" must be an object, e.g. {"parameters": {"config": "{...}"}}'
+        )
+    raw = parameters.get("config")
     if raw is None:
         return None
-    try:
-        fields = json.loads(raw) if isinstance(raw, str) else raw
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"parameters.config is not valid JSON: {exc}") from exc
+    fields = json_document(raw.encode(), "parameters.config") if isinstance(raw, str) else raw
     if not isinstance(fields, dict):
         raise InvalidInput("parameters.config must be a JSON object in Triton's config form")
     return fields

@@ -11,7 +11,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import SQSEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdaserve.queued import QueuedInference, QueueMessage, TopUp
+from lambdaserve.delivery import TopUp, VisibilityLease
+from lambdaserve.queued import QueuedInference, QueueMessage
 from lambdaserve.services import build_model_server, build_queue_services, build_queued_inference
 from lambdaserve.serving import ModelServer
 from lambdaserve.settings import get_settings
@@ -28,7 +29,7 @@ def _server() -> ModelServer:
 
 
 @cache
-def services() -> tuple[QueuedInference, TopUp]:
+def services() -> tuple[QueuedInference, TopUp, VisibilityLease]:
     settings = get_settings()
     queue = build_queue_services(settings)
     topup = TopUp(
@@ -38,21 +39,24 @@ def services() -> tuple[QueuedInference, TopUp]:
         settings.topup_window_s,
         settings.retry_delay_s,
     )
-    return build_queued_inference(settings, queue, _server), topup
+    lease = VisibilityLease(queue.sqs, queue.requests_queue_url, settings.visibility_lease_s)
+    return build_queued_inference(settings, queue, _server), topup, lease
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """SQS event source mapping of the requests queue (partial batch failures, DLQ)."""
-    queued, topup = services()
+    queued, topup, lease = services()
     records = list(SQSEvent(event).records)
     delivered = [
         QueueMessage(r.message_id, r.body, int(r.attributes.approximate_receive_count))
         for r in records
     ]
     extra = topup.fetch()
-    retry = queued.process(delivered + [message for message, _ in extra])
+    handles = [r.receipt_handle for r in records] + [handle for _, handle in extra]
+    with lease.hold(handles):  # a crash returns these within the lease, not the queue's 6 min
+        retry = queued.process(delivered + [message for message, _ in extra])
     topup.settle(extra, retry)
     topup.retry_later(
         [

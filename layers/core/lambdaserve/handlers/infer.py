@@ -27,14 +27,16 @@ from lambdaserve.apps.inference import (
 )
 from lambdaserve.aws import AwsClients
 from lambdaserve.errors import InvalidInput, LambdaServeError
+from lambdaserve.invokers import fit_results, result_entry
 from lambdaserve.protocol.v2 import HEADER_LENGTH
-from lambdaserve.queued import AsyncSubmitter, run_envelopes
+from lambdaserve.queued import run_envelopes
 from lambdaserve.repository import check_model_name, parse_version
 from lambdaserve.results import PayloadStore, RequestEnvelope, parse_envelope
 from lambdaserve.services import build_model_server, build_queue_services
 from lambdaserve.serving import ModelServer
 from lambdaserve.settings import get_settings
 from lambdaserve.stats import Execution, StatsRegistry
+from lambdaserve.submit import AsyncSubmitter
 
 logger = Logger(service="lambdaserve-infer")
 copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})
@@ -82,7 +84,8 @@ def server() -> ModelServer:
 @cache
 def submitter() -> AsyncSubmitter:
     """``Prefer: respond-async``: results store + requests queue."""
-    queue = build_queue_services(get_settings())
+    settings = get_settings()
+    queue = build_queue_services(settings)
     return AsyncSubmitter(
         server,
         queue.results,
@@ -90,6 +93,7 @@ def submitter() -> AsyncSubmitter:
         queue.sqs,
         queue.requests_queue_url,
         gpu_queue_url=queue.gpu_queue_url,
+        reply_to_allowed=settings.reply_to_allowed,
     )
 
 
@@ -177,12 +181,8 @@ def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, An
     outcomes = iter(run_envelopes(server(), payloads(), runnable))
     for index, envelope in enumerate(envelopes):
         if envelope is not None:
-            outcome = next(outcomes)
-            results[index] = (
-                {"status": 200, "response": orjson.loads(outcome.body)}
-                if outcome.body is not None
-                else {"status": outcome.http_status, "error": outcome.error}
-            )
+            results[index] = result_entry(envelope.id, next(outcomes))
+    fit_results(results, payloads())
     invocation_metrics.flush()
     return {"results": results}
 

@@ -8,6 +8,9 @@ import time
 import uvicorn
 from starlette.types import ASGIApp
 
+from lambdaserve.apps.slow_clients import BodyTimeout, HeaderTimeoutHttp
+from lambdaserve.settings import get_settings
+
 
 class BackgroundServer:
     """Serve one ASGI app with uvicorn in a daemon thread."""
@@ -16,7 +19,14 @@ class BackgroundServer:
         self.host = host
         self.port = port
         self._server = uvicorn.Server(
-            uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False)
+            uvicorn.Config(
+                BodyTimeout(app, get_settings().client_timeout_s),
+                host=host,
+                port=port,
+                log_level=log_level,
+                access_log=False,
+                http=HeaderTimeoutHttp,
+            )
         )
         self._thread = threading.Thread(
             target=self._server.run, name=f"uvicorn-{port}", daemon=True

@@ -11,8 +11,10 @@ import orjson
 
 from lambdaserve import tensors
 from lambdaserve.errors import InvalidInput
+from lambdaserve.protocol.limits import MAX_JSON_DEPTH, check_depth
 
 HEADER_LENGTH = "inference-header-content-length"
+REQUEST_FIELDS = frozenset({"id", "inputs", "outputs", "parameters"})
 
 
 @dataclass(frozen=True)
@@ -52,11 +54,17 @@ def parse_infer_request(body: bytes, header_length: int | None = None) -> InferR
         raise InvalidInput(
             f"Inference-Header-Content-Length is {header_length} but the body has {len(body)} bytes"
         )
+    document, binary = split_body(body, header_length)
+    return parse_infer_document(document, binary)
+
+
+def split_body(body: bytes, header_length: int | None) -> tuple[dict[str, Any], memoryview]:
+    """The JSON header as an object, and the binary tensor data after it."""
     view = memoryview(body)
     header_bytes = view[:header_length] if header_length is not None else view
     document = _json_object(bytes(header_bytes))
     binary = view[header_length:] if header_length is not None else view[len(body) :]
-    return parse_infer_document(document, binary)
+    return document, binary
 
 
 def parse_infer_document(document: dict[str, Any], binary: memoryview) -> InferRequest:
@@ -163,6 +171,10 @@ def _json_object(raw: bytes) -> dict[str, Any]:
     try:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        if "depth" in str(exc):
+            raise InvalidInput(
+                f"the request nests deeper than {MAX_JSON_DEPTH} levels; flatten it"
+            ) from None
         raise InvalidInput(f"the request is not valid JSON: {exc}") from None
     if not isinstance(document, dict):
         raise InvalidInput("the request must be a JSON object")
@@ -180,4 +192,6 @@ def _parameters(document: dict[str, Any], where: str) -> dict[str, Any]:
     value = document.get("parameters") or {}
     if not isinstance(value, dict):
         raise InvalidInput(f'{where}: "parameters" must be an object')
+    if value:
+        check_depth(value, f'{where}: "parameters"', limit=8)
     return value

@@ -129,6 +129,11 @@ def check_external_data(model_path: Path) -> None:
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        if "\x00" in location or not location:
+            raise ModelRejected(
+                f"tensor {tensor.name!r} has an external data location {location!r} that is not "
+                "a file name; save the model with onnx.save(..., location='weights.bin')"
+            )
         target = (root / location).resolve()
         if Path(location).is_absolute() or not target.is_relative_to(root):
             raise ModelRejected(

@@ -1,0 +1,97 @@
+"""Deadlines for clients that send slowly: headers and bodies must arrive in time.
+
+uvicorn arms no timer while a request's headers trickle in, and an ASGI app waits for a
+body as long as the connection stays open, so one client sending a byte a minute would
+hold a connection (and its memory) forever. Headers get ``header_timeout_s`` from the
+connection (or the previous response); a body gets ``client_timeout_s`` from its first read
+and then answers 408.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from asyncio import TimerHandle
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from lambdaserve.errors import RequestTimeout
+from lambdaserve.settings import get_settings
+
+
+class BodyTimeout:
+    """ASGI middleware: the request body must be complete within ``timeout_s``."""
+
+    def __init__(self, app: ASGIApp, timeout_s: float) -> None:
+        self.app = app
+        self.timeout_s = timeout_s
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        deadline: float | None = None
+        complete = False
+
+        async def timed_receive() -> Message:
+            nonlocal deadline, complete
+            if complete:  # after the body, receive() only waits for a disconnect
+                return await receive()
+            if deadline is None:
+                deadline = asyncio.get_running_loop().time() + self.timeout_s
+            try:
+                async with asyncio.timeout_at(deadline):  # no extra task, unlike wait_for
+                    message = await receive()
+            except TimeoutError:
+                raise RequestTimeout(
+                    f"the request body did not arrive within {self.timeout_s:g} s; send the "
+                    "whole body at once (LAMBDASERVE_CLIENT_TIMEOUT_S)"
+                ) from None
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                complete = True
+            return message
+
+        await self.app(scope, timed_receive, send)
+
+
+class HeaderTimeoutHttp(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a deadline on each request's headers."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.header_timeout_s = get_settings().client_timeout_s
+        self._header_timer: TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_header_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_header_timer()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm_header_timer()
+
+    def on_headers_complete(self) -> None:
+        self._cancel_header_timer()
+        super().on_headers_complete()
+
+    def _arm_header_timer(self) -> None:
+        self._cancel_header_timer()
+        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_late)
+
+    def _cancel_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is None or self.cycle.response_complete:
+            # Idle or mid-headers: nothing is owed to this client.
+            self.transport.close()

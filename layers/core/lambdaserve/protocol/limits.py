@@ -1,0 +1,66 @@
+"""Strict parsing of what clients send: JSON nesting, header numbers, tensor ranks.
+
+Every transport (the FastAPI routes, the ASGI front door, the Lambda direct path, the
+management API) parses these in one place, so a hostile value is a 400 everywhere and
+never reaches a recursion limit or an unchecked ``int()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from lambdaserve.errors import InvalidInput
+
+# Deep enough for any real config or parameters object, far below the interpreter's
+# recursion limit and orjson's own (1024 to read, 255 to write).
+MAX_JSON_DEPTH = 64
+# numpy arrays have at most 64 dimensions.
+MAX_RANK = 64
+# A header number longer than this is not a length any body can have.
+_MAX_DIGITS = 15
+
+
+def header_int(name: str, raw: str | None) -> int | None:
+    """A non-negative integer header (ASCII digits only), or None when absent."""
+    if raw is None:
+        return None
+    text = raw.strip()
+    if not (text.isascii() and text.isdigit()) or len(text) > _MAX_DIGITS:
+        shown = raw if len(raw) <= 40 else raw[:40] + "..."
+        raise InvalidInput(
+            f"{name} must be a non-negative integer of at most {_MAX_DIGITS} ASCII digits, "
+            f"got {shown!r}"
+        )
+    return int(text)
+
+
+def json_document(raw: bytes, what: str = "the request body") -> Any:
+    """Decode JSON with the nesting limit; a 400 that says what is wrong otherwise."""
+    try:
+        document = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "depth" in str(exc) or "recursion" in str(exc).lower():
+            raise InvalidInput(
+                f"{what} nests deeper than {MAX_JSON_DEPTH} levels; flatten it"
+            ) from None
+        raise InvalidInput(f"{what} is not valid JSON: {exc}") from None
+    check_depth(document, what)
+    return document
+
+
+def check_depth(value: Any, what: str, limit: int = MAX_JSON_DEPTH) -> None:
+    """Refuse containers nested deeper than ``limit`` (iteratively: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if isinstance(current, dict):
+            children: Any = current.values()
+        elif isinstance(current, list):
+            children = current
+        else:
+            continue
+        if depth > limit:
+            raise InvalidInput(f"{what} nests deeper than {limit} levels; flatten it")
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
