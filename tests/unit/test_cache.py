@@ -148,3 +148,40 @@ def test_concurrent_processes_download_once(tmp_path):
         process.join(60)
     assert [queue.get(timeout=5) for _ in processes] == [True] * 4
     assert (tmp_path / "fetches.log").read_text().splitlines() == ["m/1/model.onnx"]
+
+
+def test_leftovers_of_a_killed_download_are_cleaned_on_start(tmp_path, bucket):
+    # Given the files a process killed mid-download leaves: a partial blob and a staging view
+    cache = ArtifactCache(tmp_path, 10_000, bucket.fetch)
+    sha = hashlib.sha256(b"A" * 1000).hexdigest()
+    partial = tmp_path / "blobs" / f"{sha}.0123.part"
+    partial.write_bytes(b"A" * 400)
+    staging = tmp_path / "views" / "abcd.0123.tmp"
+    (staging / "sub").mkdir(parents=True)
+    (staging / "sub" / "model.onnx").write_bytes(b"A" * 100)
+    # When a new process opens the cache
+    fresh = ArtifactCache(tmp_path, 10_000, bucket.fetch)
+    # Then they are gone, and the freed bytes are counted
+    assert not partial.exists() and not staging.exists()
+    assert fresh.clean_leftovers() == 0
+    assert cache.bytes_used() == 0
+
+
+def test_a_download_in_progress_elsewhere_is_left_alone(tmp_path, bucket):
+    from filelock import FileLock
+
+    ArtifactCache(tmp_path, 10_000, bucket.fetch)
+    sha = hashlib.sha256(b"A" * 1000).hexdigest()
+    partial = tmp_path / "blobs" / f"{sha}.0123.part"
+    partial.write_bytes(b"A" * 400)
+    # Given a live writer holding the blob's lock (another process or thread)
+    with FileLock(str(tmp_path / "blobs" / f"{sha}.lock")):
+        held = threading.Thread(
+            target=lambda: ArtifactCache(tmp_path, 10_000, bucket.fetch), daemon=True
+        )
+        held.start()
+        held.join(10)
+        # Then its partial file survives a new process's cleanup
+        assert partial.exists()
+    assert ArtifactCache(tmp_path, 10_000, bucket.fetch).clean_leftovers() == 0
+    assert not partial.exists()

@@ -212,8 +212,52 @@ def test_each_function_reaches_only_this_stacks_resources(cfn):
         assert "ModelBucket" in text or "CatalogTable" in text, name
     batcher = json.dumps(_statements(roles["BatcherFunctionRole"]))
     assert "InferBatchFunction" in batcher and "lambda:InvokeFunction" in batcher
-    infer = json.dumps(_statements(roles["InferBatchFunctionRole"]))
-    assert "s3:PutObject" not in infer and "sqs:" not in infer  # the batch path only reads
+    infer = _statements(roles["InferBatchFunctionRole"])
+    assert "sqs:" not in json.dumps(infer)
+    writes = [s for s in infer if "s3:PutObject" in json.dumps(s["Action"])]
+    # the batch path reads; it writes only answers too large for the invoke, under results/
+    assert [json.dumps(s["Resource"]) for s in writes] == [
+        '{"Fn::Sub": "${ModelBucket.Arn}/results/*"}'
+    ]
+
+
+def test_manage_roles_touch_only_the_model_repository_and_the_catalog_calls_made(cfn):
+    roles = resources_of(cfn, "AWS::IAM::Role")
+    manage = ("ManageEventsFunctionRole", "ReconcileFunctionRole", "ManageApiFunctionRole")
+    for name in manage:
+        statements = _statements(roles[name])
+        text = json.dumps(statements)
+        # Given the code's calls: GetItem, PutItem, UpdateItem, Query; S3 reads under models/
+        assert "requests/" not in text and "results/" not in text, name
+        for forbidden in ("DeleteItem", "Scan", "BatchWriteItem", "BatchGetItem", "s3:PutObject"):
+            assert forbidden not in text, (name, forbidden)
+        dynamo = {a for s in statements for a in s["Action"] if a.startswith("dynamodb:")}
+        assert dynamo == {
+            "dynamodb:GetItem",
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+            "dynamodb:Query",
+        }, name
+        listing = [s for s in statements if s["Action"] == ["s3:ListBucket"]]
+        assert listing and listing[0]["Condition"] == {"StringLike": {"s3:prefix": ["models/*"]}}
+    deletes = json.dumps(_statements(roles["ManageApiFunctionRole"]))
+    assert "s3:DeleteObject" in deletes and "ModelBucket.Arn}/models/*" in deletes
+
+
+def test_the_manage_events_function_is_sized_for_the_largest_version(cfn):
+    function = resources_of(cfn, "AWS::Lambda::Function")["ManageEventsFunction"]["Properties"]
+    queue = resources_of(cfn, "AWS::SQS::Queue")["RepositoryEventsQueue"]["Properties"]
+    assert function["Timeout"] >= 300 and function["MemorySize"] >= 6144
+    assert function["EphemeralStorage"]["Size"] >= 2 * 2048 + 1024  # a 2 GiB version, twice
+    assert queue["VisibilityTimeout"] >= function["Timeout"]  # Lambda requires it
+
+
+def test_async_reply_queues_are_allow_listed_to_what_the_batcher_may_send_to(cfn):
+    infer = resources_of(cfn, "AWS::Lambda::Function")["InferFunction"]["Properties"]
+    allowed = json.dumps(infer["Environment"]["Variables"]["LAMBDASERVE_REPLY_TO_ALLOWED"])
+    assert "${AWS::StackName}-reply-*" in allowed
+    batcher = json.dumps(_statements(resources_of(cfn, "AWS::IAM::Role")["BatcherFunctionRole"]))
+    assert "${AWS::StackName}-reply-*" in batcher
 
 
 def test_zip_functions_share_the_core_layer_and_images_use_none(cfn):

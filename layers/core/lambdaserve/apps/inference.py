@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 
 from lambdaserve import __version__
 from lambdaserve.apps.errors import install_error_handlers
+from lambdaserve.apps.openapi import document_api, inference_paths
 from lambdaserve.dynamic_batcher import DynamicBatcher
 from lambdaserve.errors import InferenceError, InvalidInput, PayloadTooLarge
 from lambdaserve.modelconfig import TensorSpec, triton_data_type
@@ -161,6 +162,7 @@ def create_inference_app(
     for path in ("/predictions/{model}", "/predictions/{model}/{version}"):
         app.add_route(path, predictions, methods=["POST"])
 
+    document_api(app, inference_paths())
     return app
 
 

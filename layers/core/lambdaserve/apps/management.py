@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 
 from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.apps.json_body import json_object
+from lambdaserve.apps.openapi import document_api, management_bodies
 from lambdaserve.catalog import VersionRecord
 from lambdaserve.errors import InvalidInput
 from lambdaserve.management import ModelManager, ModelView
@@ -95,6 +96,7 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
         manager().unload(check_model_name(model))
         return {}
 
+    document_api(app, bodies=management_bodies())
     return app
 
 
