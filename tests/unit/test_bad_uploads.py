@@ -136,4 +136,4 @@ def test_warm_up_failures_are_logged_never_raised(tmp_path: Path, caplog):
     )
     warm_up(Failing(), signature, tmp_path)
     assert "warm-up run failed" in caplog.text
-    assert MAX_WARMUP_BYTES >= np.zeros((1, 2), np.float32).nbytes
+    assert np.zeros((1, 2), np.float32).nbytes <= MAX_WARMUP_BYTES

@@ -43,6 +43,8 @@ class ModelRecord:
     file_config: dict[str, Any] | None = None
     config_source: str = ""
     config_error: str = ""
+    # The newest config file was rejected; ``file_config`` is still the last good one.
+    rejected_config: str = ""
     overrides: dict[str, Any] = field(default_factory=dict)
     default_version: int | None = None
     unloaded: bool = False
@@ -63,6 +65,7 @@ class VersionRecord:
     validation_error: str = ""
     state: str = "LOADING"
     reason: str = ""
+    notes: str = ""
     runtime: str = ""
     model_file: str = ""
     signature: dict[str, Any] = field(default_factory=dict)
@@ -98,7 +101,8 @@ class Catalog:
                 Key=_key(_model_pk(record.name), MODEL_SK),
                 UpdateExpression=(
                     "SET kind = :kind, #name = :name, file_config = :fc, config_source = :src, "
-                    "config_error = :err, config_observed_at = :t, updated_at = :now, "
+                    "config_error = :err, rejected_config = :rej, config_observed_at = :t, "
+                    "updated_at = :now, "
                     "created_at = if_not_exists(created_at, :now)"
                 ),
                 ConditionExpression=(
@@ -111,6 +115,7 @@ class Catalog:
                     fc=json.dumps(record.file_config) if record.file_config is not None else "",
                     src=record.config_source,
                     err=record.config_error,
+                    rej=record.rejected_config,
                     t=record.config_observed_at,
                     now=now,
                 ),
@@ -288,6 +293,7 @@ def _model_from_item(item: dict[str, Any]) -> ModelRecord:
         file_config=json.loads(file_config) if file_config else None,
         config_source=item.get("config_source", ""),
         config_error=item.get("config_error", ""),
+        rejected_config=item.get("rejected_config", ""),
         overrides=json.loads(item["overrides"]) if item.get("overrides") else {},
         default_version=item.get("default_version"),
         unloaded=bool(item.get("unloaded", False)),

@@ -39,6 +39,10 @@ class ModelRejected(LambdaServeError):
     """A published version failed validation; the message says what to fix."""
 
 
+class RuntimeMissing(ModelRejected):
+    """The runtime a version needs is not installed here: a fact about the environment."""
+
+
 class StorageUnavailable(LambdaServeError):
     """A store the request depends on failed; trying the same request later may work."""
 

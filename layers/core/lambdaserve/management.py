@@ -7,9 +7,10 @@ from typing import Any
 
 from lambdaserve import policy
 from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord
-from lambdaserve.errors import Conflict, InvalidInput, ModelNotFound
+from lambdaserve.errors import Conflict, InvalidInput, ModelNotFound, ModelRejected
+from lambdaserve.model_configs import effective_config
 from lambdaserve.modelconfig import ModelConfig, build, merge, parse_overrides
-from lambdaserve.registrar import Registrar, effective_config
+from lambdaserve.registrar import Registrar
 from lambdaserve.repository import ModelRepository, check_model_name
 
 MAX_PAGE = 1000
@@ -93,6 +94,12 @@ class ModelManager:
             )
         overrides = {**record.overrides, **parse_overrides(fields)}
         config = build(merge(record.file_config, overrides), name)
+        try:
+            self._registrar.configs.check_against_serving(name, config)
+        except ModelRejected as exc:
+            raise InvalidInput(
+                f"not applied, the serving versions would stop: {exc.message}"
+            ) from None
         self._catalog.update_model(name, overrides=overrides)
         self._registrar.reconcile_model(name)
         return config
@@ -103,7 +110,9 @@ class ModelManager:
         if config_fields:
             self.update_config(name, config_fields)
         self._catalog.update_model(name, unloaded=False)
-        self._registrar.apply_policy(name)
+        # As Triton's load re-reads the repository: versions rejected for a missing runtime
+        # (or a bucket error) are validated again.
+        self._registrar.reconcile_model(name)
 
     def unload(self, name: str) -> None:
         """Triton's explicit unload: keep the files, stop serving every version."""

@@ -25,6 +25,7 @@ class VersionFacts:
     present: bool
     valid: bool
     validation_error: str = ""
+    notes: str = ""
 
 
 def served_versions(policy: VersionPolicy, valid_versions: Iterable[int]) -> frozenset[int]:
@@ -49,8 +50,10 @@ def version_state(
     facts: VersionFacts,
     served: frozenset[int],
     policy: VersionPolicy,
+    *,
     unloaded: bool = False,
     config_error: str = "",
+    rejected_config: str = "",
 ) -> tuple[str, str]:
     """(state, reason) as Triton's repository index reports a version."""
     if not facts.present:
@@ -63,4 +66,7 @@ def version_state(
         return UNAVAILABLE, "unloaded: load the model to serve it again"
     if facts.version not in served:
         return UNAVAILABLE, f"not selected by the version policy ({policy.describe()})"
-    return READY, ""
+    notes = [facts.notes] if facts.notes else []
+    if rejected_config:
+        notes.insert(0, f"serving the last good config; a new one was rejected: {rejected_config}")
+    return READY, "; ".join(notes)

@@ -13,36 +13,19 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdaserve import policy
 from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord, now_iso
-from lambdaserve.errors import InvalidInput, ModelRejected
-from lambdaserve.modelconfig import ModelConfig, build, merge, parse_document
+from lambdaserve.errors import ModelRejected, RuntimeMissing
+from lambdaserve.model_configs import ConfigReader, effective_config
+from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.repository import ConfigKey, ModelRepository, ObjectInfo, parse_key
 from lambdaserve.validation import VersionValidator
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class EffectiveConfig:
-    config: ModelConfig
-    error: str = ""
-
-
-def effective_config(record: ModelRecord | None, name: str) -> EffectiveConfig:
-    """The model's config (file merged with overrides), or defaults and the reason."""
-    if record is None:
-        return EffectiveConfig(ModelConfig(name=name))
-    if record.config_error:
-        return EffectiveConfig(ModelConfig(name=name), record.config_error)
-    try:
-        return EffectiveConfig(build(merge(record.file_config, record.overrides), name))
-    except InvalidInput as exc:
-        return EffectiveConfig(ModelConfig(name=name), exc.message)
 
 
 class Registrar:
@@ -54,10 +37,12 @@ class Registrar:
         catalog: Catalog,
         validator: VersionValidator,
         clock: Callable[[], int] = time.time_ns,
+        on_config_rejected: Callable[[str, str], None] | None = None,
     ) -> None:
         self._repository = repository
         self._catalog = catalog
         self._validator = validator
+        self.configs = ConfigReader(repository, catalog, clock, on_config_rejected)
         self._clock = clock
 
     def on_object_event(self, key: str) -> None:
@@ -91,26 +76,8 @@ class Registrar:
         self.apply_policy(model, record)
 
     def refresh_config(self, model: str) -> ModelRecord:
-        """Read the model's config file from the bucket into the catalog."""
-        observed_at = self._clock()
-        found = self._repository.read_config(model)
-        document, source, error = None, "", ""
-        if found is not None:
-            source = found[0]
-            try:
-                document = parse_document(*found)
-                build(document, model)
-            except InvalidInput as exc:
-                document, error = None, exc.message
-        record = ModelRecord(
-            name=model,
-            file_config=document,
-            config_source=source,
-            config_error=error,
-            config_observed_at=observed_at,
-        )
-        self._catalog.put_model_config(record)
-        return self._catalog.get_model(model) or record
+        """Read the model's config file from the bucket into the catalog (last good kept)."""
+        return self.configs.refresh(model)
 
     def reconcile_version(self, model: str, version: int, record: ModelRecord) -> None:
         """Bring one version item in line with the version's objects in the bucket."""
@@ -154,6 +121,10 @@ class Registrar:
     ) -> VersionRecord:
         try:
             validated = self._validator.validate(objects, config)
+        except RuntimeMissing as exc:
+            # A fact about this environment, not the model: validated again when asked
+            # (load, reconcile, a re-upload of the same bytes), never remembered.
+            return replace(self._rejected(loading, exc.message), fingerprint="")
         except ModelRejected as exc:
             return self._rejected(loading, exc.message)
         except (BotoCoreError, ClientError) as exc:
@@ -182,6 +153,7 @@ class Registrar:
             sha256=validated.sha256,
             size=validated.size,
             files=tuple(f.__dict__ for f in validated.files),
+            notes=validated.notes,
             validated_at=now_iso(),
         )
 
@@ -214,12 +186,17 @@ class Registrar:
         for version in versions:
             state, reason = policy.version_state(
                 policy.VersionFacts(
-                    version.version, version.present, version.valid, version.validation_error
+                    version.version,
+                    version.present,
+                    version.valid,
+                    version.validation_error,
+                    version.notes,
                 ),
                 served,
                 effective.config.version_policy,
                 unloaded=bool(record and record.unloaded),
                 config_error=effective.error,
+                rejected_config=record.rejected_config if record else "",
             )
             if (state, reason) != (version.state, version.reason):
                 self._catalog.set_version_state(version, state, reason)

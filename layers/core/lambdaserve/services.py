@@ -55,12 +55,16 @@ def build_model_server(
     )
 
 
-def build_manage_services(settings: Settings, clients: AwsClients | None = None) -> ManageServices:
+def build_manage_services(
+    settings: Settings,
+    clients: AwsClients | None = None,
+    on_config_rejected: Callable[[str, str], None] | None = None,
+) -> ManageServices:
     clients = clients or AwsClients(settings)
     repository = ModelRepository(clients.s3, settings.bucket, settings.models_prefix)
     catalog = Catalog(clients.dynamodb, settings.table)
     validator = VersionValidator(repository, settings.max_model_bytes, settings.work_dir)
-    registrar = Registrar(repository, catalog, validator)
+    registrar = Registrar(repository, catalog, validator, on_config_rejected=on_config_rejected)
     return ManageServices(
         repository, catalog, registrar, ModelManager(repository, catalog, registrar)
     )

@@ -22,9 +22,9 @@ from lambdaserve.binding import bind_inputs, select_outputs
 from lambdaserve.cache import ArtifactCache, CachedFile
 from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord
 from lambdaserve.errors import LambdaServeError, ModelNotFound, ModelNotReady
+from lambdaserve.model_configs import effective_config
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.protocol.v2 import InferRequest
-from lambdaserve.registrar import effective_config
 from lambdaserve.runtimes import LoadedModel, LoadOptions, Signature, runtime_named
 from lambdaserve.stats import Execution, StatsRegistry
 from lambdaserve.warmup import warm_up

@@ -7,6 +7,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from lambdaserve.config_checks import check_platform, check_tensors
 from lambdaserve.errors import ModelRejected
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
@@ -35,6 +36,7 @@ class ValidatedVersion:
     model_file: str
     signature: Signature
     files: tuple[FileRecord, ...]
+    notes: str = ""
 
     @property
     def sha256(self) -> str:
@@ -56,7 +58,9 @@ class VersionValidator:
     def validate(self, objects: list[ObjectInfo], config: ModelConfig) -> ValidatedVersion:
         """Return what validated, or raise ModelRejected with a reason a person can act on."""
         by_path = _by_relative_path(objects, self._repository.prefix)
+        check_platform(config, by_path)
         model_file = _model_file(by_path)
+        notes = _misplaced_configs(by_path, config.name)
         total = sum(o.size for o in objects)
         if total > self._max_bytes:
             raise ModelRejected(
@@ -74,14 +78,14 @@ class VersionValidator:
                 signature = runtime.inspect(root / model_file, config)
                 check_warmup(root, signature)
             except ModelRejected as exc:
-                raise ModelRejected(scrub(exc.message, root)) from exc
+                raise type(exc)(scrub(exc.message, root)) from exc
             except Exception as exc:  # whatever the runtime or the OS refused in the user's files
                 raise ModelRejected(
                     f"{runtime.name} cannot load {model_file}: "
                     f"{scrub(_first_line(exc), root)} ({type(exc).__name__})"
                 ) from exc
-        _check_declared_tensors(signature, config)
-        return ValidatedVersion(runtime.name, model_file, signature, files)
+        check_tensors(config, signature)
+        return ValidatedVersion(runtime.name, model_file, signature, files, notes)
 
     def _fetch(self, root: Path, path: str, info: ObjectInfo) -> FileRecord:
         target = (root / path).resolve()
@@ -119,6 +123,18 @@ def _check_path(path: str) -> None:
         )
 
 
+def _misplaced_configs(by_path: dict[str, ObjectInfo], model: str) -> str:
+    """Triton reads a model's config next to its versions, never inside one."""
+    misplaced = sorted(
+        p for p in by_path if p.rsplit("/", 1)[-1] in ("config.pbtxt", "config.json")
+    )
+    return "; ".join(
+        f"{path} inside the version directory is ignored: a model's config belongs at "
+        f"models/{model}/{path.rsplit('/', 1)[-1]}"
+        for path in misplaced
+    )
+
+
 def _by_relative_path(objects: list[ObjectInfo], prefix: str) -> dict[str, ObjectInfo]:
     by_path = {}
     for info in objects:
@@ -138,26 +154,6 @@ def _model_file(by_path: dict[str, ObjectInfo]) -> str:
     if len(present) > 1:
         raise ModelRejected("both model.onnx and model.pt are present; keep exactly one")
     return present[0]
-
-
-def _check_declared_tensors(signature: Signature, config: ModelConfig) -> None:
-    """Where the config declares tensors, the model must have them (as Triton checks)."""
-    for role, declared, actual in (
-        ("input", config.inputs, signature.inputs),
-        ("output", config.outputs, signature.outputs),
-    ):
-        names = {t.name: t for t in actual}
-        for spec in declared:
-            found = names.get(spec.name)
-            if found is None:
-                raise ModelRejected(
-                    f"config declares {role} {spec.name!r} but the model has {sorted(names)}"
-                )
-            if found.datatype != spec.datatype:
-                raise ModelRejected(
-                    f"config declares {role} {spec.name!r} as {spec.datatype} but the model "
-                    f"has {found.datatype}"
-                )
 
 
 def _sha256(path: Path) -> str:

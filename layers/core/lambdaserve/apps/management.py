@@ -139,4 +139,6 @@ def _describe(view: ModelView, record: VersionRecord, manager: ModelManager) -> 
         "maxBatchDelay": (batching.max_queue_delay_microseconds / 1000) if batching else 0,
         "configSource": view.record.config_source,
         "configError": view.config_error,
+        "configRejected": view.record.rejected_config,
+        "notes": record.notes,
     }

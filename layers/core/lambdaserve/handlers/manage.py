@@ -34,10 +34,14 @@ metrics = Metrics(namespace="lambdaserve", service="lambdaserve-manage")
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
+def _config_rejected(model: str, reason: str) -> None:
+    metrics.add_metric(name="ConfigsRejected", unit=MetricUnit.Count, value=1)
+
+
 @cache
 def services() -> ManageServices:
     """Module-scope singletons, built on first use so importing stays cheap."""
-    return build_manage_services(get_settings())
+    return build_manage_services(get_settings(), on_config_rejected=_config_rejected)
 
 
 def object_keys(body: dict[str, Any]) -> list[str]:

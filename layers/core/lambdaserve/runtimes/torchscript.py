@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from lambdaserve.errors import InferenceError, ModelRejected
+from lambdaserve.errors import InferenceError, ModelRejected, RuntimeMissing
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.runtimes import Arrays, LoadOptions, Signature, wants_gpu
 
@@ -31,7 +31,7 @@ class TorchScriptRuntime:
         try:
             import torch
         except ImportError as exc:
-            raise ModelRejected(
+            raise RuntimeMissing(
                 "PyTorch is not installed where this version was validated; install "
                 "lambdaserve[torch] (torch==2.13.0) or publish the model as model.onnx"
             ) from exc

@@ -1,0 +1,163 @@
+"""A bad config never takes down what serves (Triton keeps the last good load); configs are
+checked against the model as Triton checks them; a missing runtime is not remembered."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from lambdaserve import policy
+from lambdaserve.errors import InvalidInput
+from lambdaserve.services import build_model_server
+from tests import builders
+
+GOOD = b'max_batch_size: 8\ninput [{ name: "INPUT__0", data_type: TYPE_FP32, dims: [4] }]\n'
+TS_CONFIG = (
+    b'platform: "pytorch_libtorch"\nmax_batch_size: 8\n'
+    b'input [{ name: "INPUT__0", data_type: TYPE_FP32, dims: [4] }]\n'
+    b'output [{ name: "OUTPUT__0", data_type: TYPE_FP32, dims: [3] }]\n'
+)
+
+
+def states(aws, model: str) -> dict[int, tuple[str, str]]:
+    return {v.version: (v.state, v.reason) for v in aws.services.catalog.versions(model)}
+
+
+@pytest.fixture
+def serving(aws):
+    aws.put("models/mlp/config.pbtxt", GOOD)
+    aws.put("models/mlp/1/model.onnx", builders.onnx_mlp(4, 3))
+    aws.services.registrar.reconcile_model("mlp")
+    assert states(aws, "mlp") == {1: (policy.READY, "")}
+    return aws
+
+
+@pytest.mark.parametrize(
+    ("config", "why"),
+    [
+        (b"max_batch_size: 8\ninptu [{ name: 'x' }]\n", "config.pbtxt is not valid"),
+        (
+            b'max_batch_size: 8\ninput [{ name: "INPUT__0", data_type: TYPE_FP32, dims: [5] }]',
+            "dimension 1 is 4",
+        ),
+        (
+            b'max_batch_size: 0\ninput [{ name: "INPUT__0", data_type: TYPE_FP32, dims: [4] }]',
+            "model's has 2 dimensions",
+        ),
+        (b'platform: "tensorrt_plan"', "platform 'tensorrt_plan' is not supported"),
+    ],
+)
+def test_a_bad_config_over_a_serving_model_keeps_the_last_good_one(serving, config, why):
+    # When a config with a typo (or one the model fails) is uploaded over a serving model
+    serving.put("models/mlp/config.pbtxt", config)
+    serving.services.registrar.reconcile_model("mlp")
+    # Then the version keeps serving, and the rejection shows beside READY
+    [(state, reason)] = states(serving, "mlp").values()
+    assert state == policy.READY
+    assert reason.startswith("serving the last good config; a new one was rejected: config.pbtxt")
+    assert why in reason
+    record = serving.services.catalog.get_model("mlp")
+    assert why in record.rejected_config and record.config_error == ""
+    view = serving.services.manager.view("mlp")
+    assert view.config.max_batch_size == 8  # the last good config is what applies
+    # And requests are still answered
+    server = build_model_server(serving.settings, serving.clients)
+    assert server.resolver.resolve("mlp", None).version == 1
+    # When the config is fixed Then the note goes away
+    serving.put("models/mlp/config.pbtxt", GOOD)
+    serving.services.registrar.reconcile_model("mlp")
+    assert states(serving, "mlp") == {1: (policy.READY, "")}
+    assert serving.services.catalog.get_model("mlp").rejected_config == ""
+
+
+def test_a_model_that_never_had_a_good_config_is_unavailable_saying_why(aws):
+    aws.put("models/fresh/config.pbtxt", b"max_batch_size: [")
+    aws.put("models/fresh/1/model.onnx", builders.onnx_mlp())
+    aws.services.registrar.reconcile_model("fresh")
+    [(state, reason)] = states(aws, "fresh").values()
+    assert state == policy.UNAVAILABLE and reason.startswith("model config is invalid")
+
+
+def test_api_overrides_that_would_stop_serving_versions_are_refused(serving):
+    wider = {"input": [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [5]}]}
+    with pytest.raises(InvalidInput, match="serving versions would stop.*dimension 1 is 4"):
+        serving.services.manager.update_config("mlp", wider)
+    assert states(serving, "mlp")[1][0] == policy.READY
+
+
+@pytest.mark.parametrize(
+    ("config", "files", "why"),
+    [
+        (b'platform: "tensorrt_plan"', {"model.onnx": None}, "'tensorrt_plan' is not supported"),
+        (
+            b'platform: "tensorflow_savedmodel"',
+            {"saved_model.pb": b"x"},
+            "'tensorflow_savedmodel' is not supported",
+        ),
+        (b'backend: "pytorch"', {"model.onnx": None}, "backend 'pytorch' needs model.pt"),
+        (
+            b'platform: "onnxruntime_onnx"\nmax_batch_size: 4\n'
+            b'input [{ name: "INPUT__0", data_type: TYPE_FP32, dims: [1, 4] }]',
+            {"model.onnx": None},
+            "max_batch_size 4 adds the batch dimension",
+        ),
+        (
+            b"max_batch_size: 4",
+            {"model.onnx": builders.onnx_identity_shape([1, 4])},
+            "needs a batch (first, dynamic) dimension",
+        ),
+    ],
+)
+def test_configs_are_checked_against_the_model_as_triton_does(aws, config, files, why):
+    aws.put("models/m/config.pbtxt", config)
+    for name, body in files.items():
+        aws.put(f"models/m/1/{name}", body if body is not None else builders.onnx_mlp())
+    aws.services.registrar.reconcile_model("m")
+    [(state, reason)] = states(aws, "m").values()
+    assert state == policy.UNAVAILABLE
+    assert why in reason
+
+
+def test_a_config_inside_a_version_directory_is_ignored_saying_where_it_belongs(aws):
+    aws.put("models/m/1/model.onnx", builders.onnx_mlp())
+    aws.put("models/m/1/config.pbtxt", b"max_batch_size: 8")
+    aws.services.registrar.reconcile_model("m")
+    [(state, reason)] = states(aws, "m").values()
+    assert state == policy.READY
+    assert "1/config.pbtxt" not in reason  # paths are relative to the version
+    assert "config.pbtxt inside the version directory is ignored" in reason
+    assert "belongs at models/m/config.pbtxt" in reason
+
+
+@pytest.mark.torch
+def test_a_missing_runtime_is_retried_when_asked_not_remembered(aws, monkeypatch):
+    aws.put("models/ts/config.pbtxt", TS_CONFIG)
+    aws.put("models/ts/1/model.pt", builders.torchscript_mlp())
+    import torch
+
+    # Given a manage process without PyTorch
+    monkeypatch.setitem(sys.modules, "torch", None)
+    aws.services.registrar.reconcile_model("ts")
+    [(state, reason)] = states(aws, "ts").values()
+    assert state == policy.UNAVAILABLE and "PyTorch is not installed" in reason
+    # When PyTorch is installed and the model is loaded again (Triton's load)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    aws.services.manager.load("ts")
+    # Then the same bytes validate, without a re-upload
+    assert states(aws, "ts")[1][0] == policy.READY
+
+
+@pytest.mark.torch
+def test_a_reupload_of_the_same_bytes_retries_a_missing_runtime(aws, monkeypatch):
+    aws.put("models/ts/config.pbtxt", TS_CONFIG)
+    aws.put("models/ts/1/model.pt", builders.torchscript_mlp())
+    import torch
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    aws.services.registrar.on_version_change("ts", 1)
+    assert states(aws, "ts")[1][0] == policy.UNAVAILABLE
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    aws.put("models/ts/1/model.pt", builders.torchscript_mlp())  # same bytes, same etag
+    aws.services.registrar.on_version_change("ts", 1)
+    assert states(aws, "ts")[1][0] == policy.READY
