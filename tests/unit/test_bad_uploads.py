@@ -71,7 +71,7 @@ def test_a_storage_failure_is_retried_not_remembered(aws, monkeypatch):
     repository = aws.services.registrar._validator._repository
     real_download = repository.download
 
-    def throttled(key: str, path: str) -> None:
+    def throttled(key: str, path: str, progress=None) -> None:
         raise ClientError({"Error": {"Code": "SlowDown", "Message": "reduce rate"}}, "GetObject")
 
     aws.put("models/flaky/1/model.onnx", builders.onnx_mlp())

@@ -18,6 +18,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from lambdaserve.errors import ModelNotReady
+from lambdaserve.progress import human_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -120,8 +122,17 @@ class ArtifactCache:
             for _ in range(2):
                 partial = blob.with_name(f"{item.sha256}.{uuid.uuid4().hex}.part")
                 try:
+                    started = time.perf_counter()
                     self._fetch(item.key, partial)
                     self.downloads += 1
+                    seconds = max(time.perf_counter() - started, 1e-6)
+                    logger.info(
+                        "downloaded %s (%s) in %.2f s (%s/s)",
+                        item.key,
+                        human_bytes(item.size),
+                        seconds,
+                        human_bytes(item.size / seconds),
+                    )
                     if _sha256(partial) == item.sha256:
                         os.replace(partial, blob)
                         with self._verified_lock:

@@ -217,6 +217,24 @@ class Catalog:
             raise
         return True
 
+    def set_loading_reason(self, record: VersionRecord, reason: str) -> bool:
+        """Say how a validation in progress is going (unless the version moved on)."""
+        try:
+            self._db.update_item(
+                TableName=self.table,
+                Key=_key(_model_pk(record.model), _VERSION_SK.format(record.version)),
+                UpdateExpression="SET reason = :reason, updated_at = :now",
+                ConditionExpression="observed_at = :t AND pending = :pending",
+                ExpressionAttributeValues=_values(
+                    reason=reason, now=now_iso(), t=record.observed_at, pending=True
+                ),
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+        return True
+
     def set_version_state(self, record: VersionRecord, state: str, reason: str) -> bool:
         """Update the derived state unless the version changed since it was read."""
         try:

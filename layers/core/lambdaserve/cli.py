@@ -1,45 +1,127 @@
-"""The ``lambdaserve`` command line."""
+"""The ``lambdaserve`` command line: dev, reconcile, serve, worker."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 
 from lambdaserve.errors import LambdaServeError
 
+_FORMAT = argparse.ArgumentDefaultsHelpFormatter
+
+
+def _poll_wait(text: str) -> int:
+    """SQS long polls wait 1 to 20 seconds."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
+    if not 1 <= value <= 20:
+        raise argparse.ArgumentTypeError(f"SQS long polls wait 1 to 20 seconds, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"ports are 1 to 65535, got {value}")
+    return value
+
+
+def _directory(text: str) -> Path:
+    path = Path(text).expanduser()
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a directory")
+    return path
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lambdaserve", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="lambdaserve",
+        description="Serve ML models on AWS serverless building blocks (S3, DynamoDB, Lambda).",
+        formatter_class=_FORMAT,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
-    dev = commands.add_parser("dev", help="run the whole system locally")
-    dev.add_argument("--host", default="127.0.0.1")
-    dev.add_argument("--inference-port", type=int, default=8080)
-    dev.add_argument("--management-port", type=int, default=8081)
-    dev.add_argument("--aws-port", type=int, default=4566)
+    dev = commands.add_parser(
+        "dev",
+        help="run the whole system locally (emulator, handlers, both APIs)",
+        formatter_class=_FORMAT,
+    )
+    dev.add_argument("--host", default="127.0.0.1", help="address the APIs listen on")
+    dev.add_argument("--inference-port", type=_port, default=8080, help="inference API port")
+    dev.add_argument("--management-port", type=_port, default=8081, help="management API port")
+    dev.add_argument("--aws-port", type=_port, default=4566, help="embedded AWS emulator port")
     dev.add_argument(
-        "--aws-endpoint", default=None, help="use a running LocalStack (or other) endpoint"
+        "--aws-endpoint",
+        default=None,
+        help="use a running LocalStack (or other AWS-compatible endpoint) instead of the "
+        "embedded emulator",
     )
     dev.add_argument("--no-demo", action="store_true", help="do not publish the demo model")
+    dev.add_argument(
+        "--model-repository",
+        type=_directory,
+        default=None,
+        metavar="DIR",
+        help="a folder in the repository layout (<model>/<version>/model.onnx): uploaded at "
+        "start and watched, so adding, changing or deleting files publishes, updates or "
+        "retires versions",
+    )
+    _logging_flags(dev, access_log_default=True)
 
-    commands.add_parser(
-        "reconcile", help="bring the catalog in line with the bucket (uses AWS_* environment)"
+    reconcile = commands.add_parser(
+        "reconcile",
+        help="bring the catalog in line with the bucket",
+        formatter_class=_FORMAT,
+    )
+    reconcile.add_argument(
+        "--aws-endpoint",
+        default=None,
+        help="AWS-compatible endpoint (default: AWS_ENDPOINT_URL, else AWS itself)",
     )
 
     serve = commands.add_parser(
-        "serve", help="serve the inference API long-running, with dynamic batching (ECS)"
+        "serve",
+        help="serve the inference API long-running, with dynamic batching (ECS)",
+        formatter_class=_FORMAT,
     )
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8080)
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    serve.add_argument("--port", type=_port, default=8080, help="port to listen on")
     serve.add_argument("--no-batching", action="store_true", help="one execution per request")
     serve.add_argument(
         "--workers", type=int, default=1, help="processes sharing the port (one per core)"
     )
+    _logging_flags(serve, access_log_default=False)
 
-    worker = commands.add_parser("worker", help="consume the requests queue in this process (ECS)")
-    worker.add_argument("--poll-wait", type=int, default=20, help="SQS long-poll seconds (1-20)")
+    worker = commands.add_parser(
+        "worker", help="consume the requests queue in this process (ECS)", formatter_class=_FORMAT
+    )
+    worker.add_argument(
+        "--poll-wait", type=_poll_wait, default=20, help="SQS long-poll seconds (1-20)"
+    )
     return parser
+
+
+def _logging_flags(command: argparse.ArgumentParser, access_log_default: bool) -> None:
+    command.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
+        help="what the text log shows",
+    )
+    command.add_argument(
+        "--access-log",
+        action=argparse.BooleanOptionalAction,
+        default=access_log_default,
+        help="one line per request: method, path, status, latency, model and version",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,9 +138,14 @@ def main(argv: list[str] | None = None) -> int:
                     aws_port=args.aws_port,
                     aws_endpoint=args.aws_endpoint,
                     demo=not args.no_demo,
+                    model_repository=args.model_repository,
+                    log_level=args.log_level,
+                    access_log=args.access_log,
                 )
             )
         elif args.command == "reconcile":
+            if args.aws_endpoint:
+                os.environ["AWS_ENDPOINT_URL"] = args.aws_endpoint
             from lambdaserve.services import build_manage_services
             from lambdaserve.settings import get_settings
 
@@ -67,7 +154,14 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "serve":
             from lambdaserve.long_running import serve
 
-            serve(args.host, args.port, batching=not args.no_batching, workers=args.workers)
+            serve(
+                args.host,
+                args.port,
+                batching=not args.no_batching,
+                workers=args.workers,
+                log_level=args.log_level,
+                access_log=args.access_log,
+            )
         elif args.command == "worker":
             from lambdaserve.long_running import work
 

@@ -9,7 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp
 
+from lambdaserve.apps.access_log import AccessLog
 from lambdaserve.apps.front_door import FrontDoor
 from lambdaserve.apps.inference import create_inference_app
 from lambdaserve.apps.slow_clients import BodyTimeout
@@ -73,14 +75,33 @@ def build_serving_app(batching: bool = True) -> BodyTimeout:
 
 
 _BATCHING_ENV = "LAMBDASERVE_SERVE_BATCHING"
+_LOGGING_ENV = "LAMBDASERVE_SERVE_LOGGING"
 
 
-def serving_app_from_env() -> BodyTimeout:
+def serving_app_from_env() -> ASGIApp:
     """The app factory each uvicorn worker process calls (``serve`` with ``workers > 1``)."""
-    return build_serving_app(os.environ.get(_BATCHING_ENV, "1") == "1")
+    level, access = os.environ.get(_LOGGING_ENV, "info:0").split(":")
+    return _logged(
+        build_serving_app(os.environ.get(_BATCHING_ENV, "1") == "1"), level, access == "1"
+    )
 
 
-def serve(host: str, port: int, batching: bool = True, workers: int = 1) -> None:
+def _logged(app: ASGIApp, log_level: str, access_log: bool) -> ASGIApp:
+    from lambdaserve.local.logs import use_text_logs
+
+    use_text_logs(log_level)
+    return AccessLog(app) if access_log else app
+
+
+def serve(
+    host: str,
+    port: int,
+    *,
+    batching: bool = True,
+    workers: int = 1,
+    log_level: str = "info",
+    access_log: bool = False,
+) -> None:
     """Serve the inference API with uvicorn until SIGINT/SIGTERM.
 
     One process runs Python on one core at a time: ``workers`` processes share the port
@@ -101,12 +122,32 @@ def serve(host: str, port: int, batching: bool = True, workers: int = 1) -> None
         # headers must arrive within LAMBDASERVE_CLIENT_TIMEOUT_S (uvicorn has no such timer)
         "http": "lambdaserve.apps.slow_clients:HeaderTimeoutHttp",
     }
+    print(_banner(host, port, batching, workers, access_log), flush=True)
     if workers <= 1:
-        uvicorn.run(build_serving_app(batching), **options)
+        uvicorn.run(_logged(build_serving_app(batching), log_level, access_log), **options)
         return
     os.environ[_BATCHING_ENV] = "1" if batching else "0"
+    os.environ[_LOGGING_ENV] = f"{log_level}:{int(access_log)}"
     uvicorn.run(
         "lambdaserve.long_running:serving_app_from_env", factory=True, workers=workers, **options
+    )
+
+
+def _banner(host: str, port: int, batching: bool, workers: int, access_log: bool) -> str:
+    settings = get_settings()
+    where = settings.endpoint_url or f"AWS ({settings.region})"
+    return "\n".join(
+        [
+            "lambdaserve serve is running",
+            f"  inference API     http://{host}:{port}/v2  (KServe v2 + Triton extensions; "
+            "/predictions/<model>; /docs)",
+            f"  catalog           {settings.table} via {where}; models from s3://"
+            f"{settings.bucket}/{settings.models_prefix}",
+            f"  batching          {'dynamic, per model version' if batching else 'off'}; "
+            f"{workers} worker process{'es' if workers > 1 else ''}",
+            f"  access log        {'on' if access_log else 'off (--access-log)'}",
+            "Ctrl-C stops it.",
+        ]
     )
 
 

@@ -119,8 +119,12 @@ class Registrar:
     def _validate(
         self, loading: VersionRecord, objects: list[ObjectInfo], config: ModelConfig
     ) -> VersionRecord:
+        def progress(line: str) -> None:
+            logger.info("%s version %s: %s", loading.model, loading.version, line)
+            self._catalog.set_loading_reason(loading, line)
+
         try:
-            validated = self._validator.validate(objects, config)
+            validated = self._validator.validate(objects, config, progress)
         except RuntimeMissing as exc:
             # A fact about this environment, not the model: validated again when asked
             # (load, reconcile, a re-upload of the same bytes), never remembered.
@@ -200,6 +204,13 @@ class Registrar:
             )
             if (state, reason) != (version.state, version.reason):
                 self._catalog.set_version_state(version, state, reason)
+                logger.info(
+                    "%s version %s is %s%s",
+                    model,
+                    version.version,
+                    state,
+                    f": {reason}" if reason else "",
+                )
 
 
 class EventBatch:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -176,9 +176,10 @@ class ModelRepository:
             return filename, body
         return None
 
-    def download(self, key: str, path: str) -> None:
-        """Download one object to a local path (ranged, concurrent parts for big files)."""
-        self._s3.download_file(self.bucket, key, path, Config=_TRANSFER)
+    def download(self, key: str, path: str, progress: Callable[[int], None] | None = None) -> None:
+        """Download one object to a local path (ranged, concurrent parts for big files);
+        ``progress`` is told each chunk's byte count."""
+        self._s3.download_file(self.bucket, key, path, Config=_TRANSFER, Callback=progress)
 
     def delete_version(self, model: str, version: int) -> int:
         """Delete every object of a version; returns how many were deleted."""

@@ -24,6 +24,7 @@ from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord
 from lambdaserve.errors import LambdaServeError, ModelNotFound, ModelNotReady
 from lambdaserve.model_configs import effective_config
 from lambdaserve.modelconfig import ModelConfig
+from lambdaserve.progress import human_bytes
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes import LoadedModel, LoadOptions, Signature, runtime_named
 from lambdaserve.stats import Execution, StatsRegistry
@@ -368,17 +369,26 @@ class ModelServer:
             for f in served.record.files
         ]
         directory = self._cache.materialize(files)
+        fetched = time.perf_counter()
         runtime = runtime_named(served.record.runtime)
         loaded = runtime.load(
             directory / served.record.model_file, served.config, served.signature, self._options
         )
+        created = time.perf_counter()
         warm_up(loaded, served.signature, directory)
+        done = time.perf_counter()
         logger.info(
-            "loaded %s version %s on %s in %.0f ms",
+            "loaded %s version %s on %s in %.0f ms (files %s: %.0f ms, %s: %.0f ms, "
+            "warm-up: %.0f ms)",
             served.model,
             served.version,
             loaded.device,
-            (time.perf_counter() - started) * 1000,
+            (done - started) * 1000,
+            human_bytes(sum(f.size for f in files)),
+            (fetched - started) * 1000,
+            runtime.name,
+            (created - fetched) * 1000,
+            (done - created) * 1000,
         )
         return loaded
 

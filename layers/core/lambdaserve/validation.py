@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from lambdaserve.config_checks import check_platform, check_tensors
 from lambdaserve.errors import ModelRejected
 from lambdaserve.modelconfig import ModelConfig
+from lambdaserve.progress import TransferProgress, human_bytes
 from lambdaserve.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
 from lambdaserve.runtimes import MODEL_FILES, Signature, runtime_for
 from lambdaserve.warmup import check_warmup
 
 _CHUNK = 1024 * 1024
+# Smaller versions validate in well under a second: no progress to tell.
+PROGRESS_MIN_BYTES = 16 * 1024 * 1024
 _MAX_NAME_BYTES = 255
 _MAX_PATH_BYTES = 1024
 
@@ -55,8 +59,16 @@ class VersionValidator:
         self._max_bytes = max_bytes
         self._work_dir = work_dir
 
-    def validate(self, objects: list[ObjectInfo], config: ModelConfig) -> ValidatedVersion:
-        """Return what validated, or raise ModelRejected with a reason a person can act on."""
+    def validate(
+        self,
+        objects: list[ObjectInfo],
+        config: ModelConfig,
+        progress: Callable[[str], None] | None = None,
+    ) -> ValidatedVersion:
+        """Return what validated, or raise ModelRejected with a reason a person can act on.
+
+        ``progress`` hears what is happening to a large version (sizes, rates) as it goes.
+        """
         by_path = _by_relative_path(objects, self._repository.prefix)
         check_platform(config, by_path)
         model_file = _model_file(by_path)
@@ -70,12 +82,21 @@ class VersionValidator:
         for path in by_path:
             _check_path(path)
         Path(self._work_dir).mkdir(parents=True, exist_ok=True)
+        report = progress if progress is not None and total >= PROGRESS_MIN_BYTES else None
         with tempfile.TemporaryDirectory(dir=self._work_dir, prefix="validate-") as scratch:
             root = Path(scratch)
-            files = tuple(self._fetch(root, path, info) for path, info in sorted(by_path.items()))
+            transfer = TransferProgress("downloading", total, report) if report else None
+            files = tuple(
+                self._fetch(root, path, info, transfer) for path, info in sorted(by_path.items())
+            )
             runtime = runtime_for(model_file)
+            if report and transfer:
+                report(transfer.finished())
+                report(f"validating {human_bytes(total)} with {runtime.name}")
             try:
                 signature = runtime.inspect(root / model_file, config)
+                if report:
+                    report("checking warm-up samples")
                 check_warmup(root, signature)
             except ModelRejected as exc:
                 raise type(exc)(scrub(exc.message, root)) from exc
@@ -87,12 +108,14 @@ class VersionValidator:
         check_tensors(config, signature)
         return ValidatedVersion(runtime.name, model_file, signature, files, notes)
 
-    def _fetch(self, root: Path, path: str, info: ObjectInfo) -> FileRecord:
+    def _fetch(
+        self, root: Path, path: str, info: ObjectInfo, progress: TransferProgress | None
+    ) -> FileRecord:
         target = (root / path).resolve()
         if not target.is_relative_to(root.resolve()):
             raise ModelRejected(f"file {path!r} would leave the version directory")
         target.parent.mkdir(parents=True, exist_ok=True)
-        self._repository.download(info.key, str(target))
+        self._repository.download(info.key, str(target), progress)
         return FileRecord(path, info.key, target.stat().st_size, info.etag, _sha256(target))
 
 

@@ -6,11 +6,14 @@ import os
 import signal
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lambdaserve.aws import AwsClients
 from lambdaserve.local.demo import DEMO_MODEL, demo_mlp_bytes
 from lambdaserve.local.emulator import Emulator, ensure_port_free
+from lambdaserve.local.logs import quiet_third_parties, use_text_logs
+from lambdaserve.local.mirror import RepositoryMirror
 from lambdaserve.local.pump import EventPump, PumpConfig
 from lambdaserve.local.resources import LocalResources, ensure_resources
 from lambdaserve.local.servers import BackgroundServer
@@ -25,6 +28,9 @@ class DevOptions:
     aws_port: int = 4566
     aws_endpoint: str | None = None
     demo: bool = True
+    model_repository: Path | None = None
+    log_level: str = "info"
+    access_log: bool = True
 
 
 def point_environment_at(endpoint: str, region: str = "us-east-1") -> Settings:
@@ -49,11 +55,14 @@ class DevStack:
         self._servers: list[BackgroundServer] = []
         self.resources: LocalResources | None = None
         self.endpoint = options.aws_endpoint or ""
+        self.mirror: RepositoryMirror | None = None
+        self._mirror_stop: threading.Event | None = None
 
     def start(self) -> DevStack:
         options = self.options
         ensure_port_free(options.host, options.management_port, "--management-port")
         ensure_port_free(options.host, options.inference_port, "--inference-port")
+        quiet_third_parties()
         if not options.aws_endpoint:
             self._emulator = Emulator(options.host, options.aws_port).start()
             self.endpoint = self._emulator.endpoint
@@ -64,6 +73,7 @@ class DevStack:
         # Imported after the environment points at the emulator: handlers read settings once.
         from lambdaserve.handlers import batcher, infer, manage
 
+        use_text_logs(options.log_level)
         manage.services.cache_clear()
         infer.server.cache_clear()
         infer.submitter.cache_clear()
@@ -73,11 +83,21 @@ class DevStack:
         manage.services().registrar.reconcile_all()
         self.start_event_pumps()
         self._servers.append(
-            BackgroundServer(manage.app, options.host, options.management_port).start()
+            BackgroundServer(
+                manage.app, options.host, options.management_port, access_log=options.access_log
+            ).start()
         )
         self._servers.append(
-            BackgroundServer(infer.app, options.host, options.inference_port).start()
+            BackgroundServer(
+                infer.app, options.host, options.inference_port, access_log=options.access_log
+            ).start()
         )
+        if options.model_repository is not None:
+            self.mirror = RepositoryMirror(
+                options.model_repository, clients.s3, settings.bucket, settings.models_prefix
+            )
+            self.mirror.sync()
+            _, self._mirror_stop = self.mirror.start()
         if options.demo:
             clients.s3.put_object(
                 Bucket=settings.bucket,
@@ -121,6 +141,8 @@ class DevStack:
         self._pumps.clear()
 
     def stop(self) -> None:
+        if self._mirror_stop is not None:
+            self._mirror_stop.set()
         for server in self._servers:
             server.stop()
         self.stop_event_pumps()
@@ -130,25 +152,45 @@ class DevStack:
     def banner(self) -> str:
         settings = get_settings()
         opts = self.options
+        management = f"http://{opts.host}:{opts.management_port}"
+        inference = f"http://{opts.host}:{opts.inference_port}"
         lines = [
             "lambdaserve dev is running",
             f"  AWS endpoint      {self.endpoint}"
             f"  (region {settings.region}, credentials test/test)",
             f"  model bucket      s3://{settings.bucket}/{settings.models_prefix}",
             f"  catalog table     {settings.table}",
-            f"  inference API     http://{opts.host}:{opts.inference_port}/v2"
-            "  (KServe v2 + Triton extensions; /predictions/<model>)",
-            f"  management API    http://{opts.host}:{opts.management_port}/models",
-            f"  publish a model   aws --endpoint-url {self.endpoint} s3 cp model.onnx "
-            f"s3://{settings.bucket}/{settings.models_prefix}<model>/1/model.onnx",
-            f"  then              curl -s -X POST http://{opts.host}:{opts.management_port}"
-            "/v2/repository/index",
+            f"  inference API     {inference}/v2"
+            "  (KServe v2 + Triton extensions; /predictions/<model>; /docs)",
+            f"  management API    {management}/models  (/docs)",
+        ]
+        if opts.model_repository is not None:
+            lines.append(
+                f"  model repository  {opts.model_repository}  (uploaded, and watched: add, "
+                "change or delete files to publish, update or retire versions)"
+            )
+        if not opts.aws_endpoint:
+            where = (
+                "the model repository folder"
+                if opts.model_repository is not None
+                else "nothing: use --model-repository DIR to keep models across restarts"
+            )
+            lines.append(
+                f"  persistence       the embedded emulator keeps nothing; what survives: {where}"
+            )
+        lines += [
+            "  for the aws CLI   export AWS_ENDPOINT_URL="
+            f"{self.endpoint} AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
+            f"AWS_DEFAULT_REGION={settings.region}",
+            f"  publish a model   aws s3 cp model.onnx s3://{settings.bucket}/"
+            f"{settings.models_prefix}<model>/1/model.onnx",
+            f"  then              curl -s -X POST {management}/v2/repository/index",
         ]
         if opts.demo:
             lines.append(f"  demo model        {DEMO_MODEL} (version 1, published on start)")
             lines.append(
-                f"  try               curl -s -X POST http://{opts.host}:{opts.inference_port}"
-                f"/predictions/{DEMO_MODEL} -d '[0.1, 0.2, 0.3, 0.4]'"
+                f"  try               curl -s -X POST {inference}/predictions/{DEMO_MODEL} "
+                "-d '[0.1, 0.2, 0.3, 0.4]'"
             )
         lines.append("Ctrl-C stops everything.")
         return "\n".join(lines)

@@ -8,6 +8,7 @@ import time
 import uvicorn
 from starlette.types import ASGIApp
 
+from lambdaserve.apps.access_log import AccessLog
 from lambdaserve.apps.slow_clients import BodyTimeout, HeaderTimeoutHttp
 from lambdaserve.settings import get_settings
 
@@ -15,17 +16,28 @@ from lambdaserve.settings import get_settings
 class BackgroundServer:
     """Serve one ASGI app with uvicorn in a daemon thread."""
 
-    def __init__(self, app: ASGIApp, host: str, port: int, log_level: str = "warning") -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        host: str,
+        port: int,
+        log_level: str = "warning",
+        access_log: bool = False,
+    ) -> None:
         self.host = host
         self.port = port
+        served: ASGIApp = BodyTimeout(app, get_settings().client_timeout_s)
+        if access_log:
+            served = AccessLog(served)
         self._server = uvicorn.Server(
             uvicorn.Config(
-                BodyTimeout(app, get_settings().client_timeout_s),
+                served,
                 host=host,
                 port=port,
                 log_level=log_level,
                 access_log=False,
                 http=HeaderTimeoutHttp,
+                log_config=None,
             )
         )
         self._thread = threading.Thread(

@@ -1,0 +1,52 @@
+"""Logs people read on a terminal: text lines (JSON stays for Lambda), one level, no noise.
+
+The handlers' Powertools loggers write JSON for CloudWatch; locally every ``lambdaserve``
+logger is routed to one text handler instead (rich's, with colour, when a terminal is
+attached; plain lines otherwise). The emulator's and PyTorch's warnings are not ours to show.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+
+LEVELS = ("debug", "info", "warning", "error")
+_FORMAT = "%(asctime)s %(levelname)-7s %(name)s  %(message)s"
+
+
+def use_text_logs(level: str = "info") -> None:
+    """Route every lambdaserve logger to one text handler at ``level``."""
+    handler: logging.Handler
+    if sys.stderr.isatty():
+        from rich.logging import RichHandler
+
+        handler = RichHandler(show_path=False, rich_tracebacks=False, log_time_format="%H:%M:%S")
+        handler.setFormatter(logging.Formatter("%(name)s  %(message)s"))
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(_FORMAT, "%H:%M:%S"))
+    for name in ["lambdaserve", *logging.root.manager.loggerDict]:
+        if not name.startswith("lambdaserve"):
+            continue
+        logger = logging.getLogger(name)
+        for existing in list(logger.handlers):
+            logger.removeHandler(existing)
+        if name.startswith("lambdaserve."):  # the package's modules: through their parent
+            logger.propagate = True
+            logger.setLevel(logging.NOTSET)
+        else:  # the package itself, and the handlers' Powertools loggers (lambdaserve-infer)
+            logger.addHandler(handler)
+            logger.propagate = False
+            logger.setLevel(level.upper())
+    quiet_third_parties()
+
+
+def quiet_third_parties() -> None:
+    """moto's 'not supported by CloudFormation' notes, werkzeug's request lines, torch's
+    deprecations: none of them is the user's to act on."""
+    for name in ("moto", "werkzeug", "botocore", "urllib3", "uvicorn.error", "watchfiles"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", module=r"moto(\..*)?")
+    warnings.filterwarnings("ignore", module=r"torch(\..*)?")
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
