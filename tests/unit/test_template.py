@@ -367,3 +367,13 @@ def test_the_runtime_defaults_match_the_template(sam):
     parameters = sam["Parameters"]
     assert Settings().max_receive_count == parameters["MaxReceiveCount"]["Default"]
     assert Settings().results_ttl_s == parameters["ResultsTtlSeconds"]["Default"]
+
+
+def test_the_http_api_writes_an_access_log(cfn):
+    [stage] = resources_of(cfn, "AWS::ApiGatewayV2::Stage").values()
+    settings = stage["Properties"]["AccessLogSettings"]
+    assert settings["DestinationArn"] == {"Fn::GetAtt": ["ApiAccessLogs", "Arn"]}
+    for field in ("$context.status", "$context.path", "$context.responseLatency"):
+        assert field in settings["Format"]
+    group = resources_of(cfn, "AWS::Logs::LogGroup")["ApiAccessLogs"]["Properties"]
+    assert group["RetentionInDays"] == {"Ref": "AccessLogRetentionDays"}

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from lambdaserve import __version__
+from lambdaserve.apps.docs_page import install_docs
 from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.apps.openapi import document_api, inference_paths
 from lambdaserve.dynamic_batcher import DynamicBatcher
@@ -39,8 +40,9 @@ def create_inference_app(
 ) -> FastAPI:
     """Build the app. ``batcher`` (long-running servers only) batches v2 infer requests."""
     """Build the app; ``server`` is called per request so models load lazily, in the cache."""
-    app = FastAPI(title="lambdaserve inference API", version="2")
+    app = FastAPI(title="lambdaserve inference API", version="2", docs_url=None, redoc_url=None)
     install_error_handlers(app)
+    install_docs(app)
 
     async def call(model: str, version: int | None, work: Callable[[], T]) -> T:
         # A loaded model answers inline: a thread hop costs more than a small model's run.

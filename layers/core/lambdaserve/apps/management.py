@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
 
+from lambdaserve.apps.docs_page import install_docs
 from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.apps.json_body import json_object
 from lambdaserve.apps.openapi import document_api, management_bodies
@@ -20,8 +21,9 @@ from lambdaserve.repository import check_model_name, parse_version
 
 def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
     """Build the app; ``manager`` is called per request so the domain loads lazily."""
-    app = FastAPI(title="lambdaserve management API", version="1")
+    app = FastAPI(title="lambdaserve management API", version="1", docs_url=None, redoc_url=None)
     install_error_handlers(app)
+    install_docs(app)
 
     @app.get("/models")
     def list_models(
