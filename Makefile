@@ -1,38 +1,52 @@
-# The two commands: `make dev` runs the system, `make test` runs every test.
+# The two commands: `make dev` runs the system, `make test` runs every test. `make help` lists all.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
+TORCH  ?= 0
 
-.PHONY: dev test test-localstack validate lint install-dev install-test bench-publish bench-infer \
-	bench-batching bench-peers clean
+.PHONY: help dev test test-localstack validate lint install-dev install-test install-torch \
+	bench-publish bench-infer bench-batching bench-peers bench-validate robustness clean
+
+help: ## this list
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "  ARGS=\"...\" passes flags (make dev ARGS=\"--model-repository ./models\"); TORCH=1 adds PyTorch to make dev"
 
 $(BIN)/python:
+	@echo "make: creating the virtual environment $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # Runtime + local stack only: torch stays optional (ONNX Runtime is the default runtime).
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
+	@echo "make: installing lambdaserve (editable) with ONNX Runtime and the local stack (moto server, uvicorn) into $(VENV) ..."
 	$(BIN)/pip install -q -e '.[local]'
 	touch $@
 
 # Everything the tests need, TorchScript included (torch==2.13.0, the CPU wheel).
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
+	@echo "make: installing lambdaserve with the test tools (pytest, schemathesis, ruff, mypy, cfn-lint, awscli) and torch==2.13.0 (CPU) into $(VENV) ..."
 	$(BIN)/pip install -q -e '.[dev,torch]'
-	touch $@ $(VENV)/.dev-installed
+	touch $@ $(VENV)/.dev-installed $(VENV)/.torch-installed
+
+$(VENV)/.torch-installed: | $(BIN)/python
+	@echo "make: installing torch==2.13.0 (CPU) into $(VENV) for TorchScript models ..."
+	$(BIN)/pip install -q 'torch==2.13.0'
+	touch $@
 
 install-dev: $(VENV)/.dev-installed
 install-test: $(VENV)/.test-installed
+install-torch: $(VENV)/.torch-installed ## add PyTorch (TorchScript models) to .venv
 
-dev: install-dev
+dev: install-dev $(if $(filter 1,$(TORCH)),install-torch) ## run the whole system locally (Ctrl-C stops it)
 	$(BIN)/lambdaserve dev $(ARGS)
 
-test: install-test
+test: install-test ## install what the tests need and run every test
 	$(BIN)/pytest $(ARGS)
 
 # The integration suite against LocalStack: LOCALSTACK_ENDPOINT when given, else a LocalStack
 # started on this host without Docker (scripts/localstack.sh), stopped afterwards.
-test-localstack: install-test
+test-localstack: install-test ## the integration suite on LocalStack (started here without Docker)
 	scripts/localstack.sh run $(BIN)/pytest tests/integration $(ARGS)
 
 # SAM CLI pins boto3 exactly, so it lives in its own venv. `sam build` of the zip functions
@@ -42,31 +56,37 @@ $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install -q aws-sam-cli==1.170.0
 
-validate: $(SAM_VENV)/bin/sam
+validate: $(SAM_VENV)/bin/sam ## sam validate --lint and sam build of the zip functions
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1
 	scripts/sam_build.sh $(SAM_VENV)/bin/sam
 
-lint: install-test
+lint: install-test ## ruff, ruff format, mypy strict
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench-publish: install-test
+bench-publish: install-test ## publish -> READY latency, convergence under shuffled events
 	$(BIN)/python scripts/bench_publish.py $(ARGS)
 
-bench-infer: install-test
+bench-infer: install-test ## inference overhead vs raw InferenceSession.run
 	$(BIN)/python scripts/bench_infer.py $(ARGS)
 
-bench-batching: install-test
+bench-batching: install-test ## batching machinery cost, dynamic batcher vs none
 	$(BIN)/python scripts/bench_batching.py $(ARGS)
 
 # TorchServe 0.12.0 and Triton (nvidia-pytriton 0.7.0) side by side with lambdaserve; each peer
 # gets its own venv under bench/peers/. wrk comes from Debian when it can be installed.
-bench-peers: install-test
+bench-peers: install-test ## side by side with TorchServe and Triton
 	command -v wrk >/dev/null || apt-get install -y -q wrk >/dev/null 2>&1 \
 	  || echo "bench-peers: no wrk; using the Python load generator"
 	$(BIN)/pip install -q 'matplotlib>=3.8'
 	$(BIN)/python scripts/bench_peers.py $(ARGS)
 
-clean:
+bench-validate: install-test ## publish-time validation of large versions: seconds, memory
+	$(BIN)/python scripts/bench_validate.py $(ARGS)
+
+robustness: install-test ## hostile inputs, uploads, injections and a poisoned async burst
+	$(BIN)/python scripts/robustness.py $(ARGS)
+
+clean: ## remove the virtual environments and caches
 	rm -rf $(VENV) $(SAM_VENV) .localstack .aws-sam .pytest_cache .mypy_cache .ruff_cache .hypothesis
