@@ -10,11 +10,15 @@ both APIs) and a `lambdaserve serve` front door beside it, then reports:
   bad inputs     hand-made hostile requests through both doors and the management API that
                  answered 5xx (goal 0)
   bad uploads    hostile versions that did not end READY or UNAVAILABLE (goal 0)
+  bad configs    broken configs uploaded over serving models: served versions lost (goal 0)
+  kill -9        `lambdaserve serve` killed mid-download of a large model, then restarted:
+                 leftovers in the cache and wrong answers (goal 0, 0)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -273,6 +277,139 @@ def bad_uploads(stack: DevStack, api: httpx.Client) -> dict:
     return {"uploads": len(uploads), "not_ending_in_a_state": stuck, "path_leaks": leaks}
 
 
+def bad_configs(api: httpx.Client) -> dict:
+    from lambdaserve.aws import AwsClients
+    from lambdaserve.settings import get_settings
+
+    s3, bucket = AwsClients(get_settings()).s3, get_settings().bucket
+    configs = {
+        "typo": b"max_batch_size: 8\ninptu [{ name: 'x' }]",
+        "not-text": b"\xff\xfe\x00",
+        "wrong-dims": b"max_batch_size: 8\n"
+        b'input [{ name: "INPUT__0", data_type: TYPE_FP32, dims: [5] }]',
+        "wrong-rank": b'input [{ name: "INPUT__0", data_type: TYPE_FP32, dims: [4] }]',
+        "wrong-type": b'input [{ name: "INPUT__0", data_type: TYPE_INT64, dims: [-1, 4] }]',
+        "wrong-name": b'input [{ name: "pixels", data_type: TYPE_FP32, dims: [-1, 4] }]',
+        "wrong-platform": b'platform: "tensorrt_plan"',
+        "unsupported": b'backend: "python"',
+        "negative-batch": b"max_batch_size: -1",
+        "bad-policy": b"version_policy: { specific: { versions: [] } }",
+        "other-name": b'name: "someone-else"',
+    }
+    for name in configs:
+        s3.put_object(Bucket=bucket, Key=f"models/cfg-{name}/1/model.onnx", Body=demo_mlp_bytes())
+    for name in configs:
+        assert wait(lambda n=name: state(api, f"cfg-{n}", 1) == "READY", 60)
+    for name, body in configs.items():
+        s3.put_object(Bucket=bucket, Key=f"models/cfg-{name}/config.pbtxt", Body=body)
+    time.sleep(3)  # the events are handled
+    noted = wait(
+        lambda: all(
+            "rejected" in e["reason"]
+            for e in api.post("/v2/repository/index").json()
+            if e["name"].startswith("cfg-")
+        ),
+        60,
+    )
+    lost = [n for n in configs if state(api, f"cfg-{n}", 1) != "READY"]
+    return {"configs": len(configs), "served_versions_lost": lost, "all_shown": bool(noted)}
+
+
+def kill_mid_download(stack: DevStack, megabytes: int = 150) -> dict:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import onnxruntime as ort
+
+    from lambdaserve.aws import AwsClients
+    from lambdaserve.settings import get_settings
+
+    side = int((megabytes * 1024 * 1024 / 4) ** 0.5)
+    weight = np.random.default_rng(0).random((side, side), np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["y"])],
+        "big",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", weight.shape[0]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", side])],
+        initializer=[onnx.numpy_helper.from_array(weight, "W")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    body = model.SerializeToString()
+    settings = get_settings()
+    AwsClients(settings).s3.put_object(
+        Bucket=settings.bucket, Key="models/big/1/model.onnx", Body=body
+    )
+    with httpx.Client(base_url=f"http://127.0.0.1:{stack.options.management_port}") as api:
+        assert wait(lambda: state(api, "big", 1) == "READY", 300), "big never became READY"
+    work = Path(tempfile.mkdtemp())
+    env = {**os.environ, "LAMBDASERVE_WORK_DIR": str(work)}
+
+    def start() -> tuple[subprocess.Popen[bytes], str]:
+        port = free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(port)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        assert wait(lambda: _answers(url), 60), "serve did not start"
+        return process, url
+
+    process, url = start()
+    loader = ThreadPoolExecutor(1).submit(
+        lambda: httpx.get(f"{url}/v2/models/big/ready", timeout=300)
+    )
+    blobs = work / "cache" / "blobs"
+    partial = wait(lambda: list(blobs.glob("*.part")) if blobs.exists() else [], 120)
+    partial_bytes = sum(p.stat().st_size for p in partial or [])
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    left_after_kill = len(list(blobs.glob("*.part")))
+    with contextlib.suppress(Exception):  # the connection died with the server
+        loader.result(timeout=10)
+    process, url = start()
+    try:
+        x = np.random.default_rng(1).random((2, weight.shape[0]), dtype=np.float32)
+        request = {
+            "inputs": [
+                {
+                    "name": "x",
+                    "datatype": "FP32",
+                    "shape": list(x.shape),
+                    "data": x.ravel().tolist(),
+                }
+            ]
+        }
+        answer = httpx.post(f"{url}/v2/models/big/infer", json=request, timeout=300)
+        assert answer.status_code == 200, answer.text[:500]
+        got = np.array(answer.json()["outputs"][0]["data"], np.float32).reshape(2, side)
+        expected = ort.InferenceSession(body).run(None, {"x": x})[0]
+        corrupt = int(not np.allclose(got, expected, rtol=1e-4, atol=1e-3))
+    finally:
+        process.terminate()
+        process.wait(30)
+    return {
+        "model_mb": megabytes,
+        "partial_bytes_when_killed": partial_bytes,
+        "partial_files_after_kill": left_after_kill,
+        "partial_files_after_restart": len(list(blobs.glob("*.part"))),
+        "corrupt_answers": corrupt,
+    }
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/v2/health/live", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def _identity(shape: list[int]) -> bytes:
     graph = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["y"])],
@@ -332,6 +469,8 @@ def main() -> None:
                 "injections": injections(inference),
                 "bad_inputs": bad_inputs([inference, serve.url], management),
                 "bad_uploads": bad_uploads(stack, api),
+                "bad_configs": bad_configs(api),
+                "kill_mid_download": kill_mid_download(stack),
                 "async_burst": async_burst(stack, api, inference, args.requests, args.poisoned),
             }
         print(json.dumps(report, indent=2))
