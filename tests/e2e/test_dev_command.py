@@ -109,3 +109,23 @@ def test_the_aws_cli_upload_from_the_readme_works(dev_process, tmp_path: Path):
         env={**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"},
     )
     wait_until(lambda: ("cli-model", "1") in ready_versions(ports["management"]), 15)
+
+
+def test_the_console_reads_like_a_server_log(dev_process, tmp_path: Path):
+    _, ports = dev_process
+    wait_until(lambda: ("demo-mlp", "1") in ready_versions(ports["management"]), 30)
+    inference = f"http://127.0.0.1:{ports['inference']}"
+    httpx.post(f"{inference}/predictions/demo-mlp", json=[0.1, 0.2, 0.3, 0.4])
+    log = wait_until(
+        lambda: (
+            (text := (tmp_path / "dev.log").read_text()) and "lambdaserve.access" in text and text
+        ),
+        15,
+    )
+    # The banner prints what `aws s3 cp` needs, and says what persists
+    assert f"export AWS_ENDPOINT_URL=http://127.0.0.1:{ports['aws']} AWS_ACCESS_KEY_ID=test" in log
+    assert "the embedded emulator keeps nothing" in log
+    # Text lines, an access log with the model and version, and no emulator noise
+    assert "INFO    lambdaserve.registrar  demo-mlp version 1 is READY" in log
+    assert "POST /predictions/demo-mlp 200 " in log and "model=demo-mlp" in log
+    assert '"level"' not in log and "Moto" not in log and "UserWarning" not in log
