@@ -57,19 +57,13 @@ def state(api: httpx.Client, model: str, version: int) -> str | None:
 
 
 def binary_request(row: np.ndarray) -> tuple[bytes, str]:
-    header = json.dumps(
-        {
-            "inputs": [
-                {
-                    "name": "INPUT__0",
-                    "datatype": "FP32",
-                    "shape": [1, 4],
-                    "parameters": {"binary_data_size": row.nbytes},
-                }
-            ]
-        }
-    ).encode()
-    return header + row.tobytes(), str(len(header))
+    """A binary v2 request, as tritonclient writes it."""
+    import tritonclient.http as triton
+
+    tensor = triton.InferInput("INPUT__0", list(row.shape), "FP32")
+    tensor.set_data_from_numpy(row, binary_data=True)
+    body, header_length = triton.InferenceServerClient.generate_request_body([tensor])
+    return body, str(header_length)
 
 
 def async_burst(stack: DevStack, api: httpx.Client, url: str, n: int, share: float) -> dict:

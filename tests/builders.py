@@ -265,3 +265,14 @@ def onnx_identity_shape(shape: list[int]) -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return bytes(model.SerializeToString())
+
+
+def binary_v2_request(array: np.ndarray, name: str = "INPUT__0") -> tuple[bytes, str]:
+    """A v2 request with ``array`` as a binary tensor, as tritonclient writes it: the body
+    and its Inference-Header-Content-Length."""
+    import tritonclient.http as triton
+
+    tensor = triton.InferInput(name, list(array.shape), "FP32")
+    tensor.set_data_from_numpy(array, binary_data=True)
+    body, header_length = triton.InferenceServerClient.generate_request_body([tensor])
+    return body, str(header_length)

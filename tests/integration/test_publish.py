@@ -92,13 +92,27 @@ def test_a_config_arriving_before_the_versions_is_used(stack):
     stack.wait_state("m", 2, "UNAVAILABLE")
 
 
-def test_an_invalid_config_makes_versions_unavailable_with_the_parse_error(stack):
+def test_an_invalid_config_over_a_serving_model_keeps_it_serving_and_says_why(stack):
     stack.put("models/m/1/model.onnx", builders.onnx_mlp())
     stack.wait_state("m", 1, "READY")
+    # When a config with a syntax error is uploaded over the serving model
     stack.put("models/m/config.pbtxt", b"max_batch_size: [")
-    assert "config.pbtxt is not valid" in stack.wait_state("m", 1, "UNAVAILABLE")
+    # Then the version keeps serving, with the parse error beside READY (index and API)
+    wait_until(lambda: "config.pbtxt is not valid" in stack.state("m", 1)[1], 20)
+    assert stack.state("m", 1)[0] == "READY"
+    [entry] = stack.api.get("/models/m/1").json()
+    assert "config.pbtxt is not valid" in entry["configRejected"]
+    body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1] * 4}]}
+    assert stack.inference.post("/v2/models/m/infer", json=body).status_code == 200
+    # And a fixed config clears the note
     stack.put("models/m/config.pbtxt", b"max_batch_size: 4")
-    stack.wait_state("m", 1, "READY")
+    wait_until(lambda: stack.state("m", 1) == ("READY", ""), 20)
+
+
+def test_an_invalid_config_on_a_new_model_makes_it_unavailable_with_the_parse_error(stack):
+    stack.put("models/fresh/config.pbtxt", b"max_batch_size: [")
+    stack.put("models/fresh/1/model.onnx", builders.onnx_mlp())
+    assert "config.pbtxt is not valid" in stack.wait_state("fresh", 1, "UNAVAILABLE")
 
 
 @pytest.mark.torch

@@ -237,22 +237,11 @@ def test_large_requests_and_results_round_trip_through_s3(stack):
 
 def test_binary_async_requests_travel_through_s3(mlp):
     rows = np.arange(8, dtype=np.float32).reshape(2, 4)
-    header = json.dumps(
-        {
-            "inputs": [
-                {
-                    "name": "INPUT__0",
-                    "datatype": "FP32",
-                    "shape": [2, 4],
-                    "parameters": {"binary_data_size": rows.nbytes},
-                }
-            ]
-        }
-    ).encode()
+    body, header_length = builders.binary_v2_request(rows)
     response = mlp.inference.post(
         "/v2/models/mlp/infer",
-        content=header + rows.tobytes(),
-        headers={"Prefer": "respond-async", "Inference-Header-Content-Length": str(len(header))},
+        content=body,
+        headers={"Prefer": "respond-async", "Inference-Header-Content-Length": header_length},
     )
     assert response.status_code == 202
     answer = result(mlp, response.json()["id"])

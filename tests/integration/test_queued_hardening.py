@@ -141,29 +141,13 @@ def test_a_queued_envelope_can_only_read_its_own_stored_body(mlp):
     assert body.read() == victim
 
 
-def _binary_request(row: np.ndarray) -> tuple[bytes, str]:
-    header = json.dumps(
-        {
-            "inputs": [
-                {
-                    "name": "INPUT__0",
-                    "datatype": "FP32",
-                    "shape": [1, 4],
-                    "parameters": {"binary_data_size": row.nbytes},
-                }
-            ]
-        }
-    ).encode()
-    return header + row.tobytes(), str(len(header))
-
-
 def test_poisoned_neighbours_fail_only_themselves(mlp):
     # Given 200 queued requests whose bodies live in S3, 8 of them poisoned (body deleted)
     mlp.pause_requests()
     rng = np.random.default_rng(3)
     ids = []
     for _ in range(200):
-        body, length = _binary_request(rng.random((1, 4), dtype=np.float32))
+        body, length = builders.binary_v2_request(rng.random((1, 4), dtype=np.float32))
         response = _async(mlp, body, **{"Inference-Header-Content-Length": length})
         assert response.status_code == 202
         ids.append(response.json()["id"])

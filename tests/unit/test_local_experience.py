@@ -232,7 +232,11 @@ def test_the_access_log_names_model_version_status_and_latency(caplog):
 
     caplog.set_level(logging.INFO, logger="lambdaserve.access")
     scope = {"type": "http", "method": "POST", "path": "/v2/models/mlp/infer"}
-    asyncio.run(AccessLog(app)(scope, receive, send))
+    loop = asyncio.new_event_loop()  # private: asyncio.run would unset the thread's loop
+    try:
+        loop.run_until_complete(AccessLog(app)(scope, receive, send))
+    finally:
+        loop.close()
     [line] = [r.getMessage() for r in caplog.records if r.name == "lambdaserve.access"]
     assert line.startswith("POST /v2/models/mlp/infer 200 ") and line.endswith(
         " ms model=mlp version=3"

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from lambdaserve.errors import LambdaServeError
@@ -13,25 +14,23 @@ from lambdaserve.errors import LambdaServeError
 _FORMAT = argparse.ArgumentDefaultsHelpFormatter
 
 
-def _poll_wait(text: str) -> int:
-    """SQS long polls wait 1 to 20 seconds."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds") from None
-    if not 1 <= value <= 20:
-        raise argparse.ArgumentTypeError(f"SQS long polls wait 1 to 20 seconds, got {value}")
-    return value
+def _whole(low: int, high: int, what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number from ``low`` to ``high``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{what} are {low} to {high}, got {value}")
+        return value
+
+    return parse
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"ports are 1 to 65535, got {value}")
-    return value
+_poll_wait = _whole(1, 20, "SQS long polls (seconds)")
+_port = _whole(1, 65535, "ports")
 
 
 def _directory(text: str) -> Path:
