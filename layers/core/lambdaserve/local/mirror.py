@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ class RepositoryMirror:
         self._settle_s = settle_s
         self._models: set[str] = set()  # every model the folder held during this run
         self._lock = threading.Lock()
+        self._digests: dict[tuple[str, int, int], str] = {}  # (path, size, mtime) -> md5
+        self.resync_s = 5.0
 
     def sync(self) -> SyncResult:
         """One pass: upload what is new or changed, delete what the folder no longer has."""
@@ -61,7 +64,7 @@ class RepositoryMirror:
                 if now - stat.st_mtime < self._settle_s:
                     settling.append(path)
                     continue
-                if _same(file, stat.st_size, remote.get(self._prefix + path)):
+                if self._same(file, stat, remote.get(self._prefix + path)):
                     continue
                 self._s3.upload_file(str(file), self._bucket, self._prefix + path)
                 logger.info("published %s%s (%s)", self._prefix, path, human_bytes(stat.st_size))
@@ -76,10 +79,19 @@ class RepositoryMirror:
             return SyncResult(tuple(uploaded), tuple(deleted), tuple(settling))
 
     def watch(self, stop: threading.Event) -> None:
-        """Sync on every change in the folder until ``stop`` is set."""
+        """Sync on every change in the folder, and every few seconds regardless (a change
+        made before the watch was armed, or on a file system without notifications, is
+        never missed), until ``stop`` is set."""
         from watchfiles import watch
 
-        for _ in watch(self.root, stop_event=stop, debounce=300, step=100, rust_timeout=500):
+        for _ in watch(
+            self.root,
+            stop_event=stop,
+            debounce=300,
+            step=100,
+            rust_timeout=int(self.resync_s * 1000),
+            yield_on_timeout=True,
+        ):
             try:
                 result = self.sync()
                 while result.settling and not stop.is_set():
@@ -93,6 +105,21 @@ class RepositoryMirror:
         thread = threading.Thread(target=self.watch, args=(stop,), name="mirror", daemon=True)
         thread.start()
         return thread, stop
+
+    def _same(self, file: Path, stat: os.stat_result, remote: tuple[int, str] | None) -> bool:
+        if remote is None or remote[0] != stat.st_size:
+            return False
+        etag = remote[1]
+        if "-" in etag:  # a multipart upload's ETag is no MD5 of the content: size must do
+            return True
+        key = (str(file), stat.st_size, stat.st_mtime_ns)
+        if key not in self._digests:
+            digest = hashlib.md5(usedforsecurity=False)
+            with file.open("rb") as handle:
+                while chunk := handle.read(1024 * 1024):
+                    digest.update(chunk)
+            self._digests[key] = digest.hexdigest()
+        return self._digests[key] == etag
 
     def _local_files(self) -> dict[str, int]:
         files = {}
@@ -116,16 +143,3 @@ def _ignored(relative: Path) -> bool:
     return any(
         part.startswith(".") or part in _IGNORED_PARTS for part in relative.parts
     ) or relative.name.endswith(_IGNORED_SUFFIXES)
-
-
-def _same(file: Path, size: int, remote: tuple[int, str] | None) -> bool:
-    if remote is None or remote[0] != size:
-        return False
-    etag = remote[1]
-    if "-" in etag:  # a multipart upload's ETag is no MD5 of the content: size must do
-        return True
-    digest = hashlib.md5(usedforsecurity=False)
-    with file.open("rb") as handle:
-        while chunk := handle.read(1024 * 1024):
-            digest.update(chunk)
-    return digest.hexdigest() == etag
