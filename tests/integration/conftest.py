@@ -101,6 +101,7 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("LAMBDASERVE_REPOSITORY_EVENTS_QUEUE", f"events-{suffix}")
     monkeypatch.setenv("LAMBDASERVE_REQUESTS_QUEUE", f"requests-{suffix}")
     monkeypatch.setenv("LAMBDASERVE_WORK_DIR", str(tmp_path / "work"))
+    monkeypatch.setenv("LAMBDASERVE_PYTHON_MODELS", "1")  # as in `lambdaserve dev`
     get_settings.cache_clear()
     manage.services.cache_clear()
     infer.server.cache_clear()

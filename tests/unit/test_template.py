@@ -377,3 +377,11 @@ def test_the_http_api_writes_an_access_log(cfn):
         assert field in settings["Format"]
     group = resources_of(cfn, "AWS::Logs::LogGroup")["ApiAccessLogs"]["Properties"]
     assert group["RetentionInDays"] == {"Ref": "AccessLogRetentionDays"}
+
+
+def test_python_models_are_off_unless_the_deployment_enables_them(cfn, sam):
+    assert sam["Parameters"]["EnablePythonModels"]["Default"] == "false"
+    for name, function in resources_of(cfn, "AWS::Lambda::Function").items():
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        if name.startswith(("Infer", "Manage", "Reconcile")):
+            assert variables["LAMBDASERVE_PYTHON_MODELS"] == {"Ref": "EnablePythonModels"}, name

@@ -14,15 +14,17 @@ from lambdaserve.modelconfig import ModelConfig, TensorSpec
 from lambdaserve.runtimes import MODEL_FILES, Signature
 
 PLATFORM_FILES = {"onnxruntime_onnx": "model.onnx", "pytorch_libtorch": "model.pt"}
-BACKEND_FILES = {"onnxruntime": "model.onnx", "pytorch": "model.pt"}
-SUPPORTED = "platform onnxruntime_onnx (model.onnx) or pytorch_libtorch (model.pt)"
+BACKEND_FILES = {"onnxruntime": "model.onnx", "pytorch": "model.pt", "python": "model.py"}
+SUPPORTED = (
+    "platform onnxruntime_onnx (model.onnx) or pytorch_libtorch (model.pt), or backend "
+    "python (model.py)"
+)
 # Triton's model files for what it serves and lambdaserve does not (yet).
 OTHER_FILES = {
     "tensorrt_plan": "model.plan",
     "tensorflow_graphdef": "model.graphdef",
     "tensorflow_savedmodel": "model.savedmodel",
     "openvino": "model.xml",
-    "python": "model.py",
 }
 
 

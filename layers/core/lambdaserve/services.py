@@ -13,6 +13,7 @@ from lambdaserve.cache import ArtifactCache
 from lambdaserve.catalog import Catalog
 from lambdaserve.invokers import LambdaInvoker
 from lambdaserve.management import ModelManager
+from lambdaserve.pipelines.bls import install_bls
 from lambdaserve.queued import InProcessInvoker, Invoker, QueuedInference
 from lambdaserve.registrar import Registrar
 from lambdaserve.repository import ModelRepository
@@ -45,14 +46,20 @@ def build_model_server(
         settings.cache_bytes,
         lambda key, path: repository.download(key, str(path)),
     )
-    return ModelServer(
+    server = ModelServer(
         VersionResolver(Catalog(clients.dynamodb, settings.table), settings.catalog_ttl_s),
         cache,
-        LoadOptions(device=settings.device, intra_op_threads=settings.intra_op_threads),
+        LoadOptions(
+            device=settings.device,
+            intra_op_threads=settings.intra_op_threads,
+            python_models=settings.python_models,
+        ),
         settings.max_loaded_versions,
         stats or StatsRegistry(),
         default_max_batch_size=settings.default_max_batch_size,
     )
+    install_bls(server)
+    return server
 
 
 def build_manage_services(
@@ -63,7 +70,12 @@ def build_manage_services(
     clients = clients or AwsClients(settings)
     repository = ModelRepository(clients.s3, settings.bucket, settings.models_prefix)
     catalog = Catalog(clients.dynamodb, settings.table)
-    validator = VersionValidator(repository, settings.max_model_bytes, settings.work_dir)
+    validator = VersionValidator(
+        repository,
+        settings.max_model_bytes,
+        settings.work_dir,
+        python_models=settings.python_models,
+    )
     registrar = Registrar(repository, catalog, validator, on_config_rejected=on_config_rejected)
     return ManageServices(
         repository, catalog, registrar, ModelManager(repository, catalog, registrar)

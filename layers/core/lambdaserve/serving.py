@@ -11,7 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -372,7 +372,10 @@ class ModelServer:
         fetched = time.perf_counter()
         runtime = runtime_named(served.record.runtime)
         loaded = runtime.load(
-            directory / served.record.model_file, served.config, served.signature, self._options
+            directory / served.record.model_file,
+            served.config,
+            served.signature,
+            replace(self._options, version=served.version),
         )
         created = time.perf_counter()
         warm_up(loaded, served.signature, directory)

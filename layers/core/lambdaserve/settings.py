@@ -44,6 +44,7 @@ class Settings:
     visibility_lease_s: int = 30
     reply_to_allowed: tuple[str, ...] = ()
     client_timeout_s: float = 30.0
+    python_models: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -98,6 +99,7 @@ class Settings:
                 for entry in env.get("LAMBDASERVE_REPLY_TO_ALLOWED", "").split(",")
                 if entry.strip()
             ),
+            python_models=env.get("LAMBDASERVE_PYTHON_MODELS", "").lower() in ("1", "true", "yes"),
             client_timeout_s=float(
                 env.get("LAMBDASERVE_CLIENT_TIMEOUT_S", str(defaults.client_timeout_s))
             ),

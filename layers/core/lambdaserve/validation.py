@@ -9,11 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lambdaserve.config_checks import check_platform, check_tensors
-from lambdaserve.errors import ModelRejected
+from lambdaserve.errors import ModelRejected, RuntimeMissing
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.progress import TransferProgress, human_bytes
 from lambdaserve.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
 from lambdaserve.runtimes import MODEL_FILES, Signature, runtime_for
+from lambdaserve.runtimes.python_model import DISABLED
 from lambdaserve.warmup import check_warmup
 
 _CHUNK = 1024 * 1024
@@ -54,10 +55,18 @@ class ValidatedVersion:
 class VersionValidator:
     """Downloads a version to a scratch directory and loads it in its runtime."""
 
-    def __init__(self, repository: ModelRepository, max_bytes: int, work_dir: str) -> None:
+    def __init__(
+        self,
+        repository: ModelRepository,
+        max_bytes: int,
+        work_dir: str,
+        *,
+        python_models: bool = False,
+    ) -> None:
         self._repository = repository
         self._max_bytes = max_bytes
         self._work_dir = work_dir
+        self._python_models = python_models
 
     def validate(
         self,
@@ -73,6 +82,8 @@ class VersionValidator:
         check_platform(config, by_path)
         model_file = _model_file(by_path)
         notes = _misplaced_configs(by_path, config.name)
+        if model_file == "model.py" and not self._python_models:
+            raise RuntimeMissing(DISABLED)
         total = sum(o.size for o in objects)
         if total > self._max_bytes:
             raise ModelRejected(
@@ -171,11 +182,11 @@ def _model_file(by_path: dict[str, ObjectInfo]) -> str:
     present = [name for name in MODEL_FILES if name in by_path]
     if not present:
         raise ModelRejected(
-            "no model file: upload model.onnx (ONNX) or model.pt (TorchScript) into the "
-            "version directory"
+            "no model file: upload model.onnx (ONNX), model.pt (TorchScript) or model.py "
+            "(a Triton Python model) into the version directory"
         )
     if len(present) > 1:
-        raise ModelRejected("both model.onnx and model.pt are present; keep exactly one")
+        raise ModelRejected(f"both {' and '.join(present)} are present; keep exactly one")
     return present[0]
 
 

@@ -41,6 +41,8 @@ def point_environment_at(endpoint: str, region: str = "us-east-1") -> Settings:
     os.environ["AWS_REGION"] = os.environ["AWS_DEFAULT_REGION"] = region
     # EMF metric lines are for CloudWatch; locally they only bury the logs.
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    # Locally the code is the developer's own: Python models are on (off when deployed).
+    os.environ.setdefault("LAMBDASERVE_PYTHON_MODELS", "1")
     get_settings.cache_clear()
     return get_settings()
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from lambdaserve.modelconfig import ModelConfig, TensorSpec
 
-MODEL_FILES = {"model.onnx": "onnxruntime", "model.pt": "torchscript"}
+MODEL_FILES = {"model.onnx": "onnxruntime", "model.pt": "torchscript", "model.py": "python"}
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,9 @@ class LoadOptions:
 
     device: str = "auto"
     intra_op_threads: int = 0
+    # Python models run their own code: only where the deployment allows it.
+    python_models: bool = False
+    version: int = 0
 
 
 def wants_gpu(config: ModelConfig, options: LoadOptions) -> bool:
@@ -84,16 +87,20 @@ def wants_gpu(config: ModelConfig, options: LoadOptions) -> bool:
 
 
 def runtime_for(filename: str) -> Runtime:
-    """The runtime that serves a model file name (model.onnx or model.pt)."""
+    """The runtime that serves a model file name (model.onnx, model.pt or model.py)."""
     return runtime_named(MODEL_FILES[filename])
 
 
 def runtime_named(backend: str) -> Runtime:
-    """The runtime a catalog version records (``onnxruntime`` or ``torchscript``)."""
+    """The runtime a catalog version records (``onnxruntime``, ``torchscript``, ``python``)."""
     if backend == "onnxruntime":
         from lambdaserve.runtimes.onnx import OnnxRuntime
 
         return OnnxRuntime()
+    if backend == "python":
+        from lambdaserve.runtimes.python_model import PythonModelRuntime
+
+        return PythonModelRuntime()
     from lambdaserve.runtimes.torchscript import TorchScriptRuntime
 
     return TorchScriptRuntime()

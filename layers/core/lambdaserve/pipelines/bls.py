@@ -1,0 +1,39 @@
+"""BLS: ``pb_utils.InferenceRequest(...).exec()`` inside a Python model runs another model of
+the catalog in this process, with the same resolution, cache and runtimes as an HTTP call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from lambdaserve import tensors
+from lambdaserve.errors import LambdaServeError
+from lambdaserve.pipelines import pb_utils
+from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
+from lambdaserve.serving import ModelServer
+
+
+def install_bls(server: ModelServer) -> None:
+    """Route this process's BLS requests to ``server``."""
+
+    def execute(request: pb_utils.InferenceRequest) -> pb_utils.InferenceResponse:
+        version = request.model_version if request.model_version > 0 else None
+        try:
+            v2 = InferRequest(
+                inputs=tuple(_input(t) for t in request.inputs()),
+                outputs=tuple(RequestedOutput(n) for n in request.requested_output_names()),
+            )
+            outputs: dict[str, np.ndarray[Any, Any]] = server.infer(
+                request.model_name, version, v2, lambda _, produced: produced
+            )
+        except LambdaServeError as exc:
+            return pb_utils.InferenceResponse(error=pb_utils.TritonError(exc.message))
+        return pb_utils.InferenceResponse([pb_utils.Tensor(n, a) for n, a in outputs.items()])
+
+    pb_utils._executor = execute
+
+
+def _input(tensor: pb_utils.Tensor) -> InferInput:
+    array = tensor.as_numpy()
+    return InferInput(tensor.name(), tensors.v2_datatype(array), tuple(array.shape), array)

@@ -1,0 +1,171 @@
+"""Python models in Triton's Python-backend format: ``<v>/model.py`` with ``TritonPythonModel``.
+
+Model code runs only where it serves, and only when ``LAMBDASERVE_PYTHON_MODELS`` allows it.
+At publish (the manage function) the file is checked statically — it parses, defines the
+class with ``execute``, and the config declares the tensors — and never imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import hashlib
+import importlib.util
+import inspect
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lambdaserve.errors import InferenceError, InvalidInput, ModelNotReady, ModelRejected
+from lambdaserve.modelconfig import ModelConfig
+from lambdaserve.pipelines import pb_utils
+from lambdaserve.runtimes import Arrays, LoadOptions, Signature
+
+DISABLED = (
+    "Python models are disabled here: they run their own code with the serving function's "
+    "permissions; enable them with LAMBDASERVE_PYTHON_MODELS=1 (template parameter "
+    "EnablePythonModels=true; `lambdaserve dev` enables them)"
+)
+
+
+class PythonModelRuntime:
+    name = "python"
+
+    def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
+        """Static checks only: the manage function never runs model code."""
+        try:
+            tree = ast.parse(model_path.read_bytes(), filename="model.py")
+        except SyntaxError as exc:
+            raise ModelRejected(f"model.py line {exc.lineno}: {exc.msg}") from None
+        except ValueError as exc:
+            raise ModelRejected(f"model.py is not Python source: {exc}") from None
+        model_class = next(
+            (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TritonPythonModel"),
+            None,
+        )
+        if model_class is None:
+            raise ModelRejected("model.py defines no class TritonPythonModel")
+        methods = {
+            n.name
+            for n in model_class.body
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+        }
+        if "execute" not in methods:
+            raise ModelRejected("TritonPythonModel in model.py has no execute(self, requests)")
+        if not config.inputs or not config.outputs:
+            raise ModelRejected(
+                "a Python model declares its inputs and outputs (name, data_type, dims) in "
+                "config.pbtxt, as Triton requires"
+            )
+        return Signature(config.inputs, config.outputs)
+
+    def load(
+        self, model_path: Path, config: ModelConfig, signature: Signature, options: LoadOptions
+    ) -> PythonModel:
+        if not options.python_models:
+            raise ModelNotReady(DISABLED)
+        version_dir = _version_directory(model_path, config.name, options.version)
+        sys.modules.setdefault("triton_python_backend_utils", pb_utils)
+        digest = hashlib.sha256(str(model_path).encode()).hexdigest()[:16]
+        spec = importlib.util.spec_from_file_location(f"lambdaserve_model_{digest}", model_path)
+        if spec is None or spec.loader is None:
+            raise ModelNotReady(f"model.py of {config.name!r} cannot be imported")
+        module = importlib.util.module_from_spec(spec)
+        token = pb_utils._model_dir.set(str(version_dir))
+        try:
+            spec.loader.exec_module(module)
+            instance = module.TritonPythonModel()
+            if hasattr(instance, "initialize"):
+                instance.initialize(_initialize_args(config, options.version, version_dir))
+        except Exception as exc:
+            raise ModelNotReady(
+                f"model.py of {config.name!r} failed to load: {type(exc).__name__}: {exc}"
+            ) from exc
+        finally:
+            pb_utils._model_dir.reset(token)
+        return PythonModel(instance, signature, str(version_dir))
+
+
+class PythonModel:
+    """A loaded TritonPythonModel; one ``execute`` call per run."""
+
+    device = "cpu"
+
+    def __init__(self, instance: Any, signature: Signature, model_dir: str) -> None:
+        self._instance = instance
+        self._signature = signature
+        self._model_dir = model_dir
+
+    def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
+        request = pb_utils.InferenceRequest(
+            inputs=[pb_utils.Tensor(name, array) for name, array in inputs.items()],
+            requested_output_names=list(outputs),
+        )
+        token = pb_utils._model_dir.set(self._model_dir)
+        try:
+            responses = self._instance.execute([request])
+            if inspect.iscoroutine(responses):  # `async def execute`, as Triton allows
+                responses = _run_coroutine(responses)
+        except pb_utils.TritonModelException as exc:
+            raise InferenceError(f"the model raised: {exc}") from exc
+        except Exception as exc:
+            raise InferenceError(f"the model raised {type(exc).__name__}: {exc}") from exc
+        finally:
+            pb_utils._model_dir.reset(token)
+        if not isinstance(responses, list | tuple) or len(responses) != 1:
+            raise InferenceError("execute must return one InferenceResponse per request")
+        response = responses[0]
+        error = response.error() if response.has_error() else None
+        if error is not None:
+            kind = (
+                InvalidInput if error.code() == pb_utils.TritonError.INVALID_ARG else InferenceError
+            )
+            raise kind(error.message())
+        produced = {t.name(): t.as_numpy() for t in response.output_tensors()}
+        missing = [name for name in outputs if name not in produced]
+        if missing:
+            raise InferenceError(f"the model's response has no output {missing[0]!r}")
+        return {name: np.asarray(produced[name]) for name in outputs}
+
+
+def _run_coroutine(coroutine: Any) -> Any:
+    """Run an async ``execute`` to completion on its own loop: this thread may already be
+    running one (the dynamic batcher runs fast models on the server's loop)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="python-model") as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
+def _version_directory(model_path: Path, model: str, version: int) -> Path:
+    """Triton's layout for ``args['model_repository']``: ``<repository>/<model>/<version>``.
+
+    The cache keeps a version's files by content; a link gives the model the directory
+    layout its code may join paths against.
+    """
+    root = model_path.parent.parent.parent / "python-models" / model
+    root.mkdir(parents=True, exist_ok=True)
+    link = root / str(version)
+    target = model_path.parent.resolve()
+    if link.is_symlink() and link.resolve() != target:
+        link.unlink()
+    if not link.exists():
+        link.symlink_to(target, target_is_directory=True)
+    return link
+
+
+def _initialize_args(config: ModelConfig, version: int, version_dir: Path) -> dict[str, str]:
+    document = config.to_triton_json()
+    document["backend"] = document.get("backend") or "python"
+    return {
+        "model_config": json.dumps(document),
+        "model_instance_kind": "CPU",
+        "model_instance_name": f"{config.name}_0",
+        "model_instance_device_id": "0",
+        "model_repository": str(version_dir.parent),
+        "model_version": str(version),
+        "model_name": config.name,
+    }

@@ -1,0 +1,100 @@
+"""Python models in Triton's Python-backend format, published by upload and called with
+tritonclient: add_sub as Triton's example behaves, and BLS calls of an ONNX model (sync and
+async) with the same resolution, cache and runtime as HTTP."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.http as triton
+from tritonclient.utils import InferenceServerException
+
+from tests import builders
+
+MODELS = Path(__file__).parent.parent / "fixtures" / "python_models"
+MLP = builders.onnx_mlp(4, 3)
+
+
+def publish(stack, name: str) -> None:
+    for file in sorted((MODELS / name).rglob("*")):
+        if file.is_file():
+            stack.put(
+                f"models/{name}/{file.relative_to(MODELS / name).as_posix()}", file.read_bytes()
+            )
+
+
+@pytest.fixture
+def client(stack):
+    url = str(stack.inference.base_url).removeprefix("http://").rstrip("/")
+    with triton.InferenceServerClient(url) as tc:
+        yield tc
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_add_sub_runs_unchanged(stack, client, binary):
+    publish(stack, "add_sub")
+    stack.wait_state("add_sub", 1, "READY")
+    a = np.array([1, 2, 3, 4], np.float32)
+    b = np.array([10, 20, 30, 40], np.float32)
+    inputs = []
+    for name, value in (("INPUT0", a), ("INPUT1", b)):
+        tensor = triton.InferInput(name, [4], "FP32")
+        tensor.set_data_from_numpy(value, binary_data=binary)
+        inputs.append(tensor)
+    outputs = [triton.InferRequestedOutput(n, binary_data=binary) for n in ("OUTPUT0", "OUTPUT1")]
+    result = client.infer("add_sub", inputs, outputs=outputs)
+    assert result.as_numpy("OUTPUT0").tolist() == (a + b).tolist()
+    assert result.as_numpy("OUTPUT1").tolist() == (a - b).tolist()
+    config = client.get_model_config("add_sub")
+    assert config["backend"] == "python"
+    [entry] = stack.api.get("/models/add_sub/1").json()
+    assert entry["runtime"] == "python"
+
+
+@pytest.mark.parametrize("model", ["bls_mlp", "bls_mlp_async"])
+def test_bls_calls_an_onnx_model_in_process(stack, client, model):
+    stack.put("models/mlp/1/model.onnx", MLP)
+    publish(stack, model)
+    stack.wait_state("mlp", 1, "READY")
+    stack.wait_state(model, 1, "READY")
+    x = np.random.default_rng(0).random((2, 4), dtype=np.float32)
+    tensor = triton.InferInput("INPUT0", [2, 4], "FP32")
+    tensor.set_data_from_numpy(x)
+    got = client.infer(model, [tensor]).as_numpy("OUTPUT0")
+    expected = ort.InferenceSession(MLP).run(None, {"INPUT__0": x})[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    # The BLS call went through the server: mlp's statistics count it
+    [stats] = client.get_inference_statistics("mlp")["model_stats"]
+    assert stats["inference_count"] >= 2
+
+
+def test_a_bls_error_comes_back_as_the_models_error(stack, client):
+    stack.put("models/mlp/1/model.onnx", MLP)
+    publish(stack, "bls_mlp")
+    stack.wait_state("bls_mlp", 1, "READY")
+    tensor = triton.InferInput("INPUT0", [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.array([[-1, 0, 0, 0]], np.float32))
+    with pytest.raises(InferenceServerException, match="BLS call failed: unknown model 'ghost'"):
+        client.infer("bls_mlp", [tensor])
+
+
+def test_python_models_answer_with_the_dynamic_batcher_too(stack):
+    from lambdaserve.local.emulator import free_port
+    from lambdaserve.local.servers import BackgroundServer
+    from lambdaserve.long_running import build_serving_app
+
+    publish(stack, "add_sub")
+    stack.wait_state("add_sub", 1, "READY")
+    server = BackgroundServer(build_serving_app(batching=True), "127.0.0.1", free_port()).start()
+    try:
+        with triton.InferenceServerClient(server.url.removeprefix("http://")) as tc:
+            a = triton.InferInput("INPUT0", [4], "FP32")
+            a.set_data_from_numpy(np.ones(4, np.float32))
+            b = triton.InferInput("INPUT1", [4], "FP32")
+            b.set_data_from_numpy(np.full(4, 2, np.float32))
+            assert tc.infer("add_sub", [a, b]).as_numpy("OUTPUT0").tolist() == [3.0] * 4
+    finally:
+        server.stop()

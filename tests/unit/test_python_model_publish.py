@@ -1,0 +1,93 @@
+"""Python models at publish: checked statically in the manage function (their code never runs
+there), opt-in per deployment, and a load failure where they serve is a 503 with the reason."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lambdaserve import policy
+from lambdaserve.errors import ModelNotReady
+from lambdaserve.protocol.v2 import InferInput, InferRequest
+from lambdaserve.services import build_model_server
+
+MODELS = Path(__file__).parent.parent / "fixtures" / "python_models"
+CONFIG = (MODELS / "add_sub" / "config.pbtxt").read_bytes()
+SOURCE = (MODELS / "add_sub" / "1" / "model.py").read_bytes()
+
+
+@pytest.fixture
+def enabled(aws):
+    validator = aws.services.registrar._validator
+    validator._python_models = True
+    aws.settings = replace(aws.settings, python_models=True)
+    return aws
+
+
+def publish(aws, model: str, source: bytes, config: bytes = CONFIG) -> tuple[str, str]:
+    aws.put(f"models/{model}/config.pbtxt", config.replace(b'"add_sub"', f'"{model}"'.encode()))
+    aws.put(f"models/{model}/1/model.py", source)
+    aws.services.registrar.reconcile_model(model)
+    record = aws.services.catalog.get_version(model, 1)
+    return record.state, record.reason
+
+
+@pytest.mark.parametrize(
+    ("source", "config", "why"),
+    [
+        (b"class TritonPythonModel:\n  def execute(self, r)\n", CONFIG, "model.py line 2"),
+        (b"class Other:\n    pass\n", CONFIG, "defines no class TritonPythonModel"),
+        (
+            b"class TritonPythonModel:\n    def initialize(self, a): pass\n",
+            CONFIG,
+            "has no execute(self, requests)",
+        ),
+        (SOURCE, b'backend: "python"', "declares its inputs and outputs"),
+    ],
+)
+def test_model_py_is_checked_statically(enabled, source, config, why):
+    state, reason = publish(enabled, "py", source, config)
+    assert state == policy.UNAVAILABLE and why in reason
+
+
+def test_model_code_never_runs_in_the_manage_function(enabled, tmp_path: Path):
+    marker = tmp_path / "ran"
+    source = f"open({str(marker)!r}, 'w').write('x')\n".encode() + SOURCE
+    assert publish(enabled, "py", source)[0] == policy.READY
+    assert not marker.exists()
+
+
+def test_python_models_are_opt_in(aws):
+    # Given a deployment without LAMBDASERVE_PYTHON_MODELS
+    state, reason = publish(aws, "py", SOURCE)
+    assert state == policy.UNAVAILABLE
+    assert "Python models are disabled here" in reason and "LAMBDASERVE_PYTHON_MODELS=1" in reason
+    # When the deployment enables them and the model is loaded (Triton's load)
+    aws.services.registrar._validator._python_models = True
+    aws.services.manager.load("py")
+    # Then the same upload validates
+    assert aws.services.catalog.get_version("py", 1).state == policy.READY
+
+
+def test_a_serving_process_without_the_opt_in_refuses_to_run_model_code(enabled):
+    assert publish(enabled, "py", SOURCE)[0] == policy.READY
+    server = build_model_server(replace(enabled.settings, python_models=False), enabled.clients)
+    with pytest.raises(ModelNotReady, match="Python models are disabled here"):
+        server.load(server.resolver.resolve("py", None))
+
+
+def test_a_load_failure_where_it_serves_is_a_503_with_the_reason(enabled):
+    source = SOURCE.replace(b"self.model_config = json.loads", b"raise KeyError('labels.txt');x=(")
+    source = source.replace(b'(args["model_config"])', b'args["model_config"])')
+    assert publish(enabled, "py", source)[0] == policy.READY  # statically fine
+    server = build_model_server(enabled.settings, enabled.clients)
+    request = InferRequest(
+        inputs=tuple(
+            InferInput(n, "FP32", (4,), np.ones(4, np.float32)) for n in ("INPUT0", "INPUT1")
+        )
+    )
+    with pytest.raises(ModelNotReady, match="failed to load: KeyError: 'labels.txt'"):
+        server.infer("py", None, request, lambda _, outputs: outputs)
