@@ -166,6 +166,7 @@ class ArtifactCache:
             if (view / _COMPLETE).exists():
                 return view
             staging = self._views / f"{view_id}.{uuid.uuid4().hex}.tmp"
+            staging.mkdir(parents=True)  # an ensemble's version has no files at all
             for path, sha256 in manifest:
                 target = staging / path
                 target.parent.mkdir(parents=True, exist_ok=True)

@@ -81,6 +81,16 @@ class DynamicBatching:
 
 
 @dataclass(frozen=True)
+class EnsembleStep:
+    """One step of Triton's ``ensemble_scheduling``: maps are step tensor -> ensemble tensor."""
+
+    model_name: str
+    model_version: int = -1
+    input_map: tuple[tuple[str, str], ...] = ()
+    output_map: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class ModelConfig:
     """The effective configuration of one model (file config plus API overrides)."""
 
@@ -93,6 +103,11 @@ class ModelConfig:
     version_policy: VersionPolicy = field(default_factory=VersionPolicy)
     dynamic_batching: DynamicBatching | None = None
     instance_kind: str = "AUTO"
+    ensemble_steps: tuple[EnsembleStep, ...] = ()
+
+    @property
+    def is_ensemble(self) -> bool:
+        return self.platform == "ensemble"
 
     def to_triton_json(self) -> dict[str, Any]:
         """Triton's JSON form, as ``GET /v2/models/{m}/config`` returns it."""
@@ -106,6 +121,18 @@ class ModelConfig:
             "output": [_tensor_json(t, self.max_batch_size > 0) for t in self.outputs],
             "instance_group": [{"kind": f"KIND_{self.instance_kind}"}],
         }
+        if self.ensemble_steps:
+            doc["ensemble_scheduling"] = {
+                "step": [
+                    {
+                        "model_name": step.model_name,
+                        "model_version": step.model_version,
+                        "input_map": dict(step.input_map),
+                        "output_map": dict(step.output_map),
+                    }
+                    for step in self.ensemble_steps
+                ]
+            }
         if self.dynamic_batching is not None:
             doc["dynamic_batching"] = {
                 "preferred_batch_size": list(self.dynamic_batching.preferred_batch_size),
@@ -203,6 +230,7 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         version_policy=_policy(message),
         dynamic_batching=_dynamic_batching(message),
         instance_kind=_instance_kind(message),
+        ensemble_steps=_ensemble_steps(message),
     )
 
 
@@ -235,6 +263,30 @@ def _policy(message: pb.ModelConfig) -> VersionPolicy:
             raise InvalidInput("version_policy latest needs num_versions >= 1")
         return VersionPolicy("latest", num_versions=count)
     return VersionPolicy()
+
+
+def _ensemble_steps(message: pb.ModelConfig) -> tuple[EnsembleStep, ...]:
+    if not message.HasField("ensemble_scheduling"):
+        if message.platform == "ensemble":
+            raise InvalidInput("platform ensemble needs ensemble_scheduling { step [...] }")
+        return ()
+    if message.platform != "ensemble":
+        raise InvalidInput('ensemble_scheduling needs platform: "ensemble"')
+    steps = []
+    for index, step in enumerate(message.ensemble_scheduling.step):
+        if not step.model_name:
+            raise InvalidInput(f"ensemble step {index} needs a model_name")
+        steps.append(
+            EnsembleStep(
+                model_name=step.model_name,
+                model_version=int(step.model_version),
+                input_map=tuple(sorted(step.input_map.items())),
+                output_map=tuple(sorted(step.output_map.items())),
+            )
+        )
+    if not steps:
+        raise InvalidInput("ensemble_scheduling needs at least one step")
+    return tuple(steps)
 
 
 def _dynamic_batching(message: pb.ModelConfig) -> DynamicBatching | None:

@@ -22,6 +22,7 @@ from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord, now_iso
 from lambdaserve.errors import ModelRejected, RuntimeMissing
 from lambdaserve.model_configs import ConfigReader, effective_config
 from lambdaserve.modelconfig import ModelConfig
+from lambdaserve.pipelines.ensemble_registry import EnsembleRegistry
 from lambdaserve.repository import ConfigKey, ModelRepository, ObjectInfo, parse_key
 from lambdaserve.validation import VersionValidator
 
@@ -37,12 +38,17 @@ class Registrar:
         catalog: Catalog,
         validator: VersionValidator,
         clock: Callable[[], int] = time.time_ns,
+        *,
         on_config_rejected: Callable[[str, str], None] | None = None,
+        ensembles: EnsembleRegistry | None = None,
     ) -> None:
         self._repository = repository
         self._catalog = catalog
         self._validator = validator
         self.configs = ConfigReader(repository, catalog, clock, on_config_rejected)
+        self._ensembles = ensembles
+        self._reconciling: set[str] = set()  # models in reconcile_model now (ensemble loops)
+        self._retired: set[str] = set()  # models with a version just removed
         self._clock = clock
 
     def on_object_event(self, key: str) -> None:
@@ -68,12 +74,20 @@ class Registrar:
 
     def reconcile_model(self, model: str) -> None:
         """Refresh the config, reconcile every version, then apply the policy."""
-        record = self.refresh_config(model)
-        versions = set(self._repository.versions(model))
-        versions |= {v.version for v in self._catalog.versions(model)}
-        for version in sorted(versions):
-            self.reconcile_version(model, version, record)
-        self.apply_policy(model, record)
+        if model in self._reconciling:
+            return  # an ensemble among its own steps' dependents: once is enough
+        self._reconciling.add(model)
+        try:
+            record = self.refresh_config(model)
+            versions = set(self._repository.versions(model))
+            if not versions and effective_config(record, model).config.is_ensemble:
+                versions.add(1)  # an ensemble's config alone serves as version 1
+            versions |= {v.version for v in self._catalog.versions(model)}
+            for version in sorted(versions):
+                self.reconcile_version(model, version, record)
+            self.apply_policy(model, record)
+        finally:
+            self._reconciling.discard(model)
 
     def refresh_config(self, model: str) -> ModelRecord:
         """Read the model's config file from the bucket into the catalog (last good kept)."""
@@ -84,8 +98,17 @@ class Registrar:
         observed_at = self._clock()
         objects = self._repository.version_objects(model, version)
         existing = self._catalog.get_version(model, version)
+        config = effective_config(record, model).config
+        if (
+            config.is_ensemble
+            and self._ensembles is not None
+            and self._ensemble_present(model, version, objects)
+        ):
+            self._reconcile_ensemble(model, version, config, existing, observed_at)
+            return
         if not objects:
             if existing is not None and existing.present:
+                self._retired.add(model)  # its ensembles hear of it in apply_policy
                 self._catalog.put_version(
                     VersionRecord(
                         model=model,
@@ -98,7 +121,6 @@ class Registrar:
                     )
                 )
             return
-        config = effective_config(record, model).config
         fingerprint = _fingerprint(objects, config)
         if _already_validated(existing, fingerprint):
             return
@@ -115,6 +137,52 @@ class Registrar:
         if not self._catalog.put_version(loading):
             return
         self._catalog.put_version(self._validate(loading, objects, config))
+
+    def _ensemble_present(self, model: str, version: int, objects: list[ObjectInfo]) -> bool:
+        return bool(objects) or (version == 1 and not self._repository.versions(model))
+
+    def _reconcile_ensemble(
+        self,
+        model: str,
+        version: int,
+        config: ModelConfig,
+        existing: VersionRecord | None,
+        observed_at: int,
+    ) -> None:
+        """An ensemble version: its graph against the step models the catalog holds now."""
+        assert self._ensembles is not None
+        steps = self._ensembles.steps(config)
+        fingerprint = self._ensembles.fingerprint(config, steps)
+        if _already_validated(existing, fingerprint):
+            return
+        loading = VersionRecord(
+            model=model,
+            version=version,
+            pending=True,
+            state=policy.LOADING,
+            reason="validating",
+            fingerprint=fingerprint,
+            observed_at=observed_at,
+            created_at=existing.created_at if existing else "",
+        )
+        if not self._catalog.put_version(loading):
+            return
+        try:
+            signature = self._ensembles.validate(model, config, steps)
+        except ModelRejected as exc:
+            self._catalog.put_version(self._rejected(loading, exc.message))
+            return
+        self._catalog.put_version(
+            replace(
+                loading,
+                pending=False,
+                valid=True,
+                reason="",
+                runtime="ensemble",
+                signature=signature.to_json(),
+                validated_at=now_iso(),
+            )
+        )
 
     def _validate(
         self, loading: VersionRecord, objects: list[ObjectInfo], config: ModelConfig
@@ -187,6 +255,7 @@ class Registrar:
         served = policy.served_versions(
             effective.config.version_policy, (v.version for v in versions if v.present and v.valid)
         )
+        changed = False
         for version in versions:
             state, reason = policy.version_state(
                 policy.VersionFacts(
@@ -203,6 +272,7 @@ class Registrar:
                 rejected_config=record.rejected_config if record else "",
             )
             if (state, reason) != (version.state, version.reason):
+                changed = True
                 self._catalog.set_version_state(version, state, reason)
                 logger.info(
                     "%s version %s is %s%s",
@@ -211,6 +281,13 @@ class Registrar:
                     state,
                     f": {reason}" if reason else "",
                 )
+        if model in self._retired:
+            self._retired.discard(model)
+            changed = True
+        if changed and self._ensembles is not None:
+            # Ensembles using this model as a step are validated again against it.
+            for ensemble in sorted(self._ensembles.dependents.of(model)):
+                self.reconcile_model(ensemble)
 
 
 class EventBatch:

@@ -14,6 +14,7 @@ from lambdaserve.catalog import Catalog
 from lambdaserve.invokers import LambdaInvoker
 from lambdaserve.management import ModelManager
 from lambdaserve.pipelines.bls import install_bls
+from lambdaserve.pipelines.ensemble_registry import Dependents, EnsembleRegistry
 from lambdaserve.queued import InProcessInvoker, Invoker, QueuedInference
 from lambdaserve.registrar import Registrar
 from lambdaserve.repository import ModelRepository
@@ -76,7 +77,13 @@ def build_manage_services(
         settings.work_dir,
         python_models=settings.python_models,
     )
-    registrar = Registrar(repository, catalog, validator, on_config_rejected=on_config_rejected)
+    registrar = Registrar(
+        repository,
+        catalog,
+        validator,
+        on_config_rejected=on_config_rejected,
+        ensembles=EnsembleRegistry(catalog, Dependents(clients.dynamodb, settings.table)),
+    )
     return ManageServices(
         repository, catalog, registrar, ModelManager(repository, catalog, registrar)
     )

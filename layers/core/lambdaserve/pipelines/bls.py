@@ -1,5 +1,6 @@
-"""BLS: ``pb_utils.InferenceRequest(...).exec()`` inside a Python model runs another model of
-the catalog in this process, with the same resolution, cache and runtimes as an HTTP call."""
+"""Models calling models in this process: BLS (``pb_utils.InferenceRequest(...).exec()``
+inside a Python model) and ensemble steps, with the same resolution, cache and runtimes as
+an HTTP call."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import numpy as np
 
 from lambdaserve import tensors
 from lambdaserve.errors import LambdaServeError
-from lambdaserve.pipelines import pb_utils
+from lambdaserve.pipelines import ensemble, pb_utils
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
+from lambdaserve.runtimes import Signature
 from lambdaserve.serving import ModelServer
 
 
@@ -32,6 +34,25 @@ def install_bls(server: ModelServer) -> None:
         return pb_utils.InferenceResponse([pb_utils.Tensor(n, a) for n, a in outputs.items()])
 
     pb_utils._executor = execute
+
+    def run_step(
+        model: str, version: int | None, inputs: dict[str, np.ndarray[Any, Any]], wanted: Any
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        v2 = InferRequest(
+            inputs=tuple(
+                InferInput(n, tensors.v2_datatype(a), tuple(a.shape), a) for n, a in inputs.items()
+            ),
+            outputs=tuple(RequestedOutput(n) for n in wanted),
+        )
+        produced: dict[str, np.ndarray[Any, Any]] = server.infer(
+            model, version, v2, lambda _, outputs: outputs
+        )
+        return produced
+
+    def resolve(model: str, version: int | None) -> Signature:
+        return server.resolver.resolve(model, version).signature
+
+    ensemble.install(run_step, resolve)
 
 
 def _input(tensor: pb_utils.Tensor) -> InferInput:

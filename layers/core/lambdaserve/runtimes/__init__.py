@@ -97,6 +97,10 @@ def runtime_named(backend: str) -> Runtime:
         from lambdaserve.runtimes.onnx import OnnxRuntime
 
         return OnnxRuntime()
+    if backend == "ensemble":
+        from lambdaserve.pipelines.ensemble import EnsembleRuntime
+
+        return EnsembleRuntime()
     if backend == "python":
         from lambdaserve.runtimes.python_model import PythonModelRuntime
 
