@@ -104,7 +104,7 @@ class Registrar:
             and self._ensembles is not None
             and self._ensemble_present(model, version, objects)
         ):
-            self._reconcile_ensemble(model, version, config, existing, observed_at)
+            self._ensembles.reconcile(model, version, config, existing, observed_at, self._rejected)
             return
         if not objects:
             if existing is not None and existing.present:
@@ -140,49 +140,6 @@ class Registrar:
 
     def _ensemble_present(self, model: str, version: int, objects: list[ObjectInfo]) -> bool:
         return bool(objects) or (version == 1 and not self._repository.versions(model))
-
-    def _reconcile_ensemble(
-        self,
-        model: str,
-        version: int,
-        config: ModelConfig,
-        existing: VersionRecord | None,
-        observed_at: int,
-    ) -> None:
-        """An ensemble version: its graph against the step models the catalog holds now."""
-        assert self._ensembles is not None
-        steps = self._ensembles.steps(config)
-        fingerprint = self._ensembles.fingerprint(config, steps)
-        if _already_validated(existing, fingerprint):
-            return
-        loading = VersionRecord(
-            model=model,
-            version=version,
-            pending=True,
-            state=policy.LOADING,
-            reason="validating",
-            fingerprint=fingerprint,
-            observed_at=observed_at,
-            created_at=existing.created_at if existing else "",
-        )
-        if not self._catalog.put_version(loading):
-            return
-        try:
-            signature = self._ensembles.validate(model, config, steps)
-        except ModelRejected as exc:
-            self._catalog.put_version(self._rejected(loading, exc.message))
-            return
-        self._catalog.put_version(
-            replace(
-                loading,
-                pending=False,
-                valid=True,
-                reason="",
-                runtime="ensemble",
-                signature=signature.to_json(),
-                validated_at=now_iso(),
-            )
-        )
 
     def _validate(
         self, loading: VersionRecord, objects: list[ObjectInfo], config: ModelConfig

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lambdaserve import policy
-from lambdaserve.catalog import Catalog
+from lambdaserve.catalog import Catalog, VersionRecord, now_iso
 from lambdaserve.errors import ModelRejected
 from lambdaserve.modelconfig import EnsembleStep, ModelConfig
 from lambdaserve.pipelines.ensemble import check_steps, plan
@@ -59,6 +60,56 @@ class EnsembleRegistry:
     def __init__(self, catalog: Catalog, dependents: Dependents) -> None:
         self._catalog = catalog
         self.dependents = dependents
+
+    def reconcile(
+        self,
+        model: str,
+        version: int,
+        config: ModelConfig,
+        existing: VersionRecord | None,
+        observed_at: int,
+        *,
+        rejected: Callable[[VersionRecord, str], VersionRecord],
+    ) -> None:
+        """An ensemble version: its graph against the step models the catalog holds now;
+        validated again only when the config or a step's chosen version changes."""
+        steps = self.steps(config)
+        fingerprint = self.fingerprint(config, steps)
+        if (
+            existing is not None
+            and existing.present
+            and not existing.pending
+            and existing.fingerprint == fingerprint
+        ):
+            return
+        loading = VersionRecord(
+            model=model,
+            version=version,
+            pending=True,
+            state=policy.LOADING,
+            reason="validating",
+            fingerprint=fingerprint,
+            observed_at=observed_at,
+            created_at=existing.created_at if existing else "",
+        )
+        if not self._catalog.put_version(loading):
+            return
+        try:
+            signature = self.validate(model, config, steps)
+        except ModelRejected as exc:
+            self._catalog.put_version(rejected(loading, exc.message))
+            return
+        self._catalog.put_version(
+            replace(
+                loading,
+                pending=False,
+                valid=True,
+                reason="",
+                runtime="ensemble",
+                signature=signature.to_json(),
+                validated_at=now_iso(),
+            )
+        )
 
     def steps(self, config: ModelConfig) -> list[StepState]:
         return [self._step(step) for step in config.ensemble_steps]
