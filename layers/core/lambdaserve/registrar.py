@@ -104,7 +104,9 @@ class Registrar:
             and self._ensembles is not None
             and self._ensemble_present(model, version, objects)
         ):
-            self._ensembles.reconcile(model, version, config, existing, observed_at, self._rejected)
+            self._ensembles.reconcile(
+                model, version, config, existing, observed_at, rejected=self._rejected
+            )
             return
         if not objects:
             if existing is not None and existing.present:
