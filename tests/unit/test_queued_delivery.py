@@ -193,3 +193,27 @@ def test_a_live_run_keeps_its_messages_past_the_lease(aws):
     while _visible(sqs, url) == 0:
         assert time.monotonic() - started < 30
         time.sleep(0.2)
+
+
+def test_binary_answers_cross_the_invoke_and_keep_their_header_length(echo):
+    _, queue = echo
+    lambda_client = SizeLimitedLambda()
+    queued = QueuedInference(
+        queue.results, queue.payloads, LambdaInvoker(lambda_client, "infer"), max_receive_count=3
+    )
+    rows = np.random.default_rng(1).random((2, 784), dtype=np.float32)
+    body, header_length = builders.binary_v2_request(rows, name="x")  # binary outputs asked
+    envelope = RequestEnvelope(
+        id="bin-1",
+        model_name="echo",
+        payload_key=queue.payloads.put("bin-1", body),
+        header_length=int(header_length),
+    )
+    queue.results.create_pending(envelope)
+    assert queued.process([QueueMessage("bin-1", json.dumps(envelope.to_message()))]) == set()
+    record = queue.results.get("bin-1")
+    assert record.status == "SUCCESS" and record.header_length is not None
+    header = json.loads(record.body[: record.header_length])
+    assert header["outputs"][0]["parameters"]["binary_data_size"] == rows.nbytes
+    got = np.frombuffer(record.body[record.header_length :], np.float32).reshape(2, 784)
+    np.testing.assert_array_equal(got, rows)

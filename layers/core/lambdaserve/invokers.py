@@ -7,6 +7,7 @@ largest response bodies in S3 (``results/<id>``) and returning their keys.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from typing import Any
 
@@ -82,10 +83,11 @@ class LambdaInvoker:
         outcomes = [
             Outcome(
                 int(r["status"]),
-                body=orjson.dumps(r["response"]) if "response" in r else None,
+                body=_body(r),
                 error=r.get("error", ""),
                 retry=bool(r.get("retry", False)),
                 body_key=r.get("body_key"),
+                header_length=r.get("header_length"),
             )
             for r in body["results"]
         ]
@@ -93,8 +95,21 @@ class LambdaInvoker:
         return outcomes
 
 
+def _body(result: dict[str, Any]) -> bytes | None:
+    if "body_base64" in result:
+        return base64.b64decode(result["body_base64"])
+    return orjson.dumps(result["response"]) if "response" in result else None
+
+
 def result_entry(request_id: str, outcome: Outcome) -> dict[str, Any]:
     """One result of the batch entry point's answer (plain JSON for the Lambda runtime)."""
+    if outcome.body is not None and outcome.header_length is not None:
+        return {
+            "id": request_id,
+            "status": 200,
+            "body_base64": base64.b64encode(outcome.body).decode(),
+            "header_length": outcome.header_length,
+        }
     if outcome.body is not None:
         return {"id": request_id, "status": 200, "response": orjson.loads(outcome.body)}
     entry: dict[str, Any] = {"status": outcome.http_status, "error": outcome.error}
@@ -112,7 +127,11 @@ def fit_results(
     sizes = [runtime_json_size(orjson.dumps(r)) + 2 for r in results]
     total = sum(sizes) + _WRAPPER
     largest = sorted(
-        (i for i, r in enumerate(results) if r is not None and "response" in r),
+        (
+            i
+            for i, r in enumerate(results)
+            if r is not None and ("response" in r or "body_base64" in r)
+        ),
         key=lambda i: sizes[i],
         reverse=True,
     )
@@ -121,9 +140,14 @@ def fit_results(
             return
         entry = results[index]
         assert entry is not None
-        key = store.put_result(entry["id"], orjson.dumps(entry["response"]))
-        results[index] = {"status": 200, "body_key": key}
-        total -= sizes[index] - runtime_json_size(orjson.dumps(results[index])) - 2
+        body = _body(entry)
+        assert body is not None
+        key = store.put_result(entry["id"], body)
+        stored: dict[str, Any] = {"status": 200, "body_key": key}
+        if "header_length" in entry:
+            stored["header_length"] = entry["header_length"]
+        results[index] = stored
+        total -= sizes[index] - runtime_json_size(orjson.dumps(stored)) - 2
 
 
 def runtime_json_size(compact: bytes) -> int:

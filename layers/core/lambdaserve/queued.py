@@ -10,6 +10,7 @@ terminal state and nothing is lost silently.
 
 from __future__ import annotations
 
+import base64
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +23,7 @@ from lambdaserve.apps.errors import status_for
 from lambdaserve.batching import check_invariant
 from lambdaserve.errors import InvalidInput, LambdaServeError, StorageUnavailable
 from lambdaserve.protocol.v2 import (
+    HEADER_LENGTH,
     encode_infer_response,
     parse_infer_document,
     parse_infer_request,
@@ -55,6 +57,8 @@ class Outcome:
     error: str = ""
     retry: bool = False
     body_key: str | None = None
+    # Binary tensors follow the JSON header: its length, as Inference-Header-Content-Length.
+    header_length: int | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -86,7 +90,10 @@ def run_envelopes(
             outcomes[index] = Outcome(status_for(error), error=error.message)
             continue
         encoded = encode_infer_response(item.model, result.version, item.request, result.outputs)
-        outcomes[index] = Outcome(200, body=encoded.body)
+        length = encoded.headers.get(HEADER_LENGTH)
+        outcomes[index] = Outcome(
+            200, body=encoded.body, header_length=int(length) if length else None
+        )
     done = [o for o in outcomes if o is not None]
     check_invariant(len(envelopes), done)
     return done
@@ -215,7 +222,15 @@ class QueuedInference:
 
     def _deliver(self, entry: Accepted, outcome: Outcome) -> None:
         if outcome.succeeded:
-            self._finish(entry.envelope, SUCCESS, 200, outcome.body, "", body_key=outcome.body_key)
+            self._finish(
+                entry.envelope,
+                SUCCESS,
+                200,
+                outcome.body,
+                "",
+                body_key=outcome.body_key,
+                header_length=outcome.header_length,
+            )
         else:
             self._finish(entry.envelope, ERROR, outcome.http_status, None, outcome.error)
 
@@ -246,6 +261,7 @@ class QueuedInference:
         error: str,
         *,
         body_key: str | None = None,
+        header_length: int | None = None,
     ) -> None:
         if not self._results.complete(
             envelope.id,
@@ -255,6 +271,7 @@ class QueuedInference:
             error,
             model=envelope.model_name,
             body_key=body_key,
+            header_length=header_length,
         ):
             return  # another delivery finished it first
         if envelope.payload_key and envelope.payload_key == request_key(envelope.id):
@@ -267,7 +284,10 @@ class QueuedInference:
             }
             if body_key is not None:
                 body = self._payloads.get(body_key)
-            if body is not None:
+            if body is not None and header_length is not None:
+                reply["response_base64"] = base64.b64encode(body).decode()
+                reply["header_length"] = header_length
+            elif body is not None:
                 reply["response"] = orjson.loads(body)
             if error:
                 reply["error"] = error

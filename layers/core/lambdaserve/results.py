@@ -102,6 +102,7 @@ class ResultRecord:
     error: str = ""
     created_at_ms: int = 0
     finished_at_ms: int = 0
+    header_length: int | None = None
 
 
 class ResultStore:
@@ -156,6 +157,7 @@ class ResultStore:
         *,
         model: str = "",
         body_key: str | None = None,
+        header_length: int | None = None,
     ) -> bool:
         """Write the terminal state once; False when another delivery already did.
 
@@ -180,6 +182,9 @@ class ResultStore:
             "model = if_not_exists(model, :model)",
             "created_at_ms = if_not_exists(created_at_ms, :done)",
         ]
+        if header_length is not None:
+            values[":hl"] = {"N": str(header_length)}
+            sets.append("header_length = :hl")
         if body_key is not None:
             values[":key"] = {"S": body_key}
             sets.append("body_key = :key")
@@ -237,6 +242,7 @@ class ResultStore:
             error=item.get("error_message", {}).get("S", ""),
             created_at_ms=int(item.get("created_at_ms", {}).get("N", "0")),
             finished_at_ms=int(item.get("finished_at_ms", {}).get("N", "0")),
+            header_length=int(item["header_length"]["N"]) if "header_length" in item else None,
         )
 
 

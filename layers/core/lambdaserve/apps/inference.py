@@ -231,6 +231,12 @@ def _install_request_status(app: FastAPI, submitter: Callable[[], AsyncSubmitter
         if record.status == "PENDING":
             return JSONResponse({"id": request_id, "status": "PENDING"}, status_code=202)
         if record.status == "SUCCESS" and record.body is not None:
+            if record.header_length is not None:  # binary tensors after the JSON header
+                return Response(
+                    record.body,
+                    media_type="application/octet-stream",
+                    headers={HEADER_LENGTH: str(record.header_length)},
+                )
             return Response(record.body, media_type="application/json")
         return JSONResponse(
             {"error": record.error, "id": request_id, "status": record.status},
