@@ -137,3 +137,19 @@ def test_warm_up_failures_are_logged_never_raised(tmp_path: Path, caplog):
     warm_up(Failing(), signature, tmp_path)
     assert "warm-up run failed" in caplog.text
     assert np.zeros((1, 2), np.float32).nbytes <= MAX_WARMUP_BYTES
+
+
+def test_a_version_deleted_while_it_validates_ends_removed(aws, monkeypatch):
+    repository = aws.services.registrar._validator._repository
+    real_download = repository.download
+    aws.put("models/gone/1/model.onnx", builders.onnx_mlp())
+
+    def deleted_meanwhile(key: str, path: str, progress=None) -> None:
+        # The user deletes the version between the listing and the download.
+        aws.clients.s3.delete_object(Bucket=aws.settings.bucket, Key=key)
+        real_download(key, path, progress)
+
+    monkeypatch.setattr(repository, "download", deleted_meanwhile)
+    aws.services.registrar.on_version_change("gone", 1)
+    state_, reason = state(aws, "gone", 1)
+    assert state_ == policy.UNAVAILABLE and reason.startswith("removed")

@@ -29,6 +29,10 @@ from lambdaserve.validation import VersionValidator
 logger = logging.getLogger(__name__)
 
 
+class _ObjectsChanged(Exception):
+    """A version's object disappeared while it was validated: the listing is stale."""
+
+
 class Registrar:
     """Keeps the catalog equal to the repository bucket."""
 
@@ -95,6 +99,15 @@ class Registrar:
 
     def reconcile_version(self, model: str, version: int, record: ModelRecord) -> None:
         """Bring one version item in line with the version's objects in the bucket."""
+        for _ in range(3):
+            try:
+                self._reconcile_version(model, version, record)
+                return
+            except _ObjectsChanged:
+                continue  # an object went away mid-validation: look at the bucket again
+        self._reconcile_version(model, version, record)
+
+    def _reconcile_version(self, model: str, version: int, record: ModelRecord) -> None:
         observed_at = self._clock()
         objects = self._repository.version_objects(model, version)
         existing = self._catalog.get_version(model, version)
@@ -158,15 +171,13 @@ class Registrar:
             return replace(self._rejected(loading, exc.message), fingerprint="")
         except ModelRejected as exc:
             return self._rejected(loading, exc.message)
-        except (BotoCoreError, ClientError) as exc:
-            # Not a fact about the model: record it without the fingerprint (so the next
-            # event or reconcile validates again) and let the event be retried.
-            self._catalog.put_version(
-                replace(
-                    self._rejected(loading, f"could not read the version from the bucket: {exc}"),
-                    fingerprint="",
-                )
-            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                raise _ObjectsChanged from exc  # deleted while validating: not an error
+            self._record_bucket_error(loading, exc)
+            raise
+        except BotoCoreError as exc:
+            self._record_bucket_error(loading, exc)
             raise
         except Exception as exc:
             logger.exception("validation of %s/%s failed", loading.model, loading.version)
@@ -186,6 +197,16 @@ class Registrar:
             files=tuple(f.__dict__ for f in validated.files),
             notes=validated.notes,
             validated_at=now_iso(),
+        )
+
+    def _record_bucket_error(self, loading: VersionRecord, exc: Exception) -> None:
+        """Not a fact about the model: recorded without the fingerprint (so the next event
+        or reconcile validates again) while the event is retried."""
+        self._catalog.put_version(
+            replace(
+                self._rejected(loading, f"could not read the version from the bucket: {exc}"),
+                fingerprint="",
+            )
         )
 
     def _rejected(self, loading: VersionRecord, reason: str) -> VersionRecord:
