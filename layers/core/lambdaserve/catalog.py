@@ -79,6 +79,32 @@ class VersionRecord:
     validated_at: str = ""
 
 
+def loading_version(
+    model: str, version: int, fingerprint: str, observed_at: int, existing: VersionRecord | None
+) -> VersionRecord:
+    """The LOADING item a validation starts with (it keeps the version's creation time)."""
+    return VersionRecord(
+        model=model,
+        version=version,
+        pending=True,
+        state="LOADING",
+        reason="validating",
+        fingerprint=fingerprint,
+        observed_at=observed_at,
+        created_at=existing.created_at if existing else "",
+    )
+
+
+def already_validated(existing: VersionRecord | None, fingerprint: str) -> bool:
+    """Duplicate events for an unchanged version cost one read, not a revalidation."""
+    return (
+        existing is not None
+        and existing.present
+        and not existing.pending
+        and existing.fingerprint == fingerprint
+    )
+
+
 class Catalog:
     """Reads and writes the catalog table through an injected DynamoDB client."""
 

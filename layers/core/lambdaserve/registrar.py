@@ -18,7 +18,14 @@ from dataclasses import replace
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdaserve import policy
-from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord, now_iso
+from lambdaserve.catalog import (
+    Catalog,
+    ModelRecord,
+    VersionRecord,
+    already_validated,
+    loading_version,
+    now_iso,
+)
 from lambdaserve.errors import ModelRejected, RuntimeMissing
 from lambdaserve.model_configs import ConfigReader, effective_config
 from lambdaserve.modelconfig import ModelConfig
@@ -137,18 +144,9 @@ class Registrar:
                 )
             return
         fingerprint = _fingerprint(objects, config)
-        if _already_validated(existing, fingerprint):
+        if already_validated(existing, fingerprint):
             return
-        loading = VersionRecord(
-            model=model,
-            version=version,
-            pending=True,
-            state=policy.LOADING,
-            reason="validating",
-            fingerprint=fingerprint,
-            observed_at=observed_at,
-            created_at=existing.created_at if existing else "",
-        )
+        loading = loading_version(model, version, fingerprint, observed_at, existing)
         if not self._catalog.put_version(loading):
             return
         self._catalog.put_version(self._validate(loading, objects, config))
@@ -308,13 +306,3 @@ def _fingerprint(objects: list[ObjectInfo], config: ModelConfig) -> str:
         "max_batch_size": config.max_batch_size,
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
-
-
-def _already_validated(existing: VersionRecord | None, fingerprint: str) -> bool:
-    """Duplicate events for unchanged objects cost one read, not a revalidation."""
-    return (
-        existing is not None
-        and existing.present
-        and not existing.pending
-        and existing.fingerprint == fingerprint
-    )

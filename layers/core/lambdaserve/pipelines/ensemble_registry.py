@@ -14,7 +14,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from lambdaserve import policy
-from lambdaserve.catalog import Catalog, VersionRecord, now_iso
+from lambdaserve.catalog import (
+    Catalog,
+    VersionRecord,
+    already_validated,
+    loading_version,
+    now_iso,
+)
 from lambdaserve.errors import ModelRejected
 from lambdaserve.modelconfig import EnsembleStep, ModelConfig
 from lambdaserve.pipelines.ensemble import check_steps, plan
@@ -75,23 +81,9 @@ class EnsembleRegistry:
         validated again only when the config or a step's chosen version changes."""
         steps = self.steps(config)
         fingerprint = self.fingerprint(config, steps)
-        if (
-            existing is not None
-            and existing.present
-            and not existing.pending
-            and existing.fingerprint == fingerprint
-        ):
+        if already_validated(existing, fingerprint):
             return
-        loading = VersionRecord(
-            model=model,
-            version=version,
-            pending=True,
-            state=policy.LOADING,
-            reason="validating",
-            fingerprint=fingerprint,
-            observed_at=observed_at,
-            created_at=existing.created_at if existing else "",
-        )
+        loading = loading_version(model, version, fingerprint, observed_at, existing)
         if not self._catalog.put_version(loading):
             return
         try:
