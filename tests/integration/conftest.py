@@ -69,6 +69,17 @@ class Stack:
     def put(self, key: str, body: bytes) -> None:
         self.clients.s3.put_object(Bucket=self.settings.bucket, Key=key, Body=body)
 
+    def queue_depth(self, url: str) -> int:
+        """Messages in a queue, visible or in flight."""
+        attributes = self.clients.sqs.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+            ],
+        )["Attributes"]
+        return sum(int(v) for v in attributes.values())
+
     def delete(self, key: str) -> None:
         self.clients.s3.delete_object(Bucket=self.settings.bucket, Key=key)
 

@@ -200,7 +200,7 @@ def test_duplicate_deliveries_produce_one_result_and_one_reply(mlp):
         enqueue(mlp, envelope)
     mlp.resume_requests()
     first = outcome(mlp, "dup-1")
-    wait_until(lambda: _depth(mlp, mlp.resources.requests.url) == 0, 20)
+    wait_until(lambda: mlp.queue_depth(mlp.resources.requests.url) == 0, 20)
     assert _store(mlp).get("dup-1").finished_at_ms == first.finished_at_ms
     replies = mlp.clients.sqs.receive_message(
         QueueUrl=reply_queue, MaxNumberOfMessages=10, WaitTimeSeconds=1
@@ -209,14 +209,6 @@ def test_duplicate_deliveries_produce_one_result_and_one_reply(mlp):
     reply = json.loads(replies[0]["Body"])
     assert reply["id"] == "dup-1" and reply["status"] == "SUCCESS"
     assert reply["response"]["outputs"][0]["shape"] == [1, 3]
-
-
-def _depth(stack, url: str) -> int:
-    attributes = stack.clients.sqs.get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return sum(int(v) for v in attributes.values())
 
 
 def test_large_requests_and_results_round_trip_through_s3(stack):

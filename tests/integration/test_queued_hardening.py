@@ -36,14 +36,6 @@ def _async(stack, body: Any, path: str = "/v2/models/mlp/versions/1/infer", **he
     )
 
 
-def _depth(stack, url: str) -> int:
-    attributes = stack.clients.sqs.get_queue_attributes(
-        QueueUrl=url,
-        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    return sum(int(v) for v in attributes.values())
-
-
 def _result(stack, request_id: str, timeout_s: float = 60):
     """The terminal answer (a request sent straight to the queue is unknown until then)."""
     return wait_until(
@@ -77,7 +69,7 @@ def test_envelope_fields_in_the_body_never_take_effect(mlp, field, value):
     # Then it is refused, saying which field, and nothing is queued
     assert response.status_code == 400, response.text
     assert field in response.json()["error"]
-    assert _depth(mlp, mlp.resources.requests.url) == 0
+    assert mlp.queue_depth(mlp.resources.requests.url) == 0
 
 
 def test_the_route_decides_the_version_and_the_server_the_deadline(mlp):
@@ -166,5 +158,5 @@ def test_poisoned_neighbours_fail_only_themselves(mlp):
         assert outcomes[request_id].status_code == 400
         assert "is gone" in outcomes[request_id].json()["error"]
     # And nothing went to the dead-letter queue
-    assert _depth(mlp, mlp.resources.requests.dlq_url) == 0
+    assert mlp.queue_depth(mlp.resources.requests.dlq_url) == 0
     assert batcher.services()  # the same batcher served it all

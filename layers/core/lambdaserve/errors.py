@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an exception's text (runtimes write pages), at most ``limit`` long."""
+    lines = str(exc).strip().splitlines()
+    return lines[0][:limit] if lines else type(exc).__name__
+
+
 class LambdaServeError(Exception):
     """Base class of every error the domain raises on purpose."""
 

@@ -118,36 +118,59 @@ def result_entry(request_id: str, outcome: Outcome) -> dict[str, Any]:
     return entry
 
 
-def fit_results(
-    results: list[dict[str, Any] | None],
-    store: PayloadStore,
-    limit: int = LAMBDA_PAYLOAD_LIMIT,
-) -> None:
-    """Keep the answer under ``limit``: the largest responses move to S3 ``results/<id>``."""
-    sizes = [runtime_json_size(orjson.dumps(r)) + 2 for r in results]
+Answered = tuple[str, Outcome] | dict[str, Any]  # (request id, outcome), or a ready entry
+
+
+def answer_batch(
+    answers: Sequence[Answered], store: PayloadStore, limit: int = LAMBDA_PAYLOAD_LIMIT
+) -> list[dict[str, Any]]:
+    """The batch entry point's results, kept under ``limit`` as Lambda's runtime writes them:
+    the largest bodies move to S3 ``results/<id>`` as they are, never decoded or re-encoded."""
+    sizes = [_wire_size(answer) for answer in answers]
     total = sum(sizes) + _WRAPPER
-    largest = sorted(
-        (
-            i
-            for i, r in enumerate(results)
-            if r is not None and ("response" in r or "body_base64" in r)
-        ),
-        key=lambda i: sizes[i],
-        reverse=True,
-    )
-    for index in largest:
+    bodies = [i for i, a in enumerate(answers) if isinstance(a, tuple) and a[1].body is not None]
+    spilled: set[int] = set()
+    for index in sorted(bodies, key=lambda i: sizes[i], reverse=True):
         if total <= limit:
-            return
-        entry = results[index]
-        assert entry is not None
-        body = _body(entry)
-        assert body is not None
-        key = store.put_result(entry["id"], body)
-        stored: dict[str, Any] = {"status": 200, "body_key": key}
-        if "header_length" in entry:
-            stored["header_length"] = entry["header_length"]
-        results[index] = stored
-        total -= sizes[index] - runtime_json_size(orjson.dumps(stored)) - 2
+            break
+        spilled.add(index)
+        total -= sizes[index] - _STORED_SIZE
+    results = []
+    for index, answer in enumerate(answers):
+        if isinstance(answer, dict):
+            results.append(answer)
+            continue
+        request_id, outcome = answer
+        if index not in spilled:
+            results.append(result_entry(request_id, outcome))
+            continue
+        assert outcome.body is not None
+        stored: dict[str, Any] = {
+            "status": 200,
+            "body_key": store.put_result(request_id, outcome.body),
+        }
+        if outcome.header_length is not None:
+            stored["header_length"] = outcome.header_length
+        results.append(stored)
+    return results
+
+
+# {"status": 200, "body_key": "results/<id>", "header_length": N} in the runtime's spelling
+_STORED_SIZE = 256
+
+
+def _wire_size(answer: Answered) -> int:
+    """An upper bound of the answer's size in the Lambda runtime's JSON, from the bytes at
+    hand (a response body is sized as it is, not decoded to find out)."""
+    if isinstance(answer, dict):
+        return runtime_json_size(orjson.dumps(answer)) + 2
+    request_id, outcome = answer
+    overhead = len(request_id) + 128
+    if outcome.body is None:
+        return runtime_json_size(orjson.dumps(result_entry(request_id, outcome))) + 2
+    if outcome.header_length is not None:
+        return (len(outcome.body) + 2) // 3 * 4 + overhead
+    return runtime_json_size(outcome.body) + overhead
 
 
 def runtime_json_size(compact: bytes) -> int:

@@ -144,6 +144,11 @@ class ModelConfig:
 _V2_TO_TRITON = {v: k for k, v in _TRITON_TO_V2.items()}
 
 
+def v2_datatype_of(data_type: str) -> str:
+    """A Triton config data type in v2 spelling (TYPE_FP32 -> FP32, TYPE_STRING -> BYTES)."""
+    return _TRITON_TO_V2[data_type]
+
+
 def triton_data_type(datatype: str) -> str:
     """A v2 datatype in Triton's config spelling (FP32 -> TYPE_FP32, BYTES -> TYPE_STRING)."""
     return _V2_TO_TRITON[datatype]

@@ -66,11 +66,6 @@ class AsyncSubmitter:
     def submit(
         self, model: str, version: int | None, body: bytes, header_length: int | None
     ) -> str:
-        if header_length is not None and not 0 < header_length <= len(body):
-            raise InvalidInput(
-                f"Inference-Header-Content-Length is {header_length} but the body has "
-                f"{len(body)} bytes"
-            )
         document, binary = split_body(body, header_length)
         reply_to = self._reply_to(document)
         request = parse_infer_document(document, binary)  # a bad request is a 400 now

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lambdaserve.config_checks import check_platform, check_tensors
-from lambdaserve.errors import ModelRejected, RuntimeMissing
+from lambdaserve.errors import ModelRejected, RuntimeMissing, first_line
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.progress import TransferProgress, human_bytes
 from lambdaserve.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
@@ -114,7 +114,7 @@ class VersionValidator:
             except Exception as exc:  # whatever the runtime or the OS refused in the user's files
                 raise ModelRejected(
                     f"{runtime.name} cannot load {model_file}: "
-                    f"{scrub(_first_line(exc), root)} ({type(exc).__name__})"
+                    f"{scrub(first_line(exc, 500), root)} ({type(exc).__name__})"
                 ) from exc
         check_tensors(config, signature)
         return ValidatedVersion(runtime.name, model_file, signature, files, notes)
@@ -135,11 +135,6 @@ def scrub(message: str, root: Path) -> str:
     for prefix in {str(root.resolve()), str(root)}:
         message = message.replace(prefix + "/", "").replace(prefix, "<version directory>")
     return message
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:500]
 
 
 def _check_path(path: str) -> None:

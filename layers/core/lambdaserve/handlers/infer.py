@@ -27,7 +27,7 @@ from lambdaserve.apps.inference import (
 )
 from lambdaserve.aws import AwsClients
 from lambdaserve.errors import InvalidInput, LambdaServeError
-from lambdaserve.invokers import fit_results, result_entry
+from lambdaserve.invokers import Answered, answer_batch
 from lambdaserve.protocol.v2 import HEADER_LENGTH
 from lambdaserve.queued import run_envelopes
 from lambdaserve.repository import check_model_name, parse_version
@@ -163,26 +163,27 @@ def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, An
 
     An envelope is a v2 request plus ``model_name`` (and optional ``model_version``, ``id``),
     or ``payload_key`` pointing at a large request in S3. N in, N out, in order; each result
-    is ``{"status": 200, "response": <v2 response>}`` or ``{"status": 4xx/5xx, "error": ...}``.
+    is ``{"status": 200, "response": <v2 response>}`` (binary: ``body_base64`` and
+    ``header_length``; moved to S3 to stay under 6 MB: ``body_key``) or
+    ``{"status": 4xx/5xx, "error": ...}``.
     """
     requests = event.get("requests")
     if not isinstance(requests, list):
         raise InvalidInput('the batch event needs "requests": a list of request envelopes')
-    envelopes: list[RequestEnvelope | None] = []
-    results: list[dict[str, Any] | None] = []
+    envelopes: list[RequestEnvelope] = []
+    answers: list[Answered | None] = []
     for raw in requests:
         try:
             envelopes.append(parse_envelope(orjson.dumps(raw)))
-            results.append(None)
+            answers.append(None)
         except LambdaServeError as exc:
-            envelopes.append(None)
-            results.append({"status": status_for(exc), "error": exc.message})
-    runnable = [e for e in envelopes if e is not None]
-    outcomes = iter(run_envelopes(server(), payloads(), runnable))
-    for index, envelope in enumerate(envelopes):
-        if envelope is not None:
-            results[index] = result_entry(envelope.id, next(outcomes))
-    fit_results(results, payloads())
+            answers.append({"status": status_for(exc), "error": exc.message})
+    outcomes = iter(run_envelopes(server(), payloads(), envelopes))
+    pending = iter(envelopes)
+    filled: list[Answered] = [
+        answer if answer is not None else (next(pending).id, next(outcomes)) for answer in answers
+    ]
+    results = answer_batch(filled, payloads())
     invocation_metrics.flush()
     return {"results": results}
 

@@ -23,7 +23,7 @@ def install_bls(server: ModelServer) -> None:
         version = request.model_version if request.model_version > 0 else None
         try:
             v2 = InferRequest(
-                inputs=tuple(_input(t) for t in request.inputs()),
+                inputs=tuple(_input(t.name(), t.as_numpy()) for t in request.inputs()),
                 outputs=tuple(RequestedOutput(n) for n in request.requested_output_names()),
             )
             outputs: dict[str, np.ndarray[Any, Any]] = server.infer(
@@ -39,9 +39,7 @@ def install_bls(server: ModelServer) -> None:
         model: str, version: int | None, inputs: dict[str, np.ndarray[Any, Any]], wanted: Any
     ) -> dict[str, np.ndarray[Any, Any]]:
         v2 = InferRequest(
-            inputs=tuple(
-                InferInput(n, tensors.v2_datatype(a), tuple(a.shape), a) for n, a in inputs.items()
-            ),
+            inputs=tuple(_input(name, array) for name, array in inputs.items()),
             outputs=tuple(RequestedOutput(n) for n in wanted),
         )
         produced: dict[str, np.ndarray[Any, Any]] = server.infer(
@@ -55,6 +53,5 @@ def install_bls(server: ModelServer) -> None:
     ensemble.install(run_step, resolve)
 
 
-def _input(tensor: pb_utils.Tensor) -> InferInput:
-    array = tensor.as_numpy()
-    return InferInput(tensor.name(), tensors.v2_datatype(array), tuple(array.shape), array)
+def _input(name: str, array: np.ndarray[Any, Any]) -> InferInput:
+    return InferInput(name, tensors.v2_datatype(array), tuple(array.shape), array)

@@ -16,25 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from lambdaserve.errors import LambdaServeError
+from lambdaserve.modelconfig import v2_datatype_of
+from lambdaserve.tensors import numpy_dtype
+
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 
-_TRITON_TO_NUMPY: dict[str, Any] = {
-    "TYPE_BOOL": np.bool_,
-    "TYPE_UINT8": np.uint8,
-    "TYPE_UINT16": np.uint16,
-    "TYPE_UINT32": np.uint32,
-    "TYPE_UINT64": np.uint64,
-    "TYPE_INT8": np.int8,
-    "TYPE_INT16": np.int16,
-    "TYPE_INT32": np.int32,
-    "TYPE_INT64": np.int64,
-    "TYPE_FP16": np.float16,
-    "TYPE_FP32": np.float32,
-    "TYPE_FP64": np.float64,
-    "TYPE_STRING": np.object_,
-}
 
 # Set by the serving process: runs a BLS request against its model server.
 _executor: Callable[[InferenceRequest], InferenceResponse] | None = None
@@ -189,9 +178,10 @@ def get_output_config_by_name(model_config: dict[str, Any], name: str) -> dict[s
 
 
 def triton_string_to_numpy(triton_type: str) -> Any:
+    """``TYPE_FP32`` -> ``np.float32``; ``TYPE_STRING`` -> ``np.object_`` (bytes)."""
     try:
-        return _TRITON_TO_NUMPY[triton_type]
-    except KeyError:
+        return numpy_dtype(v2_datatype_of(triton_type)).type
+    except (KeyError, LambdaServeError):
         raise TritonModelException(f"unknown Triton data type {triton_type!r}") from None
 
 

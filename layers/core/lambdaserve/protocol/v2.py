@@ -50,16 +50,16 @@ class EncodedResponse:
 
 def parse_infer_request(body: bytes, header_length: int | None = None) -> InferRequest:
     """Decode a v2 request body; ``header_length`` is Inference-Header-Content-Length."""
-    if header_length is not None and not 0 < header_length <= len(body):
-        raise InvalidInput(
-            f"Inference-Header-Content-Length is {header_length} but the body has {len(body)} bytes"
-        )
     document, binary = split_body(body, header_length)
     return parse_infer_document(document, binary)
 
 
 def split_body(body: bytes, header_length: int | None) -> tuple[dict[str, Any], memoryview]:
     """The JSON header as an object, and the binary tensor data after it."""
+    if header_length is not None and not 0 < header_length <= len(body):
+        raise InvalidInput(
+            f"Inference-Header-Content-Length is {header_length} but the body has {len(body)} bytes"
+        )
     view = memoryview(body)
     header_bytes = view[:header_length] if header_length is not None else view
     document = _json_object(bytes(header_bytes))

@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from lambdaserve.errors import InferenceError, ModelRejected
+from lambdaserve.errors import InferenceError, ModelRejected, first_line
 from lambdaserve.modelconfig import ModelConfig, TensorSpec
 from lambdaserve.runtimes import Arrays, LoadOptions, Signature, wants_gpu
 
@@ -52,7 +52,7 @@ class OnnxRuntime:
                 str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
             )
         except Exception as exc:  # onnxruntime raises several unrelated types
-            raise ModelRejected(f"onnxruntime cannot load model.onnx: {_first_line(exc)}") from exc
+            raise ModelRejected(f"onnxruntime cannot load model.onnx: {first_line(exc)}") from exc
         return Signature(
             inputs=tuple(_spec(i) for i in session.get_inputs()),
             outputs=tuple(_spec(o) for o in session.get_outputs()),
@@ -70,7 +70,7 @@ class OnnxRuntime:
                 str(model_path), sess_options=session_options, providers=providers
             )
         except Exception as exc:
-            raise InferenceError(f"onnxruntime cannot load the model: {_first_line(exc)}") from exc
+            raise InferenceError(f"onnxruntime cannot load the model: {first_line(exc)}") from exc
         device = "cuda" if session.get_providers()[0] == "CUDAExecutionProvider" else "cpu"
         strings = frozenset(t.name for t in signature.inputs if t.datatype == "BYTES")
         return OnnxSession(session, device, strings)
@@ -92,7 +92,7 @@ class OnnxSession:
         try:
             results = self._session.run(list(outputs), feed)
         except Exception as exc:  # onnxruntime raises Fail/InvalidArgument/RuntimeException
-            raise InferenceError(f"onnxruntime failed: {_first_line(exc)}") from exc
+            raise InferenceError(f"onnxruntime failed: {first_line(exc)}") from exc
         return {
             name: _to_bytes(value) if value.dtype.kind in ("U", "O") else value
             for name, value in zip(outputs, results, strict=True)
@@ -126,7 +126,7 @@ def check_external_data(model_path: Path) -> None:
         model = onnx.load(str(model_path), load_external_data=False)
     except Exception as exc:  # protobuf DecodeError and friends
         raise ModelRejected(
-            f"model.onnx is not an ONNX model ({_first_line(exc)}); export it with "
+            f"model.onnx is not an ONNX model ({first_line(exc)}); export it with "
             "torch.onnx.export or onnx.save"
         ) from exc
     root = model_path.parent.resolve()
@@ -155,8 +155,3 @@ def check_external_data(model_path: Path) -> None:
 def _spec(node: Any) -> TensorSpec:
     shape = tuple(d if isinstance(d, int) and d > 0 else -1 for d in (node.shape or []))
     return TensorSpec(node.name, _ORT_TO_V2.get(node.type, node.type), shape)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
