@@ -227,7 +227,8 @@ def test_manage_roles_touch_only_the_model_repository_and_the_catalog_calls_made
     for name in manage:
         statements = _statements(roles[name])
         text = json.dumps(statements)
-        # Given the code's calls: GetItem, PutItem, UpdateItem, Query; S3 reads under models/
+        # Given the code's calls: GetItem, PutItem, UpdateItem, Query, and the revision check
+        # of its state transactions; S3 reads under models/
         assert "requests/" not in text and "results/" not in text, name
         for forbidden in ("DeleteItem", "Scan", "BatchWriteItem", "BatchGetItem", "s3:PutObject"):
             assert forbidden not in text, (name, forbidden)
@@ -237,6 +238,7 @@ def test_manage_roles_touch_only_the_model_repository_and_the_catalog_calls_made
             "dynamodb:PutItem",
             "dynamodb:UpdateItem",
             "dynamodb:Query",
+            "dynamodb:ConditionCheckItem",
         }, name
         listing = [s for s in statements if s["Action"] == ["s3:ListBucket"]]
         assert listing and listing[0]["Condition"] == {"StringLike": {"s3:prefix": ["models/*"]}}

@@ -7,102 +7,55 @@ versions in order. Model items also carry ``kind = MODEL``, the hash key of the
 
 Writes that come from reconciling the bucket are conditional on ``observed_at``
 (when the bucket was listed), so a slow reconcile never overwrites a newer one.
+
+Version states are derived from the model item and every version's facts, by more
+than one writer at a time (events, the management API, reconcile). Each write of such
+a fact bumps the model's ``#REVISION`` item afterwards, and derived states are written
+only if the revision is still the one read before deriving them, so a writer that read
+stale facts derives again instead of overwriting a newer state.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from decimal import Decimal
+from dataclasses import replace
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from lambdaserve.errors import InvalidInput
+from lambdaserve.catalog_items import (
+    MODEL_SK,
+    REVISION_SK,
+    VERSION_SK,
+    ModelRecord,
+    VersionRecord,
+    already_validated,
+    decode_token,
+    encode_token,
+    key,
+    loading_version,
+    model_from_item,
+    model_pk,
+    now_iso,
+    plain,
+    values,
+    version_from_item,
+    version_to_item,
+)
+
+__all__ = [
+    "MODELS_INDEX",
+    "Catalog",
+    "ModelRecord",
+    "VersionRecord",
+    "already_validated",
+    "loading_version",
+    "now_iso",
+]
 
 MODELS_INDEX = "models"
-MODEL_SK = "#MODEL"
-_VERSION_SK = "V#{:020d}"
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-@dataclass(frozen=True)
-class ModelRecord:
-    """Model-level facts: the config file, API overrides, default version, load state."""
-
-    name: str
-    file_config: dict[str, Any] | None = None
-    config_source: str = ""
-    config_error: str = ""
-    # The newest config file was rejected; ``file_config`` is still the last good one.
-    rejected_config: str = ""
-    overrides: dict[str, Any] = field(default_factory=dict)
-    default_version: int | None = None
-    unloaded: bool = False
-    config_observed_at: int = 0
-    created_at: str = ""
-    updated_at: str = ""
-
-
-@dataclass(frozen=True)
-class VersionRecord:
-    """Version-level facts and the state the policy derived from them."""
-
-    model: str
-    version: int
-    present: bool = True
-    pending: bool = False
-    valid: bool = False
-    validation_error: str = ""
-    state: str = "LOADING"
-    reason: str = ""
-    notes: str = ""
-    runtime: str = ""
-    model_file: str = ""
-    signature: dict[str, Any] = field(default_factory=dict)
-    sha256: str = ""
-    size: int = 0
-    files: tuple[dict[str, Any], ...] = ()
-    fingerprint: str = ""
-    observed_at: int = 0
-    created_at: str = ""
-    updated_at: str = ""
-    validated_at: str = ""
-
-
-def loading_version(
-    model: str, version: int, fingerprint: str, observed_at: int, existing: VersionRecord | None
-) -> VersionRecord:
-    """The LOADING item a validation starts with (it keeps the version's creation time)."""
-    return VersionRecord(
-        model=model,
-        version=version,
-        pending=True,
-        state="LOADING",
-        reason="validating",
-        fingerprint=fingerprint,
-        observed_at=observed_at,
-        created_at=existing.created_at if existing else "",
-    )
-
-
-def already_validated(existing: VersionRecord | None, fingerprint: str) -> bool:
-    """Duplicate events for an unchanged version cost one read, not a revalidation."""
-    return (
-        existing is not None
-        and existing.present
-        and not existing.pending
-        and existing.fingerprint == fingerprint
-    )
+# DynamoDB allows 100 items per transaction; one is the revision check.
+_STATES_PER_TRANSACTION = 99
 
 
 class Catalog:
@@ -115,8 +68,8 @@ class Catalog:
     # -- models -------------------------------------------------------------------------
 
     def get_model(self, name: str) -> ModelRecord | None:
-        item = self._get(_model_pk(name), MODEL_SK)
-        return None if item is None else _model_from_item(item)
+        item = self._get(model_pk(name), MODEL_SK)
+        return None if item is None else model_from_item(item)
 
     def put_model_config(self, record: ModelRecord) -> bool:
         """Store the file config seen at ``config_observed_at``; False if a newer one won."""
@@ -124,7 +77,7 @@ class Catalog:
         try:
             self._db.update_item(
                 TableName=self.table,
-                Key=_key(_model_pk(record.name), MODEL_SK),
+                Key=key(model_pk(record.name), MODEL_SK),
                 UpdateExpression=(
                     "SET kind = :kind, #name = :name, file_config = :fc, config_source = :src, "
                     "config_error = :err, rejected_config = :rej, config_observed_at = :t, "
@@ -135,7 +88,7 @@ class Catalog:
                     "attribute_not_exists(config_observed_at) OR config_observed_at <= :t"
                 ),
                 ExpressionAttributeNames={"#name": "name"},
-                ExpressionAttributeValues=_values(
+                ExpressionAttributeValues=values(
                     kind="MODEL",
                     name=record.name,
                     fc=json.dumps(record.file_config) if record.file_config is not None else "",
@@ -150,13 +103,14 @@ class Catalog:
             if _condition_failed(exc):
                 return False
             raise
+        self._bump(record.name)
         return True
 
     def update_model(self, name: str, **fields: Any) -> None:
         """Set API-owned model fields: ``overrides``, ``default_version``, ``unloaded``."""
         now = now_iso()
         names = {"#name": "name"}
-        values: dict[str, Any] = {"kind": "MODEL", "name": name, "now": now}
+        named: dict[str, Any] = {"kind": "MODEL", "name": name, "now": now}
         sets = ["kind = :kind", "#name = :name", "updated_at = :now"]
         sets.append("created_at = if_not_exists(created_at, :now)")
         removes = []
@@ -164,18 +118,19 @@ class Catalog:
             if value is None:
                 removes.append(attr)
                 continue
-            values[attr] = json.dumps(value) if attr == "overrides" else value
+            named[attr] = json.dumps(value) if attr == "overrides" else value
             sets.append(f"{attr} = :{attr}")
         expression = "SET " + ", ".join(sets)
         if removes:
             expression += " REMOVE " + ", ".join(removes)
         self._db.update_item(
             TableName=self.table,
-            Key=_key(_model_pk(name), MODEL_SK),
+            Key=key(model_pk(name), MODEL_SK),
             UpdateExpression=expression,
             ExpressionAttributeNames=names,
-            ExpressionAttributeValues=_values(**values),
+            ExpressionAttributeValues=values(**named),
         )
+        self._bump(name)
 
     def list_models(
         self, limit: int, page_token: str | None = None
@@ -185,15 +140,15 @@ class Catalog:
             "TableName": self.table,
             "IndexName": MODELS_INDEX,
             "KeyConditionExpression": "kind = :kind",
-            "ExpressionAttributeValues": _values(kind="MODEL"),
+            "ExpressionAttributeValues": values(kind="MODEL"),
             "Limit": limit,
         }
         if page_token:
-            kwargs["ExclusiveStartKey"] = _decode_token(page_token)
+            kwargs["ExclusiveStartKey"] = decode_token(page_token)
         response = self._db.query(**kwargs)
         names = [item["pk"]["S"][len("MODEL#") :] for item in response.get("Items", [])]
         last = response.get("LastEvaluatedKey")
-        return names, (_encode_token(last) if last else None)
+        return names, (encode_token(last) if last else None)
 
     def all_model_names(self) -> list[str]:
         names: list[str] = []
@@ -207,8 +162,8 @@ class Catalog:
     # -- versions -----------------------------------------------------------------------
 
     def get_version(self, model: str, version: int) -> VersionRecord | None:
-        item = self._get(_model_pk(model), _VERSION_SK.format(version))
-        return None if item is None else _version_from_item(item)
+        item = self._get(model_pk(model), VERSION_SK.format(version))
+        return None if item is None else version_from_item(item)
 
     def versions(self, model: str) -> list[VersionRecord]:
         """Every version item of ``model`` in ascending version order."""
@@ -216,12 +171,12 @@ class Catalog:
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :v)",
-            "ExpressionAttributeValues": _values(pk=_model_pk(model), v="V#"),
+            "ExpressionAttributeValues": values(pk=model_pk(model), v="V#"),
             "ConsistentRead": True,
         }
         while True:
             response = self._db.query(**kwargs)
-            records.extend(_version_from_item(_plain(i)) for i in response.get("Items", []))
+            records.extend(version_from_item(plain(i)) for i in response.get("Items", []))
             if "LastEvaluatedKey" not in response:
                 return records
             kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
@@ -229,18 +184,19 @@ class Catalog:
     def put_version(self, record: VersionRecord) -> bool:
         """Write what a reconcile observed at ``record.observed_at``; False if a newer won."""
         existing_created = record.created_at or now_iso()
-        item = _version_to_item(replace(record, created_at=existing_created, updated_at=now_iso()))
+        item = version_to_item(replace(record, created_at=existing_created, updated_at=now_iso()))
         try:
             self._db.put_item(
                 TableName=self.table,
                 Item=item,
                 ConditionExpression="attribute_not_exists(pk) OR observed_at <= :t",
-                ExpressionAttributeValues=_values(t=record.observed_at),
+                ExpressionAttributeValues=values(t=record.observed_at),
             )
         except ClientError as exc:
             if _condition_failed(exc):
                 return False
             raise
+        self._bump(record.model)
         return True
 
     def set_loading_reason(self, record: VersionRecord, reason: str) -> bool:
@@ -248,10 +204,10 @@ class Catalog:
         try:
             self._db.update_item(
                 TableName=self.table,
-                Key=_key(_model_pk(record.model), _VERSION_SK.format(record.version)),
+                Key=key(model_pk(record.model), VERSION_SK.format(record.version)),
                 UpdateExpression="SET reason = :reason, updated_at = :now",
                 ConditionExpression="observed_at = :t AND pending = :pending",
-                ExpressionAttributeValues=_values(
+                ExpressionAttributeValues=values(
                     reason=reason, now=now_iso(), t=record.observed_at, pending=True
                 ),
             )
@@ -261,111 +217,67 @@ class Catalog:
             raise
         return True
 
-    def set_version_state(self, record: VersionRecord, state: str, reason: str) -> bool:
-        """Update the derived state unless the version changed since it was read."""
-        try:
-            self._db.update_item(
-                TableName=self.table,
-                Key=_key(_model_pk(record.model), _VERSION_SK.format(record.version)),
-                UpdateExpression="SET #state = :state, reason = :reason, updated_at = :now",
-                ConditionExpression="observed_at = :t",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues=_values(
+    def revision(self, model: str) -> int:
+        """The model's fact revision; read it before the facts a state is derived from."""
+        item = self._get(model_pk(model), REVISION_SK)
+        return int(item["revision"]) if item else 0
+
+    def set_version_states(
+        self, model: str, revision: int, changes: list[tuple[VersionRecord, str, str]]
+    ) -> bool:
+        """Write derived ``(version, state, reason)`` changes in one transaction, only if
+        the model's revision is still ``revision``; False if a fact changed: derive again."""
+        for start in range(0, len(changes), _STATES_PER_TRANSACTION):
+            chunk = changes[start : start + _STATES_PER_TRANSACTION]
+            try:
+                self._db.transact_write_items(
+                    TransactItems=[self._revision_check(model, revision)]
+                    + [self._state_update(*change) for change in chunk]
+                )
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") == "TransactionCanceledException":
+                    return False
+                raise
+        return True
+
+    def _revision_check(self, model: str, revision: int) -> dict[str, Any]:
+        check: dict[str, Any] = {"TableName": self.table, "Key": key(model_pk(model), REVISION_SK)}
+        if revision:
+            check["ConditionExpression"] = "revision = :r"
+            check["ExpressionAttributeValues"] = values(r=revision)
+        else:
+            check["ConditionExpression"] = "attribute_not_exists(pk)"
+        return {"ConditionCheck": check}
+
+    def _state_update(self, record: VersionRecord, state: str, reason: str) -> dict[str, Any]:
+        return {
+            "Update": {
+                "TableName": self.table,
+                "Key": key(model_pk(record.model), VERSION_SK.format(record.version)),
+                "UpdateExpression": "SET #state = :state, reason = :reason, updated_at = :now",
+                "ConditionExpression": "observed_at = :t",
+                "ExpressionAttributeNames": {"#state": "state"},
+                "ExpressionAttributeValues": values(
                     state=state, reason=reason, now=now_iso(), t=record.observed_at
                 ),
-            )
-        except ClientError as exc:
-            if _condition_failed(exc):
-                return False
-            raise
-        return True
+            }
+        }
+
+    def _bump(self, model: str) -> None:
+        self._db.update_item(
+            TableName=self.table,
+            Key=key(model_pk(model), REVISION_SK),
+            UpdateExpression="ADD revision :one",
+            ExpressionAttributeValues=values(one=1),
+        )
 
     # -- plumbing -----------------------------------------------------------------------
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
-        response = self._db.get_item(TableName=self.table, Key=_key(pk, sk), ConsistentRead=True)
+        response = self._db.get_item(TableName=self.table, Key=key(pk, sk), ConsistentRead=True)
         item = response.get("Item")
-        return None if item is None else _plain(item)
-
-
-def _model_pk(name: str) -> str:
-    return f"MODEL#{name}"
-
-
-def _key(pk: str, sk: str) -> dict[str, Any]:
-    return {"pk": {"S": pk}, "sk": {"S": sk}}
-
-
-def _values(**values: Any) -> dict[str, Any]:
-    return {f":{name}": _serializer.serialize(value) for name, value in values.items()}
-
-
-def _plain(item: dict[str, Any]) -> dict[str, Any]:
-    return {key: _number(_deserializer.deserialize(value)) for key, value in item.items()}
-
-
-def _number(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    return value
+        return None if item is None else plain(item)
 
 
 def _condition_failed(exc: ClientError) -> bool:
     return bool(exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException")
-
-
-def _encode_token(key: dict[str, Any]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
-
-
-def _decode_token(token: str) -> dict[str, Any]:
-    try:
-        key = json.loads(base64.urlsafe_b64decode(token.encode()))
-        if not isinstance(key, dict) or not {"kind", "pk"} <= set(key) <= {"kind", "pk", "sk"}:
-            raise ValueError("unexpected keys")
-        return key
-    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
-        raise InvalidInput(
-            "invalid next_page_token: pass the nextPageToken of the previous page unchanged"
-        ) from exc
-
-
-def _model_from_item(item: dict[str, Any]) -> ModelRecord:
-    file_config = item.get("file_config") or None
-    return ModelRecord(
-        name=item["name"],
-        file_config=json.loads(file_config) if file_config else None,
-        config_source=item.get("config_source", ""),
-        config_error=item.get("config_error", ""),
-        rejected_config=item.get("rejected_config", ""),
-        overrides=json.loads(item["overrides"]) if item.get("overrides") else {},
-        default_version=item.get("default_version"),
-        unloaded=bool(item.get("unloaded", False)),
-        config_observed_at=item.get("config_observed_at", 0),
-        created_at=item.get("created_at", ""),
-        updated_at=item.get("updated_at", ""),
-    )
-
-
-_JSON_VERSION_FIELDS = ("signature", "files")
-
-
-def _version_to_item(record: VersionRecord) -> dict[str, Any]:
-    plain: dict[str, Any] = {
-        "pk": _model_pk(record.model),
-        "sk": _VERSION_SK.format(record.version),
-    }
-    for name, value in record.__dict__.items():
-        plain[name] = (
-            json.dumps(list(value) if name == "files" else value)
-            if (name in _JSON_VERSION_FIELDS)
-            else value
-        )
-    return {key: _serializer.serialize(value) for key, value in plain.items()}
-
-
-def _version_from_item(plain: dict[str, Any]) -> VersionRecord:
-    fields = {name: plain[name] for name in VersionRecord.__dataclass_fields__ if name in plain}
-    fields["signature"] = json.loads(fields.get("signature") or "{}")
-    fields["files"] = tuple(json.loads(fields.get("files") or "[]"))
-    return VersionRecord(**fields)

@@ -34,6 +34,8 @@ from lambdaserve.repository import ConfigKey, ModelRepository, ObjectInfo, parse
 from lambdaserve.validation import VersionValidator
 
 logger = logging.getLogger(__name__)
+# Concurrent writers of one model settle in a try or two; the last fact writer re-applies.
+_POLICY_ATTEMPTS = 5
 
 
 class _ObjectsChanged(Exception):
@@ -74,7 +76,7 @@ class Registrar:
         """Reconcile one version against the bucket, then re-apply the model's policy."""
         record = self._catalog.get_model(model) or self.refresh_config(model)
         self.reconcile_version(model, version, record)
-        self.apply_policy(model, record)
+        self.apply_policy(model)
 
     def reconcile_all(self) -> int:
         """Reconcile every model found in the bucket or the catalog; returns the count."""
@@ -96,7 +98,7 @@ class Registrar:
             versions |= {v.version for v in self._catalog.versions(model)}
             for version in sorted(versions):
                 self.reconcile_version(model, version, record)
-            self.apply_policy(model, record)
+            self.apply_policy(model)
         finally:
             self._reconciling.discard(model)
 
@@ -222,18 +224,44 @@ class Registrar:
             validated_at=now_iso(),
         )
 
-    def apply_policy(self, model: str, record: ModelRecord | None = None) -> None:
+    def apply_policy(self, model: str) -> None:
         """Derive each version's state from the facts, the config and the policy.
 
-        ``record`` saves a read when the caller has just read or written the model item.
+        Derived again whenever another writer changed a fact in between (see Catalog), so
+        a stale read never overwrites a newer state; the writer of that fact applies the
+        policy after it, so giving up after a few tries leaves nothing wrong behind.
         """
-        record = record or self._catalog.get_model(model)
+        changed = False
+        for _ in range(_POLICY_ATTEMPTS):
+            revision = self._catalog.revision(model)
+            changes = self._derive_states(model)
+            if not changes or self._catalog.set_version_states(model, revision, changes):
+                for version, state, reason in changes:
+                    logger.info(
+                        "%s version %s is %s%s",
+                        model,
+                        version.version,
+                        state,
+                        f": {reason}" if reason else "",
+                    )
+                changed = bool(changes)
+                break
+        if model in self._retired:
+            self._retired.discard(model)
+            changed = True
+        if changed and self._ensembles is not None:
+            # Ensembles using this model as a step are validated again against it.
+            for ensemble in sorted(self._ensembles.dependents.of(model)):
+                self.reconcile_model(ensemble)
+
+    def _derive_states(self, model: str) -> list[tuple[VersionRecord, str, str]]:
+        record = self._catalog.get_model(model)
         effective = effective_config(record, model)
         versions = [v for v in self._catalog.versions(model) if not v.pending]
         served = policy.served_versions(
             effective.config.version_policy, (v.version for v in versions if v.present and v.valid)
         )
-        changed = False
+        changes = []
         for version in versions:
             state, reason = policy.version_state(
                 policy.VersionFacts(
@@ -250,22 +278,8 @@ class Registrar:
                 rejected_config=record.rejected_config if record else "",
             )
             if (state, reason) != (version.state, version.reason):
-                changed = True
-                self._catalog.set_version_state(version, state, reason)
-                logger.info(
-                    "%s version %s is %s%s",
-                    model,
-                    version.version,
-                    state,
-                    f": {reason}" if reason else "",
-                )
-        if model in self._retired:
-            self._retired.discard(model)
-            changed = True
-        if changed and self._ensembles is not None:
-            # Ensembles using this model as a step are validated again against it.
-            for ensemble in sorted(self._ensembles.dependents.of(model)):
-                self.reconcile_model(ensemble)
+                changes.append((version, state, reason))
+        return changes
 
 
 class EventBatch:

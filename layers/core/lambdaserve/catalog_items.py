@@ -1,0 +1,180 @@
+"""Catalog items: the records the table holds, and their DynamoDB encoding."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from lambdaserve.errors import InvalidInput
+
+MODEL_SK = "#MODEL"
+# Bumped after every write of a fact the version states derive from (see Catalog).
+REVISION_SK = "#REVISION"
+VERSION_SK = "V#{:020d}"
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """Model-level facts: the config file, API overrides, default version, load state."""
+
+    name: str
+    file_config: dict[str, Any] | None = None
+    config_source: str = ""
+    config_error: str = ""
+    # The newest config file was rejected; ``file_config`` is still the last good one.
+    rejected_config: str = ""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    default_version: int | None = None
+    unloaded: bool = False
+    config_observed_at: int = 0
+    created_at: str = ""
+    updated_at: str = ""
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    """Version-level facts and the state the policy derived from them."""
+
+    model: str
+    version: int
+    present: bool = True
+    pending: bool = False
+    valid: bool = False
+    validation_error: str = ""
+    state: str = "LOADING"
+    reason: str = ""
+    notes: str = ""
+    runtime: str = ""
+    model_file: str = ""
+    signature: dict[str, Any] = field(default_factory=dict)
+    sha256: str = ""
+    size: int = 0
+    files: tuple[dict[str, Any], ...] = ()
+    fingerprint: str = ""
+    observed_at: int = 0
+    created_at: str = ""
+    updated_at: str = ""
+    validated_at: str = ""
+
+
+def loading_version(
+    model: str, version: int, fingerprint: str, observed_at: int, existing: VersionRecord | None
+) -> VersionRecord:
+    """The LOADING item a validation starts with (it keeps the version's creation time)."""
+    return VersionRecord(
+        model=model,
+        version=version,
+        pending=True,
+        state="LOADING",
+        reason="validating",
+        fingerprint=fingerprint,
+        observed_at=observed_at,
+        created_at=existing.created_at if existing else "",
+    )
+
+
+def already_validated(existing: VersionRecord | None, fingerprint: str) -> bool:
+    """Duplicate events for an unchanged version cost one read, not a revalidation."""
+    return (
+        existing is not None
+        and existing.present
+        and not existing.pending
+        and existing.fingerprint == fingerprint
+    )
+
+
+def model_pk(name: str) -> str:
+    return f"MODEL#{name}"
+
+
+def key(pk: str, sk: str) -> dict[str, Any]:
+    return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+
+def values(**named: Any) -> dict[str, Any]:
+    """ExpressionAttributeValues for ``:name`` placeholders."""
+    return {f":{name}": _serializer.serialize(value) for name, value in named.items()}
+
+
+def plain(item: dict[str, Any]) -> dict[str, Any]:
+    return {key: _number(_deserializer.deserialize(value)) for key, value in item.items()}
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+def encode_token(key: dict[str, Any]) -> str:
+    return base64.urlsafe_b64encode(json.dumps(key).encode()).decode()
+
+
+def decode_token(token: str) -> dict[str, Any]:
+    try:
+        key = json.loads(base64.urlsafe_b64decode(token.encode()))
+        if not isinstance(key, dict) or not {"kind", "pk"} <= set(key) <= {"kind", "pk", "sk"}:
+            raise ValueError("unexpected keys")
+        return key
+    except (ValueError, binascii.Error, UnicodeDecodeError) as exc:
+        raise InvalidInput(
+            "invalid next_page_token: pass the nextPageToken of the previous page unchanged"
+        ) from exc
+
+
+def model_from_item(item: dict[str, Any]) -> ModelRecord:
+    file_config = item.get("file_config") or None
+    return ModelRecord(
+        name=item["name"],
+        file_config=json.loads(file_config) if file_config else None,
+        config_source=item.get("config_source", ""),
+        config_error=item.get("config_error", ""),
+        rejected_config=item.get("rejected_config", ""),
+        overrides=json.loads(item["overrides"]) if item.get("overrides") else {},
+        default_version=item.get("default_version"),
+        unloaded=bool(item.get("unloaded", False)),
+        config_observed_at=item.get("config_observed_at", 0),
+        created_at=item.get("created_at", ""),
+        updated_at=item.get("updated_at", ""),
+    )
+
+
+_JSON_VERSION_FIELDS = ("signature", "files")
+
+
+def version_to_item(record: VersionRecord) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "pk": model_pk(record.model),
+        "sk": VERSION_SK.format(record.version),
+    }
+    for name, value in record.__dict__.items():
+        item[name] = (
+            json.dumps(list(value) if name == "files" else value)
+            if (name in _JSON_VERSION_FIELDS)
+            else value
+        )
+    return {name: _serializer.serialize(value) for name, value in item.items()}
+
+
+def version_from_item(fields_of_item: dict[str, Any]) -> VersionRecord:
+    fields = {
+        name: fields_of_item[name]
+        for name in VersionRecord.__dataclass_fields__
+        if name in fields_of_item
+    }
+    fields["signature"] = json.loads(fields.get("signature") or "{}")
+    fields["files"] = tuple(json.loads(fields.get("files") or "[]"))
+    return VersionRecord(**fields)
