@@ -7,10 +7,10 @@ import asyncio
 import numpy as np
 import pytest
 
+from lambdaserve.batch_runs import BatchResult
 from lambdaserve.dynamic_batcher import BatchPolicy, DynamicBatcher, Take, Wait, plan
 from lambdaserve.errors import InvalidInput, ModelNotFound
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.serving import BatchResult
 
 POLICY = BatchPolicy(max_batch_size=8, max_queue_delay_s=0.005)
 

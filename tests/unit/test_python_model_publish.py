@@ -91,3 +91,51 @@ def test_a_load_failure_where_it_serves_is_a_503_with_the_reason(enabled):
     )
     with pytest.raises(ModelNotReady, match="failed to load: KeyError: 'labels.txt'"):
         server.infer("py", None, request, lambda _, outputs: outputs)
+
+
+COUNTING_CONFIG = b"""
+name: "counting"
+backend: "python"
+max_batch_size: 8
+input [{ name: "X" data_type: TYPE_FP32 dims: [ 2 ] }]
+output [{ name: "CALL_SIZE" data_type: TYPE_INT32 dims: [ 1 ] }]
+"""
+COUNTING_SOURCE = b'''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "X").as_numpy()
+            if np.isnan(x).any():
+                error = pb_utils.TritonError("NaN input", pb_utils.TritonError.INVALID_ARG)
+                responses.append(pb_utils.InferenceResponse(error=error))
+                continue
+            size = np.full((x.shape[0], 1), len(requests), dtype=np.int32)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("CALL_SIZE", size)]))
+        return responses
+'''
+
+
+def test_the_requests_of_a_batch_reach_one_execute_call_each_answered_alone(enabled):
+    # Given a batching Python model that answers how many requests its execute call got
+    enabled.put("models/counting/config.pbtxt", COUNTING_CONFIG)
+    enabled.put("models/counting/1/model.py", COUNTING_SOURCE)
+    enabled.services.registrar.reconcile_model("counting")
+    server = build_model_server(enabled.settings, enabled.clients)
+
+    def request(value: float) -> InferRequest:
+        array = np.full((1, 2), value, np.float32)
+        return InferRequest(inputs=(InferInput("X", "FP32", (1, 2), array),))
+
+    # When five requests, one of them bad, are served as one batch (Triton's contract)
+    results = server.infer_many("counting", None, [request(v) for v in (1, 2, np.nan, 4, 5)])
+    # Then one execute call saw all five, the bad one failed alone, the rest answered
+    assert [r.error is None for r in results] == [True, True, False, True, True]
+    assert [int(r.outputs["CALL_SIZE"][0, 0]) for r in results if r.outputs] == [5, 5, 5, 5]
+    assert "NaN input" in str(results[2].error)
+    stats = server.stats.snapshot("counting", None)["model_stats"][0]
+    assert stats["inference_count"] == 4 and stats["execution_count"] == 1

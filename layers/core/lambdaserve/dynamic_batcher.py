@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lambdaserve.batch_runs import BatchResult
 from lambdaserve.batching import batch_dim, check_invariant
 from lambdaserve.protocol.v2 import InferRequest
-from lambdaserve.serving import BatchResult
 
 
 @dataclass(frozen=True)

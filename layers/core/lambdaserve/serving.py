@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from lambdaserve import policy
-from lambdaserve.batching import Batch, assemble, check_invariant, concatenate, split
+from lambdaserve.batch_runs import BatchResult, run_batch
+from lambdaserve.batching import assemble, check_invariant
 from lambdaserve.binding import bind_inputs, select_outputs
 from lambdaserve.cache import ArtifactCache, CachedFile
 from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord
@@ -32,6 +33,7 @@ from lambdaserve.warmup import warm_up
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+__all__ = ["BatchResult", "ModelServer", "ServedVersion", "VersionResolver", "batch_limit"]
 
 
 @dataclass(frozen=True)
@@ -170,15 +172,6 @@ class BatchItem:
     request: InferRequest
 
 
-@dataclass(frozen=True)
-class BatchResult:
-    """Outputs or the error of one batch item (never both)."""
-
-    outputs: dict[str, np.ndarray[Any, Any]] | None = None
-    version: int | None = None
-    error: LambdaServeError | None = None
-
-
 class ModelServer:
     """Executes inference for READY versions; one instance per process."""
 
@@ -280,56 +273,19 @@ class ModelServer:
         for batch in assemble([requests[i] for i in valid], limit, preferred):
             members = [valid[j] for j in batch.members]
             waited = max((queued_ns or [0] * len(requests))[i] for i in members)
-            for index, outcome in zip(
-                members,
-                self._run_batch(served, loaded, [requests[i] for i in members], batch, waited),
-                strict=True,
-            ):
+            outcomes = run_batch(
+                self.stats,
+                served,
+                loaded,
+                [requests[i] for i in members],
+                batch=batch,
+                queued_ns=waited,
+            )
+            for index, outcome in zip(members, outcomes, strict=True):
                 results[index] = outcome
         done = [r for r in results if r is not None]
         check_invariant(len(requests), done)
         return done
-
-    def _run_batch(
-        self,
-        served: ServedVersion,
-        loaded: LoadedModel,
-        members: list[InferRequest],
-        batch: Batch,
-        queued_ns: int,
-    ) -> list[BatchResult]:
-        started = time.perf_counter_ns()
-        try:
-            merged = concatenate(members)
-            inputs = bind_inputs(merged, served.signature)
-            names = select_outputs(merged, served.signature)
-            bound = time.perf_counter_ns()
-            outputs = loaded.run(inputs, names)
-            ran = time.perf_counter_ns()
-            parts = split(outputs, batch.sizes) if len(members) > 1 else [outputs]
-        except LambdaServeError as exc:
-            if len(members) > 1:  # find the member that fails; the others still succeed
-                return [
-                    self._run_batch(served, loaded, [m], Batch((0,), (size,)), queued_ns)[0]
-                    for m, size in zip(members, batch.sizes, strict=True)
-                ]
-            self.stats.record_failure(
-                served.model, served.version, time.perf_counter_ns() - started
-            )
-            return [BatchResult(error=exc)]
-        self.stats.record_success(
-            served.model,
-            served.version,
-            Execution(
-                len(members),
-                batch.size,
-                queued_ns,
-                bound - started,
-                ran - bound,
-                time.perf_counter_ns() - ran,
-            ),
-        )
-        return [BatchResult(outputs=part, version=served.version) for part in parts]
 
     def is_loaded(self, model: str, version: int | None) -> bool:
         """True when serving this request needs no catalog read, download or load."""

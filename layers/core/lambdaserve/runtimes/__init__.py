@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from lambdaserve.modelconfig import ModelConfig, TensorSpec
+
+if TYPE_CHECKING:
+    from lambdaserve.errors import LambdaServeError
 
 MODEL_FILES = {"model.onnx": "onnxruntime", "model.pt": "torchscript", "model.py": "python"}
 
@@ -52,6 +55,23 @@ class LoadedModel(Protocol):
 
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
         """Execute once; ``outputs`` names what to return (in that order)."""
+        ...
+
+
+@runtime_checkable
+class RequestsModel(Protocol):
+    """A model whose contract is several requests per call (Triton's Python backend)."""
+
+    device: str
+
+    def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
+        """One request alone."""
+        ...
+
+    def run_requests(
+        self, requests: Sequence[tuple[Mapping[str, np.ndarray[Any, Any]], Sequence[str]]]
+    ) -> list[Arrays | LambdaServeError]:
+        """Each ``(inputs, output names)`` answered, or failed alone, in order, in one call."""
         ...
 
 

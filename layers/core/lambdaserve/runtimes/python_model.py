@@ -21,7 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from lambdaserve.errors import InferenceError, InvalidInput, ModelNotReady, ModelRejected
+from lambdaserve.errors import (
+    InferenceError,
+    InvalidInput,
+    LambdaServeError,
+    ModelNotReady,
+    ModelRejected,
+)
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.pipelines import pb_utils
 from lambdaserve.runtimes import Arrays, LoadOptions, Signature
@@ -92,7 +98,7 @@ class PythonModelRuntime:
 
 
 class PythonModel:
-    """A loaded TritonPythonModel; one ``execute`` call per run."""
+    """A loaded TritonPythonModel: the requests of a batch go to one ``execute`` call."""
 
     device = "cpu"
 
@@ -102,35 +108,60 @@ class PythonModel:
         self._model_dir = model_dir
 
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
-        request = pb_utils.InferenceRequest(
-            inputs=[pb_utils.Tensor(name, array) for name, array in inputs.items()],
-            requested_output_names=list(outputs),
-        )
+        [answer] = self.run_requests([(inputs, outputs)])
+        if isinstance(answer, LambdaServeError):
+            raise answer
+        return answer
+
+    def run_requests(
+        self, requests: Sequence[tuple[Mapping[str, np.ndarray[Any, Any]], Sequence[str]]]
+    ) -> list[Arrays | LambdaServeError]:
+        batch = [
+            pb_utils.InferenceRequest(
+                inputs=[pb_utils.Tensor(name, array) for name, array in inputs.items()],
+                requested_output_names=list(outputs),
+            )
+            for inputs, outputs in requests
+        ]
         token = pb_utils._model_dir.set(self._model_dir)
         try:
-            responses = self._instance.execute([request])
+            responses = self._instance.execute(batch)
             if inspect.iscoroutine(responses):  # `async def execute`, as Triton allows
                 responses = _run_coroutine(responses)
         except pb_utils.TritonModelException as exc:
-            raise InferenceError(f"the model raised: {exc}") from exc
+            return [InferenceError(f"the model raised: {exc}")] * len(requests)
         except Exception as exc:
-            raise InferenceError(f"the model raised {type(exc).__name__}: {exc}") from exc
+            failed = InferenceError(f"the model raised {type(exc).__name__}: {exc}")
+            return [failed] * len(requests)
         finally:
             pb_utils._model_dir.reset(token)
-        if not isinstance(responses, list | tuple) or len(responses) != 1:
-            raise InferenceError("execute must return one InferenceResponse per request")
-        response = responses[0]
-        error = response.error() if response.has_error() else None
-        if error is not None:
-            kind = (
-                InvalidInput if error.code() == pb_utils.TritonError.INVALID_ARG else InferenceError
+        if not isinstance(responses, list | tuple) or len(responses) != len(requests):
+            wrong = InferenceError(
+                f"execute must return one InferenceResponse per request: it was given "
+                f"{len(requests)} and returned "
+                f"{len(responses) if isinstance(responses, list | tuple) else type(responses)}"
             )
-            raise kind(error.message())
-        produced = {t.name(): t.as_numpy() for t in response.output_tensors()}
-        missing = [name for name in outputs if name not in produced]
-        if missing:
-            raise InferenceError(f"the model's response has no output {missing[0]!r}")
-        return {name: np.asarray(produced[name]) for name in outputs}
+            return [wrong] * len(requests)
+        return [
+            _answer(response, outputs)
+            for response, (_, outputs) in zip(responses, requests, strict=True)
+        ]
+
+
+def _answer(response: Any, outputs: Sequence[str]) -> Arrays | LambdaServeError:
+    if not isinstance(response, pb_utils.InferenceResponse):
+        return InferenceError(
+            f"execute returned a {type(response).__name__}, not an InferenceResponse"
+        )
+    error = response.error() if response.has_error() else None
+    if error is not None:
+        kind = InvalidInput if error.code() == pb_utils.TritonError.INVALID_ARG else InferenceError
+        return kind(error.message())
+    produced = {t.name(): t.as_numpy() for t in response.output_tensors()}
+    missing = [name for name in outputs if name not in produced]
+    if missing:
+        return InferenceError(f"the model's response has no output {missing[0]!r}")
+    return {name: np.asarray(produced[name]) for name in outputs}
 
 
 def _run_coroutine(coroutine: Any) -> Any:

@@ -1,0 +1,114 @@
+"""One assembled batch through a loaded model, and its requests' results.
+
+Tensor models take the members merged along the batch dimension in one run. Models whose
+contract is several requests per call (Triton's Python backend: ``execute(requests)``)
+take them as they came, in one call, each answered (or failed) alone.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lambdaserve.batching import Batch, concatenate, split
+from lambdaserve.binding import bind_inputs, select_outputs
+from lambdaserve.errors import LambdaServeError
+from lambdaserve.protocol.v2 import InferRequest
+from lambdaserve.runtimes import LoadedModel, RequestsModel
+from lambdaserve.stats import Execution, StatsRegistry
+
+if TYPE_CHECKING:
+    from lambdaserve.serving import ServedVersion
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """Outputs or the error of one batch item (never both)."""
+
+    outputs: dict[str, np.ndarray[Any, Any]] | None = None
+    version: int | None = None
+    error: LambdaServeError | None = None
+
+
+def run_batch(
+    stats: StatsRegistry,
+    served: ServedVersion,
+    loaded: LoadedModel,
+    members: list[InferRequest],
+    *,
+    batch: Batch,
+    queued_ns: int,
+) -> list[BatchResult]:
+    """Run ``members`` as one execution; N requests in, N results out."""
+    if isinstance(loaded, RequestsModel):
+        return _run_requests(stats, served, loaded, members, batch=batch, queued_ns=queued_ns)
+    started = time.perf_counter_ns()
+    try:
+        merged = concatenate(members)
+        inputs = bind_inputs(merged, served.signature)
+        names = select_outputs(merged, served.signature)
+        bound = time.perf_counter_ns()
+        outputs = loaded.run(inputs, names)
+        ran = time.perf_counter_ns()
+        parts = split(outputs, batch.sizes) if len(members) > 1 else [outputs]
+    except LambdaServeError as exc:
+        if len(members) > 1:  # find the member that fails; the others still succeed
+            return [
+                run_batch(
+                    stats, served, loaded, [m], batch=Batch((0,), (size,)), queued_ns=queued_ns
+                )[0]
+                for m, size in zip(members, batch.sizes, strict=True)
+            ]
+        stats.record_failure(served.model, served.version, time.perf_counter_ns() - started)
+        return [BatchResult(error=exc)]
+    stats.record_success(
+        served.model,
+        served.version,
+        Execution(
+            len(members),
+            batch.size,
+            queued_ns,
+            bound - started,
+            ran - bound,
+            time.perf_counter_ns() - ran,
+        ),
+    )
+    return [BatchResult(outputs=part, version=served.version) for part in parts]
+
+
+def _run_requests(
+    stats: StatsRegistry,
+    served: ServedVersion,
+    loaded: RequestsModel,
+    members: list[InferRequest],
+    *,
+    batch: Batch,
+    queued_ns: int,
+) -> list[BatchResult]:
+    started = time.perf_counter_ns()
+    calls = []
+    for member in members:  # already validated one by one when the batch was assembled
+        calls.append(
+            (bind_inputs(member, served.signature), select_outputs(member, served.signature))
+        )
+    bound = time.perf_counter_ns()
+    answers = loaded.run_requests(calls)
+    ran = time.perf_counter_ns()
+    results = []
+    for answer in answers:
+        if isinstance(answer, LambdaServeError):
+            stats.record_failure(served.model, served.version, ran - started)
+            results.append(BatchResult(error=answer))
+        else:
+            results.append(BatchResult(outputs=answer, version=served.version))
+    answered = [size for r, size in zip(results, batch.sizes, strict=True) if r.error is None]
+    if answered:
+        stats.record_success(
+            served.model,
+            served.version,
+            Execution(len(answered), sum(answered), queued_ns, bound - started, ran - bound, 0),
+        )
+    return results
