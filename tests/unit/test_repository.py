@@ -18,6 +18,8 @@ from lambdaserve.repository import (
     [
         ("models/resnet/config.pbtxt", ConfigKey("resnet", "config.pbtxt")),
         ("models/resnet/config.json", ConfigKey("resnet", "config.json")),
+        # any model-level file may be one the config names (an output's label_filename)
+        ("models/resnet/labels.txt", ConfigKey("resnet", "labels.txt")),
         ("models/resnet/1/model.onnx", VersionFileKey("resnet", 1, "model.onnx")),
         ("models/r.e-s_1/12/model.pt", VersionFileKey("r.e-s_1", 12, "model.pt")),
         ("models/bert/3/weights/part.bin", VersionFileKey("bert", 3, "weights/part.bin")),
@@ -33,7 +35,6 @@ def test_keys_inside_the_layout_map_to_model_version_and_file(key, expected):
     [
         "other/resnet/1/model.onnx",  # outside the prefix
         "models/resnet",  # no file
-        "models/resnet/README.md",  # not a config file
         "models/resnet/0/model.onnx",  # versions are positive
         "models/resnet/01/model.onnx",  # no leading zeros: one spelling per version
         "models/resnet/v1/model.onnx",

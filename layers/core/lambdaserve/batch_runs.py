@@ -15,6 +15,7 @@ import numpy as np
 
 from lambdaserve.batching import Batch, concatenate, split
 from lambdaserve.binding import bind_inputs, select_outputs
+from lambdaserve.classification import classify
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes import LoadedModel, RequestsModel
@@ -76,7 +77,27 @@ def run_batch(
             time.perf_counter_ns() - ran,
         ),
     )
-    return [BatchResult(outputs=part, version=served.version) for part in parts]
+    return [
+        _result(_classified(m, served, part), served)
+        for m, part in zip(members, parts, strict=True)
+    ]
+
+
+def _result(
+    answer: dict[str, np.ndarray[Any, Any]] | LambdaServeError, served: ServedVersion
+) -> BatchResult:
+    if isinstance(answer, LambdaServeError):
+        return BatchResult(error=answer)
+    return BatchResult(outputs=answer, version=served.version)
+
+
+def _classified(
+    member: InferRequest, served: ServedVersion, outputs: dict[str, np.ndarray[Any, Any]]
+) -> dict[str, np.ndarray[Any, Any]] | LambdaServeError:
+    try:
+        return classify(member, served, outputs)
+    except LambdaServeError as exc:
+        return exc
 
 
 def _run_requests(
@@ -98,12 +119,14 @@ def _run_requests(
     answers = loaded.run_requests(calls)
     ran = time.perf_counter_ns()
     results = []
-    for answer in answers:
-        if isinstance(answer, LambdaServeError):
+    for member, answer in zip(members, answers, strict=True):
+        result = _result(
+            answer if isinstance(answer, LambdaServeError) else _classified(member, served, answer),
+            served,
+        )
+        if result.error is not None:
             stats.record_failure(served.model, served.version, ran - started)
-            results.append(BatchResult(error=answer))
-        else:
-            results.append(BatchResult(outputs=answer, version=served.version))
+        results.append(result)
     answered = [size for r, size in zip(results, batch.sizes, strict=True) if r.error is None]
     if answered:
         stats.record_success(

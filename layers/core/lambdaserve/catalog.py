@@ -80,7 +80,8 @@ class Catalog:
                 Key=key(model_pk(record.name), MODEL_SK),
                 UpdateExpression=(
                     "SET kind = :kind, #name = :name, file_config = :fc, config_source = :src, "
-                    "config_error = :err, rejected_config = :rej, config_observed_at = :t, "
+                    "config_error = :err, rejected_config = :rej, labels = :labels, "
+                    "config_observed_at = :t, "
                     "updated_at = :now, "
                     "created_at = if_not_exists(created_at, :now)"
                 ),
@@ -95,6 +96,7 @@ class Catalog:
                     src=record.config_source,
                     err=record.config_error,
                     rej=record.rejected_config,
+                    labels=json.dumps(record.labels) if record.labels else "",
                     t=record.config_observed_at,
                     now=now,
                 ),

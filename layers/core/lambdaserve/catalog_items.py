@@ -36,6 +36,8 @@ class ModelRecord:
     config_error: str = ""
     # The newest config file was rejected; ``file_config`` is still the last good one.
     rejected_config: str = ""
+    # Output name -> class labels, read from the files the config's label_filename names.
+    labels: dict[str, list[str]] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
     default_version: int | None = None
     unloaded: bool = False
@@ -143,6 +145,7 @@ def model_from_item(item: dict[str, Any]) -> ModelRecord:
         config_source=item.get("config_source", ""),
         config_error=item.get("config_error", ""),
         rejected_config=item.get("rejected_config", ""),
+        labels=json.loads(item["labels"]) if item.get("labels") else {},
         overrides=json.loads(item["overrides"]) if item.get("overrides") else {},
         default_version=item.get("default_version"),
         unloaded=bool(item.get("unloaded", False)),

@@ -21,6 +21,8 @@ from lambdaserve.repository import ModelRepository
 from lambdaserve.runtimes import Signature
 
 logger = logging.getLogger(__name__)
+# Labels live in the catalog's model item (DynamoDB items are at most 400 KB).
+LABELS_LIMIT = 256 * 1024
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,31 @@ class ConfigReader:
                     file_config=document,
                     config_source=source,
                     config_observed_at=observed_at,
+                    labels=self._labels(model, config),
                 )
             except (InvalidInput, ModelRejected) as exc:
                 record = self._rejected(model, source, exc.message, existing, observed_at)
         self._catalog.put_model_config(record)
         return self._catalog.get_model(model) or record
+
+    def _labels(self, model: str, config: ModelConfig) -> dict[str, list[str]]:
+        """The label files the config names, read whole (Triton reads them at load)."""
+        labels: dict[str, list[str]] = {}
+        budget = LABELS_LIMIT
+        for output, filename in config.label_files:
+            body = self._repository.read_model_file(model, filename, budget)
+            if body is None:
+                raise InvalidInput(
+                    f"output {output!r} names label_filename {filename!r}, which is missing: "
+                    f"upload it beside config.pbtxt ({self._repository.url(model)}{filename})"
+                )
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidInput(f"{filename} is not UTF-8 text (one label per line)") from None
+            labels[output] = text.splitlines()
+            budget -= len(body)
+        return labels
 
     def check_against_serving(self, model: str, config: ModelConfig) -> None:
         """ModelRejected when a version that serves now would fail with ``config``."""
@@ -118,4 +140,5 @@ class ConfigReader:
             config_source=existing.config_source,
             rejected_config=message,
             config_observed_at=observed_at,
+            labels=existing.labels,
         )

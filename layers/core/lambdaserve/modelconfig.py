@@ -104,6 +104,8 @@ class ModelConfig:
     dynamic_batching: DynamicBatching | None = None
     instance_kind: str = "AUTO"
     ensemble_steps: tuple[EnsembleStep, ...] = ()
+    # (output name, file name) for outputs with Triton's ``label_filename``.
+    label_files: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_ensemble(self) -> bool:
@@ -118,7 +120,10 @@ class ModelConfig:
             "max_batch_size": self.max_batch_size,
             "version_policy": self.version_policy.to_triton_json(),
             "input": [_tensor_json(t, self.max_batch_size > 0) for t in self.inputs],
-            "output": [_tensor_json(t, self.max_batch_size > 0) for t in self.outputs],
+            "output": [
+                _tensor_json(t, self.max_batch_size > 0) | _label_json(t.name, self.label_files)
+                for t in self.outputs
+            ],
             "instance_group": [{"kind": f"KIND_{self.instance_kind}"}],
         }
         if self.ensemble_steps:
@@ -236,7 +241,28 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         dynamic_batching=_dynamic_batching(message),
         instance_kind=_instance_kind(message),
         ensemble_steps=_ensemble_steps(message),
+        label_files=_label_files(message),
     )
+
+
+def _label_files(message: pb.ModelConfig) -> tuple[tuple[str, str], ...]:
+    files = []
+    for output in message.output:
+        name = output.label_filename
+        if not name:
+            continue
+        if "/" in name or "\\" in name or name in (".", "..", "config.pbtxt", "config.json"):
+            raise InvalidInput(
+                f"output {output.name!r}: label_filename {name!r} must name a file beside "
+                "config.pbtxt (models/<model>/<file>), not a path"
+            )
+        files.append((output.name, name))
+    return tuple(files)
+
+
+def _label_json(output: str, label_files: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    name = dict(label_files).get(output)
+    return {"label_filename": name} if name else {}
 
 
 def _tensor(spec: Any, batched: bool, role: str) -> TensorSpec:

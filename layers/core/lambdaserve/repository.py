@@ -30,7 +30,7 @@ _TRANSFER = TransferConfig(multipart_threshold=16 * 1024**2, max_concurrency=8)
 
 @dataclass(frozen=True)
 class ConfigKey:
-    """A model-level config file."""
+    """A model-level file: the config, or a file it names (an output's labels)."""
 
     model: str
     filename: str
@@ -96,7 +96,7 @@ def parse_key(key: str, prefix: str = "models/") -> RepositoryKey | None:
     if len(parts) < 2 or not is_valid_model_name(parts[0]):
         return None
     model, rest = parts[0], parts[1:]
-    if len(rest) == 1 and rest[0] in CONFIG_FILES:
+    if len(rest) == 1 and _safe_relative_path(rest):
         return ConfigKey(model, rest[0])
     if len(rest) >= 2 and VERSION_RE.match(rest[0]) and _safe_relative_path(rest[1:]):
         return VersionFileKey(model, int(rest[0]), "/".join(rest[1:]))
@@ -175,6 +175,24 @@ class ModelRepository:
                 continue
             return filename, body
         return None
+
+    def read_model_file(self, model: str, filename: str, limit: int) -> bytes | None:
+        """A model-level file (``models/<model>/<filename>``) up to ``limit`` bytes; None if
+        absent. InvalidInput when larger: such files are read whole into the catalog."""
+        key = f"{model_prefix(model, self.prefix)}{filename}"
+        try:
+            head = self._s3.head_object(Bucket=self.bucket, Key=key)
+        except self._s3.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        if head["ContentLength"] > limit:
+            raise InvalidInput(
+                f"{filename} is {head['ContentLength']} bytes; a model-level file named by the "
+                f"config may be at most {limit} bytes"
+            )
+        body: bytes = self._s3.get_object(Bucket=self.bucket, Key=key)["Body"].read(limit + 1)
+        return body
 
     def download(self, key: str, path: str, progress: Callable[[int], None] | None = None) -> None:
         """Download one object to a local path (ranged, concurrent parts for big files);

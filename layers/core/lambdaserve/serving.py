@@ -22,6 +22,7 @@ from lambdaserve.batching import assemble, check_invariant
 from lambdaserve.binding import bind_inputs, select_outputs
 from lambdaserve.cache import ArtifactCache, CachedFile
 from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord
+from lambdaserve.classification import classify
 from lambdaserve.errors import LambdaServeError, ModelNotFound, ModelNotReady
 from lambdaserve.model_configs import effective_config
 from lambdaserve.modelconfig import ModelConfig
@@ -45,6 +46,7 @@ class ServedVersion:
     config: ModelConfig
     record: VersionRecord
     signature: Signature
+    labels: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     @property
     def platform(self) -> str:
@@ -101,7 +103,12 @@ class VersionResolver:
         served = view.served.get(number)
         if served is None:
             served = view.served[number] = ServedVersion(
-                model, number, view.config, record, Signature.from_json(record.signature)
+                model,
+                number,
+                view.config,
+                record,
+                Signature.from_json(record.signature),
+                view.record.labels,
             )
         return served
 
@@ -210,7 +217,7 @@ class ModelServer:
             inputs = bind_inputs(request, served.signature)
             names = select_outputs(request, served.signature)
             bound = time.perf_counter_ns()
-            outputs = loaded.run(inputs, names)
+            outputs = classify(request, served, loaded.run(inputs, names))
             ran = time.perf_counter_ns()
             encoded = encode(served, outputs)
         except LambdaServeError:

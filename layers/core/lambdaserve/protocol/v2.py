@@ -29,6 +29,8 @@ class InferInput:
 class RequestedOutput:
     name: str
     binary: bool | None = None
+    # Triton's classification extension: answer the top k as "score:index[:label]".
+    classification: int | None = None
 
 
 @dataclass(frozen=True)
@@ -163,8 +165,17 @@ def _parse_input(raw: Any, binary: memoryview) -> tuple[InferInput, int]:
 def _parse_output(raw: Any) -> RequestedOutput:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise InvalidInput('every requested output must be an object with a "name"')
-    binary = _parameters(raw, f"output {raw['name']!r}").get("binary_data")
-    return RequestedOutput(raw["name"], None if binary is None else bool(binary))
+    parameters = _parameters(raw, f"output {raw['name']!r}")
+    binary = parameters.get("binary_data")
+    classes = parameters.get("classification")
+    if classes is not None and (
+        isinstance(classes, bool) or not isinstance(classes, int) or classes < 1
+    ):
+        raise InvalidInput(
+            f"output {raw['name']!r}: classification is the number of top classes to "
+            f"return, a positive integer; got {classes!r}"
+        )
+    return RequestedOutput(raw["name"], None if binary is None else bool(binary), classes)
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:
