@@ -19,8 +19,8 @@ $(BIN)/python:
 
 # Runtime + local stack only: torch stays optional (ONNX Runtime is the default runtime).
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	@echo "make: installing lambdaserve (editable) with ONNX Runtime and the local stack (moto server, uvicorn) into $(VENV) ..."
-	$(BIN)/pip install -q -e '.[local]'
+	@echo "make: installing lambdaserve (editable) with ONNX Runtime and the local stack (moto server, uvicorn) and Pillow for image pipelines into $(VENV) ..."
+	$(BIN)/pip install -q -e '.[local,images]'
 	touch $@
 
 # Everything the tests need, TorchScript included (torch==2.13.0, the CPU wheel).

@@ -100,7 +100,7 @@ max_batch_size: 8
 input [{ name: "X" data_type: TYPE_FP32 dims: [ 2 ] }]
 output [{ name: "CALL_SIZE" data_type: TYPE_INT32 dims: [ 1 ] }]
 """
-COUNTING_SOURCE = b'''
+COUNTING_SOURCE = b"""
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -117,7 +117,7 @@ class TritonPythonModel:
             size = np.full((x.shape[0], 1), len(requests), dtype=np.int32)
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("CALL_SIZE", size)]))
         return responses
-'''
+"""
 
 
 def test_the_requests_of_a_batch_reach_one_execute_call_each_answered_alone(enabled):

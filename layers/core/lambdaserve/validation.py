@@ -13,7 +13,7 @@ from lambdaserve.errors import ModelRejected, RuntimeMissing, first_line
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.progress import TransferProgress, human_bytes
 from lambdaserve.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
-from lambdaserve.runtimes import MODEL_FILES, Signature, runtime_for
+from lambdaserve.runtimes import CODE_FILES, MODEL_FILES, Signature, runtime_for
 from lambdaserve.runtimes.python_model import DISABLED
 from lambdaserve.warmup import check_warmup
 
@@ -82,7 +82,7 @@ class VersionValidator:
         check_platform(config, by_path)
         model_file = _model_file(by_path)
         notes = _misplaced_configs(by_path, config.name)
-        if model_file == "model.py" and not self._python_models:
+        if model_file in CODE_FILES and not self._python_models:
             raise RuntimeMissing(DISABLED)
         total = sum(o.size for o in objects)
         if total > self._max_bytes:
@@ -174,15 +174,20 @@ def _by_relative_path(objects: list[ObjectInfo], prefix: str) -> dict[str, Objec
 
 
 def _model_file(by_path: dict[str, ObjectInfo]) -> str:
+    """The file that serves the version. Code (model.py, handler.py) may bring model files
+    of its own to load, as Triton's Python models and TorchServe's handlers do."""
     present = [name for name in MODEL_FILES if name in by_path]
     if not present:
         raise ModelRejected(
-            "no model file: upload model.onnx (ONNX), model.pt (TorchScript) or model.py "
-            "(a Triton Python model) into the version directory"
+            "no model file: upload model.onnx (ONNX), model.pt (TorchScript), model.py "
+            "(a Triton Python model) or handler.py (a TorchServe handler) into the version "
+            "directory"
         )
-    if len(present) > 1:
-        raise ModelRejected(f"both {' and '.join(present)} are present; keep exactly one")
-    return present[0]
+    code = [name for name in present if name in CODE_FILES]
+    candidates = code or present
+    if len(candidates) > 1:
+        raise ModelRejected(f"both {' and '.join(candidates)} are present; keep exactly one")
+    return candidates[0]
 
 
 def _sha256(path: Path) -> str:

@@ -13,10 +13,10 @@ from lambdaserve import __version__
 from lambdaserve.apps.docs_page import install_docs
 from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.apps.openapi import document_api, inference_paths
+from lambdaserve.apps.predictions import install_predictions
 from lambdaserve.dynamic_batcher import DynamicBatcher
 from lambdaserve.errors import InferenceError, InvalidInput, PayloadTooLarge
 from lambdaserve.modelconfig import TensorSpec, triton_data_type
-from lambdaserve.protocol import torchserve
 from lambdaserve.protocol.limits import header_int
 from lambdaserve.protocol.v2 import (
     HEADER_LENGTH,
@@ -138,31 +138,11 @@ def create_inference_app(
         encoded = await answer(model, number, body, header_length)
         return Response(encoded.body, headers=encoded.headers)
 
-    async def predictions(request: Request) -> Response:
-        model, number = _target(request)
-        body = await read_limited_body(request, max_request_bytes())
-
-        def run() -> Response:
-            served = server().resolver.resolve(model, number)
-            prediction = torchserve.parse_prediction(body, served.signature.inputs)
-            payload = server().infer(
-                model,
-                served.version,
-                prediction.request,
-                lambda _, outputs: torchserve.encode_prediction(
-                    outputs, prediction.single_instance
-                ),
-            )
-            return Response(payload, media_type="application/json")
-
-        return await call(model, number, run)
-
     # The hot routes are plain Starlette routes: FastAPI's dependency solving for two path
     # parameters cost more than running a small model.
     for path in ("/v2/models/{model}/infer", "/v2/models/{model}/versions/{version}/infer"):
         app.add_route(path, infer, methods=["POST"])
-    for path in ("/predictions/{model}", "/predictions/{model}/{version}"):
-        app.add_route(path, predictions, methods=["POST"])
+    install_predictions(app, server, lambda r: read_limited_body(r, max_request_bytes()), call)
 
     document_api(app, inference_paths())
     return app

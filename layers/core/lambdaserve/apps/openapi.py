@@ -163,14 +163,29 @@ def _infer_paths() -> dict[str, Any]:
             }
         }
     for path in ("/predictions/{model}", "/predictions/{model}/{version}"):
+        suffix = "_version" if "version" in path else ""
+        body = json_body({"oneOf": [{"type": "array"}, {"type": "object"}]})
+        body["content"]["application/octet-stream"] = {
+            "schema": {"type": "string", "format": "binary"}
+        }
+        body["content"]["multipart/form-data"] = {
+            "schema": {"type": "object", "additionalProperties": {"type": "string"}}
+        }
+        operation = {
+            "summary": (
+                "TorchServe-style prediction: JSON (a nested list, or {input: list}) for "
+                "tensor models; a raw body or multipart fields for handlers and models with "
+                "one BYTES input"
+            ),
+            "parameters": _path_parameters(path),
+            "requestBody": body,
+            "responses": {
+                "200": {"description": "the output(s) as JSON, or what the handler returned"}
+            },
+        }
         paths[path] = {
-            "post": {
-                "summary": "TorchServe-style prediction: a nested list, or {input: list}",
-                "operationId": "predictions" + ("_version" if "version" in path else ""),
-                "parameters": _path_parameters(path),
-                "requestBody": json_body({"oneOf": [{"type": "array"}, {"type": "object"}]}),
-                "responses": {"200": {"description": "the output, or a dict of outputs"}},
-            }
+            "post": {**operation, "operationId": "predictions" + suffix},
+            "put": {**operation, "operationId": "predictions_put" + suffix},
         }
     return paths
 

@@ -14,7 +14,14 @@ from lambdaserve.modelconfig import ModelConfig, TensorSpec
 if TYPE_CHECKING:
     from lambdaserve.errors import LambdaServeError
 
-MODEL_FILES = {"model.onnx": "onnxruntime", "model.pt": "torchscript", "model.py": "python"}
+MODEL_FILES = {
+    "model.onnx": "onnxruntime",
+    "model.pt": "torchscript",
+    "model.py": "python",
+    "handler.py": "torchserve_handler",
+}
+# Model files whose code runs where they serve (opt-in: LAMBDASERVE_PYTHON_MODELS).
+CODE_FILES = frozenset({"model.py", "handler.py"})
 
 
 @dataclass(frozen=True)
@@ -107,7 +114,7 @@ def wants_gpu(config: ModelConfig, options: LoadOptions) -> bool:
 
 
 def runtime_for(filename: str) -> Runtime:
-    """The runtime that serves a model file name (model.onnx, model.pt or model.py)."""
+    """The runtime that serves a model file name (model.onnx, .pt, .py or handler.py)."""
     return runtime_named(MODEL_FILES[filename])
 
 
@@ -125,6 +132,10 @@ def runtime_named(backend: str) -> Runtime:
         from lambdaserve.runtimes.python_model import PythonModelRuntime
 
         return PythonModelRuntime()
+    if backend == "torchserve_handler":
+        from lambdaserve.runtimes.torchserve_handler import TorchServeHandlerRuntime
+
+        return TorchServeHandlerRuntime()
     from lambdaserve.runtimes.torchscript import TorchScriptRuntime
 
     return TorchScriptRuntime()

@@ -1,0 +1,114 @@
+"""TorchServe's inference API: ``POST``/``PUT /predictions/{model}[/{version}]``.
+
+JSON bodies map onto tensors as before. Raw bodies (``curl -T kitten.jpg``) and multipart
+fields (``curl -F data=@kitten.jpg``) reach handlers and BYTES-input models as they came.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from typing import Any, TypeVar
+
+import orjson
+from fastapi import FastAPI, Request, Response
+from starlette.datastructures import Headers, UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
+
+from lambdaserve.errors import InvalidInput
+from lambdaserve.protocol import torchserve
+from lambdaserve.raw_predictions import RawRequest, predict_raw, takes_raw
+from lambdaserve.repository import check_model_name, parse_version
+from lambdaserve.serving import ModelServer
+
+T = TypeVar("T")
+Call = Callable[[str, "int | None", Callable[[], Any]], Awaitable[Any]]
+_JSON_TYPES = ("application/json", "text/json")
+
+
+def install_predictions(
+    app: FastAPI,
+    server: Callable[[], ModelServer],
+    read_body: Callable[[Request], Awaitable[bytes]],
+    call: Call,
+) -> None:
+    async def predictions(request: Request) -> Response:
+        model = check_model_name(request.path_params["model"])
+        raw_version = request.path_params.get("version")
+        number = None if raw_version is None else parse_version(raw_version)
+        body = await read_body(request)
+        content_type = request.headers.get("content-type", "").lower()
+        fields = (
+            await _form_fields(request.headers, body)
+            if content_type.startswith("multipart/form-data")
+            else None
+        )
+        headers = {k.lower(): v for k, v in request.headers.items()}
+
+        def run() -> Response:
+            served = server().resolver.resolve(model, number)
+            if (
+                fields is not None
+                or (takes_raw(served) and not _is_json(content_type, served))
+                or _is_binary(content_type)
+            ):
+                raw = RawRequest(fields or (("body", _body(body, content_type)),), headers)
+                answer = predict_raw(server(), model, served.version, raw)
+                return Response(answer.body, answer.status, media_type=answer.content_type)
+            prediction = torchserve.parse_prediction(body, served.signature.inputs)
+            payload = server().infer(
+                model,
+                served.version,
+                prediction.request,
+                lambda _, outputs: torchserve.encode_prediction(
+                    outputs, prediction.single_instance
+                ),
+            )
+            return Response(payload, media_type="application/json")
+
+        result: Response = await call(model, number, run)
+        return result
+
+    for path in ("/predictions/{model}", "/predictions/{model}/{version}"):
+        # PUT is what `curl -T file` sends, as TorchServe's documentation uses it.
+        app.add_route(path, predictions, methods=["POST", "PUT"])
+
+
+def _is_json(content_type: str, served: Any) -> bool:
+    """A handler gets a JSON body parsed; a BYTES model gets raw bytes unless it is JSON."""
+    return served.record.runtime != "torchserve_handler" and content_type.startswith(_JSON_TYPES)
+
+
+def _is_binary(content_type: str) -> bool:
+    """Declared as something other than text (``image/jpeg``, ``application/octet-stream``):
+    never parsed as JSON, whatever the model (curl -d and -T declare text or nothing)."""
+    textual = (*_JSON_TYPES, "text/", "application/x-www-form-urlencoded")
+    return bool(content_type) and not content_type.startswith(textual)
+
+
+def _body(body: bytes, content_type: str) -> Any:
+    if content_type.startswith(_JSON_TYPES):
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidInput(f"the request says JSON but is not: {exc}") from None
+    return bytearray(body)
+
+
+async def _form_fields(headers: Headers, body: bytes) -> tuple[tuple[str, Any], ...]:
+    async def stream() -> AsyncGenerator[bytes, None]:
+        yield body
+
+    try:
+        form = await MultiPartParser(headers, stream(), max_part_size=len(body) + 1).parse()
+    except MultiPartException as exc:
+        raise InvalidInput(f"the multipart body cannot be read: {exc.message}") from None
+    fields: list[tuple[str, Any]] = []
+    for name, value in form.multi_items():
+        if isinstance(value, UploadFile):
+            fields.append((name, bytearray(await value.read())))
+            await value.close()
+        else:
+            fields.append((name, bytearray(value.encode())))
+    if not fields:
+        raise InvalidInput("the multipart body has no fields; send the data as -F data=@file")
+    return tuple(fields)

@@ -1,0 +1,89 @@
+"""What a TorchServe handler sees of its server: the ``context`` and how answers are sent.
+
+Available as in TorchServe: ``model_name``, ``manifest``, ``system_properties``
+(``model_dir``, ``gpu_id``, ``batch_size``, ``server_name``, ``server_version``),
+``get_request_header``, ``get_all_request_header``, ``set_response_content_type``,
+``get_response_content_type``, ``set_response_status``. Not available: ``context.metrics``
+(None; lambdaserve's own metrics cover each call) and ``request_processor`` internals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lambdaserve import __version__
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One request's answer as bytes, with the content type to send it with."""
+
+    body: bytes
+    content_type: str
+    status: int = 200
+
+
+class Context:
+    """TorchServe's ``context`` argument, over one loaded version."""
+
+    metrics = None
+
+    def __init__(self, model: str, version: int, model_dir: Path, batch_size: int) -> None:
+        self.model_name = model
+        self.manifest: dict[str, Any] = {
+            "model": {
+                "modelName": model,
+                "modelVersion": str(version),
+                "handler": "handler.py",
+            },
+            "runtime": "python",
+        }
+        self.system_properties: dict[str, Any] = {
+            "model_dir": str(model_dir),
+            "gpu_id": None,
+            "batch_size": max(1, batch_size),
+            "server_name": "lambdaserve",
+            "server_version": __version__,
+        }
+        self._headers: list[Mapping[str, str]] = []
+        self._content_types: dict[int, str] = {}
+        self._statuses: dict[int, tuple[int, str]] = {}
+
+    def begin(self, headers: list[Mapping[str, str]]) -> None:
+        """A new call: the request headers of its rows, no answers decided yet."""
+        self._headers = headers
+        self._content_types = {}
+        self._statuses = {}
+
+    def get_request_header(self, idx: int, key: str) -> str | None:
+        headers = self._headers[idx] if idx < len(self._headers) else {}
+        return headers.get(key.lower())
+
+    def get_all_request_header(self, idx: int) -> dict[str, str]:
+        return dict(self._headers[idx]) if idx < len(self._headers) else {}
+
+    def set_response_content_type(self, idx: int, value: str) -> None:
+        self._content_types[idx] = value
+
+    def get_response_content_type(self, idx: int) -> str | None:
+        return self._content_types.get(idx)
+
+    def set_response_status(self, code: int = 200, phrase: str = "", idx: int = 0) -> None:
+        self._statuses[idx] = (code, phrase)
+
+    def answer(self, idx: int, result: Any) -> Answer:
+        """Row ``idx``'s result as sent: bytes as they are, text as text, anything else as
+        JSON (TorchServe's defaults), unless the handler set the content type or status."""
+        status = self._statuses.get(idx, (200, ""))[0]
+        chosen = self._content_types.get(idx)
+        if isinstance(result, bytes | bytearray | memoryview):
+            return Answer(bytes(result), chosen or "application/octet-stream", status)
+        if isinstance(result, str):
+            return Answer(result.encode(), chosen or "text/plain; charset=utf-8", status)
+        body = orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY)
+        return Answer(body, chosen or "application/json", status)
