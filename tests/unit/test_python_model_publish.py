@@ -139,3 +139,11 @@ def test_the_requests_of_a_batch_reach_one_execute_call_each_answered_alone(enab
     assert "NaN input" in str(results[2].error)
     stats = server.stats.snapshot("counting", None)["model_stats"][0]
     assert stats["inference_count"] == 4 and stats["execution_count"] == 1
+
+
+def test_handlers_are_opt_in_too(aws):
+    aws.put("models/h/1/handler.py", b"def handle(data, context):\n    return data\n")
+    aws.services.registrar.reconcile_model("h")
+    record = aws.services.catalog.get_version("h", 1)
+    assert record.state == policy.UNAVAILABLE
+    assert "LAMBDASERVE_PYTHON_MODELS=1" in record.reason
