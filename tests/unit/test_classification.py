@@ -58,3 +58,11 @@ def test_label_files_show_in_the_config_as_triton_shows_them():
     config = build(document, "m")
     assert config.label_files == (("y", "l.txt"),)
     assert config.to_triton_json()["output"][0]["label_filename"] == "l.txt"
+
+
+def test_free_form_parameters_reach_the_config_as_triton_gives_them():
+    # Python models read them from args["model_config"] (e.g. EXECUTION_ENV_PATH, thresholds)
+    document = {"parameters": {"threshold": {"string_value": "0.5"}}}
+    assert build(document, "m").to_triton_json()["parameters"] == {
+        "threshold": {"string_value": "0.5"}
+    }

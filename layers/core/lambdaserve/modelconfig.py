@@ -8,16 +8,24 @@ frozen dataclass; across storage it travels as Triton's JSON form.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from google.protobuf import json_format, text_format
+from google.protobuf import json_format
 from tritonclient.grpc import model_config_pb2 as pb
 
+from lambdaserve.config_documents import ConfigDocument, merge, parse_document, parse_overrides
 from lambdaserve.errors import InvalidInput
 
-ConfigDocument = dict[str, Any]
+__all__ = [
+    "ConfigDocument",
+    "ModelConfig",
+    "TensorSpec",
+    "build",
+    "merge",
+    "parse_document",
+    "parse_overrides",
+]
 PolicyKind = Literal["latest", "all", "specific"]
 
 _TRITON_TO_V2 = {
@@ -106,6 +114,8 @@ class ModelConfig:
     ensemble_steps: tuple[EnsembleStep, ...] = ()
     # (output name, file name) for outputs with Triton's ``label_filename``.
     label_files: tuple[tuple[str, str], ...] = ()
+    # Triton's free-form ``parameters { key: "k" value: { string_value: "v" } }``.
+    parameters: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_ensemble(self) -> bool:
@@ -138,6 +148,8 @@ class ModelConfig:
                     for step in self.ensemble_steps
                 ]
             }
+        if self.parameters:
+            doc["parameters"] = {k: {"string_value": v} for k, v in self.parameters}
         if self.dynamic_batching is not None:
             doc["dynamic_batching"] = {
                 "preferred_batch_size": list(self.dynamic_batching.preferred_batch_size),
@@ -162,57 +174,6 @@ def triton_data_type(datatype: str) -> str:
 def _tensor_json(spec: TensorSpec, batched: bool) -> dict[str, Any]:
     dims = list(spec.shape[1:] if batched else spec.shape)
     return {"name": spec.name, "data_type": triton_data_type(spec.datatype), "dims": dims}
-
-
-def parse_document(filename: str, body: bytes) -> ConfigDocument:
-    """Parse a config file into Triton's JSON form, or raise InvalidInput saying why."""
-    message = pb.ModelConfig()
-    try:
-        text = body.decode("utf-8")
-        if filename.endswith(".pbtxt"):
-            text_format.Parse(text, message)
-        else:
-            json_format.ParseDict(json.loads(text), message)
-    except (UnicodeDecodeError, json.JSONDecodeError, text_format.ParseError) as exc:
-        raise InvalidInput(f"{filename} is not valid: {exc}") from exc
-    except json_format.ParseError as exc:
-        raise InvalidInput(f"{filename} is not a valid Triton model config: {exc}") from exc
-    return _to_document(message)
-
-
-def parse_overrides(fields: dict[str, Any]) -> ConfigDocument:
-    """Validate model-config fields given in Triton's JSON form (``PUT /models/{m}``)."""
-    message = pb.ModelConfig()
-    try:
-        json_format.ParseDict(fields, message)
-    except json_format.ParseError as exc:
-        raise InvalidInput(f"not a valid Triton model config: {exc}") from exc
-    document = _to_document(message)
-    # Keep only the fields the caller set, so they replace just those on merge.
-    return {key: value for key, value in document.items() if key in _normalised_keys(fields)}
-
-
-def _normalised_keys(fields: dict[str, Any]) -> set[str]:
-    """Accept both proto field names and their lowerCamelCase JSON names."""
-    by_json_name = {f.json_name: f.name for f in pb.ModelConfig.DESCRIPTOR.fields}
-    return {by_json_name.get(key, key) for key in fields}
-
-
-def _to_document(message: pb.ModelConfig) -> ConfigDocument:
-    document: ConfigDocument = json_format.MessageToDict(message, preserving_proto_field_name=True)
-    if message.HasField("version_policy"):
-        # MessageToDict drops empty messages such as ``all {}``; keep the choice.
-        document["version_policy"] = {
-            message.version_policy.WhichOneof("policy_choice"): document.get(
-                "version_policy", {}
-            ).get(message.version_policy.WhichOneof("policy_choice"), {})
-        }
-    return document
-
-
-def merge(file_document: ConfigDocument | None, overrides: ConfigDocument | None) -> ConfigDocument:
-    """Overrides from the management API replace whole top-level fields of the file."""
-    return {**(file_document or {}), **(overrides or {})}
 
 
 def build(document: ConfigDocument, model: str) -> ModelConfig:
@@ -242,6 +203,7 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         instance_kind=_instance_kind(message),
         ensemble_steps=_ensemble_steps(message),
         label_files=_label_files(message),
+        parameters=tuple(sorted((k, v.string_value) for k, v in message.parameters.items())),
     )
 
 
