@@ -6,7 +6,8 @@ ARGS   ?=
 TORCH  ?= 0
 
 .PHONY: help dev test test-localstack validate lint install-dev install-test install-torch \
-	bench-publish bench-infer bench-batching bench-peers bench-validate robustness clean
+	bench-publish bench-infer bench-batching bench-peers bench-pipelines bench-validate robustness \
+	clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -81,6 +82,13 @@ bench-peers: install-test ## side by side with TorchServe and Triton
 	  || echo "bench-peers: no wrk; using the Python load generator"
 	$(BIN)/pip install -q 'matplotlib>=3.8'
 	$(BIN)/python scripts/bench_peers.py $(ARGS)
+
+# A 3-step ensemble (Python pre -> ONNX -> Python post) vs its steps called directly, the
+# Lambda warm path, and `serve` beside a TorchServe workflow and a pytriton callable at c=1, 32.
+bench-pipelines: install-test ## 3-step pipeline: overhead per step, vs TorchServe workflow, pytriton
+	command -v wrk >/dev/null || apt-get install -y -q wrk >/dev/null 2>&1 \
+	  || echo "bench-pipelines: no wrk; using the Python load generator"
+	$(BIN)/python scripts/bench_pipelines.py $(ARGS)
 
 bench-validate: install-test ## publish-time validation of large versions: seconds, memory
 	$(BIN)/python scripts/bench_validate.py $(ARGS)
