@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import base64
-import threading
-from collections import defaultdict
 from functools import cache
 from typing import Any
 from urllib.parse import unquote
 
 import orjson
-from aws_lambda_powertools import Logger, Metrics, single_metric
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
-from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from mangum import Mangum
@@ -27,6 +24,7 @@ from lambdaserve.apps.inference import (
 )
 from lambdaserve.aws import AwsClients
 from lambdaserve.errors import InvalidInput, LambdaServeError
+from lambdaserve.invocation_metrics import InvocationMetrics
 from lambdaserve.invokers import Answered, answer_batch
 from lambdaserve.protocol.v2 import HEADER_LENGTH
 from lambdaserve.queued import run_envelopes
@@ -35,44 +33,14 @@ from lambdaserve.results import PayloadStore, RequestEnvelope, parse_envelope
 from lambdaserve.services import build_model_server, build_queue_services
 from lambdaserve.serving import ModelServer
 from lambdaserve.settings import get_settings
-from lambdaserve.stats import Execution, StatsRegistry
+from lambdaserve.stats import StatsRegistry
 from lambdaserve.submit import AsyncSubmitter
 
 logger = Logger(service="lambdaserve-infer")
 copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})
-metrics = Metrics(namespace="lambdaserve", service="lambdaserve-infer")
 
 
-class _InvocationMetrics:
-    """Per-model counts of the current invocation, flushed as EMF when it ends."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pending: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0, 0, 0.0])
-
-    def record(self, model: str, version: int, execution: Execution | None, fail_ns: int) -> None:
-        with self._lock:
-            entry = self._pending[(model, version)]
-            if execution is None:
-                entry[1] += 1
-            else:
-                entry[0] += execution.requests
-                entry[2] += execution.total_ns / 1e6
-
-    def flush(self) -> None:
-        with self._lock:
-            pending, self._pending = self._pending, defaultdict(lambda: [0, 0, 0.0])
-        for (model, version), (ok, failed, ms) in pending.items():
-            with single_metric(
-                name="Inferences", unit=MetricUnit.Count, value=ok, namespace="lambdaserve"
-            ) as metric:
-                metric.add_dimension(name="model", value=model)
-                metric.add_dimension(name="version", value=str(version))
-                metric.add_metric(name="InferenceErrors", unit=MetricUnit.Count, value=failed)
-                metric.add_metric(name="InferenceMs", unit=MetricUnit.Milliseconds, value=ms)
-
-
-invocation_metrics = _InvocationMetrics()
+invocation_metrics = InvocationMetrics("lambdaserve-infer")
 
 
 @cache
