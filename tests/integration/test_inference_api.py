@@ -161,7 +161,8 @@ def test_curl_style_json_and_torchserve_routes(api, client):
             400,
             "unknown input 'pixels'",
         ),
-        ("post", "/v2/models/mlp/versions/one/infer", b"{}", 400, "positive integers"),
+        ("post", "/v2/models/mlp/versions/one/infer", b"{}", 404, "no version label 'one'"),
+        ("post", "/v2/models/mlp/versions/0/infer", b"{}", 400, "positive integers"),
         (
             "post",
             "/predictions/mlp",

@@ -66,7 +66,8 @@ def test_describe_all_versions_and_one_version(published):
     [
         ("/models/nope", 404, "not in the catalog"),
         ("/models/m/9", 404, "has no version 9"),
-        ("/models/m/v1", 400, "positive integers"),
+        ("/models/m/v1", 404, "no version label 'v1'"),
+        ("/models/m/-1", 400, "a version is a positive integer"),
         ("/models/-bad", 400, "invalid model name"),
     ],
 )

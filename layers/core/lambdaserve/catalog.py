@@ -54,6 +54,7 @@ __all__ = [
 ]
 
 MODELS_INDEX = "models"
+_JSON_MODEL_FIELDS = ("overrides", "version_labels")
 # DynamoDB allows 100 items per transaction; one is the revision check.
 _STATES_PER_TRANSACTION = 99
 
@@ -80,7 +81,7 @@ class Catalog:
                 Key=key(model_pk(record.name), MODEL_SK),
                 UpdateExpression=(
                     "SET kind = :kind, #name = :name, file_config = :fc, config_source = :src, "
-                    "config_error = :err, rejected_config = :rej, labels = :labels, "
+                    "config_error = :err, rejected_config = :rej, class_labels = :labels, "
                     "config_observed_at = :t, "
                     "updated_at = :now, "
                     "created_at = if_not_exists(created_at, :now)"
@@ -96,7 +97,7 @@ class Catalog:
                     src=record.config_source,
                     err=record.config_error,
                     rej=record.rejected_config,
-                    labels=json.dumps(record.labels) if record.labels else "",
+                    labels=json.dumps(record.class_labels) if record.class_labels else "",
                     t=record.config_observed_at,
                     now=now,
                 ),
@@ -109,7 +110,8 @@ class Catalog:
         return True
 
     def update_model(self, name: str, **fields: Any) -> None:
-        """Set API-owned model fields: ``overrides``, ``default_version``, ``unloaded``."""
+        """Set API-owned model fields: ``overrides``, ``default_version``, ``unloaded``,
+        ``version_labels``."""
         now = now_iso()
         names = {"#name": "name"}
         named: dict[str, Any] = {"kind": "MODEL", "name": name, "now": now}
@@ -120,7 +122,7 @@ class Catalog:
             if value is None:
                 removes.append(attr)
                 continue
-            named[attr] = json.dumps(value) if attr == "overrides" else value
+            named[attr] = json.dumps(value) if attr in _JSON_MODEL_FIELDS else value
             sets.append(f"{attr} = :{attr}")
         expression = "SET " + ", ".join(sets)
         if removes:

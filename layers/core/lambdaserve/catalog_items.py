@@ -37,7 +37,9 @@ class ModelRecord:
     # The newest config file was rejected; ``file_config`` is still the last good one.
     rejected_config: str = ""
     # Output name -> class labels, read from the files the config's label_filename names.
-    labels: dict[str, list[str]] = field(default_factory=dict)
+    class_labels: dict[str, list[str]] = field(default_factory=dict)
+    # Version labels (``stable``, ``canary``, TorchServe's ``1.0``) -> integer versions.
+    version_labels: dict[str, int] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
     default_version: int | None = None
     unloaded: bool = False
@@ -145,7 +147,8 @@ def model_from_item(item: dict[str, Any]) -> ModelRecord:
         config_source=item.get("config_source", ""),
         config_error=item.get("config_error", ""),
         rejected_config=item.get("rejected_config", ""),
-        labels=json.loads(item["labels"]) if item.get("labels") else {},
+        class_labels=json.loads(item["class_labels"]) if item.get("class_labels") else {},
+        version_labels=json.loads(item["version_labels"]) if item.get("version_labels") else {},
         overrides=json.loads(item["overrides"]) if item.get("overrides") else {},
         default_version=item.get("default_version"),
         unloaded=bool(item.get("unloaded", False)),

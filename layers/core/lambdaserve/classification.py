@@ -38,7 +38,7 @@ def classify(
             output.name,
             array,
             output.classification,
-            served.labels.get(output.name, ()),
+            served.class_labels.get(output.name, ()),
             batched=batched and array.ndim >= 1,
         )
     return classified

@@ -11,7 +11,12 @@ from lambdaserve.errors import Conflict, InvalidInput, ModelNotFound, ModelRejec
 from lambdaserve.model_configs import effective_config
 from lambdaserve.modelconfig import ModelConfig, build, merge, parse_overrides
 from lambdaserve.registrar import Registrar
-from lambdaserve.repository import ModelRepository, check_model_name
+from lambdaserve.repository import (
+    ModelRepository,
+    check_label,
+    check_model_name,
+    parse_version_ref,
+)
 
 MAX_PAGE = 1000
 
@@ -76,6 +81,35 @@ class ModelManager:
                 "READY version can be the default"
             )
         self._catalog.update_model(name, default_version=version)
+
+    def set_label(self, name: str, label: str, version: int) -> None:
+        """Point ``label`` at a READY version (or move it there: the one-call rollback)."""
+        check_label(label)
+        view, record = self.version(name, version)
+        if record.state != policy.READY:
+            raise Conflict(
+                f"version {version} of {name!r} is {record.state} ({record.reason}); a label "
+                "points at a READY version"
+            )
+        labels = {**view.record.version_labels, label: version}
+        self._catalog.update_model(name, version_labels=labels)
+
+    def remove_label(self, name: str, label: str) -> None:
+        record = self._record(name)
+        if label not in record.version_labels:
+            raise ModelNotFound(f"model {name!r} has no version label {label!r}")
+        labels = {k: v for k, v in record.version_labels.items() if k != label}
+        self._catalog.update_model(name, version_labels=labels)
+
+    def version_number(self, name: str, text: str) -> int:
+        """A version segment of a URL: a number, or one of the model's labels."""
+        ref = parse_version_ref(text)
+        if isinstance(ref, int):
+            return ref
+        labels = self._record(name).version_labels
+        if ref not in labels:
+            raise ModelNotFound(f"model {name!r} has no version label {ref!r}")
+        return labels[ref]
 
     def delete_version(self, name: str, version: int) -> int:
         """Delete the version's objects; the catalog follows through the S3 events."""

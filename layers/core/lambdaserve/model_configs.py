@@ -74,14 +74,14 @@ class ConfigReader:
                     file_config=document,
                     config_source=source,
                     config_observed_at=observed_at,
-                    labels=self._labels(model, config),
+                    class_labels=self._class_labels(model, config),
                 )
             except (InvalidInput, ModelRejected) as exc:
                 record = self._rejected(model, source, exc.message, existing, observed_at)
         self._catalog.put_model_config(record)
         return self._catalog.get_model(model) or record
 
-    def _labels(self, model: str, config: ModelConfig) -> dict[str, list[str]]:
+    def _class_labels(self, model: str, config: ModelConfig) -> dict[str, list[str]]:
         """The label files the config names, read whole (Triton reads them at load)."""
         labels: dict[str, list[str]] = {}
         budget = LABELS_LIMIT
@@ -140,5 +140,5 @@ class ConfigReader:
             config_source=existing.config_source,
             rejected_config=message,
             config_observed_at=observed_at,
-            labels=existing.labels,
+            class_labels=existing.class_labels,
         )

@@ -79,6 +79,25 @@ def parse_version(text: str) -> int:
     return int(text)
 
 
+LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def parse_version_ref(text: str) -> int | str:
+    """A version as URLs may name it: a positive integer, or a label (``stable``, ``1.0``)."""
+    if text.isdigit():
+        return parse_version(text)
+    return check_label(text)
+
+
+def check_label(text: str) -> str:
+    if text.isdigit() or not LABEL_RE.match(text):
+        raise InvalidInput(
+            f"invalid version {text!r}: a version is a positive integer, a label is a name "
+            "such as stable, canary or 1.0 (letters, digits, '.', '_', '-'; not all digits)"
+        )
+    return text
+
+
 def decode_event_key(raw_key: str) -> str:
     """S3 event notifications URL-encode keys (spaces as '+')."""
     return unquote_plus(raw_key)

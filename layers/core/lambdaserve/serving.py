@@ -28,6 +28,7 @@ from lambdaserve.model_configs import effective_config
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.progress import human_bytes
 from lambdaserve.protocol.v2 import InferRequest
+from lambdaserve.repository import parse_version_ref
 from lambdaserve.runtimes import LoadedModel, LoadOptions, Signature, runtime_named
 from lambdaserve.stats import Execution, StatsRegistry
 from lambdaserve.warmup import warm_up
@@ -46,7 +47,7 @@ class ServedVersion:
     config: ModelConfig
     record: VersionRecord
     signature: Signature
-    labels: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    class_labels: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     @property
     def platform(self) -> str:
@@ -108,9 +109,25 @@ class VersionResolver:
                 view.config,
                 record,
                 Signature.from_json(record.signature),
-                view.record.labels,
+                view.record.class_labels,
             )
         return served
+
+    def number(self, model: str, text: str | None) -> int | None:
+        """The integer version a URL segment names: a number, or a version label."""
+        if text is None:
+            return None
+        ref = parse_version_ref(text)
+        if isinstance(ref, int):
+            return ref
+        labels = self._view(model).record.version_labels
+        if ref not in labels:
+            raise ModelNotFound(
+                f"model {model!r} has no version label {ref!r}"
+                + (f" (labels: {', '.join(sorted(labels))})" if labels else "")
+                + f"; set one with PUT /models/{model}/labels/{ref} on the management API"
+            )
+        return labels[ref]
 
     def versions(self, model: str) -> dict[int, VersionRecord]:
         return self._view(model).versions

@@ -42,8 +42,8 @@ class FrontDoor:
             if scope["type"] == "http" and scope["method"] == "POST"
             else None
         )
-        if match is None:
-            await self.app(scope, receive, send)
+        if match is None or not (match.group(2) or "1").isdigit():
+            await self.app(scope, receive, send)  # version labels resolve in the app
             return
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
         if "respond-async" in headers.get("prefer", ""):

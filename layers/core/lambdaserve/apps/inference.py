@@ -44,6 +44,12 @@ def create_inference_app(
     install_error_handlers(app)
     install_docs(app)
 
+    async def number_of(model: str, text: str | None) -> int | None:
+        """A URL's version segment: a number, or a label read from the model's catalog view."""
+        if text is None or text.isdigit():
+            return None if text is None else parse_version(text)
+        return await run_in_threadpool(server().resolver.number, _model(model), text)
+
     async def call(model: str, version: int | None, work: Callable[[], T]) -> T:
         # A loaded model answers inline: a thread hop costs more than a small model's run.
         if server().is_loaded(model, version):
@@ -77,7 +83,7 @@ def create_inference_app(
     @app.get("/v2/models/{model}")
     @app.get("/v2/models/{model}/versions/{version}")
     async def model_metadata(model: str, version: str | None = None) -> dict[str, Any]:
-        number = _version(version)
+        number = await number_of(model, version)
         served = await run_in_threadpool(server().resolver.resolve, _model(model), number)
         ready = sorted(
             v for v, r in server().resolver.versions(model).items() if r.state == "READY"
@@ -93,7 +99,7 @@ def create_inference_app(
     @app.get("/v2/models/{model}/ready")
     @app.get("/v2/models/{model}/versions/{version}/ready")
     async def model_ready(model: str, version: str | None = None) -> dict[str, Any]:
-        number = _version(version)
+        number = await number_of(model, version)
 
         def load() -> ServedVersion:
             served = server().resolver.resolve(_model(model), number)
@@ -107,7 +113,7 @@ def create_inference_app(
     @app.get("/v2/models/{model}/versions/{version}/config")
     async def model_config(model: str, version: str | None = None) -> dict[str, Any]:
         served = await run_in_threadpool(
-            server().resolver.resolve, _model(model), _version(version)
+            server().resolver.resolve, _model(model), await number_of(model, version)
         )
         return autocompleted_config(served)
 
@@ -115,7 +121,7 @@ def create_inference_app(
     @app.get("/v2/models/{model}/versions/{version}/stats")
     async def model_stats(model: str, version: str | None = None) -> dict[str, Any]:
         await run_in_threadpool(server().resolver.versions, _model(model))
-        return server().stats.snapshot(model, _version(version))
+        return server().stats.snapshot(model, await number_of(model, version))
 
     async def answer(
         model: str, number: int | None, body: bytes, header_length: int | None
@@ -130,7 +136,8 @@ def create_inference_app(
     app.state.answer_v2_infer = answer  # the ASGI front door's way in (apps.front_door)
 
     async def infer(request: Request) -> Response:
-        model, number = _target(request)
+        model = _model(request.path_params["model"])
+        number = await number_of(model, request.path_params.get("version"))
         body = await read_limited_body(request, max_request_bytes())
         header_length = header_length_value(request.headers.get(HEADER_LENGTH))
         if "respond-async" in request.headers.get("prefer", ""):
@@ -142,7 +149,9 @@ def create_inference_app(
     # parameters cost more than running a small model.
     for path in ("/v2/models/{model}/infer", "/v2/models/{model}/versions/{version}/infer"):
         app.add_route(path, infer, methods=["POST"])
-    install_predictions(app, server, lambda r: read_limited_body(r, max_request_bytes()), call)
+    install_predictions(
+        app, server, lambda r: read_limited_body(r, max_request_bytes()), call, number_of
+    )
 
     document_api(app, inference_paths())
     return app
@@ -267,17 +276,8 @@ def _triton_tensor(spec: TensorSpec, batched: bool) -> dict[str, Any]:
     return {"name": spec.name, "data_type": triton_data_type(spec.datatype), "dims": dims}
 
 
-def _target(request: Request) -> tuple[str, int | None]:
-    params = request.path_params
-    return check_model_name(params["model"]), _version(params.get("version"))
-
-
 def _model(name: str) -> str:
     return check_model_name(name)
-
-
-def _version(text: str | None) -> int | None:
-    return None if text is None else parse_version(text)
 
 
 def header_length_value(raw: str | None) -> int | None:

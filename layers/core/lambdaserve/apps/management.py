@@ -47,8 +47,29 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
 
     @app.get("/models/{model}/{version}")
     def describe_version(model: str, version: str) -> list[dict[str, Any]]:
-        view, record = manager().version(check_model_name(model), parse_version(version))
+        name = check_model_name(model)
+        view, record = manager().version(name, manager().version_number(name, version))
         return [_describe(view, record, manager())]
+
+    @app.put("/models/{model}/labels/{label}")
+    async def set_label(
+        model: str, label: str, request: Request, version: str | None = Query(None)
+    ) -> dict[str, Any]:
+        body = await json_object(request, required=False)
+        raw = version if version is not None else body.get("version")
+        if raw is None:
+            raise InvalidInput(
+                f"say which version: PUT /models/{model}/labels/{label}?version=2 or a body "
+                '{"version": 2}'
+            )
+        number = parse_version(str(raw))
+        manager().set_label(check_model_name(model), label, number)
+        return {"status": f'Label "{label}" of model "{model}" now points at version {number}'}
+
+    @app.delete("/models/{model}/labels/{label}")
+    def remove_label(model: str, label: str) -> dict[str, str]:
+        manager().remove_label(check_model_name(model), label)
+        return {"status": f'Label "{label}" of model "{model}" removed'}
 
     @app.put("/models/{model}/{version}/set-default")
     def set_default(model: str, version: str) -> dict[str, str]:
@@ -128,6 +149,7 @@ def _describe(view: ModelView, record: VersionRecord, manager: ModelManager) -> 
         "state": record.state,
         "reason": record.reason,
         "isDefault": record.version == view.default_version,
+        "labels": sorted(k for k, v in view.record.version_labels.items() if v == record.version),
         "signature": record.signature,
         "sha256": record.sha256,
         "size": record.size,

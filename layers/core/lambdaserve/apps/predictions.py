@@ -17,7 +17,7 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol import torchserve
 from lambdaserve.raw_predictions import RawRequest, predict_raw, takes_raw
-from lambdaserve.repository import check_model_name, parse_version
+from lambdaserve.repository import check_model_name
 from lambdaserve.serving import ModelServer
 
 T = TypeVar("T")
@@ -30,11 +30,12 @@ def install_predictions(
     server: Callable[[], ModelServer],
     read_body: Callable[[Request], Awaitable[bytes]],
     call: Call,
+    number_of: Callable[[str, str | None], Awaitable[int | None]],
 ) -> None:
     async def predictions(request: Request) -> Response:
         model = check_model_name(request.path_params["model"])
-        raw_version = request.path_params.get("version")
-        number = None if raw_version is None else parse_version(raw_version)
+        # TorchServe's string versions ("1.0") are version labels here
+        number = await number_of(model, request.path_params.get("version"))
         body = await read_body(request)
         content_type = request.headers.get("content-type", "").lower()
         fields = (

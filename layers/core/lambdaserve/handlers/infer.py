@@ -28,7 +28,7 @@ from lambdaserve.invocation_metrics import InvocationMetrics
 from lambdaserve.invokers import Answered, answer_batch
 from lambdaserve.protocol.v2 import HEADER_LENGTH
 from lambdaserve.queued import run_envelopes
-from lambdaserve.repository import check_model_name, parse_version
+from lambdaserve.repository import check_model_name
 from lambdaserve.results import PayloadStore, RequestEnvelope, parse_envelope
 from lambdaserve.services import build_model_server, build_queue_services
 from lambdaserve.serving import ModelServer
@@ -96,7 +96,7 @@ def _direct_infer(event: APIGatewayProxyEventV2) -> dict[str, Any] | None:
         body = _body_bytes(event)
         check_body_size(len(body), get_settings().max_request_bytes)
         model = check_model_name(unquote(match.group(1)))
-        version = parse_version(match.group(2)) if match.group(2) else None
+        version = server().resolver.number(model, unquote(match.group(2) or "") or None)
         encoded = v2_infer(
             server(), model, version, body, header_length_value(headers.get(HEADER_LENGTH))
         )
