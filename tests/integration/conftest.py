@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
 from lambdaserve.aws import AwsClients
 from lambdaserve.handlers import batcher, infer, manage
 from lambdaserve.local.emulator import Emulator
@@ -133,7 +134,8 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     )
     pump.start()
     server = BackgroundServer(manage.app, "127.0.0.1", free_port()).start()
-    inference_server = BackgroundServer(infer.app, "127.0.0.1", free_port()).start()
+    one_url = RepositoryOnInferenceUrl(infer.app, manage.app, infer.server)
+    inference_server = BackgroundServer(one_url, "127.0.0.1", free_port()).start()
     with (
         httpx.Client(base_url=server.url, timeout=30) as api,
         httpx.Client(base_url=inference_server.url, timeout=30) as inference,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import tritonclient.http
 
 from tests import builders
 from tests.support import wait_until
@@ -181,3 +182,24 @@ def test_load_unknown_model_is_404_and_unknown_route_is_json(stack):
     response = stack.api.get("/no/such/route")
     assert response.status_code == 404
     assert "error" in response.json()
+
+
+def test_the_repository_extension_answers_on_the_inference_url(published):
+    # Given tritonclient pointed at the inference URL only, as Triton's clients are
+    url = str(published.inference.base_url).removeprefix("http://").rstrip("/")
+    with tritonclient.http.InferenceServerClient(url) as client:
+        assert {e["version"] for e in client.get_model_repository_index()} == {"1", "2", "3"}
+        assert client.is_model_ready("m")
+        # When it unloads the model, readiness on the same server follows at once
+        client.unload_model("m")
+        assert not client.is_model_ready("m")
+        client.load_model("m")
+        assert client.is_model_ready("m")
+
+
+def test_a_load_that_serves_nothing_is_a_400_with_the_reason(stack):
+    stack.put("models/junk/1/model.onnx", b"not a model")
+    stack.wait_state("junk", 1, "UNAVAILABLE")
+    response = stack.inference.post("/v2/repository/models/junk/load")
+    assert response.status_code == 400
+    assert "failed to load 'junk': version 1:" in response.json()["error"]

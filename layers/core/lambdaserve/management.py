@@ -147,6 +147,11 @@ class ModelManager:
         # As Triton's load re-reads the repository: versions rejected for a missing runtime
         # (or a bucket error) are validated again.
         self._registrar.reconcile_model(name)
+        versions = self._catalog.versions(name)
+        if not any(v.state == policy.READY for v in versions):
+            # Triton answers a load that serves nothing with 400 and the reason
+            reasons = "; ".join(f"version {v.version}: {v.reason}" for v in versions)
+            raise InvalidInput(f"failed to load '{name}': {reasons or 'it has no versions'}")
 
     def unload(self, name: str) -> None:
         """Triton's explicit unload: keep the files, stop serving every version."""

@@ -129,6 +129,11 @@ class VersionResolver:
             )
         return labels[ref]
 
+    def forget(self, model: str) -> None:
+        """Drop the cached view of ``model``: the next request reads the catalog."""
+        with self._lock:
+            self._views.pop(model, None)
+
     def versions(self, model: str) -> dict[int, VersionRecord]:
         return self._view(model).versions
 
@@ -173,7 +178,11 @@ class VersionResolver:
     def _read(self, model: str) -> _ModelView:
         record = self._catalog.get_model(model)
         if record is None:
-            raise ModelNotFound(f"unknown model {model!r}")
+            # Triton's words first: clients match on them
+            raise ModelNotFound(
+                f"Request for unknown model: '{model}' is not found; publish it under "
+                f"models/{model}/ in the model bucket"
+            )
         versions = {v.version: v for v in self._catalog.versions(model)}
         ready = [v.version for v in versions.values() if v.state == policy.READY]
         view = _ModelView(

@@ -73,6 +73,7 @@ class DevStack:
         self.resources = ensure_resources(clients, settings)
 
         # Imported after the environment points at the emulator: handlers read settings once.
+        from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
         from lambdaserve.handlers import batcher, infer, manage
 
         use_text_logs(options.log_level)
@@ -91,7 +92,10 @@ class DevStack:
         )
         self._servers.append(
             BackgroundServer(
-                infer.app, options.host, options.inference_port, access_log=options.access_log
+                RepositoryOnInferenceUrl(infer.app, manage.app, infer.server),
+                options.host,
+                options.inference_port,
+                access_log=options.access_log,
             ).start()
         )
         if options.model_repository is not None:

@@ -1,0 +1,46 @@
+"""Triton's clients use one URL: the model-repository extension (``/v2/repository/...``)
+served on the inference port by the management app, as the deployed HTTP API routes those
+paths to the management function.
+
+A ``load`` or ``unload`` that succeeds drops the inference side's cached catalog view of the
+model, so readiness on the same server follows at once rather than after the catalog TTL.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from lambdaserve.serving import ModelServer
+
+REPOSITORY = "/v2/repository"
+_LOAD_OR_UNLOAD = re.compile(r"^/v2/repository/models/([^/]+)/(?:load|unload)$")
+
+
+class RepositoryOnInferenceUrl:
+    def __init__(
+        self, inference: ASGIApp, management: ASGIApp, server: Callable[[], ModelServer]
+    ) -> None:
+        self._inference = inference
+        self._management = management
+        self._server = server
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or not path.startswith(REPOSITORY):
+            await self._inference(scope, receive, send)
+            return
+        changed = _LOAD_OR_UNLOAD.match(path)
+        if changed is None:
+            await self._management(scope, receive, send)
+            return
+
+        async def send_then_forget(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 200:
+                # before the client can ask again
+                self._server().resolver.forget(changed.group(1))
+            await send(message)
+
+        await self._management(scope, receive, send_then_forget)
