@@ -14,6 +14,7 @@ from lambdaserve.apps.docs_page import install_docs
 from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.apps.openapi import document_api, inference_paths
 from lambdaserve.apps.predictions import install_predictions
+from lambdaserve.apps.torchserve_management import install_api_description
 from lambdaserve.dynamic_batcher import DynamicBatcher
 from lambdaserve.errors import InferenceError, InvalidInput, PayloadTooLarge
 from lambdaserve.modelconfig import TensorSpec, triton_data_type
@@ -43,6 +44,7 @@ def create_inference_app(
     app = FastAPI(title="lambdaserve inference API", version="2", docs_url=None, redoc_url=None)
     install_error_handlers(app)
     install_docs(app)
+    install_api_description(app)
 
     async def number_of(model: str, text: str | None) -> int | None:
         """A URL's version segment: a number, or a label read from the model's catalog view."""

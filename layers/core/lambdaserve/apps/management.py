@@ -12,6 +12,11 @@ from lambdaserve.apps.docs_page import install_docs
 from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.apps.json_body import json_object
 from lambdaserve.apps.openapi import document_api, management_bodies
+from lambdaserve.apps.torchserve_management import (
+    install_api_description,
+    install_torchserve_management,
+    refuse_scaling,
+)
 from lambdaserve.catalog import VersionRecord
 from lambdaserve.errors import InvalidInput
 from lambdaserve.management import ModelManager, ModelView
@@ -24,6 +29,8 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
     app = FastAPI(title="lambdaserve management API", version="1", docs_url=None, redoc_url=None)
     install_error_handlers(app)
     install_docs(app)
+    install_api_description(app)
+    install_torchserve_management(app, manager)
 
     @app.get("/models")
     def list_models(
@@ -92,6 +99,7 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
 
     @app.put("/models/{model}")
     async def update_model(model: str, request: Request) -> dict[str, Any]:
+        refuse_scaling(model, request.query_params)
         fields = await json_object(request)
         config = manager().update_config(check_model_name(model), fields)
         return config.to_triton_json()

@@ -1,0 +1,67 @@
+"""TorchServe's management calls that have a different answer here, answered clearly
+instead of 404/405: registration from a URL, scaling workers, unregistering a model, and
+``OPTIONS /`` (the API description)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from lambdaserve.errors import InvalidInput, ModelNotReady
+from lambdaserve.management import ModelManager
+from lambdaserve.repository import check_model_name
+
+# Query parameters of TorchServe's `PUT /models/{m}` (scale workers).
+SCALING = frozenset({"min_worker", "max_worker", "number_gpu", "synchronous", "timeout"})
+
+
+def install_api_description(app: FastAPI) -> None:
+    """TorchServe's ``OPTIONS /``: the API description (here the OpenAPI document)."""
+
+    async def describe(request: Request) -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    app.add_route("/", describe, methods=["OPTIONS"], include_in_schema=False)
+
+
+def install_torchserve_management(app: FastAPI, manager: Callable[[], ModelManager]) -> None:
+    @app.post("/models", status_code=400)
+    async def register(request: Request) -> None:
+        raise InvalidInput(
+            "registering a model from a URL is not supported: lambdaserve loads models only "
+            "from its own bucket. Publish by upload instead, e.g. "
+            "`aws s3 cp model.onnx s3://<ModelBucketName>/models/<name>/1/model.onnx` "
+            "(Triton's repository layout); the version serves once it is READY"
+        )
+
+    @app.delete("/models/{model}", status_code=202)
+    def unregister(model: str) -> JSONResponse:
+        """TorchServe unregisters the default version: its objects are deleted here."""
+        name = check_model_name(model)
+        default = manager().view(name).default_version
+        if default is None:
+            raise ModelNotReady(f"model {name!r} has no default (READY) version to delete")
+        deleted = manager().delete_version(name, default)
+        return JSONResponse(
+            status_code=202,
+            content={
+                "status": f'Deleting version {default} of model "{name}" (its default): '
+                f"{deleted} objects removed; the catalog follows through repository events",
+                "deletedObjects": deleted,
+            },
+        )
+
+
+def refuse_scaling(model: str, query: Any) -> None:
+    """TorchServe's `PUT /models/{m}?min_worker=..`: no workers to scale here; say what is."""
+    asked = sorted(SCALING & set(query))
+    if asked:
+        raise InvalidInput(
+            f"{', '.join(asked)}: there are no workers to scale for {model!r}. Deployed, the "
+            "infer function scales per request (set reserved or provisioned concurrency on "
+            "InferFunction for a floor or a ceiling); with `lambdaserve serve`, use --workers. "
+            "PUT /models/{m} here takes model-config fields as JSON"
+        )
