@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import orjson
 import pytest
 from tritonclient.http import InferInput, InferRequestedOutput
 from tritonclient.http._utils import _get_inference_request
@@ -10,7 +11,7 @@ from tritonclient.http._utils import _get_inference_request
 from lambdaserve.errors import InvalidInput
 from lambdaserve.modelconfig import TensorSpec
 from lambdaserve.protocol import torchserve
-from lambdaserve.protocol.v2 import encode_infer_response, parse_infer_request
+from lambdaserve.protocol.v2 import HEADER_LENGTH, encode_infer_response, parse_infer_request
 
 
 def triton_request(binary: bool, binary_output: bool):
@@ -104,3 +105,26 @@ def test_torchserve_named_inputs_and_several_outputs():
         torchserve.parse_prediction(b'{"c": [1]}', inputs)
     answer = torchserve.encode_prediction({"s": np.array([[3.0]]), "d": np.array([[-1.0]])})
     assert json.loads(answer) == {"s": [[3.0]], "d": [[-1.0]]}
+
+
+def test_an_output_requested_twice_is_refused():
+    body = (
+        b'{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}],'
+        b' "outputs": [{"name": "y"}, {"name": "y"}]}'
+    )
+    with pytest.raises(InvalidInput, match="'y' is requested more than once"):
+        parse_infer_request(body, None)
+
+
+def test_an_outputs_own_binary_data_overrides_binary_data_output():
+    body = (
+        b'{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}],'
+        b' "outputs": [{"name": "a", "parameters": {"binary_data": false}}, {"name": "b"}],'
+        b' "parameters": {"binary_data_output": true}}'
+    )
+    request = parse_infer_request(body, None)
+    outputs = {"a": np.ones(2, np.float32), "b": np.ones(2, np.float32)}
+    encoded = encode_infer_response("m", 1, request, outputs)
+    header = orjson.loads(encoded.body[: int(encoded.headers[HEADER_LENGTH])])
+    a, b = header["outputs"]
+    assert "data" in a and b["parameters"]["binary_data_size"] == 8

@@ -15,6 +15,7 @@ from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.apps.openapi import document_api, inference_paths
 from lambdaserve.apps.predictions import install_predictions
 from lambdaserve.apps.torchserve_management import install_api_description
+from lambdaserve.apps.triton_extras import install_triton_extras
 from lambdaserve.dynamic_batcher import DynamicBatcher
 from lambdaserve.errors import InferenceError, InvalidInput, PayloadTooLarge
 from lambdaserve.modelconfig import TensorSpec, triton_data_type
@@ -45,6 +46,7 @@ def create_inference_app(
     install_error_handlers(app)
     install_docs(app)
     install_api_description(app)
+    install_triton_extras(app)
 
     async def number_of(model: str, text: str | None) -> int | None:
         """A URL's version segment: a number, or a label read from the model's catalog view."""

@@ -84,9 +84,14 @@ def parse_infer_document(document: dict[str, Any], binary: memoryview) -> InferR
             f"the body carries {len(binary)} bytes of binary tensor data, inputs declare {used}"
         )
     parameters = _parameters(document, "request")
+    outputs = tuple(_parse_output(o) for o in _list(document, "outputs"))
+    names = [o.name for o in outputs]
+    if len(set(names)) != len(names):
+        repeated = next(n for n in names if names.count(n) > 1)
+        raise InvalidInput(f"output {repeated!r} is requested more than once; name it once")
     return InferRequest(
         inputs=tuple(inputs),
-        outputs=tuple(_parse_output(o) for o in _list(document, "outputs")),
+        outputs=outputs,
         id=str(document["id"]) if document.get("id") is not None else None,
         binary_output=bool(parameters.get("binary_data_output", False)),
         parameters=parameters,
@@ -101,6 +106,7 @@ def encode_infer_response(
 ) -> EncodedResponse:
     """Encode outputs as JSON, with binary tensors appended where the request asked."""
     entries, blobs = [], []
+    # An output's own binary_data overrides binary_data_output (Triton's binary extension).
     binary_by_name = {o.name: o.binary for o in request.outputs}
     for name, array in outputs.items():
         entry: dict[str, Any] = {
