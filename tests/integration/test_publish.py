@@ -133,3 +133,26 @@ def test_keys_outside_the_layout_are_ignored(stack):
     stack.put("models/m/1/model.onnx", builders.onnx_mlp())
     stack.wait_state("m", 1, "READY")
     assert [e["name"] for e in stack.index()] == ["m"]
+
+
+def test_config_fields_not_applied_are_warnings_beside_ready(stack):
+    # Given a config asking for what lambdaserve accepts and does not apply
+    config = b"""
+    instance_group [{ kind: KIND_CPU count: 4 }]
+    response_cache { enable: true }
+    """
+    stack.put("models/m/config.pbtxt", config)
+    stack.put("models/m/1/model.onnx", builders.onnx_mlp())
+    # Then the version serves and the catalog entry says what is not applied
+    stack.wait_state("m", 1, "READY")
+    [entry] = stack.api.get("/models/m/1").json()
+    warnings = " | ".join(entry["configWarnings"])
+    assert "instance_group count 4 is not applied" in warnings
+    assert "response_cache is not applied" in warnings
+
+
+def test_sequence_batching_is_refused_at_publish_never_ready_then_failing(stack):
+    stack.put("models/seq/config.pbtxt", b"max_batch_size: 8 sequence_batching { }")
+    stack.put("models/seq/1/model.onnx", builders.onnx_mlp())
+    reason = stack.wait_state("seq", 1, "UNAVAILABLE")
+    assert "sequence_batching is not supported" in reason

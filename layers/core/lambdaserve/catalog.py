@@ -82,6 +82,7 @@ class Catalog:
                 UpdateExpression=(
                     "SET kind = :kind, #name = :name, file_config = :fc, config_source = :src, "
                     "config_error = :err, rejected_config = :rej, class_labels = :labels, "
+                    "config_warnings = :warn, "
                     "config_observed_at = :t, "
                     "updated_at = :now, "
                     "created_at = if_not_exists(created_at, :now)"
@@ -97,6 +98,7 @@ class Catalog:
                     src=record.config_source,
                     err=record.config_error,
                     rej=record.rejected_config,
+                    warn=record.config_warnings,
                     labels=json.dumps(record.class_labels) if record.class_labels else "",
                     t=record.config_observed_at,
                     now=now,

@@ -36,6 +36,8 @@ class ModelRecord:
     config_error: str = ""
     # The newest config file was rejected; ``file_config`` is still the last good one.
     rejected_config: str = ""
+    # What the config asks for that is accepted and not applied ("; "-separated).
+    config_warnings: str = ""
     # Output name -> class labels, read from the files the config's label_filename names.
     class_labels: dict[str, list[str]] = field(default_factory=dict)
     # Version labels (``stable``, ``canary``, TorchServe's ``1.0``) -> integer versions.
@@ -147,6 +149,7 @@ def model_from_item(item: dict[str, Any]) -> ModelRecord:
         config_source=item.get("config_source", ""),
         config_error=item.get("config_error", ""),
         rejected_config=item.get("rejected_config", ""),
+        config_warnings=item.get("config_warnings", ""),
         class_labels=json.loads(item["class_labels"]) if item.get("class_labels") else {},
         version_labels=json.loads(item["version_labels"]) if item.get("version_labels") else {},
         overrides=json.loads(item["overrides"]) if item.get("overrides") else {},

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from lambdaserve import policy
 from lambdaserve.catalog import Catalog, ModelRecord
 from lambdaserve.config_checks import check_config_against_model
+from lambdaserve.config_support import check_supported, warnings_for
 from lambdaserve.errors import InvalidInput, ModelRejected
 from lambdaserve.modelconfig import ModelConfig, build, merge, parse_document
 from lambdaserve.repository import ModelRepository
@@ -67,6 +68,7 @@ class ConfigReader:
             source = found[0]
             try:
                 document = parse_document(*found)
+                check_supported(document)
                 config = build(merge(document, existing.overrides if existing else {}), model)
                 self.check_against_serving(model, config)
                 record = ModelRecord(
@@ -75,6 +77,7 @@ class ConfigReader:
                     config_source=source,
                     config_observed_at=observed_at,
                     class_labels=self._class_labels(model, config),
+                    config_warnings="; ".join(warnings_for(document)),
                 )
             except (InvalidInput, ModelRejected) as exc:
                 record = self._rejected(model, source, exc.message, existing, observed_at)
@@ -141,4 +144,5 @@ class ConfigReader:
             rejected_config=message,
             config_observed_at=observed_at,
             class_labels=existing.class_labels,
+            config_warnings=existing.config_warnings,
         )

@@ -172,5 +172,6 @@ def _describe(view: ModelView, record: VersionRecord, manager: ModelManager) -> 
         "configSource": view.record.config_source,
         "configError": view.config_error,
         "configRejected": view.record.rejected_config,
+        "configWarnings": [w for w in view.record.config_warnings.split("; ") if w],
         "notes": record.notes,
     }

@@ -1,0 +1,59 @@
+"""Which parts of a Triton config lambdaserve applies, refuses, or accepts and ignores.
+
+Refused (the model cannot serve as its config says, so it never becomes READY and fails
+later): sequence batching and decoupled transactions. Accepted but not applied: said in the
+catalog entry as warnings, so nothing is silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdaserve.errors import InvalidInput
+
+_IGNORED = {
+    "optimization": "optimization settings are not applied (ONNX Runtime uses its defaults)",
+    "response_cache": "response_cache is not applied: every request runs the model",
+    "model_warmup": (
+        "model_warmup is not applied; ship warm-up requests as warmup/*.json in the version "
+        "(a v2 infer body each)"
+    ),
+    "rate_limiter": "rate_limiter is not applied (Lambda concurrency limits apply instead)",
+    "model_repository_agents": "model_repository_agents are not run",
+    "batch_input": "batch_input is not applied",
+    "batch_output": "batch_output is not applied",
+    "model_operations": "model_operations are not applied",
+    "model_metrics": "model_metrics are not applied (see /metrics for what is exposed)",
+}
+
+
+def check_supported(document: dict[str, Any]) -> None:
+    """InvalidInput for what the model would need and lambdaserve cannot do."""
+    if document.get("sequence_batching") is not None:
+        raise InvalidInput(
+            "sequence_batching is not supported: lambdaserve serves stateless requests (no "
+            "START/END/CORRID control tensors, no sequence pinned to an instance); remove it "
+            "to serve the model statelessly"
+        )
+    if (document.get("model_transaction_policy") or {}).get("decoupled"):
+        raise InvalidInput(
+            "decoupled models (model_transaction_policy.decoupled) are not supported: each "
+            "request gets exactly one response here"
+        )
+
+
+def warnings_for(document: dict[str, Any]) -> list[str]:
+    """What the config asks for that lambdaserve accepts and does not apply."""
+    warnings = [text for key, text in _IGNORED.items() if document.get(key)]
+    for group in document.get("instance_group") or []:
+        count = int(group.get("count", 1) or 1)
+        if count > 1:
+            warnings.append(
+                f"instance_group count {count} is not applied: one instance per process "
+                "(deployed, concurrency scales instances; `lambdaserve serve --workers`)"
+            )
+    for role in ("input", "output"):
+        for tensor in document.get(role) or []:
+            if tensor.get("reshape") is not None:
+                warnings.append(f"{role} {tensor.get('name')!r}: reshape is not applied")
+    return warnings
