@@ -42,7 +42,6 @@ def test_list_models_pages_with_next_page_token(stack):
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"limit": 0}, "limit must be between 1 and 1000"),
         ({"limit": "x"}, "limit"),
         ({"next_page_token": "bogus"}, "next_page_token"),
     ],
@@ -51,6 +50,15 @@ def test_list_models_rejects_bad_paging(stack, params, message):
     response = stack.api.get("/models", params=params)
     assert response.status_code == 400
     assert message in response.json()["error"]
+
+
+def test_an_out_of_range_limit_is_clamped_as_torchserve_does(stack):
+    stack.put("models/m/1/model.onnx", builders.onnx_mlp())
+    stack.wait_state("m", 1, "READY")
+    for limit in (0, -5, 5000):
+        response = stack.api.get("/models", params={"limit": limit})
+        assert response.status_code == 200
+        assert [m["modelName"] for m in response.json()["models"]] == ["m"]
 
 
 def test_describe_all_versions_and_one_version(published):

@@ -19,6 +19,7 @@ from lambdaserve.repository import (
 )
 
 MAX_PAGE = 1000
+DEFAULT_PAGE = 100
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class ModelManager:
 
     def list_models(self, limit: int, page_token: str | None) -> tuple[list[str], str | None]:
         if not 1 <= limit <= MAX_PAGE:
-            raise InvalidInput(f"limit must be between 1 and {MAX_PAGE}, got {limit}")
+            limit = DEFAULT_PAGE  # as TorchServe clamps an out-of-range limit
         return self._catalog.list_models(limit, page_token)
 
     def view(self, name: str) -> ModelView:
