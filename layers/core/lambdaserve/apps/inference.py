@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from lambdaserve import __version__
 from lambdaserve.apps.docs_page import install_docs
 from lambdaserve.apps.errors import install_error_handlers
+from lambdaserve.apps.metrics_route import install_metrics
 from lambdaserve.apps.openapi import document_api, inference_paths
 from lambdaserve.apps.predictions import install_predictions
 from lambdaserve.apps.torchserve_management import install_api_description
@@ -47,6 +48,7 @@ def create_inference_app(
     install_docs(app)
     install_api_description(app)
     install_triton_extras(app)
+    install_metrics(app, lambda: server().stats)
 
     async def number_of(model: str, text: str | None) -> int | None:
         """A URL's version segment: a number, or a label read from the model's catalog view."""
