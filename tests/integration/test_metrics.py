@@ -1,0 +1,121 @@
+"""`GET /metrics`: Triton's per-model metric names and labels in Prometheus' text format, on
+the inference port (`lambdaserve dev` and `serve`)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from lambdaserve.local.emulator import free_port
+from lambdaserve.local.servers import BackgroundServer
+from lambdaserve.long_running import build_serving_app
+from tests import builders
+
+TRITON_FAMILIES = {
+    "nv_inference_request_success",
+    "nv_inference_request_failure",
+    "nv_inference_count",
+    "nv_inference_exec_count",
+    "nv_inference_request_duration_us",
+    "nv_inference_queue_duration_us",
+    "nv_inference_compute_input_duration_us",
+    "nv_inference_compute_infer_duration_us",
+    "nv_inference_compute_output_duration_us",
+}
+Series = dict[tuple[str, str, str], float]
+
+
+def scrape(client: httpx.Client) -> Series:
+    """``/metrics`` parsed: value by (family, model, version)."""
+    response = client.get("/metrics")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain")
+    found: Series = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            assert set(sample.labels) == {"model", "version"}
+            found[(sample.name, sample.labels["model"], sample.labels["version"])] = sample.value
+    return found
+
+
+def rows(width: int, count: int) -> dict[str, Any]:
+    data = [float(i) for i in range(width * count)]
+    return {
+        "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [count, width], "data": data}]
+    }
+
+
+def test_metrics_count_each_version_as_triton_names_them(stack):
+    # Given a model with two serving versions of different input widths
+    stack.put("models/m/config.pbtxt", b"version_policy: { all { } }")
+    for version, width in ((1, 4), (2, 6)):
+        stack.put(f"models/m/{version}/model.onnx", builders.onnx_mlp(width, 3, seed=version))
+    for version in (1, 2):
+        stack.wait_state("m", version, "READY")
+    empty = scrape(stack.inference)
+    # When version 1 answers three requests of two rows, and version 2 one request and one
+    # refusal (a tensor of the wrong width)
+    for _ in range(3):
+        ok = stack.inference.post("/v2/models/m/versions/1/infer", json=rows(4, 2))
+        assert ok.status_code == 200, ok.text
+    assert stack.inference.post("/v2/models/m/versions/2/infer", json=rows(6, 1)).status_code == 200
+    bad = stack.inference.post("/v2/models/m/versions/2/infer", json=rows(4, 1))
+    assert bad.status_code == 400
+    found = scrape(stack.inference)
+    # Then every Triton family is there, one series per version, with Triton's counts
+    assert not [key for key in empty if key[1] == "m"]
+    assert {name for name, _, _ in found} == TRITON_FAMILIES
+    assert found[("nv_inference_request_success", "m", "1")] == 3
+    assert found[("nv_inference_request_failure", "m", "1")] == 0
+    assert found[("nv_inference_count", "m", "1")] == 6  # a batch of two counts two
+    assert found[("nv_inference_exec_count", "m", "1")] == 3
+    assert found[("nv_inference_request_success", "m", "2")] == 1
+    assert found[("nv_inference_request_failure", "m", "2")] == 1
+    assert found[("nv_inference_count", "m", "2")] == 1
+    for version in ("1", "2"):
+        assert found[("nv_inference_request_duration_us", "m", version)] > 0
+        assert found[("nv_inference_compute_infer_duration_us", "m", version)] > 0
+    # and they are the statistics extension's numbers, in microseconds
+    stats = stack.inference.get("/v2/models/m/versions/1/stats").json()["model_stats"][0]
+    assert found[("nv_inference_compute_infer_duration_us", "m", "1")] == (
+        stats["inference_stats"]["compute_infer"]["ns"] / 1000
+    )
+
+
+def test_the_openapi_document_describes_metrics_as_text(stack):
+    # Given the inference API's OpenAPI document
+    spec = stack.inference.get("/openapi.json").json()
+    # Then /metrics is a GET answering Prometheus text
+    answer = spec["paths"]["/metrics"]["get"]["responses"]["200"]
+    assert list(answer["content"]) == ["text/plain"]
+
+
+def test_serve_answers_metrics_for_dynamically_batched_requests(stack):
+    # Given `lambdaserve serve`'s app (dynamic batching, the front door) beside the dev server
+    stack.put("models/mlp/config.pbtxt", b"dynamic_batching { max_queue_delay_microseconds: 2000 }")
+    stack.put("models/mlp/1/model.onnx", builders.onnx_mlp(4, 3))
+    stack.wait_state("mlp", 1, "READY")
+    server = BackgroundServer(build_serving_app(batching=True), "127.0.0.1", free_port()).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            # When 32 clients call at once, and one sends a tensor of the wrong width
+            def infer(_: int) -> int:
+                return client.post("/v2/models/mlp/infer", json=rows(4, 1)).status_code
+
+            with ThreadPoolExecutor(8) as pool:
+                assert set(pool.map(infer, range(32))) == {200}
+            assert client.post("/v2/models/mlp/infer", json=rows(2, 1)).status_code == 400
+            found = scrape(client)
+    finally:
+        server.stop()
+    # Then serve's /metrics counts every request once, and executions per batch
+    assert found[("nv_inference_request_success", "mlp", "1")] == 32
+    assert found[("nv_inference_request_failure", "mlp", "1")] == 1
+    assert found[("nv_inference_count", "mlp", "1")] == 32
+    assert 1 <= found[("nv_inference_exec_count", "mlp", "1")] <= 32
+    assert found[("nv_inference_request_duration_us", "mlp", "1")] > 0
+    assert found[("nv_inference_compute_infer_duration_us", "mlp", "1")] > 0
+    assert found[("nv_inference_queue_duration_us", "mlp", "1")] >= 0
