@@ -1,8 +1,14 @@
 """`GET /metrics`: Triton's per-model metric names and labels in Prometheus' text format, on
-the inference port (`lambdaserve dev` and `serve`)."""
+the inference port (`lambdaserve dev` and `serve`); `lambdaserve worker` writes the same
+per-model EMF lines as the infer function."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -13,6 +19,7 @@ from lambdaserve.local.emulator import free_port
 from lambdaserve.local.servers import BackgroundServer
 from lambdaserve.long_running import build_serving_app
 from tests import builders
+from tests.support import wait_until
 
 TRITON_FAMILIES = {
     "nv_inference_request_success",
@@ -119,3 +126,44 @@ def test_serve_answers_metrics_for_dynamically_batched_requests(stack):
     assert found[("nv_inference_request_duration_us", "mlp", "1")] > 0
     assert found[("nv_inference_compute_infer_duration_us", "mlp", "1")] > 0
     assert found[("nv_inference_queue_duration_us", "mlp", "1")] >= 0
+
+
+def test_the_worker_writes_per_model_emf_lines_for_the_batches_it_runs(stack):
+    # Given queued requests for a published model, and the in-process pump stopped
+    stack.put("models/mlp/1/model.onnx", builders.onnx_mlp(4, 3))
+    stack.wait_state("mlp", 1, "READY")
+    stack.pause_requests()
+    for i in range(3):
+        body = {"id": f"emf-{i}", "model_name": "mlp", **rows(4, 1)}
+        stack.clients.sqs.send_message(
+            QueueUrl=stack.resources.requests.url, MessageBody=json.dumps(body)
+        )
+    # When `lambdaserve worker` runs them
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "lambdaserve.cli", "worker", "--poll-wait", "1"],
+        env=dict(os.environ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        from lambdaserve.handlers import batcher
+
+        store = batcher.services()[0]._results
+        for i in range(3):
+            wait_until(
+                lambda i=i: (r := store.get(f"emf-{i}")) is not None and r.status == "SUCCESS",
+                60,
+            )
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        output, _ = worker.communicate(timeout=60)
+    # Then its output holds the infer function's EMF documents for the model version
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    emf = [d for d in lines if "Inferences" in d and d.get("model") == "mlp"]
+    assert emf, output[-3000:]
+    assert sum(d["Inferences"] for d in emf) == 3
+    assert sum(d["InferenceErrors"] for d in emf) == 0
+    assert {(d["version"], d["service"]) for d in emf} == {("1", "lambdaserve-worker")}
+    directive = emf[0]["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Dimensions"] == [["model", "version", "service"]]

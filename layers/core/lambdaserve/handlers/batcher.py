@@ -12,20 +12,25 @@ from aws_lambda_powertools.utilities.data_classes import SQSEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdaserve.delivery import TopUp, VisibilityLease
+from lambdaserve.invocation_metrics import InvocationMetrics
 from lambdaserve.queued import QueuedInference, QueueMessage
 from lambdaserve.services import build_model_server, build_queue_services, build_queued_inference
 from lambdaserve.serving import ModelServer
 from lambdaserve.settings import get_settings
+from lambdaserve.stats import StatsRegistry
 
 logger = Logger(service="lambdaserve-batcher")
 copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})
 metrics = Metrics(namespace="lambdaserve", service="lambdaserve-batcher")
+# Per-model counts of the batches this process runs itself (``lambdaserve worker``), flushed
+# after each batch as the infer function flushes its own after each invocation.
+worker_metrics = InvocationMetrics("lambdaserve-worker")
 
 
 @cache
 def _server() -> ModelServer:
     """Only used without LAMBDASERVE_INFER_FUNCTION (local stack, ECS worker)."""
-    return build_model_server(get_settings())
+    return build_model_server(get_settings(), stats=StatsRegistry(worker_metrics.record))
 
 
 @cache
@@ -55,8 +60,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     ]
     extra = topup.fetch()
     handles = [r.receipt_handle for r in records] + [handle for _, handle in extra]
-    with lease.hold(handles):  # a crash returns these within the lease, not the queue's 6 min
-        retry = queued.process(delivered + [message for message, _ in extra])
+    try:
+        with lease.hold(handles):  # a crash returns these within the lease, not the queue's 6 min
+            retry = queued.process(delivered + [message for message, _ in extra])
+    finally:
+        worker_metrics.flush()
     topup.settle(extra, retry)
     topup.retry_later(
         [
