@@ -137,7 +137,7 @@ def test_curl_style_json_and_torchserve_routes(api, client):
             "/v2/models/ghost/infer",
             b'{"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1]}]}',
             404,
-            "unknown model 'ghost'",
+            "Request for unknown model: 'ghost' is not found",
         ),
         (
             "post",

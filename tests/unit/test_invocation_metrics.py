@@ -25,7 +25,7 @@ def test_one_emf_line_per_model_version_with_its_counts():
     pre, mlp = lines
     directive = pre["_aws"]["CloudWatchMetrics"][0]
     assert directive["Namespace"] == "lambdaserve"
-    assert directive["Dimensions"] == [["model", "version", "service"]]
+    assert directive["Dimensions"] == [["model", "version", "service"], ["service"]]
     for name in [m["Name"] for m in directive["Metrics"]]:
         assert name in pre
     assert (pre["Inferences"], pre["InferenceErrors"], pre["InferenceMs"]) == (3, 0, 3.001)

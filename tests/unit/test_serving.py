@@ -154,7 +154,7 @@ def test_versions_and_default_resolution(aws, server):
     assert run(server, "m", x, version=1)["OUTPUT__0"].shape == (1, 3)
     with pytest.raises(ModelNotFound, match="no version 7"):
         run(server, "m", x, version=7)
-    with pytest.raises(ModelNotFound, match="unknown model 'ghost'"):
+    with pytest.raises(ModelNotFound, match="Request for unknown model: 'ghost' is not found"):
         run(server, "ghost", x)
 
 

@@ -21,7 +21,8 @@ from lambdaserve.stats import Execution
 NAMESPACE = "lambdaserve"
 _DIRECTIVE = {
     "Namespace": NAMESPACE,
-    "Dimensions": [["model", "version", "service"]],
+    # Per version, and per service (the dashboard's fleet totals).
+    "Dimensions": [["model", "version", "service"], ["service"]],
     "Metrics": [
         {"Name": "Inferences", "Unit": "Count"},
         {"Name": "InferenceErrors", "Unit": "Count"},
