@@ -77,7 +77,8 @@ def test_a_bls_error_comes_back_as_the_models_error(stack, client):
     stack.wait_state("bls_mlp", 1, "READY")
     tensor = triton.InferInput("INPUT0", [1, 4], "FP32")
     tensor.set_data_from_numpy(np.array([[-1, 0, 0, 0]], np.float32))
-    with pytest.raises(InferenceServerException, match="BLS call failed: Request for unknown model: 'ghost' is not found"):
+    unknown = "BLS call failed: Request for unknown model: 'ghost' is not found"
+    with pytest.raises(InferenceServerException, match=unknown):
         client.infer("bls_mlp", [tensor])
 
 
