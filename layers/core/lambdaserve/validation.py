@@ -14,7 +14,7 @@ from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.progress import TransferProgress, human_bytes
 from lambdaserve.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
 from lambdaserve.runtimes import CODE_FILES, MODEL_FILES, Signature, runtime_for
-from lambdaserve.runtimes.python_model import DISABLED
+from lambdaserve.runtimes.model_code import DISABLED
 from lambdaserve.warmup import check_warmup
 
 _CHUNK = 1024 * 1024

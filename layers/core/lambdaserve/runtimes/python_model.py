@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import ast
 import asyncio
-import hashlib
-import importlib.util
 import inspect
 import json
 import sys
@@ -31,12 +29,7 @@ from lambdaserve.errors import (
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.pipelines import pb_utils
 from lambdaserve.runtimes import Arrays, LoadOptions, Signature
-
-DISABLED = (
-    "Python models are disabled here: they run their own code with the serving function's "
-    "permissions; enable them with LAMBDASERVE_PYTHON_MODELS=1 (template parameter "
-    "EnablePythonModels=true; `lambdaserve dev` enables them)"
-)
+from lambdaserve.runtimes.model_code import DISABLED, new_module, parse_source, run_one
 
 
 class PythonModelRuntime:
@@ -44,12 +37,7 @@ class PythonModelRuntime:
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         """Static checks only: the manage function never runs model code."""
-        try:
-            tree = ast.parse(model_path.read_bytes(), filename="model.py")
-        except SyntaxError as exc:
-            raise ModelRejected(f"model.py line {exc.lineno}: {exc.msg}") from None
-        except ValueError as exc:
-            raise ModelRejected(f"model.py is not Python source: {exc}") from None
+        tree = parse_source(model_path)
         model_class = next(
             (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TritonPythonModel"),
             None,
@@ -77,14 +65,10 @@ class PythonModelRuntime:
             raise ModelNotReady(DISABLED)
         version_dir = _version_directory(model_path, config.name, options.version)
         sys.modules.setdefault("triton_python_backend_utils", pb_utils)
-        digest = hashlib.sha256(str(model_path).encode()).hexdigest()[:16]
-        spec = importlib.util.spec_from_file_location(f"lambdaserve_model_{digest}", model_path)
-        if spec is None or spec.loader is None:
-            raise ModelNotReady(f"model.py of {config.name!r} cannot be imported")
-        module = importlib.util.module_from_spec(spec)
+        module, loader = new_module(model_path, config.name)
         token = pb_utils._model_dir.set(str(version_dir))
         try:
-            spec.loader.exec_module(module)
+            loader.exec_module(module)
             instance = module.TritonPythonModel()
             if hasattr(instance, "initialize"):
                 instance.initialize(_initialize_args(config, options.version, version_dir))
@@ -108,10 +92,7 @@ class PythonModel:
         self._model_dir = model_dir
 
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
-        [answer] = self.run_requests([(inputs, outputs)])
-        if isinstance(answer, LambdaServeError):
-            raise answer
-        return answer
+        return run_one(self, inputs, outputs)
 
     def run_requests(
         self, requests: Sequence[tuple[Mapping[str, np.ndarray[Any, Any]], Sequence[str]]]

@@ -13,8 +13,6 @@ installed. Like Python models, handlers run only where they serve and only when
 from __future__ import annotations
 
 import ast
-import hashlib
-import importlib.util
 import inspect
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,7 +25,7 @@ from lambdaserve.errors import InferenceError, LambdaServeError, ModelNotReady, 
 from lambdaserve.modelconfig import ModelConfig, TensorSpec
 from lambdaserve.runtimes import Arrays, LoadOptions, Signature
 from lambdaserve.runtimes.handler_context import Answer, Context
-from lambdaserve.runtimes.python_model import DISABLED
+from lambdaserve.runtimes.model_code import DISABLED, new_module, parse_source, run_one
 
 # The tensor face of a handler (v2 infer, queues): one BYTES element per request body in,
 # one answer and its content type per request out.
@@ -43,12 +41,7 @@ class TorchServeHandlerRuntime:
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         """Static checks only: the manage function never runs handler code."""
-        try:
-            tree = ast.parse(model_path.read_bytes(), filename="handler.py")
-        except SyntaxError as exc:
-            raise ModelRejected(f"handler.py line {exc.lineno}: {exc.msg}") from None
-        except ValueError as exc:
-            raise ModelRejected(f"handler.py is not Python source: {exc}") from None
+        tree = parse_source(model_path)
         for node in ast.walk(tree):
             for module in _imported_modules(node):
                 if module != "ts" and not module.startswith("ts."):
@@ -71,14 +64,10 @@ class TorchServeHandlerRuntime:
     ) -> HandlerModel:
         if not options.python_models:
             raise ModelNotReady(DISABLED)
-        digest = hashlib.sha256(str(model_path).encode()).hexdigest()[:16]
-        spec = importlib.util.spec_from_file_location(f"lambdaserve_handler_{digest}", model_path)
-        if spec is None or spec.loader is None:
-            raise ModelNotReady(f"handler.py of {config.name!r} cannot be imported")
-        module = importlib.util.module_from_spec(spec)
+        module, loader = new_module(model_path, config.name)
         context = Context(config.name, options.version, model_path.parent, config.max_batch_size)
         try:
-            spec.loader.exec_module(module)
+            loader.exec_module(module)
             entry = _entry_point(module, context)
         except Exception as exc:
             raise ModelNotReady(
@@ -117,10 +106,7 @@ class HandlerModel:
             raise InferenceError(f"the handler's answer cannot be sent as JSON: {exc}") from exc
 
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
-        [answer] = self.run_requests([(inputs, outputs)])
-        if isinstance(answer, LambdaServeError):
-            raise answer
-        return answer
+        return run_one(self, inputs, outputs)
 
     def run_requests(
         self, requests: Sequence[tuple[Mapping[str, np.ndarray[Any, Any]], Sequence[str]]]
