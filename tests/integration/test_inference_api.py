@@ -196,3 +196,25 @@ def test_an_unavailable_version_is_503_with_the_reason(stack, api, client):
     assert response.status_code == 503
     assert "UNAVAILABLE" in response.json()["error"] and "ONNX" in response.json()["error"]
     assert api.get("/v2/models/mlp/versions/2/ready").status_code == 503
+
+
+def test_a_raw_binary_request_is_the_one_inputs_data(api, client):
+    # Given Triton's raw binary request: no JSON header, the body is the input's bytes
+    rows = np.arange(8, dtype=np.float32).reshape(2, 4)
+    response = api.post(
+        "/v2/models/mlp/infer",
+        content=rows.tobytes(),
+        headers={"Inference-Header-Content-Length": "0"},
+    )
+    assert response.status_code == 200, response.text
+    # Then the rows' count comes from the byte size and the outputs answer in binary
+    header_length = int(response.headers["Inference-Header-Content-Length"])
+    result = triton.InferResult.from_response_body(response.content, False, header_length)
+    expected = ort.InferenceSession(MLP).run(None, {"INPUT__0": rows})[0]
+    assert np.allclose(result.as_numpy("OUTPUT__0"), expected, atol=1e-6)
+    ragged = api.post(
+        "/v2/models/mlp/infer",
+        content=b"\x00" * 6,
+        headers={"Inference-Header-Content-Length": "0"},
+    )
+    assert ragged.status_code == 400 and "not a whole number of FP32" in ragged.json()["error"]

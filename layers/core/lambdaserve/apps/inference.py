@@ -21,9 +21,11 @@ from lambdaserve.dynamic_batcher import DynamicBatcher
 from lambdaserve.errors import InferenceError, InvalidInput, PayloadTooLarge
 from lambdaserve.modelconfig import TensorSpec, triton_data_type
 from lambdaserve.protocol.limits import header_int
+from lambdaserve.protocol.raw_binary import parse_raw_binary
 from lambdaserve.protocol.v2 import (
     HEADER_LENGTH,
     EncodedResponse,
+    InferRequest,
     encode_infer_response,
     parse_infer_request,
 )
@@ -134,7 +136,14 @@ def create_inference_app(
     ) -> EncodedResponse:
         """v2 infer, request bytes to response bytes: through the batcher when there is one."""
         if batcher is not None:
-            return await _batched(batcher, model, number, body, header_length)
+            return await _batched(
+                batcher,
+                server(),
+                model=model,
+                version=number,
+                body=body,
+                header_length=header_length,
+            )
         return await call(
             model, number, lambda: v2_infer(server(), model, number, body, header_length)
         )
@@ -167,7 +176,7 @@ def v2_infer(
     server: ModelServer, model: str, version: int | None, body: bytes, header_length: int | None
 ) -> EncodedResponse:
     """One v2 inference from request bytes to response bytes (any transport)."""
-    parsed = parse_infer_request(body, header_length)
+    parsed = _parse(server, model, version, body, header_length)
     return server.infer(
         model,
         version,
@@ -178,16 +187,34 @@ def v2_infer(
     )
 
 
+def _parse(
+    server: ModelServer, model: str, version: int | None, body: bytes, header_length: int | None
+) -> InferRequest:
+    if header_length == 0:  # Triton's raw binary request: the body is the one input's data
+        signature = server.resolver.resolve(model, version).signature
+        return parse_raw_binary(body, signature.inputs)
+    return parse_infer_request(body, header_length)
+
+
 def check_body_size(size: int, limit: int) -> None:
     if size > limit:
         raise _too_large(size, limit)
 
 
 async def _batched(
-    batcher: DynamicBatcher, model: str, version: int | None, body: bytes, header_length: int | None
+    batcher: DynamicBatcher,
+    server: ModelServer,
+    *,
+    model: str,
+    version: int | None,
+    body: bytes,
+    header_length: int | None,
 ) -> EncodedResponse:
     """v2 infer through the dynamic batcher (long-running servers)."""
-    parsed = parse_infer_request(body, header_length)
+    if header_length == 0:  # a raw binary request needs the model's signature: maybe I/O
+        parsed = await run_in_threadpool(_parse, server, model, version, body, header_length)
+    else:
+        parsed = parse_infer_request(body, header_length)
     outcome = await batcher.submit(model, version, parsed)
     if outcome.error is not None:
         raise outcome.error
