@@ -68,6 +68,9 @@ def test_describe_all_versions_and_one_version(published):
     assert published.api.get("/models/m/all").json() == entries
     [one] = published.api.get("/models/m/2").json()
     assert one["modelVersion"] == "2" and one["versionPolicy"] == {"all": {}}
+    # TorchServe's describe fields sit beside ours
+    assert {"modelName", "modelUrl", "engine", "minWorkers", "maxWorkers", "batchSize"} <= set(one)
+    assert one["engine"] == "OnnxRuntime" and one["workers"] == []
 
 
 @pytest.mark.parametrize(

@@ -147,6 +147,15 @@ def _config_parameter(body: dict[str, Any]) -> dict[str, Any] | None:
     return fields
 
 
+_ENGINES = {
+    "onnxruntime": "OnnxRuntime",
+    "torchscript": "Torch",
+    "python": "Python",
+    "torchserve_handler": "Python",
+    "ensemble": "Ensemble",
+}
+
+
 def _describe(view: ModelView, record: VersionRecord, manager: ModelManager) -> dict[str, Any]:
     batching = view.config.dynamic_batching
     return {
@@ -154,6 +163,13 @@ def _describe(view: ModelView, record: VersionRecord, manager: ModelManager) -> 
         "modelVersion": str(record.version),
         "modelUrl": manager.repository.url(view.record.name, record.version),
         "runtime": record.runtime,
+        # TorchServe's describe fields: serverless, so no standing workers (min 0, and the
+        # ceiling is the function's concurrency, not a worker count)
+        "engine": _ENGINES.get(record.runtime, record.runtime),
+        "minWorkers": 0,
+        "maxWorkers": 0,
+        "loadedAtStartup": False,
+        "workers": [],
         "state": record.state,
         "reason": record.reason,
         "isDefault": record.version == view.default_version,
