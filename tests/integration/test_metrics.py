@@ -166,4 +166,4 @@ def test_the_worker_writes_per_model_emf_lines_for_the_batches_it_runs(stack):
     assert sum(d["InferenceErrors"] for d in emf) == 0
     assert {(d["version"], d["service"]) for d in emf} == {("1", "lambdaserve-worker")}
     directive = emf[0]["_aws"]["CloudWatchMetrics"][0]
-    assert directive["Dimensions"] == [["model", "version", "service"]]
+    assert directive["Dimensions"] == [["model", "version", "service"], ["service"]]
