@@ -179,6 +179,23 @@ def _venv(name: str, packages: list[str]) -> Path:
     return venv
 
 
+def pytriton_env(python: Path, home: Path) -> dict[str, str]:
+    """The environment a pytriton server needs to start from ``python``'s venv."""
+    libdir = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return {
+        **os.environ,
+        # the backend stub must load this interpreter's libpython, not another one
+        "LD_LIBRARY_PATH": f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}",
+        "TMPDIR": str(home),
+        "HOME": str(home),
+    }
+
+
 def _spawn(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     handle = log.open("wb")
     return subprocess.Popen(
@@ -321,19 +338,7 @@ def start_triton(
     home.mkdir(exist_ok=True)
     http_port = free_port()
     python = venv / "bin" / "python"
-    libdir = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    env = {
-        **os.environ,
-        # the backend stub must load this interpreter's libpython, not another one
-        "LD_LIBRARY_PATH": f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}",
-        "TMPDIR": str(home),
-        "HOME": str(home),
-    }
+    env = pytriton_env(python, home)
     process = _spawn(
         [
             str(python),

@@ -20,7 +20,7 @@ import boto3
 import numpy as np
 import onnx
 from bench_batching import JSON_HEADERS, start_stack
-from bench_peers import Call, Running, _spawn, _tree, _venv, stop, v2_answer
+from bench_peers import Call, Running, _spawn, _tree, _venv, pytriton_env, stop, v2_answer
 
 from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.emulator import free_port
@@ -248,19 +248,7 @@ def start_pytriton(work: Path, logits: Path, row: np.ndarray, instances: int) ->
     home = work / "pytriton"
     home.mkdir(exist_ok=True)
     python = venv / "bin" / "python"
-    libdir = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    env = {
-        **os.environ,
-        # the backend stub must load this interpreter's libpython, not another one
-        "LD_LIBRARY_PATH": f"{libdir}:{os.environ.get('LD_LIBRARY_PATH', '')}",
-        "TMPDIR": str(home),
-        "HOME": str(home),
-    }
+    env = pytriton_env(python, home)
     ports = [str(free_port()) for _ in range(3)]
     script = str(HERE / "pytriton_pipeline.py")
     process = _spawn(
