@@ -276,3 +276,46 @@ def binary_v2_request(array: np.ndarray, name: str = "INPUT__0") -> tuple[bytes,
     tensor.set_data_from_numpy(array, binary_data=True)
     body, header_length = triton.InferenceServerClient.generate_request_body([tensor])
     return body, str(header_length)
+
+
+def onnx_bf16(width: int = 4) -> bytes:
+    """x BF16 [-1, width] -> as_float = x as FP32, doubled = 2x as BF16 (onnxruntime's CPU
+    kernels compute in float; Cast carries BF16 in and out)."""
+    graph = helper.make_graph(
+        [
+            helper.make_node("Cast", ["x"], ["as_float"], to=TensorProto.FLOAT),
+            helper.make_node("Add", ["as_float", "as_float"], ["twice"]),
+            helper.make_node("Cast", ["twice"], ["doubled"], to=TensorProto.BFLOAT16),
+        ],
+        "bf16",
+        [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, ["batch", width])],
+        [
+            helper.make_tensor_value_info("as_float", TensorProto.FLOAT, ["batch", width]),
+            helper.make_tensor_value_info("doubled", TensorProto.BFLOAT16, ["batch", width]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def onnx_rows_of(rows: int, cols: int) -> bytes:
+    """x FP32 [-1, rows, cols] -> y = x (same shape), row_sums = x summed over cols [-1, rows]:
+    a model whose tensors a config's reshape flattens for clients."""
+    axes = numpy_helper.from_array(np.array([2], dtype=np.int64), name="axes")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Identity", ["x"], ["y"]),
+            helper.make_node("ReduceSum", ["x", "axes"], ["row_sums"], keepdims=0),
+        ],
+        "rows_of",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", rows, cols])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", rows, cols]),
+            helper.make_tensor_value_info("row_sums", TensorProto.FLOAT, ["batch", rows]),
+        ],
+        initializer=[axes],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())

@@ -31,6 +31,7 @@ TRITON_FAMILIES = {
     "nv_inference_compute_input_duration_us",
     "nv_inference_compute_infer_duration_us",
     "nv_inference_compute_output_duration_us",
+    "nv_inference_pending_request_count",
 }
 Series = dict[tuple[str, str, str], float]
 
@@ -43,8 +44,16 @@ def scrape(client: httpx.Client) -> Series:
     found: Series = {}
     for family in text_string_to_metric_families(response.text):
         for sample in family.samples:
-            assert set(sample.labels) == {"model", "version"}
-            found[(sample.name, sample.labels["model"], sample.labels["version"])] = sample.value
+            labels = dict(sample.labels)
+            reason = labels.pop("reason", None)
+            assert set(labels) == {"model", "version"}
+            key = (sample.name, labels["model"], labels["version"])
+            if reason is None:
+                found[key] = sample.value
+            else:  # failures by Triton's reason, and their sum
+                assert reason in ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+                found[(*key[:2], f"{key[2]}/{reason}")] = sample.value
+                found[key] = found.get(key, 0) + sample.value
     return found
 
 
@@ -81,6 +90,9 @@ def test_metrics_count_each_version_as_triton_names_them(stack):
     assert found[("nv_inference_exec_count", "m", "1")] == 3
     assert found[("nv_inference_request_success", "m", "2")] == 1
     assert found[("nv_inference_request_failure", "m", "2")] == 1
+    assert found[("nv_inference_request_failure", "m", "2/OTHER")] == 1  # the client's mistake
+    assert found[("nv_inference_request_failure", "m", "2/BACKEND")] == 0
+    assert found[("nv_inference_pending_request_count", "m", "1")] == 0
     assert found[("nv_inference_count", "m", "2")] == 1
     for version in ("1", "2"):
         assert found[("nv_inference_request_duration_us", "m", version)] > 0
@@ -126,6 +138,7 @@ def test_serve_answers_metrics_for_dynamically_batched_requests(stack):
     assert found[("nv_inference_request_duration_us", "mlp", "1")] > 0
     assert found[("nv_inference_compute_infer_duration_us", "mlp", "1")] > 0
     assert found[("nv_inference_queue_duration_us", "mlp", "1")] >= 0
+    assert found[("nv_inference_pending_request_count", "mlp", "1")] == 0  # all answered
 
 
 def test_the_worker_writes_per_model_emf_lines_for_the_batches_it_runs(stack):

@@ -63,7 +63,7 @@ def run_batch(
                 )[0]
                 for m, size in zip(members, batch.sizes, strict=True)
             ]
-        stats.record_failure(served.model, served.version, time.perf_counter_ns() - started)
+        stats.record_failure(served.model, served.version, time.perf_counter_ns() - started, exc)
         return [BatchResult(error=exc)]
     stats.record_success(
         served.model,
@@ -125,7 +125,7 @@ def _run_requests(
             served,
         )
         if result.error is not None:
-            stats.record_failure(served.model, served.version, ran - started)
+            stats.record_failure(served.model, served.version, ran - started, result.error)
         results.append(result)
     answered = [size for r, size in zip(results, batch.sizes, strict=True) if r.error is None]
     if answered:

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 
 from lambdaserve.errors import ModelRejected
 from lambdaserve.modelconfig import ModelConfig, TensorSpec
+from lambdaserve.reshape import model_side
 from lambdaserve.runtimes import MODEL_FILES, Signature
 
 PLATFORM_FILES = {"onnxruntime_onnx": "model.onnx", "pytorch_libtorch": "model.pt"}
@@ -67,7 +68,11 @@ def check_tensors(config: ModelConfig, signature: Signature) -> None:
                     f"config declares {role} {spec.name!r} as {spec.datatype} but the model "
                     f"has {found.datatype}"
                 )
-            _check_dims(role, spec, found, config.max_batch_size)
+            reshaped = model_side(config.reshapes, role, spec.name)
+            model_spec = (
+                spec if reshaped is None else TensorSpec(spec.name, spec.datatype, reshaped)
+            )
+            _check_dims(role, model_spec, found, config.max_batch_size)
     if config.max_batch_size > 0:
         for spec in signature.inputs:
             if spec.shape[:1] not in ((-1,),):

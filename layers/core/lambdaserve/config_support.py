@@ -14,10 +14,6 @@ from lambdaserve.errors import InvalidInput
 _IGNORED = {
     "optimization": "optimization settings are not applied (ONNX Runtime uses its defaults)",
     "response_cache": "response_cache is not applied: every request runs the model",
-    "model_warmup": (
-        "model_warmup is not applied; ship warm-up requests as warmup/*.json in the version "
-        "(a v2 infer body each)"
-    ),
     "rate_limiter": "rate_limiter is not applied (Lambda concurrency limits apply instead)",
     "model_repository_agents": "model_repository_agents are not run",
     "batch_input": "batch_input is not applied",
@@ -52,8 +48,4 @@ def warnings_for(document: dict[str, Any]) -> list[str]:
                 f"instance_group count {count} is not applied: one instance per process "
                 "(deployed, concurrency scales instances; `lambdaserve serve --workers`)"
             )
-    for role in ("input", "output"):
-        for tensor in document.get(role) or []:
-            if tensor.get("reshape") is not None:
-                warnings.append(f"{role} {tensor.get('name')!r}: reshape is not applied")
     return warnings

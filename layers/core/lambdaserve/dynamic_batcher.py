@@ -149,6 +149,10 @@ class DynamicBatcher:
         lane.wakeup.set()
         return await future
 
+    def waiting(self) -> dict[tuple[str, int | None], int]:
+        """Requests queued per lane (model, version asked for), not yet running."""
+        return {key: len(lane.pending) for key, lane in self._lanes.items() if lane.pending}
+
     async def _drain(self, model: str, version: int | None, lane: _Lane) -> None:
         while True:
             await lane.wakeup.wait()

@@ -16,6 +16,8 @@ from tritonclient.grpc import model_config_pb2 as pb
 
 from lambdaserve.config_documents import ConfigDocument, merge, parse_document, parse_overrides
 from lambdaserve.errors import InvalidInput
+from lambdaserve.model_warmup import WarmupSample, samples_of
+from lambdaserve.reshape import Reshape, reshapes_of
 
 __all__ = [
     "ConfigDocument",
@@ -116,6 +118,8 @@ class ModelConfig:
     label_files: tuple[tuple[str, str], ...] = ()
     # Triton's free-form ``parameters { key: "k" value: { string_value: "v" } }``.
     parameters: tuple[tuple[str, str], ...] = ()
+    reshapes: tuple[Reshape, ...] = ()
+    warmup: tuple[WarmupSample, ...] = ()
 
     @property
     def is_ensemble(self) -> bool:
@@ -204,6 +208,8 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         ensemble_steps=_ensemble_steps(message),
         label_files=_label_files(message),
         parameters=tuple(sorted((k, v.string_value) for k, v in message.parameters.items())),
+        reshapes=reshapes_of(message, batched),
+        warmup=samples_of(message, _TRITON_TO_V2),
     )
 
 

@@ -14,16 +14,24 @@ Triton's exact names; their values only ever grow (until the process restarts), 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry
-from prometheus_client.core import Metric, UnknownMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
 
 from lambdaserve.stats import StatsRegistry
 
 LABELS = ("model", "version")
+FAILURE = "nv_inference_request_failure"
+FAILURE_DOC = (
+    "Inference requests that failed, by Triton's reason (REJECTED, CANCELED, BACKEND, OTHER)"
+)
+PENDING = "nv_inference_pending_request_count"
+PENDING_DOC = "Requests waiting in this process's dynamic batcher for their model to run them"
+# (model, version) -> requests waiting in a queue of this process
+Pending = Callable[[], Mapping[tuple[str, str], int]]
 
 
 @dataclass(frozen=True)
@@ -48,11 +56,6 @@ FAMILIES = (
         "nv_inference_request_success",
         "Inference requests that succeeded (a request counts once whatever its batch size)",
         _count("success"),
-    ),
-    Family(
-        "nv_inference_request_failure",
-        "Inference requests that failed (a request counts once whatever its batch size)",
-        _count("fail"),
     ),
     Family(
         "nv_inference_count",
@@ -95,24 +98,42 @@ FAMILIES = (
 class TritonMetrics:
     """A prometheus_client collector: Triton's families, one series per model version."""
 
-    def __init__(self, stats: Callable[[], StatsRegistry]) -> None:
+    def __init__(self, stats: Callable[[], StatsRegistry], pending: Pending | None = None) -> None:
         self._stats = stats
+        self._pending = pending or dict
 
     def describe(self) -> Iterable[Metric]:
-        return [UnknownMetricFamily(f.name, f.documentation, labels=LABELS) for f in FAMILIES]
+        return [
+            *(UnknownMetricFamily(f.name, f.documentation, labels=LABELS) for f in FAMILIES),
+            UnknownMetricFamily(FAILURE, FAILURE_DOC, labels=(*LABELS, "reason")),
+            GaugeMetricFamily(PENDING, PENDING_DOC, labels=LABELS),
+        ]
 
     def collect(self) -> Iterable[Metric]:
-        entries = self._stats().snapshot()["model_stats"]
+        registry = self._stats()
+        entries = registry.snapshot()["model_stats"]
         for family in FAMILIES:
             metric = UnknownMetricFamily(family.name, family.documentation, labels=LABELS)
             for entry in entries:
                 metric.add_metric([entry["name"], entry["version"]], family.read(entry))
             yield metric
+        failures = UnknownMetricFamily(FAILURE, FAILURE_DOC, labels=(*LABELS, "reason"))
+        for (model, version), reasons in registry.failures_by_reason().items():
+            for reason, count in reasons.items():
+                failures.add_metric([model, str(version), reason], float(count))
+        yield failures
+        waiting = dict(self._pending())
+        pending = GaugeMetricFamily(PENDING, PENDING_DOC, labels=LABELS)
+        for labels in sorted({(e["name"], e["version"]) for e in entries} | set(waiting)):
+            pending.add_metric(list(labels), float(waiting.get(labels, 0)))
+        yield pending
 
 
-def metrics_registry(stats: Callable[[], StatsRegistry]) -> CollectorRegistry:
+def metrics_registry(
+    stats: Callable[[], StatsRegistry], pending: Pending | None = None
+) -> CollectorRegistry:
     """A registry of its own (not prometheus_client's global one): one per app, so several
     servers in one process each answer for their own ``StatsRegistry``."""
     registry = CollectorRegistry()
-    registry.register(TritonMetrics(stats))
+    registry.register(TritonMetrics(stats, pending))
     return registry

@@ -77,8 +77,10 @@ def _handle(server: ModelServer, served: ServedVersion, request: RawRequest) -> 
     started = time.perf_counter_ns()
     try:
         [answer] = loaded.handle_rows([dict(request.fields)], [request.headers])
-    except LambdaServeError:
-        server.stats.record_failure(served.model, served.version, time.perf_counter_ns() - started)
+    except LambdaServeError as exc:
+        server.stats.record_failure(
+            served.model, served.version, time.perf_counter_ns() - started, exc
+        )
         raise
     ran = time.perf_counter_ns() - started
     server.stats.record_success(served.model, served.version, Execution(1, 1, 0, 0, ran, 0))

@@ -20,18 +20,17 @@ from lambdaserve import policy
 from lambdaserve.batch_runs import BatchResult, run_batch
 from lambdaserve.batching import assemble, check_invariant
 from lambdaserve.binding import bind_inputs, select_outputs
-from lambdaserve.cache import ArtifactCache, CachedFile
+from lambdaserve.cache import ArtifactCache
 from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord
 from lambdaserve.classification import classify
 from lambdaserve.errors import LambdaServeError, ModelNotFound, ModelNotReady
 from lambdaserve.model_configs import effective_config
+from lambdaserve.model_loading import load_version
 from lambdaserve.modelconfig import ModelConfig
-from lambdaserve.progress import human_bytes
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.repository import parse_version_ref
-from lambdaserve.runtimes import LoadedModel, LoadOptions, Signature, runtime_named
+from lambdaserve.runtimes import LoadedModel, LoadOptions, Signature
 from lambdaserve.stats import Execution, StatsRegistry
-from lambdaserve.warmup import warm_up
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -246,8 +245,8 @@ class ModelServer:
             outputs = classify(request, served, loaded.run(inputs, names))
             ran = time.perf_counter_ns()
             encoded = encode(served, outputs)
-        except LambdaServeError:
-            self.stats.record_failure(model, served.version, time.perf_counter_ns() - started)
+        except LambdaServeError as exc:
+            self.stats.record_failure(model, served.version, time.perf_counter_ns() - started, exc)
             raise
         done = time.perf_counter_ns()
         self.stats.record_success(
@@ -296,7 +295,7 @@ class ModelServer:
                 valid.append(index)
             except LambdaServeError as exc:
                 results[index] = BatchResult(error=exc)
-                self.stats.record_failure(model, served.version, 0)
+                self.stats.record_failure(model, served.version, 0, exc)
         limit = batch_limit(served, self._default_max_batch_size)
         preferred = (
             served.config.dynamic_batching.preferred_batch_size
@@ -352,37 +351,7 @@ class ModelServer:
         return loaded
 
     def _load(self, served: ServedVersion) -> LoadedModel:
-        started = time.perf_counter()
-        files = [
-            CachedFile(f["path"], f["key"], f["sha256"], int(f["size"]))
-            for f in served.record.files
-        ]
-        directory = self._cache.materialize(files)
-        fetched = time.perf_counter()
-        runtime = runtime_named(served.record.runtime)
-        loaded = runtime.load(
-            directory / served.record.model_file,
-            served.config,
-            served.signature,
-            replace(self._options, version=served.version),
-        )
-        created = time.perf_counter()
-        warm_up(loaded, served.signature, directory)
-        done = time.perf_counter()
-        logger.info(
-            "loaded %s version %s on %s in %.0f ms (files %s: %.0f ms, %s: %.0f ms, "
-            "warm-up: %.0f ms)",
-            served.model,
-            served.version,
-            loaded.device,
-            (done - started) * 1000,
-            human_bytes(sum(f.size for f in files)),
-            (fetched - started) * 1000,
-            runtime.name,
-            (created - fetched) * 1000,
-            (done - created) * 1000,
-        )
-        return loaded
+        return load_version(served, self._cache, replace(self._options, version=served.version))
 
 
 def batch_limit(served: ServedVersion, default: int) -> int:

@@ -12,6 +12,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lambdaserve.errors import InferenceError, RequestTimeout
+
+# Triton's ``reason`` label of nv_inference_request_failure.
+FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+
+
+def failure_reason(error: BaseException | None) -> str:
+    """BACKEND when the model's own run failed, REJECTED when the request's time ran out
+    before it ran, OTHER for the rest (a request the model cannot take)."""
+    if isinstance(error, InferenceError):
+        return "BACKEND"
+    if isinstance(error, RequestTimeout):
+        return "REJECTED"
+    return "OTHER"
+
 
 @dataclass
 class _Duration:
@@ -61,6 +76,7 @@ class VersionStats:
     compute_infer: _Duration = field(default_factory=_Duration)
     compute_output: _Duration = field(default_factory=_Duration)
     batches: dict[int, _BatchStats] = field(default_factory=dict)
+    fail_reasons: dict[str, int] = field(default_factory=dict)
 
 
 Listener = Callable[[str, int, Execution | None, int], None]
@@ -92,11 +108,24 @@ class StatsRegistry:
         if self.listener:
             self.listener(model, version, execution, 0)
 
-    def record_failure(self, model: str, version: int, ns: int) -> None:
+    def record_failure(
+        self, model: str, version: int, ns: int, error: BaseException | None = None
+    ) -> None:
+        reason = failure_reason(error)
         with self._lock:
-            self._versions.setdefault((model, version), VersionStats()).fail.add(ns)
+            stats = self._versions.setdefault((model, version), VersionStats())
+            stats.fail.add(ns)
+            stats.fail_reasons[reason] = stats.fail_reasons.get(reason, 0) + 1
         if self.listener:
             self.listener(model, version, None, ns)
+
+    def failures_by_reason(self) -> dict[tuple[str, int], dict[str, int]]:
+        """Per version, failed requests per Triton ``reason`` (every reason, zeros included)."""
+        with self._lock:
+            return {
+                key: {reason: stats.fail_reasons.get(reason, 0) for reason in FAILURE_REASONS}
+                for key, stats in sorted(self._versions.items())
+            }
 
     def snapshot(self, model: str | None = None, version: int | None = None) -> dict[str, Any]:
         """Triton's ``/v2/models[/{m}[/versions/{v}]]/stats`` body."""

@@ -2,11 +2,13 @@
 
 Binary tensors are read with ``np.frombuffer`` (zero-copy views on the request body)
 and written with ``memoryview`` of C-contiguous arrays. BYTES elements travel as a
-4-byte little-endian length followed by the bytes, as Triton serializes them.
+4-byte little-endian length followed by the bytes, as Triton serializes them. BF16 is
+``ml_dtypes.bfloat16`` (what tritonclient uses), imported only when a BF16 tensor appears.
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Sequence
 from typing import Any
@@ -30,16 +32,19 @@ _V2_TO_NUMPY: dict[str, Any] = {
     "FP16": np.float16,
     "FP32": np.float32,
     "FP64": np.float64,
+    "BF16": None,  # ml_dtypes.bfloat16, imported on first use
     "BYTES": np.object_,
 }
-_NUMPY_TO_V2 = {np.dtype(v): k for k, v in _V2_TO_NUMPY.items() if k != "BYTES"}
+_NUMPY_TO_V2 = {np.dtype(v): k for k, v in _V2_TO_NUMPY.items() if v is not None and k != "BYTES"}
 _LENGTH = struct.Struct("<I")
+_FLOATS = frozenset({"FP16", "FP32", "FP64", "BF16"})
 
 
 def numpy_dtype(datatype: str, tensor: str | None = None) -> np.dtype[Any]:
     """The numpy dtype of a v2 datatype, or InvalidInput naming the supported ones."""
     try:
-        return np.dtype(_V2_TO_NUMPY[datatype])  # type: ignore[no-any-return]
+        dtype = _V2_TO_NUMPY[datatype]
+        return bfloat16() if dtype is None else np.dtype(dtype)
     except KeyError:
         where = f"input {tensor!r}: " if tensor else ""
         raise InvalidInput(
@@ -47,10 +52,20 @@ def numpy_dtype(datatype: str, tensor: str | None = None) -> np.dtype[Any]:
         ) from None
 
 
+@functools.cache
+def bfloat16() -> np.dtype[Any]:
+    import ml_dtypes
+
+    dtype: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+    return dtype
+
+
 def v2_datatype(array: np.ndarray[Any, Any]) -> str:
     """The v2 datatype of a numpy array (object and string arrays are BYTES)."""
     if array.dtype.kind in ("O", "S", "U"):
         return "BYTES"
+    if array.dtype.name == "bfloat16":
+        return "BF16"
     try:
         return _NUMPY_TO_V2[array.dtype]
     except KeyError:
@@ -87,7 +102,7 @@ def from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np
     except (ValueError, TypeError, OverflowError) as exc:
         raise InvalidInput(f"input {name!r}: data is not {datatype}: {exc}") from None
     # JSON has no NaN, so a NaN here came from a null or a string; False from a null too.
-    if (dtype.kind == "f" and np.isnan(flat).any()) or dtype.kind == "b":
+    if (datatype in _FLOATS and np.isnan(flat).any()) or dtype.kind == "b":
         _check_elements(name, datatype, data, len(shape))
     expected = element_count(shape)
     if flat.size != expected:
@@ -131,6 +146,8 @@ def to_binary(array: np.ndarray[Any, Any]) -> bytes | memoryview:
             parts.append(raw)
         return b"".join(parts)
     contiguous = np.ascontiguousarray(array)
+    if contiguous.dtype.kind == "V":  # bfloat16: the buffer protocol knows no such format
+        contiguous = contiguous.view(np.uint8)
     return memoryview(contiguous).cast("B")  # type: ignore[arg-type]
 
 

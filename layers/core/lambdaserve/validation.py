@@ -10,9 +10,11 @@ from pathlib import Path
 
 from lambdaserve.config_checks import check_platform, check_tensors
 from lambdaserve.errors import ModelRejected, RuntimeMissing, first_line
+from lambdaserve.model_warmup import check_samples
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.progress import TransferProgress, human_bytes
 from lambdaserve.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
+from lambdaserve.reshape import client_signature
 from lambdaserve.runtimes import CODE_FILES, MODEL_FILES, Signature, runtime_for
 from lambdaserve.runtimes.model_code import DISABLED
 from lambdaserve.warmup import check_warmup
@@ -106,9 +108,12 @@ class VersionValidator:
                 report(f"validating {human_bytes(total)} with {runtime.name}")
             try:
                 signature = runtime.inspect(root / model_file, config)
+                check_tensors(config, signature)
+                signature = client_signature(signature, config.reshapes)
                 if report:
                     report("checking warm-up samples")
                 check_warmup(root, signature)
+                check_samples(config.warmup, root, signature, config.max_batch_size > 0)
             except ModelRejected as exc:
                 raise type(exc)(scrub(exc.message, root)) from exc
             except Exception as exc:  # whatever the runtime or the OS refused in the user's files
@@ -116,7 +121,6 @@ class VersionValidator:
                     f"{runtime.name} cannot load {model_file}: "
                     f"{scrub(first_line(exc, 500), root)} ({type(exc).__name__})"
                 ) from exc
-        check_tensors(config, signature)
         return ValidatedVersion(runtime.name, model_file, signature, files, notes)
 
     def _fetch(

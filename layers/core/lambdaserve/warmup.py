@@ -1,4 +1,5 @@
-"""Warm-up: sample requests shipped as ``warmup/*.json`` in a version, else zero inputs.
+"""Warm-up: the config's ``model_warmup`` samples (Triton's), else sample requests shipped
+as ``warmup/*.json`` in a version, else zero inputs.
 
 Samples are checked at publish (a malformed one rejects the version with its file name),
 and warm-up tensors are bounded in bytes, so warm-up can neither exhaust memory nor, when
@@ -16,6 +17,7 @@ import numpy as np
 
 from lambdaserve.binding import bind_inputs
 from lambdaserve.errors import LambdaServeError, ModelRejected
+from lambdaserve.model_warmup import WarmupSample, sample_inputs
 from lambdaserve.modelconfig import TensorSpec
 from lambdaserve.protocol.v2 import parse_infer_request
 from lambdaserve.runtimes import LoadedModel, Signature
@@ -44,10 +46,21 @@ def check_warmup(directory: Path, signature: Signature) -> None:
             ) from None
 
 
-def warm_up(loaded: LoadedModel, signature: Signature, directory: Path) -> None:
+def warm_up(
+    loaded: LoadedModel,
+    signature: Signature,
+    directory: Path,
+    samples: Sequence[WarmupSample] = (),
+    batched: bool = False,
+) -> None:
     """Run the samples (or zeros) once; a failure is logged, never raised."""
     names = [t.name for t in signature.outputs]
-    for inputs in _warmup_inputs(directory, signature):
+    runs = (
+        [sample_inputs(s, directory, batched) for s in samples for _ in range(s.count)]
+        if samples
+        else _warmup_inputs(directory, signature)
+    )
+    for inputs in runs:
         try:
             loaded.run(inputs, names)
         except Exception as exc:

@@ -12,7 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from lambdaserve import __version__
 from lambdaserve.apps.docs_page import install_docs
 from lambdaserve.apps.errors import install_error_handlers
-from lambdaserve.apps.metrics_route import install_metrics
+from lambdaserve.apps.metrics_route import install_metrics, queued_in
 from lambdaserve.apps.openapi import document_api, inference_paths
 from lambdaserve.apps.predictions import install_predictions
 from lambdaserve.apps.torchserve_management import install_api_description
@@ -43,14 +43,14 @@ def create_inference_app(
     submitter: Callable[[], AsyncSubmitter] | None = None,
     batcher: DynamicBatcher | None = None,
 ) -> FastAPI:
-    """Build the app. ``batcher`` (long-running servers only) batches v2 infer requests."""
-    """Build the app; ``server`` is called per request so models load lazily, in the cache."""
+    """Build the app; ``server`` is called per request so models load lazily, in the cache.
+    ``batcher`` (long-running servers only) batches v2 infer requests."""
     app = FastAPI(title="lambdaserve inference API", version="2", docs_url=None, redoc_url=None)
     install_error_handlers(app)
     install_docs(app)
     install_api_description(app)
     install_triton_extras(app)
-    install_metrics(app, lambda: server().stats)
+    install_metrics(app, lambda: server().stats, queued_in(batcher, server) if batcher else None)
 
     async def number_of(model: str, text: str | None) -> int | None:
         """A URL's version segment: a number, or a label read from the model's catalog view."""

@@ -9,7 +9,10 @@ from typing import Any
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from lambdaserve.prometheus_metrics import metrics_registry
+from lambdaserve.dynamic_batcher import DynamicBatcher
+from lambdaserve.errors import LambdaServeError
+from lambdaserve.prometheus_metrics import Pending, metrics_registry
+from lambdaserve.serving import ModelServer
 from lambdaserve.stats import StatsRegistry
 
 _DOCUMENTED: dict[int | str, dict[str, Any]] = {
@@ -23,8 +26,10 @@ _DOCUMENTED: dict[int | str, dict[str, Any]] = {
 }
 
 
-def install_metrics(app: FastAPI, stats: Callable[[], StatsRegistry]) -> None:
-    registry = metrics_registry(stats)
+def install_metrics(
+    app: FastAPI, stats: Callable[[], StatsRegistry], pending: Pending | None = None
+) -> None:
+    registry = metrics_registry(stats, pending)
 
     @app.get(
         "/metrics",
@@ -34,3 +39,23 @@ def install_metrics(app: FastAPI, stats: Callable[[], StatsRegistry]) -> None:
     )
     async def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def queued_in(batcher: DynamicBatcher, server: Callable[[], ModelServer]) -> Pending:
+    """What waits in the batcher, by the version it will run on (the default version for
+    requests that named none)."""
+
+    def pending() -> dict[tuple[str, str], int]:
+        counts: dict[tuple[str, str], int] = {}
+        for (model, asked), waiting in batcher.waiting().items():
+            try:
+                version = (
+                    asked if asked is not None else server().resolver.resolve(model, None).version
+                )
+            except LambdaServeError:
+                continue
+            key = (model, str(version))
+            counts[key] = counts.get(key, 0) + waiting
+        return counts
+
+    return pending

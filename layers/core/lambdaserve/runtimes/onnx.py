@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import onnxruntime as ort
 from lambdaserve.errors import InferenceError, ModelRejected, first_line
 from lambdaserve.modelconfig import ModelConfig, TensorSpec
 from lambdaserve.runtimes import Arrays, LoadOptions, Signature, wants_gpu
+from lambdaserve.tensors import bfloat16
 
 _ORT_TO_V2 = {
     "tensor(bool)": "BOOL",
@@ -73,6 +75,8 @@ class OnnxRuntime:
             raise InferenceError(f"onnxruntime cannot load the model: {first_line(exc)}") from exc
         device = "cuda" if session.get_providers()[0] == "CUDAExecutionProvider" else "cpu"
         strings = frozenset(t.name for t in signature.inputs if t.datatype == "BYTES")
+        if any(t.datatype == "BF16" for t in (*signature.inputs, *signature.outputs)):
+            return BFloat16Session(session, device, strings)
         return OnnxSession(session, device, strings)
 
 
@@ -97,6 +101,37 @@ class OnnxSession:
             name: _to_bytes(value) if value.dtype.kind in ("U", "O") else value
             for name, value in zip(outputs, results, strict=True)
         }
+
+
+class BFloat16Session(OnnxSession):
+    """A session with BF16 tensors, which onnxruntime's numpy bridge cannot pass: they go
+    in and out as OrtValues over the same bytes (ml_dtypes.bfloat16 on our side)."""
+
+    def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
+        feed = {name: _ort_value(value) for name, value in inputs.items()}
+        try:
+            results = self._session.run_with_ort_values(list(outputs), feed)
+        except Exception as exc:
+            raise InferenceError(f"onnxruntime failed: {first_line(exc)}") from exc
+        return {name: _from_ort_value(value) for name, value in zip(outputs, results, strict=True)}
+
+
+def _ort_value(array: np.ndarray[Any, Any]) -> Any:
+    if array.dtype.name == "bfloat16":
+        raw = np.ascontiguousarray(array).view(np.uint16)
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(raw, onnx.TensorProto.BFLOAT16)
+    if array.dtype.kind in ("U", "O"):
+        array = _to_str(array)
+    return ort.OrtValue.ortvalue_from_numpy(array)
+
+
+def _from_ort_value(value: Any) -> np.ndarray[Any, Any]:
+    if value.data_type() == "tensor(bfloat16)":
+        size = value.tensor_size_in_bytes()
+        raw = ctypes.string_at(value.data_ptr(), size) if size else b""
+        return np.frombuffer(raw, dtype=bfloat16()).reshape(value.shape())
+    array: np.ndarray[Any, Any] = value.numpy()
+    return _to_bytes(array) if array.dtype.kind in ("U", "O") else array
 
 
 def _to_str(array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:

@@ -12,6 +12,7 @@ import numpy as np
 from lambdaserve.errors import InferenceError, ModelRejected, RuntimeMissing
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.runtimes import Arrays, LoadOptions, Signature, wants_gpu
+from lambdaserve.tensors import bfloat16
 
 _PICKLE_PROTOCOL_MARK = b"\x80"
 
@@ -77,7 +78,7 @@ class TorchScriptModule:
         try:
             with torch.inference_mode():
                 args = [
-                    torch.from_numpy(np.ascontiguousarray(inputs[spec.name])).to(self.device)
+                    _to_torch(torch, inputs[spec.name]).to(self.device)
                     for spec in self._signature.inputs
                 ]
                 result = self._module(*args)
@@ -91,10 +92,23 @@ class TorchScriptModule:
                 f"{len(self._signature.outputs)} outputs"
             )
         by_name = {
-            spec.name: value.detach().to("cpu").numpy()
+            spec.name: _to_numpy(torch, value.detach().to("cpu"))
             for spec, value in zip(self._signature.outputs, values, strict=True)
         }
         return {name: by_name[name] for name in outputs}
+
+
+def _to_torch(torch: Any, array: np.ndarray[Any, Any]) -> Any:
+    contiguous = np.ascontiguousarray(array)
+    if contiguous.dtype.name == "bfloat16":  # torch reads no ml_dtypes array: same bits
+        return torch.from_numpy(contiguous.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(contiguous)
+
+
+def _to_numpy(torch: Any, tensor: Any) -> np.ndarray[Any, Any]:
+    if tensor.dtype == torch.bfloat16:
+        return tensor.view(torch.int16).numpy().view(bfloat16())  # type: ignore[no-any-return]
+    return tensor.numpy()  # type: ignore[no-any-return]
 
 
 def check_torchscript_archive(model_path: Path) -> None:
