@@ -64,3 +64,37 @@ def test_torchscript_without_cuda_loads_a_gpu_model_on_cpu(tmp_path):
         path, config, Signature((spec_in,), (spec_out,)), LoadOptions()
     )
     assert loaded.device == "cpu"
+
+
+def test_torchscript_takes_and_gives_bf16_as_ml_dtypes_arrays(tmp_path):
+    import io
+
+    import ml_dtypes
+    import numpy as np
+    import torch
+
+    from lambdaserve.modelconfig import TensorSpec
+    from lambdaserve.runtimes import Signature
+    from lambdaserve.runtimes.torchscript import TorchScriptRuntime
+
+    # Given a TorchScript module that doubles a bfloat16 tensor and reports it as float too
+    class Doubler(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            assert x.dtype == torch.bfloat16
+            return x * 2, x.float()
+
+    buffer = io.BytesIO()
+    torch.jit.save(torch.jit.script(Doubler()), buffer)
+    path = tmp_path / "model.pt"
+    path.write_bytes(buffer.getvalue())
+    x_in = TensorSpec("x", "BF16", (-1, 3))
+    outs = (TensorSpec("doubled", "BF16", (-1, 3)), TensorSpec("as_float", "FP32", (-1, 3)))
+    config = ModelConfig(name="m", inputs=(x_in,), outputs=outs)
+    loaded = TorchScriptRuntime().load(path, config, Signature((x_in,), outs), LoadOptions())
+    # When it runs on BF16 values
+    x = np.array([[1.5, -3.0, 0.25]], dtype=ml_dtypes.bfloat16)
+    result = loaded.run({"x": x}, ["doubled", "as_float"])
+    # Then the module saw the same bits and BF16 comes back as BF16
+    assert result["doubled"].dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(result["doubled"].astype(np.float32), [[3.0, -6.0, 0.5]])
+    np.testing.assert_array_equal(result["as_float"], [[1.5, -3.0, 0.25]])
