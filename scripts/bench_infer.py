@@ -151,7 +151,7 @@ def main() -> None:
         from lambdaserve.handlers import infer
 
         port = free_port()
-        server = BackgroundServer(infer.app, "127.0.0.1", port).start()
+        server = BackgroundServer(infer.fastapi_app(), "127.0.0.1", port).start()
         connection = http.client.HTTPConnection("127.0.0.1", port)
 
         def post() -> None:

@@ -39,7 +39,7 @@ def door(stack, request, monkeypatch):
 def _dev_app():
     from lambdaserve.handlers import infer
 
-    return infer.app
+    return infer.fastapi_app()
 
 
 def _post(client: httpx.Client, body: bytes, headers: dict | None = None) -> httpx.Response:

@@ -113,7 +113,7 @@ def test_the_batch_entry_point_returns_n_results_with_errors_in_place(mlp_server
 def test_the_direct_infer_path_answers_exactly_as_the_fastapi_route(mlp_server, name):
     # Given the same API Gateway event / When answered directly and through Mangum + FastAPI
     direct = infer.api_handler(event(name), LocalContext("infer"))
-    through_asgi = infer._mangum(event(name), LocalContext("infer"))
+    through_asgi = infer.asgi()(event(name), LocalContext("infer"))
     # Then status, payload and the headers that matter are the same
     assert direct["statusCode"] == through_asgi["statusCode"]
     assert direct["isBase64Encoded"] == through_asgi["isBase64Encoded"]

@@ -268,7 +268,11 @@ def test_zip_functions_share_the_core_layer_and_images_use_none(cfn):
         properties = function["Properties"]
         if properties.get("PackageType") == "Image":
             assert "Layers" not in properties
-            assert properties["EphemeralStorage"] == {"Size": {"Ref": "InferEphemeralStorage"}}
+            snapstart_size = {"Fn::If": ["HasSnapStart", 512, {"Ref": "InferEphemeralStorage"}]}
+            assert properties["EphemeralStorage"]["Size"] in (
+                {"Ref": "InferEphemeralStorage"},
+                snapstart_size,
+            )
         else:
             assert properties["Runtime"] == "python3.12"
             (layer,) = properties["Layers"]
@@ -278,6 +282,36 @@ def test_zip_functions_share_the_core_layer_and_images_use_none(cfn):
 def test_the_http_infer_function_can_have_provisioned_concurrency(cfn):
     alias = cfn["Resources"]["InferFunctionAliaslive"]["Properties"]
     assert alias["ProvisionedConcurrencyConfig"]["Fn::If"][0] == "HasProvisionedConcurrency"
+
+
+def test_cold_start_modes_are_one_parameter_with_snapstart_and_provisioned_exclusive(cfn):
+    # Given the transformed template
+    assert cfn["Parameters"]["InferColdStart"]["AllowedValues"] == [
+        "none",
+        "snapstart",
+        "provisioned",
+    ]
+    infer = cfn["Resources"]["InferFunction"]["Properties"]
+    # Then SnapStart applies to published versions only with InferColdStart=snapstart, with
+    # the 512 MB ephemeral storage a snapshot takes and the cache sized within it
+    assert infer["SnapStart"] == {
+        "Fn::If": ["HasSnapStart", {"ApplyOn": "PublishedVersions"}, {"Ref": "AWS::NoValue"}]
+    }
+    assert cfn["Conditions"]["HasSnapStart"] == {
+        "Fn::Equals": [{"Ref": "InferColdStart"}, "snapstart"]
+    }
+    assert cfn["Conditions"]["HasProvisionedConcurrency"] == {
+        "Fn::Equals": [{"Ref": "InferColdStart"}, "provisioned"]
+    }
+    variables = infer["Environment"]["Variables"]
+    assert variables["LAMBDASERVE_COLD_START"] == {"Ref": "InferColdStart"}
+    assert variables["LAMBDASERVE_CACHE_BYTES"]["Fn::If"][1] == str(384 * 1024**2)
+    # and the rules refuse provisioned concurrency outside InferColdStart=provisioned
+    rules = cfn["Rules"]
+    assert rules["SnapStartExcludesProvisioned"]["Assertions"][0]["Assert"] == {
+        "Fn::Equals": [{"Ref": "InferProvisionedConcurrency"}, 0]
+    }
+    assert "ProvisionedNeedsInstances" in rules
 
 
 def test_functions_are_configured_with_the_stacks_resource_names(cfn):

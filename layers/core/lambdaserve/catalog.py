@@ -113,7 +113,7 @@ class Catalog:
 
     def update_model(self, name: str, **fields: Any) -> None:
         """Set API-owned model fields: ``overrides``, ``default_version``, ``unloaded``,
-        ``version_labels``."""
+        ``version_labels``, ``preload`` (None removes one)."""
         now = now_iso()
         names = {"#name": "name"}
         named: dict[str, Any] = {"kind": "MODEL", "name": name, "now": now}

@@ -45,6 +45,8 @@ class ModelRecord:
     overrides: dict[str, Any] = field(default_factory=dict)
     default_version: int | None = None
     unloaded: bool = False
+    # Load the default version before a SnapStart snapshot (PUT /models/{m} {"preload": true}).
+    preload: bool = False
     config_observed_at: int = 0
     created_at: str = ""
     updated_at: str = ""
@@ -155,6 +157,7 @@ def model_from_item(item: dict[str, Any]) -> ModelRecord:
         overrides=json.loads(item["overrides"]) if item.get("overrides") else {},
         default_version=item.get("default_version"),
         unloaded=bool(item.get("unloaded", False)),
+        preload=bool(item.get("preload", False)),
         config_observed_at=item.get("config_observed_at", 0),
         created_at=item.get("created_at", ""),
         updated_at=item.get("updated_at", ""),

@@ -8,9 +8,9 @@ import json
 from typing import Any
 
 from google.protobuf import json_format, text_format
-from tritonclient.grpc import model_config_pb2 as pb
 
 from lambdaserve.errors import InvalidInput
+from lambdaserve.triton_proto import pb
 
 ConfigDocument = dict[str, Any]
 
@@ -49,7 +49,7 @@ def _normalised_keys(fields: dict[str, Any]) -> set[str]:
     return {by_json_name.get(key, key) for key in fields}
 
 
-def _to_document(message: pb.ModelConfig) -> ConfigDocument:
+def _to_document(message: Any) -> ConfigDocument:
     document: ConfigDocument = json_format.MessageToDict(message, preserving_proto_field_name=True)
     if message.HasField("version_policy"):
         # MessageToDict drops empty messages such as ``all {}``; keep the choice.

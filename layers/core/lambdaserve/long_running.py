@@ -17,22 +17,27 @@ from lambdaserve.apps.inference import create_inference_app
 from lambdaserve.apps.slow_clients import BodyTimeout
 from lambdaserve.dynamic_batcher import BatchPolicy, DynamicBatcher
 from lambdaserve.errors import LambdaServeError
+from lambdaserve.prefetch import Prefetcher
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.serving import BatchResult, batch_limit
 from lambdaserve.settings import get_settings
 
 
-def build_serving_app(batching: bool = True) -> BodyTimeout:
+def build_serving_app(batching: bool = True, prefetch: bool = False) -> BodyTimeout:
     """The inference app behind its front door; with ``batching``, v2 infer goes through the
-    dynamic batcher."""
+    dynamic batcher; with ``prefetch``, newly READY default versions are downloaded into the
+    cache in the background (LAMBDASERVE_PREFETCH_INTERVAL_S)."""
     from lambdaserve.handlers import infer
 
     settings = get_settings()
     refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="catalog-refresh")
     infer.server().resolver.refresh_in_background(refresher.submit)
+    if prefetch and settings.prefetch_interval_s > 0:
+        Prefetcher(infer.server, settings.prefetch_interval_s).start()
     if not batching:
         return BodyTimeout(
-            FrontDoor(infer.app, lambda: settings.max_request_bytes), settings.client_timeout_s
+            FrontDoor(infer.fastapi_app(), lambda: settings.max_request_bytes),
+            settings.client_timeout_s,
         )
 
     def execute(
@@ -82,7 +87,9 @@ def serving_app_from_env() -> ASGIApp:
     """The app factory each uvicorn worker process calls (``serve`` with ``workers > 1``)."""
     level, access = os.environ.get(_LOGGING_ENV, "info:0").split(":")
     return _logged(
-        build_serving_app(os.environ.get(_BATCHING_ENV, "1") == "1"), level, access == "1"
+        build_serving_app(os.environ.get(_BATCHING_ENV, "1") == "1", prefetch=True),
+        level,
+        access == "1",
     )
 
 
@@ -124,7 +131,8 @@ def serve(
     }
     print(_banner(host, port, batching, workers, access_log), flush=True)
     if workers <= 1:
-        uvicorn.run(_logged(build_serving_app(batching), log_level, access_log), **options)
+        app = build_serving_app(batching, prefetch=True)
+        uvicorn.run(_logged(app, log_level, access_log), **options)
         return
     os.environ[_BATCHING_ENV] = "1" if batching else "0"
     os.environ[_LOGGING_ENV] = f"{log_level}:{int(access_log)}"
@@ -175,6 +183,8 @@ def work(poll_wait_s: int = 20) -> None:
         region=settings.region,
     )
     stop = threading.Event()
+    if settings.prefetch_interval_s > 0:
+        Prefetcher(batcher.model_server, settings.prefetch_interval_s).start()
 
     def _request_stop(*_: Any) -> None:
         stop.set()

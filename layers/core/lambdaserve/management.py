@@ -123,9 +123,15 @@ class ModelManager:
     def update_config(self, name: str, fields: dict[str, Any]) -> ModelConfig:
         """Apply model-config fields (Triton JSON form) on top of the config file."""
         record = self._record(name)
+        fields = dict(fields)
+        if "preload" in fields:
+            self.set_preload(name, fields.pop("preload"))
+            if not fields:
+                return build(merge(record.file_config, record.overrides), name)
         if not fields:
             raise InvalidInput(
-                'give at least one model-config field, e.g. {"version_policy": {"all": {}}}'
+                'give at least one model-config field, e.g. {"version_policy": {"all": {}}}, '
+                'or {"preload": true}'
             )
         overrides = {**record.overrides, **parse_overrides(fields)}
         config = build(merge(record.file_config, overrides), name)
@@ -138,6 +144,12 @@ class ModelManager:
         self._catalog.update_model(name, overrides=overrides)
         self._registrar.reconcile_model(name)
         return config
+
+    def set_preload(self, name: str, preload: Any) -> None:
+        """Mark the model's default version to load before a SnapStart snapshot (or not)."""
+        if not isinstance(preload, bool):
+            raise InvalidInput('"preload" must be true or false')
+        self._catalog.update_model(name, preload=True if preload else None)
 
     def load(self, name: str, config_fields: dict[str, Any] | None = None) -> None:
         """Triton's explicit load: serve again (optionally with config overrides)."""

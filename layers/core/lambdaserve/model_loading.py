@@ -19,11 +19,15 @@ if TYPE_CHECKING:  # serving imports this module
 logger = logging.getLogger("lambdaserve.serving")
 
 
-def load_version(served: ServedVersion, cache: ArtifactCache, options: LoadOptions) -> LoadedModel:
-    started = time.perf_counter()
-    files = [
+def version_files(served: ServedVersion) -> list[CachedFile]:
+    return [
         CachedFile(f["path"], f["key"], f["sha256"], int(f["size"])) for f in served.record.files
     ]
+
+
+def load_version(served: ServedVersion, cache: ArtifactCache, options: LoadOptions) -> LoadedModel:
+    started = time.perf_counter()
+    files = version_files(served)
     directory = cache.materialize(files)
     fetched = time.perf_counter()
     runtime = runtime_named(served.record.runtime)

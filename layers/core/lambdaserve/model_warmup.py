@@ -46,7 +46,7 @@ class WarmupSample:
 
 def samples_of(message: Any, to_v2: dict[str, str]) -> tuple[WarmupSample, ...]:
     """The samples a Triton ``ModelConfig`` message declares; ``to_v2`` maps TYPE_* names."""
-    from tritonclient.grpc import model_config_pb2 as pb
+    from lambdaserve.triton_proto import pb
 
     samples = []
     for warmup in message.model_warmup:

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from google.protobuf import json_format
-from tritonclient.grpc import model_config_pb2 as pb
 
 from lambdaserve.config_documents import ConfigDocument, merge, parse_document, parse_overrides
 from lambdaserve.errors import InvalidInput
 from lambdaserve.model_warmup import WarmupSample, samples_of
 from lambdaserve.reshape import Reshape, reshapes_of
+from lambdaserve.triton_proto import pb
 
 __all__ = [
     "ConfigDocument",
@@ -213,7 +213,7 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
     )
 
 
-def _label_files(message: pb.ModelConfig) -> tuple[tuple[str, str], ...]:
+def _label_files(message: Any) -> tuple[tuple[str, str], ...]:
     files = []
     for output in message.output:
         name = output.label_filename
@@ -247,7 +247,7 @@ def _tensor(spec: Any, batched: bool, role: str) -> TensorSpec:
     return TensorSpec(spec.name, _TRITON_TO_V2[data_type], shape)
 
 
-def _policy(message: pb.ModelConfig) -> VersionPolicy:
+def _policy(message: Any) -> VersionPolicy:
     choice = message.version_policy.WhichOneof("policy_choice")
     if choice == "all":
         return VersionPolicy("all")
@@ -264,7 +264,7 @@ def _policy(message: pb.ModelConfig) -> VersionPolicy:
     return VersionPolicy()
 
 
-def _ensemble_steps(message: pb.ModelConfig) -> tuple[EnsembleStep, ...]:
+def _ensemble_steps(message: Any) -> tuple[EnsembleStep, ...]:
     if not message.HasField("ensemble_scheduling"):
         if message.platform == "ensemble":
             raise InvalidInput("platform ensemble needs ensemble_scheduling { step [...] }")
@@ -288,7 +288,7 @@ def _ensemble_steps(message: pb.ModelConfig) -> tuple[EnsembleStep, ...]:
     return tuple(steps)
 
 
-def _dynamic_batching(message: pb.ModelConfig) -> DynamicBatching | None:
+def _dynamic_batching(message: Any) -> DynamicBatching | None:
     if not message.HasField("dynamic_batching"):
         return None
     batching = message.dynamic_batching
@@ -298,7 +298,7 @@ def _dynamic_batching(message: pb.ModelConfig) -> DynamicBatching | None:
     )
 
 
-def _instance_kind(message: pb.ModelConfig) -> str:
+def _instance_kind(message: Any) -> str:
     kinds = {_KINDS[pb.ModelInstanceGroup.Kind.Name(g.kind)] for g in message.instance_group}
     if "GPU" in kinds:
         return "GPU"

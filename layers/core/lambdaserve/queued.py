@@ -19,8 +19,8 @@ from typing import Any, Protocol
 
 import orjson
 
-from lambdaserve.apps.errors import status_for
 from lambdaserve.batching import check_invariant
+from lambdaserve.error_status import status_for
 from lambdaserve.errors import InvalidInput, LambdaServeError, StorageUnavailable
 from lambdaserve.protocol.v2 import (
     HEADER_LENGTH,

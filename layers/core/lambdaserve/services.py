@@ -5,25 +5,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from lambdaserve.aws import AwsClients
-from lambdaserve.cache import ArtifactCache
 from lambdaserve.catalog import Catalog
+from lambdaserve.inference_services import build_model_server
 from lambdaserve.invokers import LambdaInvoker
 from lambdaserve.management import ModelManager
-from lambdaserve.pipelines.bls import install_bls
 from lambdaserve.pipelines.ensemble_registry import Dependents, EnsembleRegistry
 from lambdaserve.queued import InProcessInvoker, Invoker, QueuedInference
 from lambdaserve.registrar import Registrar
 from lambdaserve.repository import ModelRepository
 from lambdaserve.results import PayloadStore, ResultStore
-from lambdaserve.runtimes import LoadOptions
-from lambdaserve.serving import ModelServer, VersionResolver
+from lambdaserve.serving import ModelServer
 from lambdaserve.settings import Settings
-from lambdaserve.stats import StatsRegistry
 from lambdaserve.validation import VersionValidator
+
+__all__ = [
+    "ManageServices",
+    "build_manage_services",
+    "build_model_server",
+    "build_queue_services",
+    "build_queued_inference",
+]
 
 
 @dataclass(frozen=True)
@@ -34,33 +38,6 @@ class ManageServices:
     catalog: Catalog
     registrar: Registrar
     manager: ModelManager
-
-
-def build_model_server(
-    settings: Settings, clients: AwsClients | None = None, stats: StatsRegistry | None = None
-) -> ModelServer:
-    """The inference side: catalog view with a TTL, artifact cache, runtimes."""
-    clients = clients or AwsClients(settings)
-    repository = ModelRepository(clients.s3, settings.bucket, settings.models_prefix)
-    cache = ArtifactCache(
-        Path(settings.work_dir) / "cache",
-        settings.cache_bytes,
-        lambda key, path: repository.download(key, str(path)),
-    )
-    server = ModelServer(
-        VersionResolver(Catalog(clients.dynamodb, settings.table), settings.catalog_ttl_s),
-        cache,
-        LoadOptions(
-            device=settings.device,
-            intra_op_threads=settings.intra_op_threads,
-            python_models=settings.python_models,
-        ),
-        settings.max_loaded_versions,
-        stats or StatsRegistry(),
-        default_max_batch_size=settings.default_max_batch_size,
-    )
-    install_bls(server)
-    return server
 
 
 def build_manage_services(

@@ -25,7 +25,7 @@ from lambdaserve.catalog import Catalog, ModelRecord, VersionRecord
 from lambdaserve.classification import classify
 from lambdaserve.errors import LambdaServeError, ModelNotFound, ModelNotReady
 from lambdaserve.model_configs import effective_config
-from lambdaserve.model_loading import load_version
+from lambdaserve.model_loading import load_version, version_files
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.repository import parse_version_ref
@@ -127,6 +127,10 @@ class VersionResolver:
                 + f"; set one with PUT /models/{model}/labels/{ref} on the management API"
             )
         return labels[ref]
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
 
     def forget(self, model: str) -> None:
         """Drop the cached view of ``model``: the next request reads the catalog."""
@@ -328,6 +332,23 @@ class ModelServer:
         except LambdaServeError:
             return True  # the answer (an error) is already known without I/O
         return (served.model, served.version, served.record.fingerprint) in self._loaded
+
+    def loaded_versions(self) -> list[tuple[str, int]]:
+        with self._lock:
+            return [(model, version) for model, version, _ in self._loaded]
+
+    def adopt_loaded(self, other: ModelServer) -> None:
+        """Serve ``other``'s loaded models (a SnapStart restore renews clients, not models)."""
+        with other._lock:
+            taken = list(other._loaded.items())
+        with self._lock:
+            self._loaded.update(taken)
+
+    def prefetch(self, served: ServedVersion) -> bool:
+        """Download ``served``'s files into the local cache; True when it fetched any."""
+        before = self._cache.downloads
+        self._cache.materialize(version_files(served))
+        return self._cache.downloads > before
 
     def load(self, served: ServedVersion) -> LoadedModel:
         """The loaded model for ``served``: from memory, or cache + runtime + warm-up."""

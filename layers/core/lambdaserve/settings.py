@@ -45,6 +45,13 @@ class Settings:
     reply_to_allowed: tuple[str, ...] = ()
     client_timeout_s: float = 30.0
     python_models: bool = False
+    # none | snapstart | provisioned (template parameter InferColdStart)
+    cold_start: str = "none"
+    # What the SnapStart hook may load before the snapshot (model file bytes); 0: half the
+    # function's memory (AWS_LAMBDA_FUNCTION_MEMORY_SIZE) or 1 GiB outside Lambda.
+    preload_bytes: int = 0
+    # Background prefetch of newly READY default versions (serve, worker); 0 turns it off.
+    prefetch_interval_s: float = 10.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -103,7 +110,17 @@ class Settings:
             client_timeout_s=float(
                 env.get("LAMBDASERVE_CLIENT_TIMEOUT_S", str(defaults.client_timeout_s))
             ),
+            cold_start=env.get("LAMBDASERVE_COLD_START", defaults.cold_start),
+            preload_bytes=int(env.get("LAMBDASERVE_PRELOAD_BYTES", "0")) or _half_the_memory(env),
+            prefetch_interval_s=float(
+                env.get("LAMBDASERVE_PREFETCH_INTERVAL_S", str(defaults.prefetch_interval_s))
+            ),
         )
+
+
+def _half_the_memory(env: Mapping[str, str]) -> int:
+    megabytes = int(env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "2048") or "2048")
+    return megabytes * 1024**2 // 2
 
 
 @cache

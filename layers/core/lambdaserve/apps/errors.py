@@ -9,40 +9,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from lambdaserve.errors import (
-    Conflict,
-    InferenceError,
-    InvalidInput,
-    LambdaServeError,
-    ModelNotFound,
-    ModelNotReady,
-    ModelRejected,
-    PayloadTooLarge,
-    RequestTimeout,
-    StorageUnavailable,
-)
+from lambdaserve.error_status import status_for
+from lambdaserve.errors import LambdaServeError
 
 logger = logging.getLogger(__name__)
 
-_STATUS: dict[type[LambdaServeError], int] = {
-    InvalidInput: 400,
-    ModelRejected: 400,
-    ModelNotFound: 404,
-    Conflict: 409,
-    RequestTimeout: 408,
-    PayloadTooLarge: 413,
-    InferenceError: 500,
-    ModelNotReady: 503,
-    StorageUnavailable: 503,
-}
-
-
-def status_for(error: LambdaServeError) -> int:
-    """The HTTP status of a domain error (500 for an unmapped subclass)."""
-    for kind in type(error).__mro__:
-        if kind in _STATUS:
-            return _STATUS[kind]
-    return 500
+__all__ = ["error_response", "install_error_handlers", "status_for"]
 
 
 def error_response(status: int, message: str) -> JSONResponse:

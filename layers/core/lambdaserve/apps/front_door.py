@@ -16,15 +16,15 @@ import orjson
 from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
-from lambdaserve.apps.errors import status_for
-from lambdaserve.apps.inference import header_length_value, read_limited
+from lambdaserve.apps.inference import read_limited
+from lambdaserve.error_status import status_for
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.v2 import HEADER_LENGTH, EncodedResponse
 from lambdaserve.repository import check_model_name, parse_version
+from lambdaserve.v2_calls import V2_INFER, header_length_value
 
 Answer = Callable[[str, int | None, bytes, int | None], Awaitable[EncodedResponse]]
 
-V2_INFER = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 logger = logging.getLogger(__name__)
 
 

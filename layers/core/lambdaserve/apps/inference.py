@@ -18,20 +18,24 @@ from lambdaserve.apps.predictions import install_predictions
 from lambdaserve.apps.torchserve_management import install_api_description
 from lambdaserve.apps.triton_extras import install_triton_extras
 from lambdaserve.dynamic_batcher import DynamicBatcher
-from lambdaserve.errors import InferenceError, InvalidInput, PayloadTooLarge
+from lambdaserve.errors import InferenceError, InvalidInput
 from lambdaserve.modelconfig import TensorSpec, triton_data_type
 from lambdaserve.protocol.limits import header_int
-from lambdaserve.protocol.raw_binary import parse_raw_binary
 from lambdaserve.protocol.v2 import (
     HEADER_LENGTH,
     EncodedResponse,
-    InferRequest,
     encode_infer_response,
     parse_infer_request,
 )
 from lambdaserve.repository import check_model_name, parse_version
 from lambdaserve.serving import ModelServer, ServedVersion
 from lambdaserve.submit import AsyncSubmitter
+from lambdaserve.v2_calls import (
+    header_length_value,
+    parse_for,
+    too_large,
+    v2_infer,
+)
 
 T = TypeVar("T")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "statistics", "model_configuration"]
@@ -109,13 +113,15 @@ def create_inference_app(
     async def model_ready(model: str, version: str | None = None) -> dict[str, Any]:
         number = await number_of(model, version)
 
-        def load() -> ServedVersion:
+        def load() -> tuple[ServedVersion, bool]:
             served = server().resolver.resolve(_model(model), number)
+            was_loaded = (served.model, served.version) in server().loaded_versions()
             server().load(served)
-            return served
+            return served, was_loaded
 
-        served = await run_in_threadpool(load)
-        return {"name": model, "version": str(served.version), "ready": True}
+        served, was_loaded = await run_in_threadpool(load)
+        # loaded: this instance had it in memory before the probe (false: the probe loaded it)
+        return {"name": model, "version": str(served.version), "ready": True, "loaded": was_loaded}
 
     @app.get("/v2/models/{model}/config")
     @app.get("/v2/models/{model}/versions/{version}/config")
@@ -172,35 +178,6 @@ def create_inference_app(
     return app
 
 
-def v2_infer(
-    server: ModelServer, model: str, version: int | None, body: bytes, header_length: int | None
-) -> EncodedResponse:
-    """One v2 inference from request bytes to response bytes (any transport)."""
-    parsed = _parse(server, model, version, body, header_length)
-    return server.infer(
-        model,
-        version,
-        parsed,
-        lambda served, outputs: encode_infer_response(
-            served.model, served.version, parsed, outputs
-        ),
-    )
-
-
-def _parse(
-    server: ModelServer, model: str, version: int | None, body: bytes, header_length: int | None
-) -> InferRequest:
-    if header_length == 0:  # Triton's raw binary request: the body is the one input's data
-        signature = server.resolver.resolve(model, version).signature
-        return parse_raw_binary(body, signature.inputs)
-    return parse_infer_request(body, header_length)
-
-
-def check_body_size(size: int, limit: int) -> None:
-    if size > limit:
-        raise _too_large(size, limit)
-
-
 async def _batched(
     batcher: DynamicBatcher,
     server: ModelServer,
@@ -212,7 +189,7 @@ async def _batched(
 ) -> EncodedResponse:
     """v2 infer through the dynamic batcher (long-running servers)."""
     if header_length == 0:  # a raw binary request needs the model's signature: maybe I/O
-        parsed = await run_in_threadpool(_parse, server, model, version, body, header_length)
+        parsed = await run_in_threadpool(parse_for, server, model, version, body, header_length)
     else:
         parsed = parse_infer_request(body, header_length)
     outcome = await batcher.submit(model, version, parsed)
@@ -275,22 +252,14 @@ async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit
     """A body from its chunks and declared Content-Length; 413 before going over ``limit``."""
     size_declared = header_int("Content-Length", declared)
     if size_declared is not None and size_declared > limit:
-        raise _too_large(size_declared, limit)
+        raise too_large(size_declared, limit)
     parts, size = [], 0
     async for chunk in chunks:
         size += len(chunk)
         if size > limit:
-            raise _too_large(size, limit)
+            raise too_large(size, limit)
         parts.append(chunk)
     return b"".join(parts)
-
-
-def _too_large(size: int, limit: int) -> PayloadTooLarge:
-    return PayloadTooLarge(
-        f"request body is {size} bytes, over the {limit}-byte limit: a synchronous Lambda "
-        "invocation takes 6 MB and API Gateway 10 MB; send fewer rows per request, or binary "
-        "tensors (Inference-Header-Content-Length), which are about 4x smaller than JSON"
-    )
 
 
 def autocompleted_config(served: ServedVersion) -> dict[str, Any]:
@@ -311,8 +280,3 @@ def _triton_tensor(spec: TensorSpec, batched: bool) -> dict[str, Any]:
 
 def _model(name: str) -> str:
     return check_model_name(name)
-
-
-def header_length_value(raw: str | None) -> int | None:
-    """Inference-Header-Content-Length as an int, None when absent."""
-    return header_int("Inference-Header-Content-Length", raw)

@@ -189,5 +189,6 @@ def _describe(view: ModelView, record: VersionRecord, manager: ModelManager) -> 
         "configError": view.config_error,
         "configRejected": view.record.rejected_config,
         "configWarnings": [w for w in view.record.config_warnings.split("; ") if w],
+        "preload": view.record.preload,
         "notes": record.notes,
     }

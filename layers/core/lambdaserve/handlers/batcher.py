@@ -33,6 +33,11 @@ def _server() -> ModelServer:
     return build_model_server(get_settings(), stats=StatsRegistry(worker_metrics.record))
 
 
+def model_server() -> ModelServer:
+    """The server the batches run on (the ECS worker prefetches into its cache)."""
+    return _server()
+
+
 @cache
 def services() -> tuple[QueuedInference, TopUp, VisibilityLease]:
     settings = get_settings()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import orjson
@@ -12,29 +12,28 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from mangum import Mangum
 
-from lambdaserve.apps.errors import status_for
-from lambdaserve.apps.front_door import V2_INFER
-from lambdaserve.apps.inference import (
-    check_body_size,
-    create_inference_app,
-    header_length_value,
-    v2_infer,
-)
-from lambdaserve.aws import AwsClients
+from lambdaserve.error_status import status_for
 from lambdaserve.errors import InvalidInput, LambdaServeError
+from lambdaserve.inference_services import build_model_server
 from lambdaserve.invocation_metrics import InvocationMetrics
-from lambdaserve.invokers import Answered, answer_batch
+from lambdaserve.preload import preload_models
 from lambdaserve.protocol.v2 import HEADER_LENGTH
-from lambdaserve.queued import run_envelopes
 from lambdaserve.repository import check_model_name
-from lambdaserve.results import PayloadStore, RequestEnvelope, parse_envelope
-from lambdaserve.services import build_model_server, build_queue_services
 from lambdaserve.serving import ModelServer
 from lambdaserve.settings import get_settings
+from lambdaserve.snapstart import register as register_snapstart_hooks
+from lambdaserve.snapstart import renew_randomness
 from lambdaserve.stats import StatsRegistry
-from lambdaserve.submit import AsyncSubmitter
+from lambdaserve.v2_calls import V2_INFER, check_body_size, header_length_value, v2_infer
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from mangum import Mangum
+
+    from lambdaserve.invokers import Answered
+    from lambdaserve.results import PayloadStore, RequestEnvelope
+    from lambdaserve.submit import AsyncSubmitter
 
 logger = Logger(service="lambdaserve-infer")
 copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})
@@ -52,6 +51,9 @@ def server() -> ModelServer:
 @cache
 def submitter() -> AsyncSubmitter:
     """``Prefer: respond-async``: results store + requests queue."""
+    from lambdaserve.services import build_queue_services
+    from lambdaserve.submit import AsyncSubmitter
+
     settings = get_settings()
     queue = build_queue_services(settings)
     return AsyncSubmitter(
@@ -65,15 +67,28 @@ def submitter() -> AsyncSubmitter:
     )
 
 
-app = create_inference_app(server, lambda: get_settings().max_request_bytes, submitter)
-_mangum = Mangum(app, lifespan="off")
+@cache
+def fastapi_app() -> FastAPI:
+    """The inference app (every route), built on first use: a cold start that only serves
+    the direct v2 path imports no FastAPI, pydantic or OpenAPI models."""
+    from lambdaserve.apps.inference import create_inference_app
+
+    return create_inference_app(server, lambda: get_settings().max_request_bytes, submitter)
+
+
+@cache
+def asgi() -> Mangum:
+    """Every route but the direct v2 infer: the app behind Mangum."""
+    from mangum import Mangum
+
+    return Mangum(fastapi_app(), lifespan="off")
 
 
 def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """API Gateway (HTTP API): v2 infer answered directly, every other route via FastAPI."""
     try:
         direct = _direct_infer(APIGatewayProxyEventV2(event))
-        return direct if direct is not None else dict(_mangum(event, context))
+        return direct if direct is not None else dict(asgi()(event, context))
     finally:
         invocation_metrics.flush()
 
@@ -135,6 +150,10 @@ def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, An
     ``header_length``; moved to S3 to stay under 6 MB: ``body_key``) or
     ``{"status": 4xx/5xx, "error": ...}``.
     """
+    from lambdaserve.invokers import answer_batch
+    from lambdaserve.queued import run_envelopes
+    from lambdaserve.results import parse_envelope
+
     requests = event.get("requests")
     if not isinstance(requests, list):
         raise InvalidInput('the batch event needs "requests": a list of request envelopes')
@@ -158,5 +177,30 @@ def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, An
 
 @cache
 def payloads() -> PayloadStore:
+    from lambdaserve.aws import AwsClients
+    from lambdaserve.results import PayloadStore
+
     settings = get_settings()
     return PayloadStore(AwsClients(settings).s3, settings.bucket)
+
+
+def before_snapshot() -> None:
+    """SnapStart, before the snapshot: import every route's code and load the models to
+    preload, so a restored instance starts with them in memory."""
+    asgi()
+    preload_models(server(), get_settings().preload_bytes)
+
+
+def after_restore() -> None:
+    """SnapStart, after a restore: new AWS clients (connections and credentials are not
+    carried over), fresh catalog views and randomness; the loaded models are kept."""
+    snapshotted = server()
+    server.cache_clear()
+    submitter.cache_clear()
+    payloads.cache_clear()
+    server().adopt_loaded(snapshotted)
+    renew_randomness()
+
+
+if get_settings().cold_start == "snapstart":
+    register_snapstart_hooks(before_snapshot, after_restore)

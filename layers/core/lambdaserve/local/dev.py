@@ -92,7 +92,7 @@ class DevStack:
         )
         self._servers.append(
             BackgroundServer(
-                RepositoryOnInferenceUrl(infer.app, manage.app, infer.server),
+                RepositoryOnInferenceUrl(infer.fastapi_app(), manage.app, infer.server),
                 options.host,
                 options.inference_port,
                 access_log=options.access_log,

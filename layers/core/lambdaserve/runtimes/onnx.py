@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
 import onnxruntime as ort
 
 from lambdaserve.errors import InferenceError, ModelRejected, first_line
@@ -16,6 +15,7 @@ from lambdaserve.modelconfig import ModelConfig, TensorSpec
 from lambdaserve.runtimes import Arrays, LoadOptions, Signature, wants_gpu
 from lambdaserve.tensors import bfloat16
 
+_ONNX_BFLOAT16 = 16  # onnx.TensorProto.BFLOAT16
 _ORT_TO_V2 = {
     "tensor(bool)": "BOOL",
     "tensor(uint8)": "UINT8",
@@ -119,7 +119,7 @@ class BFloat16Session(OnnxSession):
 def _ort_value(array: np.ndarray[Any, Any]) -> Any:
     if array.dtype.name == "bfloat16":
         raw = np.ascontiguousarray(array).view(np.uint16)
-        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(raw, onnx.TensorProto.BFLOAT16)
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(raw, _ONNX_BFLOAT16)
     if array.dtype.kind in ("U", "O"):
         array = _to_str(array)
     return ort.OrtValue.ortvalue_from_numpy(array)
@@ -157,6 +157,8 @@ def providers_for(gpu: bool) -> list[str]:
 
 def check_external_data(model_path: Path) -> None:
     """Reject external-data references that leave the version directory."""
+    import onnx  # validation only: serving a model never needs the onnx package
+
     try:
         model = onnx.load(str(model_path), load_external_data=False)
     except Exception as exc:  # protobuf DecodeError and friends

@@ -1,0 +1,36 @@
+"""One place that maps domain errors to HTTP status codes (no web framework needed)."""
+
+from __future__ import annotations
+
+from lambdaserve.errors import (
+    Conflict,
+    InferenceError,
+    InvalidInput,
+    LambdaServeError,
+    ModelNotFound,
+    ModelNotReady,
+    ModelRejected,
+    PayloadTooLarge,
+    RequestTimeout,
+    StorageUnavailable,
+)
+
+_STATUS: dict[type[LambdaServeError], int] = {
+    InvalidInput: 400,
+    ModelRejected: 400,
+    ModelNotFound: 404,
+    Conflict: 409,
+    RequestTimeout: 408,
+    PayloadTooLarge: 413,
+    InferenceError: 500,
+    ModelNotReady: 503,
+    StorageUnavailable: 503,
+}
+
+
+def status_for(error: LambdaServeError) -> int:
+    """The HTTP status of a domain error (500 for an unmapped subclass)."""
+    for kind in type(error).__mro__:
+        if kind in _STATUS:
+            return _STATUS[kind]
+    return 500
