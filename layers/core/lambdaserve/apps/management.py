@@ -80,14 +80,16 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
 
     @app.put("/models/{model}/{version}/set-default")
     def set_default(model: str, version: str) -> dict[str, str]:
-        number = parse_version(version)
-        manager().set_default(check_model_name(model), number)
+        name = check_model_name(model)
+        number = manager().version_number(name, version)
+        manager().set_default(name, number)
         return {"status": f'Default version of model "{model}" is now "{number}"'}
 
     @app.delete("/models/{model}/{version}")
     def delete_version(model: str, version: str) -> JSONResponse:
-        number = parse_version(version)
-        deleted = manager().delete_version(check_model_name(model), number)
+        name = check_model_name(model)
+        number = manager().version_number(name, version)
+        deleted = manager().delete_version(name, number)
         return JSONResponse(
             status_code=202,
             content={
@@ -99,7 +101,7 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
 
     @app.put("/models/{model}")
     async def update_model(model: str, request: Request) -> dict[str, Any]:
-        refuse_scaling(model, request.query_params)
+        refuse_scaling(model, request.query_params, manager())
         fields = await json_object(request)
         config = manager().update_config(check_model_name(model), fields)
         return config.to_triton_json()
