@@ -19,7 +19,7 @@ from lambdaserve.apps.torchserve_management import (
 )
 from lambdaserve.catalog import VersionRecord
 from lambdaserve.errors import InvalidInput
-from lambdaserve.management import ModelManager, ModelView
+from lambdaserve.management import DEFAULT_PAGE, MAX_PAGE, ModelManager, ModelView
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.repository import check_model_name, parse_version
 
@@ -34,9 +34,9 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
 
     @app.get("/models")
     def list_models(
-        limit: int = Query(100), next_page_token: str | None = Query(None)
+        limit: str | None = Query(None), next_page_token: str | None = Query(None)
     ) -> dict[str, Any]:
-        names, token = manager().list_models(limit, next_page_token)
+        names, token = manager().list_models(_limit(limit), next_page_token or None)
         body: dict[str, Any] = {
             "models": [
                 {"modelName": name, "modelUrl": manager().repository.url(name)} for name in names
@@ -131,6 +131,16 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
 
     document_api(app, bodies=management_bodies())
     return app
+
+
+def _limit(text: str | None) -> int:
+    """``limit``: empty or absent is the default (TorchServe's ``limit=``), else an integer."""
+    if not text:
+        return DEFAULT_PAGE
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidInput(f"limit must be an integer (1-{MAX_PAGE}), got {text!r}") from None
 
 
 def _config_parameter(body: dict[str, Any]) -> dict[str, Any] | None:
