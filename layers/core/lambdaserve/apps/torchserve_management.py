@@ -42,16 +42,17 @@ def install_torchserve_management(app: FastAPI, manager: Callable[[], ModelManag
         """TorchServe's per-version scaling (its only use of this route)."""
         refuse_scaling(model, request.query_params, manager(), version)
 
-    @app.delete("/models/{model}", status_code=202)
+    @app.delete("/models/{model}", status_code=200)
     def unregister(model: str) -> JSONResponse:
-        """TorchServe unregisters the default version: its objects are deleted here."""
+        """TorchServe unregisters the default version: its objects are deleted here. 200 as
+        TorchServe answers it: the objects are gone when it answers (the catalog follows)."""
         name = check_model_name(model)
         default = manager().view(name).default_version
         if default is None:
             raise ModelNotReady(f"model {name!r} has no default (READY) version to delete")
         deleted = manager().delete_version(name, default)
         return JSONResponse(
-            status_code=202,
+            status_code=200,
             content={
                 "status": f'Deleting version {default} of model "{name}" (its default): '
                 f"{deleted} objects removed; the catalog follows through repository events",
