@@ -150,8 +150,23 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _unreachable(args: argparse.Namespace) -> str:
+    """Why no lambdaserve stack answers at the URLs given ("" when one does)."""
+    import urllib.request
+
+    for url in (f"{args.inference_url}/v2/health/live", f"{args.management_url}/models"):
+        try:
+            urllib.request.urlopen(url, timeout=5).close()
+        except OSError as error:
+            return f"no lambdaserve stack answers {url} ({error}): start `lambdaserve dev`"
+    return ""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if down := _unreachable(args):
+        print(down, file=sys.stderr)
+        return 2
     runs: list[SuiteRun] = []
     if args.only != "kserve":
         runs += torchserve(args)
