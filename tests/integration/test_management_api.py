@@ -39,6 +39,24 @@ def test_list_models_pages_with_next_page_token(stack):
     assert pages == 3
 
 
+def test_list_models_takes_torchserve_paging_an_empty_limit_and_integer_offsets(stack):
+    names = [f"model{i}" for i in range(3)]
+    for name in names:
+        stack.put(f"models/{name}/1/model.onnx", builders.onnx_mlp())
+    wait_until(lambda: len(stack.index(ready=True)) == 3)
+
+    def page(query: str) -> tuple[list[str], str | None]:
+        response = stack.api.get(f"/models?{query}")
+        assert response.status_code == 200, response.text
+        body = response.json()
+        return [m["modelName"] for m in body["models"]], body.get("nextPageToken")
+
+    assert page("limit=&next_page_token=") == (names, None)
+    assert page("limit=1&next_page_token=1") == (["model1"], "2")
+    assert page("limit=1&next_page_token=-1") == (["model0"], "1")
+    assert page("next_page_token=12") == ([], None)
+
+
 @pytest.mark.parametrize(
     ("params", "message"),
     [

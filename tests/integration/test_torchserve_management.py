@@ -31,7 +31,7 @@ def test_unregistering_a_model_deletes_its_default_version(stack):
     # When TorchServe's unregister call arrives
     response = stack.api.delete("/models/m")
     # Then the default version is retired and the other keeps serving
-    assert response.status_code == 202 and "version 2" in response.json()["status"]
+    assert response.status_code == 200 and "version 2" in response.json()["status"]
     assert stack.wait_state("m", 2, "UNAVAILABLE").startswith("removed")
     assert stack.state("m", 1)[0] == "READY"
 
@@ -42,3 +42,32 @@ def test_options_on_the_root_describes_each_api(stack):
         assert response.status_code == 200
         document = response.json()
         assert document["openapi"].startswith("3.") and title in document["info"]["title"]
+
+
+def test_a_version_label_names_the_version_to_set_default_or_delete(stack):
+    # Given version 1 labelled "1.0", as TorchServe names a .mar's version
+    stack.put("models/m/config.pbtxt", b"version_policy: { all { } }")
+    for version in (1, 2):
+        stack.put(f"models/m/{version}/model.onnx", builders.onnx_mlp(seed=version))
+        stack.wait_state("m", version, "READY")
+    assert stack.api.put("/models/m/labels/1.0", json={"version": 1}).status_code == 200
+    # Then set-default and delete take the label; an unknown one is a 404 naming it
+    assert stack.api.put("/models/m/1.0/set-default").status_code == 200
+    assert [e["isDefault"] for e in stack.api.get("/models/m").json()] == [True, False]
+    for call in (stack.api.put, stack.api.delete):
+        path = "/models/m/0.0/set-default" if call is stack.api.put else "/models/m/0.0"
+        response = call(path)
+        assert response.status_code == 404 and "'0.0'" in response.json()["error"]
+    assert stack.api.put("/models/nope/1.0/set-default").status_code == 404
+    assert stack.api.delete("/models/m/1.0").status_code == 202
+    assert stack.wait_state("m", 1, "UNAVAILABLE").startswith("removed")
+
+
+def test_scaling_an_unknown_model_or_version_is_a_404_and_a_version_is_refused_too(stack):
+    stack.put("models/m/1/model.onnx", builders.onnx_mlp())
+    stack.wait_state("m", 1, "READY")
+    assert stack.api.put("/models/nope?min_worker=1").status_code == 404
+    assert stack.api.put("/models/m/7?min_worker=1").status_code == 404
+    response = stack.api.put("/models/m/1?min_worker=1&synchronous=true")
+    assert response.status_code == 400
+    assert "no workers to scale" in response.json()["error"]

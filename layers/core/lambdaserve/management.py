@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,7 @@ from lambdaserve.repository import (
 )
 
 MAX_PAGE = 1000
+OFFSET_TOKEN = re.compile(r"^-?[0-9]{1,9}$")
 DEFAULT_PAGE = 100
 
 
@@ -52,6 +54,12 @@ class ModelManager:
     def list_models(self, limit: int, page_token: str | None) -> tuple[list[str], str | None]:
         if not 1 <= limit <= MAX_PAGE:
             limit = DEFAULT_PAGE  # as TorchServe clamps an out-of-range limit
+        if page_token is not None and OFFSET_TOKEN.match(page_token):
+            # TorchServe's tokens are offsets into the sorted names (a negative one is 0)
+            start = max(0, int(page_token))
+            names = self._catalog.all_model_names()
+            end = start + limit
+            return names[start:end], (str(end) if end < len(names) else None)
         return self._catalog.list_models(limit, page_token)
 
     def view(self, name: str) -> ModelView:

@@ -19,7 +19,7 @@ from lambdaserve.apps.torchserve_management import (
 )
 from lambdaserve.catalog import VersionRecord
 from lambdaserve.errors import InvalidInput
-from lambdaserve.management import ModelManager, ModelView
+from lambdaserve.management import DEFAULT_PAGE, MAX_PAGE, ModelManager, ModelView
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.repository import check_model_name, parse_version
 
@@ -34,9 +34,9 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
 
     @app.get("/models")
     def list_models(
-        limit: int = Query(100), next_page_token: str | None = Query(None)
+        limit: str | None = Query(None), next_page_token: str | None = Query(None)
     ) -> dict[str, Any]:
-        names, token = manager().list_models(limit, next_page_token)
+        names, token = manager().list_models(_limit(limit), next_page_token or None)
         body: dict[str, Any] = {
             "models": [
                 {"modelName": name, "modelUrl": manager().repository.url(name)} for name in names
@@ -80,14 +80,16 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
 
     @app.put("/models/{model}/{version}/set-default")
     def set_default(model: str, version: str) -> dict[str, str]:
-        number = parse_version(version)
-        manager().set_default(check_model_name(model), number)
+        name = check_model_name(model)
+        number = manager().version_number(name, version)
+        manager().set_default(name, number)
         return {"status": f'Default version of model "{model}" is now "{number}"'}
 
     @app.delete("/models/{model}/{version}")
     def delete_version(model: str, version: str) -> JSONResponse:
-        number = parse_version(version)
-        deleted = manager().delete_version(check_model_name(model), number)
+        name = check_model_name(model)
+        number = manager().version_number(name, version)
+        deleted = manager().delete_version(name, number)
         return JSONResponse(
             status_code=202,
             content={
@@ -99,7 +101,7 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
 
     @app.put("/models/{model}")
     async def update_model(model: str, request: Request) -> dict[str, Any]:
-        refuse_scaling(model, request.query_params)
+        refuse_scaling(model, request.query_params, manager())
         fields = await json_object(request)
         config = manager().update_config(check_model_name(model), fields)
         return config.to_triton_json()
@@ -129,6 +131,16 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
 
     document_api(app, bodies=management_bodies())
     return app
+
+
+def _limit(text: str | None) -> int:
+    """``limit``: empty or absent is the default (TorchServe's ``limit=``), else an integer."""
+    if not text:
+        return DEFAULT_PAGE
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidInput(f"limit must be an integer (1-{MAX_PAGE}), got {text!r}") from None
 
 
 def _config_parameter(body: dict[str, Any]) -> dict[str, Any] | None:

@@ -37,16 +37,22 @@ def install_torchserve_management(app: FastAPI, manager: Callable[[], ModelManag
             "(Triton's repository layout); the version serves once it is READY"
         )
 
-    @app.delete("/models/{model}", status_code=202)
+    @app.put("/models/{model}/{version}", status_code=400)
+    def scale_version(model: str, version: str, request: Request) -> None:
+        """TorchServe's per-version scaling (its only use of this route)."""
+        refuse_scaling(model, request.query_params, manager(), version)
+
+    @app.delete("/models/{model}", status_code=200)
     def unregister(model: str) -> JSONResponse:
-        """TorchServe unregisters the default version: its objects are deleted here."""
+        """TorchServe unregisters the default version: its objects are deleted here. 200 as
+        TorchServe answers it: the objects are gone when it answers (the catalog follows)."""
         name = check_model_name(model)
         default = manager().view(name).default_version
         if default is None:
             raise ModelNotReady(f"model {name!r} has no default (READY) version to delete")
         deleted = manager().delete_version(name, default)
         return JSONResponse(
-            status_code=202,
+            status_code=200,
             content={
                 "status": f'Deleting version {default} of model "{name}" (its default): '
                 f"{deleted} objects removed; the catalog follows through repository events",
@@ -55,13 +61,23 @@ def install_torchserve_management(app: FastAPI, manager: Callable[[], ModelManag
         )
 
 
-def refuse_scaling(model: str, query: Any) -> None:
-    """TorchServe's `PUT /models/{m}?min_worker=..`: no workers to scale here; say what is."""
+def refuse_scaling(
+    model: str, query: Any, manager: ModelManager, version: str | None = None
+) -> None:
+    """TorchServe's `PUT /models/{m}[/{v}]?min_worker=..`: no workers to scale here; say what
+    is. An unknown model or version is a 404 first, as TorchServe answers it."""
     asked = sorted(SCALING & set(query))
-    if asked:
-        raise InvalidInput(
-            f"{', '.join(asked)}: there are no workers to scale for {model!r}. Deployed, the "
-            "infer function scales per request (set reserved or provisioned concurrency on "
-            "InferFunction for a floor or a ceiling); with `lambdaserve serve`, use --workers. "
-            "PUT /models/{m} here takes model-config fields as JSON"
-        )
+    if not asked and version is None:
+        return
+    name = check_model_name(model)
+    if version is None:
+        manager.view(name)
+    else:
+        manager.version(name, manager.version_number(name, version))
+    raise InvalidInput(
+        f"{', '.join(asked) or 'scaling a version'}: there are no workers to scale for "
+        f"{model!r}. Deployed, the infer function scales per request (set reserved or "
+        "provisioned concurrency on InferFunction for a floor or a ceiling); with "
+        "`lambdaserve serve`, use --workers. PUT /models/{m} here takes model-config fields "
+        "as JSON"
+    )
