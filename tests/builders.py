@@ -319,3 +319,17 @@ def onnx_rows_of(rows: int, cols: int) -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return bytes(model.SerializeToString())
+
+
+def onnx_string_identity(output: str = "y_bytes") -> bytes:
+    """x STRING [-1] -> ``output`` = x: strings through a model, as TF Serving clients send
+    them (``{"b64": ...}``; outputs named *_bytes come back base64-encoded)."""
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["x"], [output])],
+        "strings",
+        [helper.make_tensor_value_info("x", TensorProto.STRING, ["batch"])],
+        [helper.make_tensor_value_info(output, TensorProto.STRING, ["batch"])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())

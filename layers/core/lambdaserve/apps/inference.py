@@ -14,7 +14,9 @@ from lambdaserve.apps.docs_page import install_docs
 from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.apps.metrics_route import install_metrics, queued_in
 from lambdaserve.apps.openapi import document_api, inference_paths
+from lambdaserve.apps.paddle_pipeline import install_paddle_pipeline
 from lambdaserve.apps.predictions import install_predictions
+from lambdaserve.apps.tfserving import install_tfserving
 from lambdaserve.apps.torchserve_management import install_api_description
 from lambdaserve.apps.triton_extras import install_triton_extras
 from lambdaserve.dynamic_batcher import DynamicBatcher
@@ -170,9 +172,8 @@ def create_inference_app(
     # parameters cost more than running a small model.
     for path in ("/v2/models/{model}/infer", "/v2/models/{model}/versions/{version}/infer"):
         app.add_route(path, infer, methods=["POST"])
-    install_predictions(
-        app, server, lambda r: read_limited_body(r, max_request_bytes()), call, number_of
-    )
+    for install in (install_predictions, install_tfserving, install_paddle_pipeline):
+        install(app, server, lambda r: read_limited_body(r, max_request_bytes()), call, number_of)
 
     document_api(app, inference_paths())
     return app

@@ -1,0 +1,125 @@
+"""Paddle Serving's pipeline HTTP API as a codec: ``{"key": [...], "value": [...]}`` in,
+``{"err_no": 0, "err_msg": "", "key": [...], "value": [...]}`` out.
+
+Values are strings, as Paddle's ``PipelineClient`` sends them: a numpy repr
+(``array([[1., 2.]], dtype=float32)``), a JSON or Python list literal, or comma-separated
+numbers; read with ``ast.literal_eval`` (never ``eval``). A key names a model input; a value
+with the input's elements but not its rank gets a batch dimension of one. Outputs are JSON
+text. Errors keep HTTP 200 with Paddle's error numbers, as its gateway answers.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import orjson
+
+from lambdaserve.errors import InvalidInput, LambdaServeError, ModelNotFound, ModelNotReady
+from lambdaserve.modelconfig import TensorSpec
+from lambdaserve.protocol.v2 import InferInput, InferRequest
+from lambdaserve.runtimes import Signature
+from lambdaserve.tensors import element_count, numpy_dtype
+
+# Paddle Serving's CustomExceptionCode values
+OK, NO_SERVICE, INPUT_PARAMS_ERROR, UNKNOWN = 0, 3002, 5000, 10000
+_NUMPY_REPR = re.compile(r"^\s*array\((?P<body>.*?)(?:,\s*dtype=[\w.]+)?\)\s*$", re.S)
+MAX_VALUE_CHARS = 8 * 1024**2
+
+
+def parse_request(document: Any, signature: Signature) -> InferRequest:
+    if not isinstance(document, dict):
+        raise InvalidInput('the body must be a JSON object with "key" and "value" lists')
+    keys, values = document.get("key"), document.get("value")
+    if not isinstance(keys, list) or not isinstance(values, list) or len(keys) != len(values):
+        raise InvalidInput('"key" and "value" must be lists of the same length')
+    specs = {spec.name: spec for spec in signature.inputs}
+    inputs = []
+    for key, value in zip(keys, values, strict=True):
+        spec = specs.get(key)
+        if spec is None:
+            raise InvalidInput(f"key {key!r} is not an input; the model takes {sorted(specs)}")
+        if not isinstance(value, str):
+            raise InvalidInput(f"value of {key!r} must be a string, as PipelineClient sends it")
+        array = _fit(spec, _array(spec, value))
+        inputs.append(InferInput(key, spec.datatype, tuple(array.shape), array))
+    missing = set(specs) - set(keys)
+    if missing:
+        raise InvalidInput(f"missing keys {sorted(missing)}; the model takes {sorted(specs)}")
+    return InferRequest(tuple(inputs))
+
+
+def encode_response(outputs: Mapping[str, np.ndarray[Any, Any]]) -> dict[str, Any]:
+    return {
+        "err_no": OK,
+        "err_msg": "",
+        "key": list(outputs),
+        "value": [_text(array) for array in outputs.values()],
+    }
+
+
+def error_response(error: LambdaServeError) -> dict[str, Any]:
+    if isinstance(error, (ModelNotFound, ModelNotReady)):
+        code = NO_SERVICE
+    elif isinstance(error, InvalidInput):
+        code = INPUT_PARAMS_ERROR
+    else:
+        code = UNKNOWN
+    return {"err_no": code, "err_msg": error.message, "key": [], "value": []}
+
+
+def _array(spec: TensorSpec, value: str) -> np.ndarray[Any, Any]:
+    if spec.datatype == "BYTES":
+        return np.array([value.encode()], dtype=object)
+    if len(value) > MAX_VALUE_CHARS:
+        raise InvalidInput(f"value of {spec.name!r} is over {MAX_VALUE_CHARS} characters")
+    repr_match = _NUMPY_REPR.match(value)
+    text = repr_match["body"] if repr_match else value
+    try:
+        parsed = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        parsed = _separated(spec.name, text)
+    if isinstance(parsed, tuple):
+        parsed = list(parsed)
+    try:
+        return np.asarray(parsed, dtype=numpy_dtype(spec.datatype, spec.name))
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InvalidInput(
+            f"value of {spec.name!r} is not a {spec.datatype} tensor: {exc}"
+        ) from None
+
+
+def _separated(name: str, text: str) -> list[float]:
+    try:
+        return [float(part) for part in re.split(r"[,\s]+", text.strip()) if part]
+    except ValueError:
+        raise InvalidInput(
+            f"value of {name!r} is neither a list literal, a numpy repr nor comma-separated numbers"
+        ) from None
+
+
+def _fit(spec: TensorSpec, array: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The input's rank: a value without the batch dimension gets one."""
+    if array.ndim == len(spec.shape):
+        return array
+    fixed = [d for d in spec.shape[1:] if d > 0]
+    if spec.shape[:1] == (-1,) and -1 not in spec.shape[1:] and array.size == element_count(fixed):
+        return array.reshape((1, *spec.shape[1:]))
+    if -1 not in spec.shape and array.size == element_count(spec.shape):
+        return array.reshape(spec.shape)
+    raise InvalidInput(
+        f"value of {spec.name!r} has shape {list(array.shape)}; the input is {list(spec.shape)}"
+    )
+
+
+def _text(array: np.ndarray[Any, Any]) -> str:
+    if array.dtype.kind in ("O", "S", "U"):
+        values = [
+            v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+            for v in array.reshape(-1)
+        ]
+        return orjson.dumps(np.array(values, dtype=object).reshape(array.shape).tolist()).decode()
+    return orjson.dumps(array.tolist()).decode()
