@@ -6,8 +6,8 @@ ARGS   ?=
 TORCH  ?= 0
 
 .PHONY: help dev test test-localstack validate lint install-dev install-test install-torch \
-	bench-publish bench-infer bench-batching bench-peers bench-pipelines bench-validate robustness \
-	clean
+	bench-publish bench-infer bench-cold bench-batching bench-peers bench-pipelines bench-validate \
+	robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -71,6 +71,9 @@ bench-publish: install-test ## publish -> READY latency, convergence under shuff
 
 bench-infer: install-test ## inference overhead vs raw InferenceSession.run
 	$(BIN)/python scripts/bench_infer.py $(ARGS)
+
+bench-cold: install-test ## cold start: init per function, first request vs download + session
+	$(BIN)/python scripts/bench_cold.py $(ARGS)
 
 bench-batching: install-test ## batching machinery cost, dynamic batcher vs none
 	$(BIN)/python scripts/bench_batching.py $(ARGS)
