@@ -277,6 +277,8 @@ def main() -> None:
             POWERTOOLS_LOG_LEVEL="WARNING",
             LAMBDASERVE_BUCKET="lambdaserve-models",
             LAMBDASERVE_WORK_DIR=str(work / "init"),
+            # as in Lambda: the infer function's init builds its clients and imports the runtime
+            AWS_LAMBDA_FUNCTION_NAME="lambdaserve-bench",
         )
         env = dict(os.environ)
         try:
