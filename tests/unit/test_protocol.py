@@ -113,7 +113,7 @@ def test_an_output_requested_twice_is_refused():
         b'{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}],'
         b' "outputs": [{"name": "y"}, {"name": "y"}]}'
     )
-    with pytest.raises(InvalidInput, match="'y' is requested more than once"):
+    with pytest.raises(InvalidInput, match="'y' already exists in request: it is requested more"):
         parse_infer_request(body, None)
 
 
