@@ -98,7 +98,7 @@ def run_example(python: str, examples_dir: Path, example: Example, log_dir: Path
         ok = code == 0 and ("PASS" in output or "model_control" not in example.name)
     if ok:
         return Outcome(example.name, "passed")
-    lines = [line for line in output.strip().splitlines() if line.strip()]
+    lines = [ln for ln in output.strip().splitlines() if ln.strip() and "warn" not in ln]
     reason = f"exit {code}: " + (lines[-1][:300] if lines else "no output")
     if example.expected:
         return Outcome(example.name, "expected", f"{example.expected} ({reason})")
@@ -152,6 +152,30 @@ EXPECTED = {
     _LIMIT + "test_default_limit_json": _SIX_MB,
     _LIMIT + "test_large_string_in_json": _SIX_MB,
     _LIMIT + "test_default_limit_compressed": _SIX_MB,
+    "http_test.HttpTest.test_negative_dimensions": (
+        "by design: hostile values are 400s, never 500s (Triton answers 500)"
+    ),
+    "http_test.HttpTest.test_load_oversized_file_parameter": (
+        "by design: Triton's file: overrides are refused with 400 (models are published by "
+        "upload); Triton answers 500, its TODO TRI-958 says 400"
+    ),
+    "http_test.HttpTest.test_json_recursion_depth_limit": (
+        "by design: BYTES JSON data may nest no deeper than the shape (contract, limits), so "
+        "the depth-50 case the test expects to pass is a 400"
+    ),
+    "http_test.HttpTest.test_repository_index_deeply_nested_json": (
+        "by design: the 64-level JSON nesting guard answers the 400 before 'ready' is read "
+        "(Triton's wording names the field)"
+    ),
+    "http_test.HttpTest.test_content_encoding_chunked_manually": (
+        "by design (HTTP layer): requests sends Content-Length beside Transfer-Encoding: "
+        "chunked, and uvicorn refuses that pair (a request-smuggling guard RFC 9112 allows)"
+    ),
+    "http_request_many_chunks.HTTPRequestManyChunksTest."
+    "test_chunked_infer_rejected_over_max_chunks": (
+        "by design: no chunk-count limit (the body's byte limit bounds it); the request is "
+        "answered on its merits (Triton's raw-request 400) instead of Triton's chunk error"
+    ),
     "python_http_aio_test.TestHttpAioClient.test_load_model": (
         "by design: explicit load/unload is always allowed (Triton's default "
         "model-control mode refuses it)"
