@@ -98,7 +98,7 @@ def run_example(python: str, examples_dir: Path, example: Example, log_dir: Path
         ok = code == 0 and ("PASS" in output or "model_control" not in example.name)
     if ok:
         return Outcome(example.name, "passed")
-    lines = [ln for ln in output.strip().splitlines() if ln.strip() and "warn" not in ln]
+    lines = [ln for ln in output.strip().splitlines() if ln.strip() and "warn" not in ln.lower()]
     reason = f"exit {code}: " + (lines[-1][:300] if lines else "no output")
     if example.expected:
         return Outcome(example.name, "expected", f"{example.expected} ({reason})")
