@@ -121,6 +121,11 @@ QA_MAIN_IDS = [
             "test_large_string_in_json",
             "test_default_limit_compressed",
             "test_no_leak_on_invalid_inference_header_length",
+            # listed as skipped (SKIPS): /generate, and the --http-max-input-size server
+            "test_json_dtype_size_expansion_exceeds_limit_error",
+            "test_large_input_raw_binary",
+            "test_large_input_json",
+            "test_large_input_compressed",
         )
     ),
     "http_request_many_chunks",
