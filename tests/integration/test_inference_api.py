@@ -218,3 +218,15 @@ def test_a_raw_binary_request_is_the_one_inputs_data(api, client):
         headers={"Inference-Header-Content-Length": "0"},
     )
     assert ragged.status_code == 400 and "not a whole number of FP32" in ragged.json()["error"]
+
+
+@pytest.mark.parametrize("algorithm", ["gzip", "deflate"])
+def test_tritonclient_compressed_requests_are_decompressed(client, algorithm):
+    # Given tritonclient compressing its request body (Content-Encoding: gzip / deflate)
+    x = np.random.default_rng(1).random((2, 4), dtype=np.float32)
+    tensor = triton.InferInput("INPUT__0", [2, 4], "FP32")
+    tensor.set_data_from_numpy(x, binary_data=False)
+    result = client.infer("mlp", [tensor], request_compression_algorithm=algorithm)
+    # Then the model sees the tensor as sent
+    expected = ort.InferenceSession(MLP).run(None, {"INPUT__0": x})[0]
+    assert np.allclose(result.as_numpy("OUTPUT__0"), expected, atol=1e-6)

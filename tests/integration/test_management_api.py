@@ -204,10 +204,25 @@ def test_load_with_a_config_parameter_applies_it(published):
     assert published.state("m", 1)[0] == "UNAVAILABLE"
     bad = published.api.post("/v2/repository/models/m/load", json={"parameters": {"config": "{"}})
     assert bad.status_code == 400
+    assert bad.json()["error"].startswith("failed to load 'm': ")  # what Triton's clients match
+
+
+def test_load_refuses_tritons_file_override_rather_than_ignoring_it(published):
+    # Given Triton's load with files in the request (file:<path> parameters, base64)
+    body = {"parameters": {"config": "{}", "file:1/model.onnx": "YQ=="}}
+    response = published.api.post("/v2/repository/models/m/load", json=body)
+    # Then it is refused saying how models are published, and nothing changed
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert "failed to load 'm'" in error and "'file:1/model.onnx'" in error
+    assert "uploading" in error
+    assert published.state("m", 3) == ("READY", "")
 
 
 def test_load_unknown_model_is_404_and_unknown_route_is_json(stack):
-    assert stack.api.post("/v2/repository/models/ghost/load").status_code == 404
+    unknown = stack.api.post("/v2/repository/models/ghost/load")
+    assert unknown.status_code == 404
+    assert unknown.json()["error"].startswith("failed to load 'ghost': ")  # Triton's words
     response = stack.api.get("/no/such/route")
     assert response.status_code == 404
     assert "error" in response.json()

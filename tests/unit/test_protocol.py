@@ -11,6 +11,7 @@ from tritonclient.http._utils import _get_inference_request
 from lambdaserve.errors import InvalidInput
 from lambdaserve.modelconfig import TensorSpec
 from lambdaserve.protocol import torchserve
+from lambdaserve.protocol.raw_binary import parse_raw_binary
 from lambdaserve.protocol.v2 import HEADER_LENGTH, encode_infer_response, parse_infer_request
 
 
@@ -112,7 +113,7 @@ def test_an_output_requested_twice_is_refused():
         b'{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}],'
         b' "outputs": [{"name": "y"}, {"name": "y"}]}'
     )
-    with pytest.raises(InvalidInput, match="'y' is requested more than once"):
+    with pytest.raises(InvalidInput, match="'y' already exists in request: it is requested more"):
         parse_infer_request(body, None)
 
 
@@ -128,3 +129,48 @@ def test_an_outputs_own_binary_data_overrides_binary_data_output():
     header = orjson.loads(encoded.body[: int(encoded.headers[HEADER_LENGTH])])
     a, b = header["outputs"]
     assert "data" in a and b["parameters"]["binary_data_size"] == 8
+
+
+def test_a_raw_binary_body_is_one_row_of_a_batching_model():
+    # Given a model whose config batches (max_batch_size > 0): Triton reads the body as batch 1
+    spec = (TensorSpec("INPUT0", "FP32", (-1, -1)),)
+    body = np.arange(8, dtype=np.float32).tobytes()
+    request = parse_raw_binary(body, spec, "identity", batched=True)
+    assert request.inputs[0].shape == (1, 8) and request.binary_output
+    # and without a batching config the one dynamic dimension is deduced, as before
+    rows = parse_raw_binary(body, (TensorSpec("x", "FP32", (-1, 4)),), "mlp")
+    assert rows.inputs[0].shape == (2, 4)
+
+
+@pytest.mark.parametrize(
+    ("specs", "body", "triton_says"),
+    [
+        (
+            (TensorSpec("INPUT0", "INT32", (-1, 16)), TensorSpec("INPUT1", "INT32", (-1, 16))),
+            b"\0" * 64,
+            "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs in "
+            "'m' model configuration",
+        ),
+        (
+            (TensorSpec("INPUT0", "BYTES", (-1, -1)),),
+            b"427",
+            "For BYTE datatype raw input 'INPUT0', the model must have input shape [1]",
+        ),
+        (
+            (TensorSpec("INPUT0", "FP16", (-1, -1, -1)),),
+            b"\0" * 8,
+            "The shape of the raw input 'INPUT0' can not be deduced because there are more "
+            "than one variable-sized dimension",
+        ),
+    ],
+)
+def test_raw_binary_refusals_carry_tritons_words(specs, body, triton_says):
+    with pytest.raises(InvalidInput) as refused:
+        parse_raw_binary(body, specs, "m", batched=True)
+    assert triton_says in refused.value.message
+
+
+def test_a_raw_bytes_element_fits_a_one_element_batching_model():
+    spec = (TensorSpec("INPUT0", "BYTES", (-1, 1)),)
+    request = parse_raw_binary(b"427", spec, "m", batched=True)
+    assert request.inputs[0].shape == (1, 1) and request.inputs[0].data.tolist() == [[b"427"]]

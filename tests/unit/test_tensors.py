@@ -63,6 +63,15 @@ def test_nested_and_flat_json_data_are_both_accepted():
         (lambda: tensors.from_binary("x", "FP32", (2,), memoryview(b"\0" * 7)), "needs 8 bytes"),
         (lambda: tensors.from_binary("x", "BYTES", (1,), memoryview(b"\x09\0\0\0ab")), "runs past"),
         (lambda: tensors.check_shape("x", [2, -1]), "non-negative integers"),
+        # Triton's words for shapes past 64 bits (its qa test_buffer_size_overflow)
+        (
+            lambda: tensors.from_json("x", "FP32", (2**4, 2**60 + 2), [1.0]),
+            "causes total element count to exceed maximum size of",
+        ),
+        (
+            lambda: tensors.from_json("x", "FP32", (2**2, 2**60 + 2), [1.0]),
+            "byte size overflow for input 'x'",
+        ),
     ],
 )
 def test_errors_name_the_tensor_and_say_what_is_wrong(call, message):

@@ -72,6 +72,9 @@ def v2_datatype(array: np.ndarray[Any, Any]) -> str:
         raise InvalidInput(f"no v2 datatype for numpy {array.dtype}") from None
 
 
+_UINT64_MAX = 2**64 - 1
+
+
 def element_count(shape: Sequence[int]) -> int:
     count = 1
     for dim in shape:
@@ -94,6 +97,7 @@ def check_shape(name: str, shape: Any) -> tuple[int, ...]:
 def from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np.ndarray[Any, Any]:
     """Decode a JSON ``data`` field (flat or nested, row-major) into an array of ``shape``."""
     dtype = numpy_dtype(datatype, name)
+    _check_size(name, datatype, shape, dtype)
     try:
         if datatype == "BYTES":
             flat = np.array([_as_bytes(v) for v in _flatten(data, len(shape))], dtype=object)
@@ -110,6 +114,21 @@ def from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np
             f"input {name!r}: shape {list(shape)} needs {expected} elements, data has {flat.size}"
         )
     return flat.reshape(shape)
+
+
+def _check_size(name: str, datatype: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:
+    """A shape whose element count or byte size does not fit 64 bits, in Triton's words."""
+    count = element_count(shape)
+    if count > _UINT64_MAX:
+        raise InvalidInput(
+            f"input {name!r}: shape {list(shape)} causes total element count to exceed maximum "
+            f"size of {_UINT64_MAX}"
+        )
+    if datatype != "BYTES" and count * dtype.itemsize > _UINT64_MAX:
+        raise InvalidInput(
+            f"input {name!r}: byte size overflow for input {name!r}: shape {list(shape)} of "
+            f"{datatype} is {count * dtype.itemsize} bytes"
+        )
 
 
 def to_json(array: np.ndarray[Any, Any]) -> list[Any]:

@@ -39,8 +39,10 @@ def parse_for(
     server: ModelServer, model: str, version: int | None, body: bytes, header_length: int | None
 ) -> InferRequest:
     if header_length == 0:  # Triton's raw binary request: the body is the one input's data
-        signature = server.resolver.resolve(model, version).signature
-        return parse_raw_binary(body, signature.inputs)
+        served = server.resolver.resolve(model, version)
+        return parse_raw_binary(
+            body, served.signature.inputs, model, batched=served.config.max_batch_size > 0
+        )
     return parse_infer_request(body, header_length)
 
 

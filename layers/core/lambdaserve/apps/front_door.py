@@ -19,6 +19,7 @@ from starlette.types import Receive, Scope, Send
 from lambdaserve.apps.inference import read_limited
 from lambdaserve.error_status import status_for
 from lambdaserve.errors import LambdaServeError
+from lambdaserve.protocol.content_encoding import decode_body
 from lambdaserve.protocol.v2 import HEADER_LENGTH, EncodedResponse
 from lambdaserve.repository import check_model_name, parse_version
 from lambdaserve.v2_calls import V2_INFER, header_length_value
@@ -71,6 +72,7 @@ class FrontDoor:
             version = parse_version(match.group(2)) if match.group(2) else None
             limit = self._max_request_bytes()
             body = await read_limited(_chunks(receive), headers.get("content-length"), limit)
+            body = decode_body(body, headers.get("content-encoding"), limit)
             header_length = header_length_value(headers.get(HEADER_LENGTH.lower()))
             encoded = await self._answer(model, version, body, header_length)
         except LambdaServeError as exc:

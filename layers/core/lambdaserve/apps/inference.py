@@ -22,6 +22,7 @@ from lambdaserve.apps.triton_extras import install_triton_extras
 from lambdaserve.dynamic_batcher import DynamicBatcher
 from lambdaserve.errors import InferenceError, InvalidInput
 from lambdaserve.modelconfig import TensorSpec, triton_data_type
+from lambdaserve.protocol.content_encoding import decode_body
 from lambdaserve.protocol.limits import header_int
 from lambdaserve.protocol.v2 import (
     HEADER_LENGTH,
@@ -245,8 +246,9 @@ def _install_request_status(app: FastAPI, submitter: Callable[[], AsyncSubmitter
 
 
 async def read_limited_body(request: Request, limit: int) -> bytes:
-    """The body, or 413 before reading more than ``limit`` bytes."""
-    return await read_limited(request.stream(), request.headers.get("content-length"), limit)
+    """The body (decompressed), or 413 before reading more than ``limit`` bytes."""
+    body = await read_limited(request.stream(), request.headers.get("content-length"), limit)
+    return decode_body(body, request.headers.get("content-encoding"), limit)
 
 
 async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:

@@ -18,7 +18,7 @@ from lambdaserve.apps.torchserve_management import (
     refuse_scaling,
 )
 from lambdaserve.catalog import VersionRecord
-from lambdaserve.errors import InvalidInput
+from lambdaserve.errors import InvalidInput, ModelNotFound
 from lambdaserve.management import DEFAULT_PAGE, MAX_PAGE, ModelManager, ModelView
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.repository import check_model_name, parse_version
@@ -120,7 +120,7 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
     @app.post("/v2/repository/models/{model}/load")
     async def load(model: str, request: Request) -> dict[str, Any]:
         body = await json_object(request, required=False)
-        manager().load(check_model_name(model), _config_parameter(body))
+        _load(manager(), check_model_name(model), body)
         return {}
 
     @app.post("/v2/repository/models/{model}/unload")
@@ -143,12 +143,29 @@ def _limit(text: str | None) -> int:
         raise InvalidInput(f"limit must be an integer (1-{MAX_PAGE}), got {text!r}") from None
 
 
+def _load(manager: ModelManager, name: str, body: dict[str, Any]) -> None:
+    """Triton's load; every refusal starts "failed to load '<m>'" as Triton's clients expect."""
+    try:
+        manager.load(name, _config_parameter(body))
+    except (InvalidInput, ModelNotFound) as exc:
+        if exc.message.startswith("failed to load"):
+            raise
+        raise type(exc)(f"failed to load '{name}': {exc.message}") from None
+
+
 def _config_parameter(body: dict[str, Any]) -> dict[str, Any] | None:
     """Triton's load takes ``{"parameters": {"config": "<model config JSON string>"}}``."""
     parameters = body.get("parameters") or {}
     if not isinstance(parameters, dict):
         raise InvalidInput(
             '"parameters" must be an object, e.g. {"parameters": {"config": "{...}"}}'
+        )
+    files = sorted(k for k in parameters if isinstance(k, str) and k.startswith("file:"))
+    if files:
+        shown = files[0] if len(files[0]) <= 60 else files[0][:60] + "..."
+        raise InvalidInput(
+            f"Triton's file override ({shown!r}) is not supported: models are published by "
+            "uploading their files to the model bucket (models/<model>/<version>/...)"
         )
     raw = parameters.get("config")
     if raw is None:

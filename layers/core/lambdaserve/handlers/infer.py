@@ -19,6 +19,7 @@ from lambdaserve.errors import InvalidInput, LambdaServeError
 from lambdaserve.inference_services import build_model_server
 from lambdaserve.invocation_metrics import InvocationMetrics
 from lambdaserve.preload import preload_models
+from lambdaserve.protocol.content_encoding import decode_body
 from lambdaserve.protocol.v2 import HEADER_LENGTH
 from lambdaserve.repository import check_model_name
 from lambdaserve.runtimes import runtime_named
@@ -111,7 +112,9 @@ def _direct_infer(event: APIGatewayProxyEventV2) -> dict[str, Any] | None:
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}
     try:
         body = _body_bytes(event)
-        check_body_size(len(body), get_settings().max_request_bytes)
+        limit = get_settings().max_request_bytes
+        check_body_size(len(body), limit)
+        body = decode_body(body, headers.get("content-encoding"), limit)
         model = check_model_name(unquote(match.group(1)))
         version = server().resolver.number(model, unquote(match.group(2) or "") or None)
         encoded = v2_infer(

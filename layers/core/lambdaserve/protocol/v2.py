@@ -88,7 +88,10 @@ def parse_infer_document(document: dict[str, Any], binary: memoryview) -> InferR
     names = [o.name for o in outputs]
     if len(set(names)) != len(names):
         repeated = next(n for n in names if names.count(n) > 1)
-        raise InvalidInput(f"output {repeated!r} is requested more than once; name it once")
+        raise InvalidInput(
+            f"output {repeated!r} already exists in request: it is requested more than once; "
+            "name it once"
+        )
     return InferRequest(
         inputs=tuple(inputs),
         outputs=outputs,
