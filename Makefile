@@ -6,7 +6,7 @@ ARGS   ?=
 TORCH  ?= 0
 
 .PHONY: help dev test test-localstack validate lint install-dev install-test install-torch \
-	bench-publish bench-infer bench-cold bench-batching bench-peers bench-pipelines bench-validate \
+	peer-suites bench-publish bench-infer bench-cold bench-batching bench-peers bench-pipelines bench-validate \
 	robustness clean
 
 help: ## this list
@@ -65,6 +65,11 @@ lint: install-test ## ruff, ruff format, mypy strict
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The peers' own suites (Triton's client examples and qa/L0_http, TorchServe's Postman
+# collections, KServe's v2 required API) against lambdaserve; checkouts under SUITES=DIR.
+peer-suites: install-test ## the peers' own test suites against lambdaserve (SUITES=dir of checkouts)
+	SUITES=$(SUITES) $(BIN)/python scripts/peer_suites.py $(ARGS)
 
 bench-publish: install-test ## publish -> READY latency, convergence under shuffled events
 	$(BIN)/python scripts/bench_publish.py $(ARGS)

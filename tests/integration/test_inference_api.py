@@ -54,8 +54,13 @@ def test_tritonclient_health_metadata_and_config(client):
     assert metadata["versions"] == ["1"] and metadata["platform"] == "onnxruntime_onnx"
     assert metadata["inputs"] == [{"name": "INPUT__0", "datatype": "FP32", "shape": [-1, 4]}]
     config = client.get_model_config("mlp")
-    assert config["input"] == [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [-1, 4]}]
-    assert client.get_server_metadata()["extensions"]
+    assert config["input"] == [
+        {"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [-1, 4], "format": "FORMAT_NONE"}
+    ]
+    # the protocol's server name, as Triton's clients check it; ours beside it
+    server = client.get_server_metadata()
+    assert server["name"] == "triton" and server["implementation"].startswith("lambdaserve")
+    assert server["extensions"]
 
 
 @pytest.mark.parametrize("binary", [False, True])

@@ -29,6 +29,12 @@ def test_tritons_densenet_example_config_parses():
     assert config.inputs == (TensorSpec("data_0", "FP32", (3, 224, 224)),)
     assert config.outputs == (TensorSpec("fc6_1", "FP32", (1000,)),)
     assert config.version_policy == VersionPolicy("latest", 1)
+    # and what Triton applies from it: the reshapes and the input's image format
+    assert [(r.name, r.client_shape, r.model_shape) for r in config.reshapes] == [
+        ("data_0", (3, 224, 224), (1, 3, 224, 224)),
+        ("fc6_1", (1000,), (1, 1000, 1, 1)),
+    ]
+    assert config.input_formats == (("data_0", "FORMAT_NCHW"),)
 
 
 def test_batched_config_with_policy_batching_and_gpu_instances():

@@ -171,7 +171,14 @@ def test_management_routes_are_iam_authorised(cfn):
 def test_inference_routes_take_their_authorisation_from_the_parameter(cfn):
     routes = resources_of(cfn, "AWS::ApiGatewayV2::Route")
     keys = {r["Properties"]["RouteKey"] for r in routes.values()}
-    assert keys == {"ANY /v2/{proxy+}", "GET /v2", "POST /predictions/{proxy+}", "GET /ping"}
+    assert keys == {
+        "ANY /v2/{proxy+}",
+        "GET /v2",
+        "ANY /predictions/{proxy+}",  # TorchServe's POST and curl -T's PUT
+        "GET /ping",
+        "ANY /v1/{proxy+}",  # TF Serving's REST API
+        "POST /{name}/prediction",  # Paddle Serving's pipeline HTTP API
+    }
     for route in routes.values():
         assert route["Properties"]["AuthorizationType"] == {"Ref": "InferenceAuth"}
     integration = cfn["Resources"]["InferIntegration"]["Properties"]

@@ -41,6 +41,13 @@ def check_supported(document: dict[str, Any]) -> None:
 def warnings_for(document: dict[str, Any]) -> list[str]:
     """What the config asks for that lambdaserve accepts and does not apply."""
     warnings = [text for key, text in _IGNORED.items() if document.get(key)]
+    batching = document.get("dynamic_batching") or {}
+    for key in ("default_queue_policy", "priority_queue_policy", "priority_levels"):
+        if batching.get(key):
+            warnings.append(
+                f"dynamic_batching {key} is not applied: queues are unbounded and requests time "
+                "out by their own deadline (Prefer: respond-async for long waits)"
+            )
     for group in document.get("instance_group") or []:
         count = int(group.get("count", 1) or 1)
         if count > 1:

@@ -120,6 +120,8 @@ class ModelConfig:
     parameters: tuple[tuple[str, str], ...] = ()
     reshapes: tuple[Reshape, ...] = ()
     warmup: tuple[WarmupSample, ...] = ()
+    # Triton's input ``format`` (FORMAT_NCHW, ...) where the config declares one.
+    input_formats: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_ensemble(self) -> bool:
@@ -210,6 +212,9 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         parameters=tuple(sorted((k, v.string_value) for k, v in message.parameters.items())),
         reshapes=reshapes_of(message, batched),
         warmup=samples_of(message, _TRITON_TO_V2),
+        input_formats=tuple(
+            (t.name, pb.ModelInput.Format.Name(t.format)) for t in message.input if t.format
+        ),
     )
 
 

@@ -82,7 +82,13 @@ def create_inference_app(
 
     @app.get("/v2")
     async def metadata() -> dict[str, Any]:
-        return {"name": "lambdaserve", "version": __version__, "extensions": EXTENSIONS}
+        # "triton": the protocol's server name, which Triton's clients check; ours beside it
+        return {
+            "name": "triton",
+            "version": __version__,
+            "extensions": EXTENSIONS,
+            "implementation": f"lambdaserve {__version__}",
+        }
 
     @app.get("/ping")
     async def ping() -> dict[str, str]:
@@ -273,6 +279,9 @@ def autocompleted_config(served: ServedVersion) -> dict[str, Any]:
     for key, specs in (("input", served.signature.inputs), ("output", served.signature.outputs)):
         if not document[key]:
             document[key] = [_triton_tensor(spec, batched) for spec in specs]
+    formats = dict(served.config.input_formats)
+    for tensor in document["input"]:  # Triton always writes it; image clients read it
+        tensor["format"] = formats.get(tensor["name"], "FORMAT_NONE")
     return document
 
 

@@ -76,7 +76,18 @@ def fastapi_app() -> FastAPI:
     the direct v2 path imports no FastAPI, pydantic or OpenAPI models."""
     from lambdaserve.apps.inference import create_inference_app
 
-    return create_inference_app(server, lambda: get_settings().max_request_bytes, submitter)
+    return create_inference_app(
+        _current_server, lambda: get_settings().max_request_bytes, _current_submitter
+    )
+
+
+def _current_server() -> ModelServer:
+    """``server`` looked up when called, not captured when the app is built (tests swap it)."""
+    return server()
+
+
+def _current_submitter() -> AsyncSubmitter:
+    return submitter()
 
 
 @cache
