@@ -52,6 +52,8 @@ class ServedVersion:
     def platform(self) -> str:
         if self.config.platform:
             return self.config.platform
+        if self.record.runtime == "openvino":
+            return "openvino"  # a backend without a platform: Triton reports the backend
         return "pytorch_libtorch" if self.record.runtime == "torchscript" else "onnxruntime_onnx"
 
 

@@ -102,7 +102,7 @@ class VersionValidator:
             files = tuple(
                 self._fetch(root, path, info, transfer) for path, info in sorted(by_path.items())
             )
-            runtime = runtime_for(model_file)
+            runtime = runtime_for(model_file, config)
             if report and transfer:
                 report(transfer.finished())
                 report(f"validating {human_bytes(total)} with {runtime.name}")
@@ -183,9 +183,9 @@ def _model_file(by_path: dict[str, ObjectInfo]) -> str:
     present = [name for name in MODEL_FILES if name in by_path]
     if not present:
         raise ModelRejected(
-            "no model file: upload model.onnx (ONNX), model.pt (TorchScript), model.py "
-            "(a Triton Python model) or handler.py (a TorchServe handler) into the version "
-            "directory"
+            "no model file: upload model.onnx (ONNX), model.pt (TorchScript), model.xml with "
+            "model.bin (OpenVINO IR), model.py (a Triton Python model) or handler.py (a "
+            "TorchServe handler) into the version directory"
         )
     code = [name for name in present if name in CODE_FILES]
     candidates = code or present
