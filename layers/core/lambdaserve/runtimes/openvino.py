@@ -147,6 +147,7 @@ class OpenVinoModel:
     def __init__(self, ov: Any, compiled: Any) -> None:
         self._ov = ov
         self._compiled = compiled
+        self._inputs = {name: i for i, p in enumerate(compiled.inputs) for name in p.names}
         self._outputs = {name: i for i, p in enumerate(compiled.outputs) for name in p.names}
         self._bf16 = frozenset(
             name
@@ -158,25 +159,46 @@ class OpenVinoModel:
         self._lock = threading.Lock()
 
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
-        feed = {
-            name: self._bf16_tensor(value) if name in self._bf16 else value
-            for name, value in inputs.items()
-        }
+        # Tensors set by index over the caller's arrays, then infer(): measured 4 us a call
+        # cheaper than infer(dict), and a request per run 6 us dearer than a reused one.
+        tensors = [
+            (self._index(self._inputs, "input", n), self._tensor(n, v)) for n, v in inputs.items()
+        ]
+        if len(tensors) != len(self._compiled.inputs):
+            raise InferenceError(
+                f"the model takes {len(self._compiled.inputs)} inputs, {len(tensors)} given"
+            )
         with self._lock:
             request = self._idle.pop() if self._idle else self._compiled.create_infer_request()
         try:
-            request.infer(feed, share_inputs=True, share_outputs=False)
-            return {name: self._output(request, name) for name in outputs}
-        except (RuntimeError, TypeError, ValueError, KeyError) as exc:
+            for index, tensor in tensors:
+                request.set_input_tensor(index, tensor)
+            request.infer()
+            return {
+                n: self._output(request, self._index(self._outputs, "output", n)) for n in outputs
+            }
+        except (RuntimeError, TypeError, ValueError) as exc:
             raise InferenceError(f"OpenVINO failed: {_reason(exc)}") from exc
         finally:
             with self._lock:
                 self._idle.append(request)
 
-    def _output(self, request: Any, name: str) -> np.ndarray[Any, Any]:
-        index = self._outputs.get(name)
+    @staticmethod
+    def _index(ports: dict[str, int], role: str, name: str) -> int:
+        index = ports.get(name)
         if index is None:
-            raise KeyError(f"the model has no output {name!r}")
+            raise InferenceError(f"the model has no {role} {name!r}; it has {sorted(ports)}")
+        return index
+
+    def _tensor(self, name: str, array: np.ndarray[Any, Any]) -> Any:
+        if name in self._bf16:  # BF16 travels as its bits (ml_dtypes.bfloat16 on our side)
+            tensor = self._ov.Tensor(self._ov.Type.bf16, list(array.shape))
+            tensor.data.view(np.uint16)[...] = np.ascontiguousarray(array).view(np.uint16)
+            return tensor
+        return self._ov.Tensor(np.ascontiguousarray(array), shared_memory=True)
+
+    @staticmethod
+    def _output(request: Any, index: int) -> np.ndarray[Any, Any]:
         tensor = request.get_output_tensor(index)
         if tensor.get_element_type().get_type_name() == "bf16":
             from lambdaserve.tensors import bfloat16
@@ -184,12 +206,6 @@ class OpenVinoModel:
             raw = np.array(tensor.data, copy=True).view(np.uint16)
             return raw.view(bfloat16()).reshape(tuple(tensor.shape))
         return np.array(tensor.data, copy=True)
-
-    def _bf16_tensor(self, array: np.ndarray[Any, Any]) -> Any:
-        """BF16 travels as its bits (ml_dtypes.bfloat16 on our side, bf16 in OpenVINO)."""
-        tensor = self._ov.Tensor(self._ov.Type.bf16, list(array.shape))
-        tensor.data.view(np.uint16)[...] = np.ascontiguousarray(array).view(np.uint16)
-        return tensor
 
 
 def _spec(port: Any, role: str, index: int) -> TensorSpec:
