@@ -15,7 +15,8 @@ from lambdaserve import policy
 from lambdaserve.errors import ModelRejected, RuntimeMissing
 from lambdaserve.modelconfig import ModelConfig, TensorSpec, build, parse_document
 from lambdaserve.runtimes import LoadOptions, runtime_named
-from lambdaserve.runtimes.openvino import MISSING, READERS
+from lambdaserve.runtimes.openvino import MISSING
+from lambdaserve.runtimes.openvino_readers import READERS
 from lambdaserve.services import build_model_server
 from lambdaserve.serving import ServedVersion
 from tests import builders
@@ -169,10 +170,13 @@ def test_an_ir_beside_model_onnx_is_ambiguous(aws, tmp_path: Path):
         validate(aws, "both", 1, {**files, "model.onnx": builders.onnx_mlp(4, 3)})
 
 
-def test_every_file_openvino_reads_is_one_a_config_can_select():
+def test_every_file_openvino_reads_is_one_a_config_can_select_or_openvino_serves():
     from lambdaserve.config_checks import BACKEND_FILES
+    from lambdaserve.runtimes import MODEL_FILES
 
     assert set(BACKEND_FILES["openvino"]) == set(READERS)
+    served = {name for name, runtime in MODEL_FILES.items() if runtime == "openvino"}
+    assert served == set(READERS) - {"model.onnx"}
 
 
 def test_without_openvino_the_version_is_unavailable_naming_the_fix_then_validates(

@@ -265,8 +265,8 @@ async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit
 def autocompleted_config(served: ServedVersion) -> dict[str, Any]:
     """Triton's config JSON, with inputs/outputs filled from the model as Triton does."""
     document = served.config.to_triton_json()
-    if served.record.runtime == "openvino":
-        document["backend"] = "openvino"  # Triton's OpenVINO backend has no platform name
+    if served.record.runtime == "openvino" and served.platform in ("openvino", "paddle"):
+        document["backend"] = served.platform  # Triton's backends without a platform name
     else:
         document["platform"] = served.platform
     batched = served.config.max_batch_size > 0

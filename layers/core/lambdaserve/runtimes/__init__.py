@@ -18,12 +18,19 @@ MODEL_FILES = {
     "model.onnx": "onnxruntime",
     "model.pt": "torchscript",
     "model.xml": "openvino",
+    "model.savedmodel/saved_model.pb": "openvino",
+    "model.pdmodel": "openvino",
     "model.py": "python",
     "handler.py": "torchserve_handler",
 }
 # A config's backend choosing another runtime for a file: Triton's OpenVINO backend reads
 # model.onnx too (backend: "openvino"), and so does lambdaserve's.
 BACKEND_RUNTIMES = {("openvino", "model.onnx"): "openvino"}
+# What Triton calls the formats OpenVINO serves here (model metadata's platform).
+OPENVINO_PLATFORMS = {
+    "model.savedmodel/saved_model.pb": "tensorflow_savedmodel",
+    "model.pdmodel": "paddle",
+}
 # Model files whose code runs where they serve (opt-in: LAMBDASERVE_PYTHON_MODELS).
 CODE_FILES = frozenset({"model.py", "handler.py"})
 

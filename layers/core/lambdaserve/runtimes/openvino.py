@@ -1,5 +1,7 @@
-"""OpenVINO backend: OpenVINO IR (``model.xml`` + ``model.bin``), and ``model.onnx`` when the
-config says ``backend: "openvino"`` (as Triton's OpenVINO backend reads it).
+"""OpenVINO backend: OpenVINO IR (``model.xml`` + ``model.bin``), TF SavedModels
+(``model.savedmodel/``), Paddle inference models (``model.pdmodel`` + ``model.pdiparams``), and
+``model.onnx`` when the config says ``backend: "openvino"`` (as Triton's OpenVINO backend reads
+it); how each is read lives in openvino_readers.
 
 ``openvino`` is an optional extra, imported only here and only when a version needs it:
 without it a version is UNAVAILABLE naming the fix (``RuntimeMissing``). Models compile for
@@ -10,7 +12,7 @@ processor has it, and answer differently from onnxruntime).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ import numpy as np
 from lambdaserve.errors import InferenceError, ModelRejected, RuntimeMissing
 from lambdaserve.modelconfig import ModelConfig, TensorSpec
 from lambdaserve.runtimes import Arrays, LoadOptions, Signature
+from lambdaserve.runtimes.openvino_readers import reader_for, reason
 
 MISSING = (
     "OpenVINO is not installed where this version was validated; install "
@@ -45,38 +48,6 @@ _OV_TO_V2 = {
 # Exactly what the model computes: no bf16 or f16 execution the model did not ask for.
 _COMPILE = {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"}
 
-Reader = Callable[[Any, Path], Any]
-
-
-def _read_ir(core: Any, path: Path) -> Any:
-    weights = path.with_name("model.bin")
-    try:
-        if weights.is_file():
-            return core.read_model(str(path), str(weights))
-        return core.read_model(str(path))
-    except Exception as exc:  # OpenVINO raises RuntimeError with pages of context
-        fix = (
-            "write the IR with openvino.save_model (or ovc) and upload model.xml with model.bin"
-            if weights.is_file()
-            else "upload model.bin (its weights) beside model.xml"
-        )
-        raise ModelRejected(f"OpenVINO cannot read model.xml: {_reason(exc)}; {fix}") from exc
-
-
-def _read_onnx(core: Any, path: Path) -> Any:
-    from lambdaserve.runtimes.onnx import check_external_data
-
-    check_external_data(path)
-    try:
-        return core.read_model(str(path))
-    except Exception as exc:
-        raise ModelRejected(f"OpenVINO cannot read model.onnx: {_reason(exc)}") from exc
-
-
-# The model files this backend reads, each with its reader; a new format (a TF SavedModel,
-# a Paddle model) is one more entry, plus its file name in runtimes.MODEL_FILES.
-READERS: dict[str, Reader] = {"model.xml": _read_ir, "model.onnx": _read_onnx}
-
 
 def _openvino() -> Any:
     try:
@@ -92,11 +63,7 @@ class OpenVinoRuntime:
     name = "openvino"
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
-        reader = READERS.get(model_path.name)
-        if reader is None:
-            raise ModelRejected(
-                f"OpenVINO does not read {model_path.name}; upload one of {', '.join(READERS)}"
-            )
+        reader = reader_for(model_path)
         ov = _openvino()
         core = ov.Core()
         model = reader(core, model_path)
@@ -104,17 +71,11 @@ class OpenVinoRuntime:
             inputs=tuple(_spec(p, "input", i) for i, p in enumerate(model.inputs)),
             outputs=tuple(_spec(p, "output", i) for i, p in enumerate(model.outputs)),
         )
-        if any(t.datatype == "BYTES" for t in (*signature.inputs, *signature.outputs)):
-            raise ModelRejected(
-                "OpenVINO models take and return numeric tensors here; BYTES is not supported "
-                'by lambdaserve\'s OpenVINO backend: drop backend: "openvino" to serve it '
-                "with onnxruntime"
-            )
         try:  # what the CPU plugin cannot compile fails here, not on the first request
             core.compile_model(model, "CPU", {**_COMPILE, "INFERENCE_NUM_THREADS": 1})
         except Exception as exc:
             raise ModelRejected(
-                f"OpenVINO cannot compile {model_path.name} for CPU: {_reason(exc)}"
+                f"OpenVINO cannot compile {model_path.name} for CPU: {reason(exc)}"
             ) from exc
         return signature
 
@@ -130,10 +91,10 @@ class OpenVinoRuntime:
         if options.intra_op_threads:
             properties["INFERENCE_NUM_THREADS"] = options.intra_op_threads
         try:
-            model = READERS[model_path.name](core, model_path)
+            model = reader_for(model_path)(core, model_path)
             compiled = core.compile_model(model, "CPU", properties)
         except (ModelRejected, RuntimeError) as exc:
-            message = exc.message if isinstance(exc, ModelRejected) else _reason(exc)
+            message = exc.message if isinstance(exc, ModelRejected) else reason(exc)
             raise InferenceError(f"OpenVINO cannot load the model: {message}") from exc
         return OpenVinoModel(ov, compiled)
 
@@ -149,12 +110,9 @@ class OpenVinoModel:
         self._compiled = compiled
         self._inputs = {name: i for i, p in enumerate(compiled.inputs) for name in p.names}
         self._outputs = {name: i for i, p in enumerate(compiled.outputs) for name in p.names}
-        self._bf16 = frozenset(
-            name
-            for p in compiled.inputs
-            if p.get_element_type().get_type_name() == "bf16"
-            for name in p.names
-        )
+        self._types = {
+            name: p.get_element_type().get_type_name() for p in compiled.inputs for name in p.names
+        }
         self._idle: list[Any] = []
         self._lock = threading.Lock()
 
@@ -178,7 +136,7 @@ class OpenVinoModel:
                 n: self._output(request, self._index(self._outputs, "output", n)) for n in outputs
             }
         except (RuntimeError, TypeError, ValueError) as exc:
-            raise InferenceError(f"OpenVINO failed: {_reason(exc)}") from exc
+            raise InferenceError(f"OpenVINO failed: {reason(exc)}") from exc
         finally:
             with self._lock:
                 self._idle.append(request)
@@ -191,16 +149,24 @@ class OpenVinoModel:
         return index
 
     def _tensor(self, name: str, array: np.ndarray[Any, Any]) -> Any:
-        if name in self._bf16:  # BF16 travels as its bits (ml_dtypes.bfloat16 on our side)
+        kind = self._types.get(name)
+        if kind == "bf16":  # BF16 travels as its bits (ml_dtypes.bfloat16 on our side)
             tensor = self._ov.Tensor(self._ov.Type.bf16, list(array.shape))
             tensor.data.view(np.uint16)[...] = np.ascontiguousarray(array).view(np.uint16)
             return tensor
+        if kind == "string":  # BYTES: object arrays of bytes, through numpy's S arrays
+            values = [v.encode() if isinstance(v, str) else v for v in array.ravel().tolist()]
+            return self._ov.Tensor(np.array(values, dtype=np.bytes_).reshape(array.shape))
         return self._ov.Tensor(np.ascontiguousarray(array), shared_memory=True)
 
     @staticmethod
     def _output(request: Any, index: int) -> np.ndarray[Any, Any]:
         tensor = request.get_output_tensor(index)
-        if tensor.get_element_type().get_type_name() == "bf16":
+        kind = tensor.get_element_type().get_type_name()
+        if kind == "string":
+            strings = np.asarray(tensor.bytes_data, dtype=np.bytes_).reshape(tuple(tensor.shape))
+            return strings.astype(object)
+        if kind == "bf16":
             from lambdaserve.tensors import bfloat16
 
             raw = np.array(tensor.data, copy=True).view(np.uint16)
@@ -221,15 +187,3 @@ def _spec(port: Any, role: str, index: int) -> TensorSpec:
         tuple(d.get_length() if d.is_static else -1 for d in shape) if shape.rank.is_static else ()
     )
     return TensorSpec(port.get_any_name(), _OV_TO_V2.get(element, element.upper()), dims)
-
-
-def _reason(exc: BaseException) -> str:
-    """OpenVINO's messages start with source locations (``Exception from src/...``): the
-    line that says what is wrong is the last non-empty one before its traceback."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    useful = [
-        line
-        for line in lines
-        if not line.startswith(("Exception from", "Check '", "[ GENERAL_ERROR ]"))
-    ]
-    return (useful or lines or [type(exc).__name__])[-1][:300].rstrip(".!")
