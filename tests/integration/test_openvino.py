@@ -108,3 +108,23 @@ def test_without_openvino_the_version_says_what_to_install_and_load_retries(
     stack.wait_state("ov", 1, "READY", timeout_s=60)
     [entry] = stack.api.get("/models/ov").json()
     assert entry["runtime"] == "openvino"
+
+
+def test_a_savedmodel_with_strings_serves_what_tensorflow_computed(stack, client):
+    from tests.unit.test_openvino_formats import EXPECTED, tensor, version_files
+
+    # Given a TF SavedModel (string rows in, reversed rows and their indices out)
+    for path, body in version_files("savedmodel_bytes").items():
+        stack.put(f"models/tf/1/{path}", body)
+    stack.wait_state("tf", 1, "READY", timeout_s=60)
+    assert client.get_model_metadata("tf")["platform"] == "tensorflow_savedmodel"
+    # When tritonclient sends BYTES in binary
+    text = tensor(EXPECTED["savedmodel_bytes"]["inputs"]["text"])
+    sent = triton.InferInput("text", list(text.shape), "BYTES")
+    sent.set_data_from_numpy(text, binary_data=True)
+    outputs = [triton.InferRequestedOutput(n, binary_data=True) for n in ("reversed", "index")]
+    result = client.infer("tf", [sent], outputs=outputs)
+    # Then the answers are TensorFlow's
+    expected = EXPECTED["savedmodel_bytes"]["outputs"]
+    assert result.as_numpy("reversed").tolist() == tensor(expected["reversed"]).tolist()
+    np.testing.assert_array_equal(result.as_numpy("index"), tensor(expected["index"]))

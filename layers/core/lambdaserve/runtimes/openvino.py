@@ -157,7 +157,9 @@ class OpenVinoModel:
         if kind == "string":  # BYTES: object arrays of bytes, through numpy's S arrays
             values = [v.encode() if isinstance(v, str) else v for v in array.ravel().tolist()]
             return self._ov.Tensor(np.array(values, dtype=np.bytes_).reshape(array.shape))
-        return self._ov.Tensor(np.ascontiguousarray(array), shared_memory=True)
+        contiguous = np.ascontiguousarray(array)
+        # OpenVINO shares only writeable memory; binary bodies arrive as read-only views
+        return self._ov.Tensor(contiguous, shared_memory=contiguous.flags.writeable)
 
     @staticmethod
     def _output(request: Any, index: int) -> np.ndarray[Any, Any]:
