@@ -6,8 +6,8 @@ ARGS   ?=
 TORCH  ?= 0
 
 .PHONY: help dev test test-localstack validate lint install-dev install-test install-torch \
-	peer-suites bench-publish bench-infer bench-cold bench-batching bench-peers bench-pipelines bench-validate \
-	robustness clean
+	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
+	bench-pipelines bench-validate robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,9 +24,9 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[local,images]'
 	touch $@
 
-# Everything the tests need, TorchScript included (torch==2.13.0, the CPU wheel).
+# Everything the tests need, TorchScript and OpenVINO included (torch==2.13.0, the CPU wheel).
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	@echo "make: installing lambdaserve with the test tools (pytest, schemathesis, ruff, mypy, cfn-lint, awscli) and torch==2.13.0 (CPU) into $(VENV) ..."
+	@echo "make: installing lambdaserve with the test tools (pytest, schemathesis, ruff, mypy, cfn-lint, awscli), OpenVINO and torch==2.13.0 (CPU) into $(VENV) ..."
 	$(BIN)/pip install -q -e '.[dev,torch]'
 	touch $@ $(VENV)/.dev-installed $(VENV)/.torch-installed
 
@@ -82,6 +82,9 @@ bench-cold: install-test ## cold start: init per function, first request vs down
 
 bench-batching: install-test ## batching machinery cost, dynamic batcher vs none
 	$(BIN)/python scripts/bench_batching.py $(ARGS)
+
+bench-runtimes: install-test ## ONNX Runtime vs OpenVINO: per-row latency at batch 1 and 32, load
+	$(BIN)/python scripts/bench_runtimes.py $(ARGS)
 
 # TorchServe 0.12.0 and Triton (nvidia-pytriton 0.7.0) side by side with lambdaserve; each peer
 # gets its own venv under bench/peers/. wrk comes from Debian when it can be installed.

@@ -333,3 +333,20 @@ def onnx_string_identity(output: str = "y_bytes") -> bytes:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     return bytes(model.SerializeToString())
+
+
+OPENVINO_CONFIG = b'backend: "openvino"\n'
+
+
+def openvino_ir(onnx_model: bytes, directory: Path) -> dict[str, bytes]:
+    """The OpenVINO IR of an ONNX model (openvino.convert_model + save_model, weights kept
+    FP32): {"model.xml": ..., "model.bin": ...}, as a version directory holds them."""
+    import openvino
+
+    directory.mkdir(parents=True, exist_ok=True)
+    source = directory / "source.onnx"
+    source.write_bytes(onnx_model)
+    openvino.save_model(
+        openvino.convert_model(str(source)), str(directory / "model.xml"), compress_to_fp16=False
+    )
+    return {name: (directory / name).read_bytes() for name in ("model.xml", "model.bin")}

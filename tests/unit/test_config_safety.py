@@ -91,9 +91,14 @@ def test_api_overrides_that_would_stop_serving_versions_are_refused(serving):
     [
         (b'platform: "tensorrt_plan"', {"model.onnx": None}, "'tensorrt_plan' is not supported"),
         (
+            b'platform: "tensorflow_graphdef"',
+            {"model.graphdef": b"x"},
+            "'tensorflow_graphdef' is not supported",
+        ),
+        (
             b'platform: "tensorflow_savedmodel"',
             {"saved_model.pb": b"x"},
-            "'tensorflow_savedmodel' is not supported",
+            "move the SavedModel into model.savedmodel/",
         ),
         (b'backend: "pytorch"', {"model.onnx": None}, "backend 'pytorch' needs model.pt"),
         (

@@ -14,18 +14,29 @@ from lambdaserve.modelconfig import ModelConfig, TensorSpec
 from lambdaserve.reshape import model_side
 from lambdaserve.runtimes import MODEL_FILES, Signature
 
-PLATFORM_FILES = {"onnxruntime_onnx": "model.onnx", "pytorch_libtorch": "model.pt"}
-BACKEND_FILES = {"onnxruntime": "model.onnx", "pytorch": "model.pt", "python": "model.py"}
+_SAVEDMODEL = "model.savedmodel/saved_model.pb"
+PLATFORM_FILES = {
+    "onnxruntime_onnx": ("model.onnx",),
+    "pytorch_libtorch": ("model.pt",),
+    "tensorflow_savedmodel": (_SAVEDMODEL,),
+}
+BACKEND_FILES = {
+    "onnxruntime": ("model.onnx",),
+    "pytorch": ("model.pt",),
+    "python": ("model.py",),
+    "openvino": ("model.xml", "model.onnx", _SAVEDMODEL, "model.pdmodel"),
+    "tensorflow": (_SAVEDMODEL,),
+    "paddle": ("model.pdmodel",),
+}
 SUPPORTED = (
-    "platform onnxruntime_onnx (model.onnx) or pytorch_libtorch (model.pt), or backend "
-    "python (model.py)"
+    "platform onnxruntime_onnx (model.onnx), pytorch_libtorch (model.pt) or "
+    "tensorflow_savedmodel (model.savedmodel/), or backend openvino (model.xml, model.onnx, "
+    "model.savedmodel/, model.pdmodel), paddle (model.pdmodel) or python (model.py)"
 )
 # Triton's model files for what it serves and lambdaserve does not (yet).
 OTHER_FILES = {
     "tensorrt_plan": "model.plan",
     "tensorflow_graphdef": "model.graphdef",
-    "tensorflow_savedmodel": "model.savedmodel",
-    "openvino": "model.xml",
 }
 
 
@@ -43,10 +54,10 @@ def check_platform(config: ModelConfig, files: Iterable[str]) -> None:
             raise ModelRejected(
                 f"{field} {declared!r} is not supported; lambdaserve serves {SUPPORTED}"
             )
-        if present and wanted not in present:
+        if present and not set(wanted) & set(present):
             raise ModelRejected(
-                f"{field} {declared!r} needs {wanted}, but the version has {present[0]}; "
-                f"upload {wanted}, or change the {field} in the model's config"
+                f"{field} {declared!r} needs {' or '.join(wanted)}, but the version has "
+                f"{present[0]}; upload {wanted[0]}, or change the {field} in the model's config"
             )
 
 

@@ -31,6 +31,7 @@ from lambdaserve.model_configs import ConfigReader, effective_config
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.pipelines.ensemble_registry import EnsembleRegistry
 from lambdaserve.repository import ConfigKey, ModelRepository, ObjectInfo, parse_key
+from lambdaserve.runtimes import selects_runtime
 from lambdaserve.validation import VersionValidator
 
 logger = logging.getLogger(__name__)
@@ -312,11 +313,14 @@ class EventBatch:
 
 
 def _fingerprint(objects: list[ObjectInfo], config: ModelConfig) -> str:
-    """Identity of what validation depends on: the objects and the declared tensors."""
-    material = {
+    """Identity of what validation depends on: the objects, the declared tensors and a
+    backend that chooses the runtime (absent otherwise: earlier fingerprints stay equal)."""
+    material: dict[str, object] = {
         "objects": sorted((o.key, o.etag, o.size) for o in objects),
         "inputs": [t.to_json() for t in config.inputs],
         "outputs": [t.to_json() for t in config.outputs],
         "max_batch_size": config.max_batch_size,
     }
+    if selects_runtime(config):
+        material["backend"] = config.backend
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()

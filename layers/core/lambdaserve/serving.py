@@ -29,7 +29,7 @@ from lambdaserve.model_loading import load_version, version_files
 from lambdaserve.modelconfig import ModelConfig
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.repository import parse_version_ref
-from lambdaserve.runtimes import LoadedModel, LoadOptions, Signature
+from lambdaserve.runtimes import OPENVINO_PLATFORMS, LoadedModel, LoadOptions, Signature
 from lambdaserve.stats import Execution, StatsRegistry
 
 logger = logging.getLogger(__name__)
@@ -52,6 +52,8 @@ class ServedVersion:
     def platform(self) -> str:
         if self.config.platform:
             return self.config.platform
+        if self.record.runtime == "openvino":  # a backend without a platform: its name
+            return OPENVINO_PLATFORMS.get(self.record.model_file, "openvino")
         return "pytorch_libtorch" if self.record.runtime == "torchscript" else "onnxruntime_onnx"
 
 

@@ -102,7 +102,7 @@ class VersionValidator:
             files = tuple(
                 self._fetch(root, path, info, transfer) for path, info in sorted(by_path.items())
             )
-            runtime = runtime_for(model_file)
+            runtime = runtime_for(model_file, config)
             if report and transfer:
                 report(transfer.finished())
                 report(f"validating {human_bytes(total)} with {runtime.name}")
@@ -182,16 +182,33 @@ def _model_file(by_path: dict[str, ObjectInfo]) -> str:
     of its own to load, as Triton's Python models and TorchServe's handlers do."""
     present = [name for name in MODEL_FILES if name in by_path]
     if not present:
-        raise ModelRejected(
-            "no model file: upload model.onnx (ONNX), model.pt (TorchScript), model.py "
-            "(a Triton Python model) or handler.py (a TorchServe handler) into the version "
-            "directory"
-        )
+        raise ModelRejected(_no_model_file(by_path))
     code = [name for name in present if name in CODE_FILES]
     candidates = code or present
     if len(candidates) > 1:
         raise ModelRejected(f"both {' and '.join(candidates)} are present; keep exactly one")
     return candidates[0]
+
+
+def _no_model_file(by_path: dict[str, ObjectInfo]) -> str:
+    if "saved_model.pb" in by_path:
+        return (
+            "saved_model.pb is at the top of the version directory (TF Serving's layout); "
+            "Triton's is model.savedmodel/saved_model.pb with model.savedmodel/variables/: "
+            "move the SavedModel into model.savedmodel/"
+        )
+    if "model.json" in by_path and "model.pdiparams" in by_path:
+        return (
+            "model.json is Paddle 3's PIR format, which OpenVINO cannot read; save the model "
+            "with FLAGS_enable_pir_api=0 set before importing paddle, and upload model.pdmodel "
+            "with model.pdiparams"
+        )
+    return (
+        "no model file: upload model.onnx (ONNX), model.pt (TorchScript), model.xml with "
+        "model.bin (OpenVINO IR), model.savedmodel/ (a TF SavedModel), model.pdmodel with "
+        "model.pdiparams (Paddle), model.py (a Triton Python model) or handler.py (a "
+        "TorchServe handler) into the version directory"
+    )
 
 
 def _sha256(path: Path) -> str:

@@ -274,7 +274,10 @@ async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit
 def autocompleted_config(served: ServedVersion) -> dict[str, Any]:
     """Triton's config JSON, with inputs/outputs filled from the model as Triton does."""
     document = served.config.to_triton_json()
-    document["platform"] = served.platform
+    if served.record.runtime == "openvino" and served.platform in ("openvino", "paddle"):
+        document["backend"] = served.platform  # Triton's backends without a platform name
+    else:
+        document["platform"] = served.platform
     batched = served.config.max_batch_size > 0
     for key, specs in (("input", served.signature.inputs), ("output", served.signature.outputs)):
         if not document[key]:

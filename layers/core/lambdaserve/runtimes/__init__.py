@@ -17,8 +17,19 @@ if TYPE_CHECKING:
 MODEL_FILES = {
     "model.onnx": "onnxruntime",
     "model.pt": "torchscript",
+    "model.xml": "openvino",
+    "model.savedmodel/saved_model.pb": "openvino",
+    "model.pdmodel": "openvino",
     "model.py": "python",
     "handler.py": "torchserve_handler",
+}
+# A config's backend choosing another runtime for a file: Triton's OpenVINO backend reads
+# model.onnx too (backend: "openvino"), and so does lambdaserve's.
+BACKEND_RUNTIMES = {("openvino", "model.onnx"): "openvino"}
+# What Triton calls the formats OpenVINO serves here (model metadata's platform).
+OPENVINO_PLATFORMS = {
+    "model.savedmodel/saved_model.pb": "tensorflow_savedmodel",
+    "model.pdmodel": "paddle",
 }
 # Model files whose code runs where they serve (opt-in: LAMBDASERVE_PYTHON_MODELS).
 CODE_FILES = frozenset({"model.py", "handler.py"})
@@ -113,17 +124,33 @@ def wants_gpu(config: ModelConfig, options: LoadOptions) -> bool:
     return options.device == "cuda" or (options.device == "auto" and config.instance_kind == "GPU")
 
 
-def runtime_for(filename: str) -> Runtime:
-    """The runtime that serves a model file name (model.onnx, .pt, .py or handler.py)."""
-    return runtime_named(MODEL_FILES[filename])
+def runtime_for(filename: str, config: ModelConfig | None = None) -> Runtime:
+    """The runtime that serves a model file (model.onnx, .pt, .xml, .py or handler.py)."""
+    return runtime_named(runtime_name_for(filename, config))
+
+
+def runtime_name_for(filename: str, config: ModelConfig | None = None) -> str:
+    """The file's own runtime, unless the config's backend chooses another that reads it."""
+    backend = config.backend if config is not None else ""
+    return BACKEND_RUNTIMES.get((backend, filename), MODEL_FILES[filename])
+
+
+def selects_runtime(config: ModelConfig) -> bool:
+    """Whether the config's backend may choose a runtime other than a file's own."""
+    return any(backend == config.backend for backend, _ in BACKEND_RUNTIMES)
 
 
 def runtime_named(backend: str) -> Runtime:
-    """The runtime a catalog version records (``onnxruntime``, ``torchscript``, ``python``)."""
+    """The runtime a catalog version records (``onnxruntime``, ``torchscript``, ``openvino``,
+    ``python``...)."""
     if backend == "onnxruntime":
         from lambdaserve.runtimes.onnx import OnnxRuntime
 
         return OnnxRuntime()
+    if backend == "openvino":
+        from lambdaserve.runtimes.openvino import OpenVinoRuntime
+
+        return OpenVinoRuntime()
     if backend == "ensemble":
         from lambdaserve.pipelines.ensemble import EnsembleRuntime
 
