@@ -133,10 +133,17 @@ def test_a_config_declaring_the_savedmodel_tensors_is_checked_against_them(aws):
     assert result.signature.inputs == (TensorSpec("x", "FP32", (-1, 4)),)
 
 
+def test_tf_servings_own_layout_serves_as_triton_s_does(aws):
+    # Given the SavedModel directly in the version directory, as TF Serving's users have it
+    result = validate(aws, "tfs", 1, version_files("savedmodel_mlp", ""))
+    # Then it validates with the same signature as under model.savedmodel/
+    assert result.model_file == "saved_model.pb"
+    assert result.signature.inputs == (TensorSpec("x", "FP32", (-1, 4)),)
+
+
 @pytest.mark.parametrize(
     ("files", "why"),
     [
-        (lambda: version_files("savedmodel_mlp", ""), "move the SavedModel into model.savedmodel/"),
         (lambda: version_files("paddle_mlp_pir", ""), "Paddle 3's PIR format"),
         (
             lambda: {"model.pdmodel": (FIXTURES / "paddle_mlp" / "model.pdmodel").read_bytes()},
@@ -150,7 +157,7 @@ def test_a_config_declaring_the_savedmodel_tensors_is_checked_against_them(aws):
         ),
         (lambda: {"model.pdmodel": b"not a paddle model" * 8}, "cannot read model.pdmodel"),
     ],
-    ids=["tf-serving-layout", "paddle-pir", "no-pdiparams", "no-variables", "not-paddle"],
+    ids=["paddle-pir", "no-pdiparams", "no-variables", "not-paddle"],
 )
 def test_what_openvino_cannot_read_is_refused_saying_what_to_do(aws, files, why):
     with pytest.raises(ModelRejected, match=why):

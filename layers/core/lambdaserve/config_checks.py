@@ -15,17 +15,18 @@ from lambdaserve.reshape import model_side
 from lambdaserve.runtimes import MODEL_FILES, Signature
 
 _SAVEDMODEL = "model.savedmodel/saved_model.pb"
+_TF_SERVING_SAVEDMODEL = "saved_model.pb"
 PLATFORM_FILES = {
     "onnxruntime_onnx": ("model.onnx",),
     "pytorch_libtorch": ("model.pt",),
-    "tensorflow_savedmodel": (_SAVEDMODEL,),
+    "tensorflow_savedmodel": (_SAVEDMODEL, _TF_SERVING_SAVEDMODEL),
 }
 BACKEND_FILES = {
     "onnxruntime": ("model.onnx",),
     "pytorch": ("model.pt",),
     "python": ("model.py",),
-    "openvino": ("model.xml", "model.onnx", _SAVEDMODEL, "model.pdmodel"),
-    "tensorflow": (_SAVEDMODEL,),
+    "openvino": ("model.xml", "model.onnx", _SAVEDMODEL, _TF_SERVING_SAVEDMODEL, "model.pdmodel"),
+    "tensorflow": (_SAVEDMODEL, _TF_SERVING_SAVEDMODEL),
     "paddle": ("model.pdmodel",),
 }
 SUPPORTED = (

@@ -191,12 +191,6 @@ def _model_file(by_path: dict[str, ObjectInfo]) -> str:
 
 
 def _no_model_file(by_path: dict[str, ObjectInfo]) -> str:
-    if "saved_model.pb" in by_path:
-        return (
-            "saved_model.pb is at the top of the version directory (TF Serving's layout); "
-            "Triton's is model.savedmodel/saved_model.pb with model.savedmodel/variables/: "
-            "move the SavedModel into model.savedmodel/"
-        )
     if "model.json" in by_path and "model.pdiparams" in by_path:
         return (
             "model.json is Paddle 3's PIR format, which OpenVINO cannot read; save the model "

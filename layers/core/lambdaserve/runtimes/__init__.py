@@ -19,6 +19,7 @@ MODEL_FILES = {
     "model.pt": "torchscript",
     "model.xml": "openvino",
     "model.savedmodel/saved_model.pb": "openvino",
+    "saved_model.pb": "openvino",  # TF Serving's layout: the version directory is the model
     "model.pdmodel": "openvino",
     "model.py": "python",
     "handler.py": "torchserve_handler",
@@ -29,6 +30,7 @@ BACKEND_RUNTIMES = {("openvino", "model.onnx"): "openvino"}
 # What Triton calls the formats OpenVINO serves here (model metadata's platform).
 OPENVINO_PLATFORMS = {
     "model.savedmodel/saved_model.pb": "tensorflow_savedmodel",
+    "saved_model.pb": "tensorflow_savedmodel",
     "model.pdmodel": "paddle",
 }
 # Model files whose code runs where they serve (opt-in: LAMBDASERVE_PYTHON_MODELS).

@@ -44,9 +44,10 @@ def read_onnx(core: Any, path: Path) -> Any:
 
 
 def read_savedmodel(core: Any, path: Path) -> Any:
-    """A TF SavedModel as Triton lays it out (model.savedmodel/saved_model.pb + variables/),
-    read by OpenVINO's TensorFlow frontend (no TensorFlow): the serving_default signature,
-    its tensors named as the signature names them."""
+    """A TF SavedModel as Triton lays it out (model.savedmodel/saved_model.pb + variables/)
+    or as TF Serving does (saved_model.pb + variables/ in the version directory), read by
+    OpenVINO's TensorFlow frontend (no TensorFlow): the serving_default signature, its
+    tensors named as the signature names them."""
     directory = path.parent
     try:
         return core.read_model(str(directory))
@@ -77,6 +78,7 @@ READERS: dict[str, Reader] = {
     "model.xml": read_ir,
     "model.onnx": read_onnx,
     "model.savedmodel/saved_model.pb": read_savedmodel,
+    "saved_model.pb": read_savedmodel,
     "model.pdmodel": read_paddle,
 }
 
