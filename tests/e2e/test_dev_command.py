@@ -75,10 +75,10 @@ def test_dev_publishes_by_upload_and_stops_cleanly(dev_process):
     body = {
         "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]
     }
-    answer = httpx.post(f"{inference}/v2/models/resnet/infer", json=body)
+    answer = httpx.post(f"{inference}/v2/models/resnet/infer", json=body, timeout=60)
     assert answer.status_code == 200
     assert answer.json()["outputs"][0]["shape"] == [1, 3]
-    demo = httpx.post(f"{inference}/predictions/demo-mlp", json=[0.1, 0.2, 0.3, 0.4])
+    demo = httpx.post(f"{inference}/predictions/demo-mlp", json=[0.1, 0.2, 0.3, 0.4], timeout=60)
     assert demo.status_code == 200 and abs(sum(demo.json()) - 1.0) < 1e-5  # softmax
     # And Ctrl-C stops everything with exit code 0, releasing the ports
     process.send_signal(signal.SIGINT)
@@ -113,14 +113,16 @@ def test_the_aws_cli_upload_from_the_readme_works(dev_process, tmp_path: Path):
 
 def test_the_console_reads_like_a_server_log(dev_process, tmp_path: Path):
     _, ports = dev_process
-    wait_until(lambda: ("demo-mlp", "1") in ready_versions(ports["management"]), 30)
+    wait_until(lambda: ("demo-mlp", "1") in ready_versions(ports["management"]), 60)
     inference = f"http://127.0.0.1:{ports['inference']}"
-    httpx.post(f"{inference}/predictions/demo-mlp", json=[0.1, 0.2, 0.3, 0.4])
+    # The first request loads the model: on a busy machine that outlasts httpx's 5 s default
+    answer = httpx.post(f"{inference}/predictions/demo-mlp", json=[0.1, 0.2, 0.3, 0.4], timeout=60)
+    assert answer.status_code == 200, answer.text
     log = wait_until(
         lambda: (
             (text := (tmp_path / "dev.log").read_text()) and "lambdaserve.access" in text and text
         ),
-        15,
+        30,
     )
     # The banner prints what `aws s3 cp` needs, and says what persists
     assert f"export AWS_ENDPOINT_URL=http://127.0.0.1:{ports['aws']} AWS_ACCESS_KEY_ID=test" in log
