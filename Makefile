@@ -83,7 +83,7 @@ bench-cold: install-test ## cold start: init per function, first request vs down
 bench-batching: install-test ## batching machinery cost, dynamic batcher vs none
 	$(BIN)/python scripts/bench_batching.py $(ARGS)
 
-bench-runtimes: install-test ## ONNX Runtime vs OpenVINO: per-row latency at batch 1 and 32, load
+bench-runtimes: install-test ## ONNX Runtime vs OpenVINO (+ SavedModels vs TF with TF_PYTHON=...): latency, load
 	$(BIN)/python scripts/bench_runtimes.py $(ARGS)
 
 # TorchServe 0.12.0 and Triton (nvidia-pytriton 0.7.0) side by side with lambdaserve; each peer

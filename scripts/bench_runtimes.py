@@ -11,7 +11,15 @@ by the rows. Load: session creation or read + compile, the median of ``--loads``
 process; cold: in a fresh process, the library's import and the first load (what a cold
 start pays). Every runtime's answer is checked against onnxruntime's on the same rows first.
 
+With ``--tf-python`` (a venv with tensorflow-cpu), a second section: TF SavedModels (an MLP
+784->256->10 and a CNN written by that venv at run time, and the committed
+tests/fixtures/peer_models/savedmodel_mlp) served by lambdaserve's OpenVINO runtime from
+saved_model.pb as TF Serving lays a version out, against TensorFlow itself running the same
+SavedModel in a subprocess (scripts/runtimes_tf.py: TF Serving's server cannot run here, so
+tensorflow-cpu stands in for it); ratios to tensorflow, answers checked against TensorFlow's.
+
     python scripts/bench_runtimes.py [--runs 2000] [--threads 0] [--json]
+        [--tf-python PATH] [--only onnx|savedmodel]
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import runtimes_tf
 from onnx import TensorProto, helper, numpy_helper
 
 from lambdaserve.local.demo import demo_mlp_bytes
@@ -172,17 +181,25 @@ def median_us(call: Callable[[], object], runs: int, warmup: int) -> float:
     return statistics.median(samples) / 1000
 
 
-def measure(model: Model, runtime: str, path: Path, args: argparse.Namespace) -> Row:
+Check = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
+
+
+def measure(
+    model: Model, runtime: str, path: Path, args: argparse.Namespace, check: Check | None = None
+) -> Row:
+    """``check``: rows and the answer expected (default: onnxruntime's on model.onnx)."""
     options = LoadOptions(device="cpu", intra_op_threads=args.threads)
     cold_import, cold_load = cold_ms(runtime, path, args.threads)
     _, loaded = timed_load(runtime, path, options)
     loads = [timed_load(runtime, path, options)[0] for _ in range(args.loads)]
     rng = np.random.default_rng(0)
-    check = {model.input: rng.standard_normal((5, *model.row)).astype(np.float32)}
-    _, reference = timed_load("onnxruntime", path.parent / "model.onnx", options)
+    rows = rng.standard_normal((5, *model.row)).astype(np.float32)
+    if check is None:
+        _, reference = timed_load("onnxruntime", path.parent / "model.onnx", options)
+        check = rows, reference.run({model.input: rows}, [model.output])[model.output]
     np.testing.assert_allclose(
-        loaded.run(check, [model.output])[model.output],
-        reference.run(check, [model.output])[model.output],
+        loaded.run({model.input: check[0]}, [model.output])[model.output],
+        check[1],
         rtol=1e-4,
         atol=1e-5,
     )
@@ -198,16 +215,37 @@ def measure(model: Model, runtime: str, path: Path, args: argparse.Namespace) ->
     return Row(model.name, runtime, cold_import, cold_load, statistics.median(loads), per_row)
 
 
-def table(rows: list[Row]) -> str:
+def savedmodel_rows(args: argparse.Namespace, scratch: Path) -> list[Row]:
+    """TensorFlow and lambdaserve's OpenVINO runtime on the same SavedModels."""
+    runtimes_tf.make_savedmodels(args.tf_python, scratch)
+    rows = []
+    for saved in runtimes_tf.SAVEDMODELS:
+        directory = scratch / saved.directory  # the fixture's is absolute
+        check = scratch / f"{directory.name}-check.npz"
+        tf = runtimes_tf.measure_tf(
+            args.tf_python, saved, directory, check=check, args=args, batches=BATCHES
+        )
+        timings = tf.cold_import_ms, tf.cold_load_ms, tf.load_ms, tf.per_row_us
+        rows.append(Row(saved.name, "tensorflow", *timings))
+        model = Model(saved.name, b"", saved.input, saved.output, saved.row)
+        path = directory / "saved_model.pb"  # TF Serving's layout, as serving finds it
+        expected = tf.check_input, tf.check_output
+        rows.append(measure(model, "openvino (SavedModel)", path, args, expected))
+    return rows
+
+
+def table(rows: list[Row], base_runtime: str = "onnxruntime") -> str:
+    model_w = max(16, *(len(r.model) for r in rows))
+    runtime_w = max(14, *(len(r.runtime) for r in rows))
     loads = f"{'cold import':>11} {'cold load':>9} {'load':>9} {'ratio':>6}"
-    header = f"{'model':<16} {'runtime':<14} {loads}" + "".join(
+    header = f"{'model':<{model_w}} {'runtime':<{runtime_w}} {loads}" + "".join(
         f" {f'us/row @{b}':>11} {'ratio':>6}" for b in BATCHES
     )
     lines = [header, "-" * len(header)]
     for row in rows:
-        base = next(r for r in rows if r.model == row.model and r.runtime == "onnxruntime")
+        base = next(r for r in rows if r.model == row.model and r.runtime == base_runtime)
         line = (
-            f"{row.model:<16} {row.runtime:<14} {row.cold_import_ms:>9.0f}ms "
+            f"{row.model:<{model_w}} {row.runtime:<{runtime_w}} {row.cold_import_ms:>9.0f}ms "
             f"{row.cold_load_ms:>7.1f}ms {row.load_ms:>7.1f}ms {row.load_ms / base.load_ms:>6.2f}"
         )
         for batch in BATCHES:
@@ -224,26 +262,55 @@ def main() -> None:
     parser.add_argument("--loads", type=int, default=5, help="timed loads after the first")
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: all)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--tf-python",
+        default=os.environ.get("TF_PYTHON"),
+        help="python of a venv with tensorflow-cpu: SavedModels under OpenVINO vs TensorFlow "
+        "(default: $TF_PYTHON; without it that section is skipped)",
+    )
+    parser.add_argument("--only", choices=("onnx", "savedmodel"), help="run one section")
     args = parser.parse_args()
-    rows = []
+    rows: list[Row] = []
+    saved_rows: list[Row] = []
+    skipped = runtimes_tf.skip_reason(args.tf_python) if args.only != "onnx" else "--only onnx"
     with tempfile.TemporaryDirectory(prefix="bench-runtimes-") as scratch:
-        for index, model in enumerate(MODELS):
+        for index, model in enumerate(MODELS if args.only != "savedmodel" else ()):
             paths = files_for(model, Path(scratch) / str(index))
             rows += [measure(model, runtime, path, args) for runtime, path in paths.items()]
+        if skipped is None:
+            saved_rows = savedmodel_rows(args, Path(scratch) / "savedmodels")
     import onnxruntime
     import openvino
 
     versions = {"onnxruntime": onnxruntime.__version__, "openvino": openvino.__version__}
+    if skipped is None:
+        versions["tensorflow"] = runtimes_tf.tf_version(args.tf_python)
+    savedmodel: dict[str, Any] = {"note": runtimes_tf.NO_SERVING}
+    savedmodel |= {"skipped": skipped} if skipped else {"rows": [asdict(r) for r in saved_rows]}
     if args.json:
+        rows_json = [asdict(r) for r in rows]
         print(
             json.dumps(
-                {"cpus": os.cpu_count(), "versions": versions, "rows": [asdict(r) for r in rows]}
+                {
+                    "cpus": os.cpu_count(),
+                    "versions": versions,
+                    "rows": rows_json,
+                    "savedmodel": savedmodel,
+                }
             )
         )
         return
     print(f"{os.cpu_count()} CPUs; " + ", ".join(f"{k} {v}" for k, v in versions.items()))
-    print(table(rows))
-    print("ratio: to onnxruntime on the same model (below 1: OpenVINO is faster)")
+    if rows:
+        print(table(rows))
+        print("ratio: to onnxruntime on the same model (below 1: OpenVINO is faster)")
+    print("\nSavedModels: lambdaserve's OpenVINO runtime vs TensorFlow on the same SavedModel")
+    print(runtimes_tf.NO_SERVING)
+    if skipped:
+        print(f"TensorFlow comparison skipped: {skipped}")
+        return
+    print(table(saved_rows, "tensorflow"))
+    print("ratio: to tensorflow on the same SavedModel (below 1: OpenVINO is faster)")
 
 
 if __name__ == "__main__":
