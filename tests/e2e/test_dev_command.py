@@ -118,9 +118,13 @@ def test_the_console_reads_like_a_server_log(dev_process, tmp_path: Path):
     # The first request loads the model: on a busy machine that outlasts httpx's 5 s default
     answer = httpx.post(f"{inference}/predictions/demo-mlp", json=[0.1, 0.2, 0.3, 0.4], timeout=60)
     assert answer.status_code == 200, answer.text
+    # The access line is written after the response is sent, and the management API's own
+    # lines (the readiness polls above) come earlier: wait for this request's line itself
     log = wait_until(
         lambda: (
-            (text := (tmp_path / "dev.log").read_text()) and "lambdaserve.access" in text and text
+            (text := (tmp_path / "dev.log").read_text())
+            and "POST /predictions/demo-mlp 200 " in text
+            and text
         ),
         30,
     )
