@@ -46,7 +46,7 @@ def with_dev_stack(work: Path, command: list[str]) -> int:
     log = (work / "dev.log").open("wb")
     env = {**os.environ, "LAMBDASERVE_WORK_DIR": str(work / "dev")}
     dev = subprocess.Popen(
-        [sys.executable, "-m", "lambdaserve.cli", "dev", "--no-demo"],
+        [sys.executable, "-m", "lambdaserve.cli", "dev"],  # KServe's checks use the demo model
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
