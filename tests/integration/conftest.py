@@ -133,8 +133,8 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         region=settings.region,
     )
     pump.start()
-    server = BackgroundServer(manage.app, "127.0.0.1", free_port()).start()
-    one_url = RepositoryOnInferenceUrl(infer.fastapi_app(), manage.app, infer.server)
+    server = BackgroundServer(manage.management_app(), "127.0.0.1", free_port()).start()
+    one_url = RepositoryOnInferenceUrl(infer.fastapi_app(), manage.management_app(), infer.server)
     inference_server = BackgroundServer(one_url, "127.0.0.1", free_port()).start()
     with (
         httpx.Client(base_url=server.url, timeout=30) as api,

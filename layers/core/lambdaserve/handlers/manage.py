@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -18,9 +18,10 @@ from aws_lambda_powertools.utilities.data_classes import S3Event
 from aws_lambda_powertools.utilities.data_classes.s3_event import S3EventBridgeNotificationEvent
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
-from mangum import Mangum
 
-from lambdaserve.apps.management import create_management_app
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from mangum import Mangum
 from lambdaserve.management import ModelManager
 from lambdaserve.registrar import EventBatch
 from lambdaserve.repository import decode_event_key
@@ -102,5 +103,22 @@ def _manager() -> ModelManager:
     return services().manager
 
 
-app = create_management_app(_manager)
-api_handler = Mangum(app, lifespan="off")
+@cache
+def management_app() -> FastAPI:
+    """The management API, built on first use: the events and reconcile functions, which
+    share this module, start without FastAPI, pydantic or the OpenAPI models."""
+    from lambdaserve.apps.management import create_management_app
+
+    return create_management_app(_manager)
+
+
+@cache
+def _asgi() -> Mangum:
+    from mangum import Mangum
+
+    return Mangum(management_app(), lifespan="off")
+
+
+def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """API Gateway (HTTP API) events for the management API."""
+    return dict(_asgi()(event, context))

@@ -87,12 +87,17 @@ class DevStack:
         self.start_event_pumps()
         self._servers.append(
             BackgroundServer(
-                manage.app, options.host, options.management_port, access_log=options.access_log
+                manage.management_app(),
+                options.host,
+                options.management_port,
+                access_log=options.access_log,
             ).start()
         )
         self._servers.append(
             BackgroundServer(
-                RepositoryOnInferenceUrl(infer.fastapi_app(), manage.app, infer.server),
+                RepositoryOnInferenceUrl(
+                    infer.fastapi_app(), manage.management_app(), infer.server
+                ),
                 options.host,
                 options.inference_port,
                 access_log=options.access_log,
