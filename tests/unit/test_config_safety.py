@@ -98,7 +98,7 @@ def test_api_overrides_that_would_stop_serving_versions_are_refused(serving):
         (
             b'platform: "tensorflow_savedmodel"',
             {"saved_model.pb": b"x"},
-            "move the SavedModel into model.savedmodel/",
+            "OpenVINO cannot read the SavedModel",
         ),
         (b'backend: "pytorch"', {"model.onnx": None}, "backend 'pytorch' needs model.pt"),
         (

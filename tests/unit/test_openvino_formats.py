@@ -153,7 +153,7 @@ def test_tf_servings_own_layout_serves_as_triton_s_does(aws):
             lambda: {
                 k: v for k, v in version_files("savedmodel_mlp").items() if "variables" not in k
             },
-            "OpenVINO cannot read model.savedmodel",
+            "OpenVINO cannot read the SavedModel",
         ),
         (lambda: {"model.pdmodel": b"not a paddle model" * 8}, "cannot read model.pdmodel"),
     ],

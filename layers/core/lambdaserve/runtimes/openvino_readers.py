@@ -53,9 +53,10 @@ def read_savedmodel(core: Any, path: Path) -> Any:
         return core.read_model(str(directory))
     except Exception as exc:
         raise ModelRejected(
-            f"OpenVINO cannot read model.savedmodel: {reason(exc)}; save it with "
+            f"OpenVINO cannot read the SavedModel: {reason(exc)}; save it with "
             "tf.saved_model.save(..., signatures={'serving_default': ...}) and upload the "
-            "whole directory (saved_model.pb and variables/) as model.savedmodel/"
+            "whole directory (saved_model.pb and variables/), as model.savedmodel/ or "
+            "straight into the version"
         ) from exc
 
 
