@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture
 def dev_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, int]]]:
-    ports = {"aws": free_port(), "management": free_port(), "inference": free_port()}
+    ports = {name: free_port() for name in ("aws", "management", "inference", "metrics")}
     log = (tmp_path / "dev.log").open("w+")
     env = {**os.environ, "LAMBDASERVE_WORK_DIR": str(tmp_path / "work")}
     process = subprocess.Popen(
@@ -36,6 +37,8 @@ def dev_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[st
             str(ports["management"]),
             "--inference-port",
             str(ports["inference"]),
+            "--metrics-port",
+            str(ports["metrics"]),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -83,7 +86,7 @@ def test_dev_publishes_by_upload_and_stops_cleanly(dev_process):
     # And Ctrl-C stops everything with exit code 0, releasing the ports
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) == 0
-    for port in (ports["management"], ports["inference"], ports["aws"]):
+    for port in ports.values():
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
 
@@ -135,3 +138,22 @@ def test_the_console_reads_like_a_server_log(dev_process, tmp_path: Path):
     assert "INFO    lambdaserve.registrar  demo-mlp version 1 is READY" in log
     assert "POST /predictions/demo-mlp 200 " in log and "model=demo-mlp" in log
     assert '"level"' not in log and "Moto" not in log and "UserWarning" not in log
+
+
+def test_torchserves_metrics_api_answers_on_its_own_port(dev_process):
+    # Given a prediction served, as a TorchServe user makes one
+    _, ports = dev_process
+    wait_until(lambda: ("demo-mlp", "1") in ready_versions(ports["management"]), 60)
+    inference = f"http://127.0.0.1:{ports['inference']}"
+    answer = httpx.post(f"{inference}/predictions/demo-mlp", json=[0.1, 0.2, 0.3, 0.4], timeout=60)
+    assert answer.status_code == 200, answer.text
+    # When the metrics port is scraped, as TorchServe's metrics API is
+    text = httpx.get(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=30).text
+    # Then it answers as TorchServe's Postman collection checks it, and counts the model
+    assert re.search(r'Requests2XX\{Level="Host",Hostname=".*",\} \d+\.\d+', text)
+    assert re.search(
+        r'^ts_inference_requests_total\{model_name="demo-mlp",model_version="1",hostname=".+",\} '
+        r"1\.0$",
+        text,
+        re.M,
+    )

@@ -140,7 +140,7 @@ def test_config_fields_not_applied_are_warnings_beside_ready(stack):
     config = b"""
     instance_group [{ kind: KIND_CPU count: 4 }]
     response_cache { enable: true }
-    dynamic_batching { default_queue_policy { max_queue_size: 1 } }
+    dynamic_batching { priority_levels: 2 default_priority_level: 1 }
     """
     stack.put("models/m/config.pbtxt", config)
     stack.put("models/m/1/model.onnx", builders.onnx_mlp())
@@ -150,7 +150,7 @@ def test_config_fields_not_applied_are_warnings_beside_ready(stack):
     warnings = " | ".join(entry["configWarnings"])
     assert "instance_group count 4 is not applied" in warnings
     assert "response_cache is not applied" in warnings
-    assert "dynamic_batching default_queue_policy is not applied" in warnings
+    assert "dynamic_batching priority_levels is not applied" in warnings
 
 
 def test_sequence_batching_is_refused_at_publish_never_ready_then_failing(stack):

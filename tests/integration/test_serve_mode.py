@@ -12,6 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import numpy as np
 import onnxruntime as ort
+import pytest
+import tritonclient.http as triton
+from tritonclient.utils import InferenceServerException
 
 from lambdaserve.local.emulator import free_port
 from lambdaserve.local.servers import BackgroundServer
@@ -169,3 +172,61 @@ def _children(pid: int) -> list[int]:
             if int(fields[1]) == pid:
                 found.append(int(entry.name))
     return found
+
+
+def test_a_full_queue_answers_503_as_triton_does_and_counts_a_rejected_failure(stack):
+    # Given a model that waits up to 5 s for a batch of 8 and queues at most one request
+    stack.put(
+        "models/queued/config.pbtxt",
+        b"max_batch_size: 8 dynamic_batching { max_queue_delay_microseconds: 5000000 "
+        b"preferred_batch_size: [8] default_queue_policy { max_queue_size: 1 } }",
+    )
+    stack.put("models/queued/1/model.onnx", MLP)
+    stack.wait_state("queued", 1, "READY")
+    server = BackgroundServer(build_serving_app(batching=True), "127.0.0.1", free_port()).start()
+    row = np.ones((1, 4), np.float32)
+    try:
+        with (
+            httpx.Client(base_url=server.url, timeout=30) as http,
+            ThreadPoolExecutor(1) as pool,
+        ):
+            first = pool.submit(
+                http.post,
+                "/v2/models/queued/infer",
+                json={"inputs": [_tensor(row)]},
+            )
+            wait_until(lambda: _pending(http, "queued") == 1)
+            # When a second request arrives while the first waits for company
+            client = triton.InferenceServerClient(server.url.removeprefix("http://"))
+            tensor = triton.InferInput("INPUT__0", [1, 4], "FP32")
+            tensor.set_data_from_numpy(row)
+            with pytest.raises(InferenceServerException) as refused:
+                client.infer("queued", [tensor])
+            # Then it is refused at once, 503 as Triton answers, and the first still serves
+            assert refused.value.status() == "503"
+            assert "Exceeds maximum queue size" in refused.value.message()
+            assert first.result().status_code == 200
+            failures = [
+                line
+                for line in http.get("/metrics").text.splitlines()
+                if line.startswith("nv_inference_request_failure{") and 'model="queued"' in line
+            ]
+    finally:
+        server.stop()
+    assert any('reason="REJECTED"' in line and line.endswith(" 1.0") for line in failures)
+
+
+def _tensor(data: np.ndarray) -> dict[str, object]:
+    return {
+        "name": "INPUT__0",
+        "datatype": "FP32",
+        "shape": list(data.shape),
+        "data": data.ravel().tolist(),
+    }
+
+
+def _pending(client: httpx.Client, model: str) -> float:
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("nv_inference_pending_request_count{") and f'model="{model}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0

@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from lambdaserve.batch_runs import BatchResult
+from lambdaserve.batching_config import QueuePolicy
 from lambdaserve.dynamic_batcher import BatchPolicy, DynamicBatcher, Take, Wait, plan
-from lambdaserve.errors import InvalidInput, ModelNotFound
+from lambdaserve.errors import InvalidInput, ModelNotFound, QueueRejected
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 
 POLICY = BatchPolicy(max_batch_size=8, max_queue_delay_s=0.005)
 
 
-def test_a_lone_request_runs_at_once_even_with_a_delay():
-    assert plan([1], oldest_enqueued=0.0, now=0.0, policy=POLICY) == Take(1)
+def test_a_lone_request_waits_for_company_up_to_the_delay_as_tritons_batcher_does():
+    assert plan([1], oldest_enqueued=0.0, now=0.0, policy=POLICY) == Wait(0.005)
+    assert plan([1], oldest_enqueued=0.0, now=0.005, policy=POLICY) == Take(1)
+
+
+def test_without_a_delay_a_lone_request_runs_at_once():
+    assert plan([1], 0.0, 0.0, BatchPolicy(max_batch_size=8)) == Take(1)
 
 
 def test_queued_requests_wait_for_the_batch_to_fill_until_the_delay_from_the_oldest():
@@ -139,7 +147,9 @@ def test_an_idle_lane_runs_a_lone_request_directly_and_busy_ones_still_batch():
         return BatchResult(outputs={"y": request.inputs[0].data}, version=1)
 
     async def scenario():
-        batcher = DynamicBatcher(execute, lambda m, v: POLICY, in_thread, execute_one=execute_one)
+        batcher = DynamicBatcher(
+            execute, lambda m, v: BatchPolicy(max_batch_size=8), in_thread, execute_one=execute_one
+        )
         for i in range(5):  # one at a time: after the first run shows the model is fast
             await batcher.submit("m", None, row(i))
         results = await asyncio.gather(*(batcher.submit("m", None, row(i)) for i in range(20)))
@@ -176,3 +186,112 @@ def test_fast_batches_run_on_the_loop_unless_they_would_do_io_first(ready):
     assert [r.outputs["y"][0, 0] for r in results] == list(range(16))
     # Then they ran on the loop when ready, and in threads (no blocking I/O on the loop) if not
     assert (len(threads) == 0) if ready else (len(threads) > 0)
+
+
+class Blocking:
+    """An execute whose first run waits until released: requests queue up behind it."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.order: list[float] = []
+
+    def __call__(self, model, version, requests, queued_ns):
+        self.started.set()
+        self.release.wait(10)
+        self.order.extend(float(r.inputs[0].data[0, 0]) for r in requests)
+        return [BatchResult(outputs={"y": r.inputs[0].data}, version=1) for r in requests]
+
+
+async def queue_behind_a_running_request(batcher: DynamicBatcher, blocking: Blocking):
+    running = asyncio.get_running_loop().create_task(batcher.submit("m", None, row(0)))
+    assert await asyncio.to_thread(blocking.started.wait, 10)
+    return running
+
+
+def test_a_full_queue_refuses_at_once_with_tritons_words_and_counts_the_refusal():
+    # Given a model whose queue policy holds one waiting request, and one request running
+    blocking, refused = Blocking(), []
+    policy = BatchPolicy(max_batch_size=1, queue=QueuePolicy(max_queue_size=1))
+
+    async def scenario():
+        batcher = DynamicBatcher(
+            blocking,
+            lambda m, v: policy,
+            in_thread,
+            rejected=lambda m, v, error: refused.append((m, v, type(error))),
+        )
+        running = await queue_behind_a_running_request(batcher, blocking)
+        waiting = asyncio.get_running_loop().create_task(batcher.submit("m", None, row(1)))
+        while batcher.waiting() != {("m", None): 1}:
+            await asyncio.sleep(0)
+        # When one more arrives, then the queue is full: it is refused without waiting
+        with pytest.raises(QueueRejected, match="Exceeds maximum queue size") as refusal:
+            await batcher.submit("m", None, row(2))
+        blocking.release.set()
+        return refusal.value, await running, await waiting
+
+    refusal, first, second = run(scenario())
+    assert "max_queue_size is 1" in refusal.message
+    assert refused == [("m", None, QueueRejected)]
+    # and the accepted ones still get their own results
+    assert (first.outputs["y"][0, 0], second.outputs["y"][0, 0]) == (0, 1)
+
+
+def test_a_request_past_its_queue_timeout_is_refused_under_reject():
+    blocking = Blocking()
+    queue = QueuePolicy(default_timeout_s=0.05)
+
+    async def scenario():
+        batcher = DynamicBatcher(
+            blocking, lambda m, v: BatchPolicy(max_batch_size=1, queue=queue), in_thread
+        )
+        running = await queue_behind_a_running_request(batcher, blocking)
+        late = asyncio.get_running_loop().create_task(batcher.submit("m", None, row(1)))
+        await asyncio.sleep(0.1)  # past its timeout while the first still runs
+        blocking.release.set()
+        return await running, await asyncio.gather(late, return_exceptions=True)
+
+    first, [late] = run(scenario())
+    assert first.outputs["y"][0, 0] == 0
+    assert isinstance(late, QueueRejected) and "Request timeout expired" in late.message
+    assert blocking.order == [0.0]
+
+
+def test_under_delay_an_overdue_request_runs_behind_the_ones_within_their_time():
+    # Given DELAY, no default timeout, and requests that may shorten theirs
+    blocking = Blocking()
+    queue = QueuePolicy(reject_on_timeout=False, allow_timeout_override=True)
+
+    def with_timeout(value: float, timeout_us: int | None) -> InferRequest:
+        request = row(value)
+        return replace(request, parameters={"timeout": timeout_us} if timeout_us else {})
+
+    async def scenario():
+        batcher = DynamicBatcher(
+            blocking, lambda m, v: BatchPolicy(max_batch_size=1, queue=queue), in_thread
+        )
+        running = await queue_behind_a_running_request(batcher, blocking)
+        loop = asyncio.get_running_loop()
+        overdue = loop.create_task(batcher.submit("m", None, with_timeout(1, 10_000)))
+        await asyncio.sleep(0.05)  # the first waiting one passes its 10 ms
+        on_time = loop.create_task(batcher.submit("m", None, with_timeout(2, None)))
+        while batcher.waiting() != {("m", None): 2}:
+            await asyncio.sleep(0)
+        blocking.release.set()
+        return await asyncio.gather(running, overdue, on_time)
+
+    results = run(scenario())
+    # Then every request is answered, the overdue one last
+    assert [r.outputs["y"][0, 0] for r in results] == [0, 1, 2]
+    assert blocking.order == [0.0, 2.0, 1.0]
+
+
+def test_a_request_may_shorten_its_queue_timeout_only_where_the_policy_allows():
+    strict = QueuePolicy(default_timeout_s=0.5)
+    lenient = QueuePolicy(default_timeout_s=0.5, allow_timeout_override=True)
+    assert strict.timeout_for({"timeout": 1000}) == 0.5
+    assert lenient.timeout_for({"timeout": 1000}) == 0.001
+    assert lenient.timeout_for({"timeout": 10_000_000}) == 0.5  # never lengthened
+    assert QueuePolicy(allow_timeout_override=True).timeout_for({"timeout": 2000}) == 0.002
+    assert lenient.timeout_for({"timeout": "soon"}) == 0.5

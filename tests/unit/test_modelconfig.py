@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from lambdaserve.batching_config import QueuePolicy
 from lambdaserve.errors import InvalidInput
 from lambdaserve.modelconfig import (
     DynamicBatching,
@@ -47,6 +49,34 @@ def test_batched_config_with_policy_batching_and_gpu_instances():
     assert config.version_policy == VersionPolicy("latest", 2)
     assert config.dynamic_batching == DynamicBatching((4, 8), 500)
     assert config.instance_kind == "GPU"
+
+
+def test_the_default_queue_policy_is_read_and_travels_in_tritons_json_form():
+    body = b"""
+    max_batch_size: 8
+    input [{ name: "x" data_type: TYPE_FP32 dims: [2] }]
+    dynamic_batching {
+      max_queue_delay_microseconds: 1000000
+      default_queue_policy {
+        max_queue_size: 1 default_timeout_microseconds: 2500
+        timeout_action: DELAY allow_timeout_override: true
+      }
+    }
+    """
+    config = build(parse_document("config.pbtxt", body), "m")
+    assert config.dynamic_batching is not None
+    assert config.dynamic_batching.queue_policy == QueuePolicy(1, 0.0025, False, True)
+    document = config.to_triton_json()["dynamic_batching"]
+    assert document["default_queue_policy"] == {
+        "max_queue_size": 1,
+        "default_timeout_microseconds": 2500,
+        "timeout_action": "DELAY",
+        "allow_timeout_override": True,
+    }
+    assert (
+        build(parse_document("config.json", json.dumps(config.to_triton_json()).encode()), "m")
+        == config
+    )
 
 
 def test_config_json_in_tritons_json_form():

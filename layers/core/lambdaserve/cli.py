@@ -31,6 +31,7 @@ def _whole(low: int, high: int, what: str) -> Callable[[str], int]:
 
 _poll_wait = _whole(1, 20, "SQS long polls (seconds)")
 _port = _whole(1, 65535, "ports")
+_port_or_off = _whole(0, 65535, "ports (0: off)")
 
 
 def _directory(text: str) -> Path:
@@ -56,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--host", default="127.0.0.1", help="address the APIs listen on")
     dev.add_argument("--inference-port", type=_port, default=8080, help="inference API port")
     dev.add_argument("--management-port", type=_port, default=8081, help="management API port")
+    dev.add_argument(
+        "--metrics-port",
+        type=_port_or_off,
+        default=8082,
+        help="TorchServe's metrics API port (GET /metrics, TorchServe's names); 0 turns it off",
+    )
     dev.add_argument("--aws-port", type=_port, default=4566, help="embedded AWS emulator port")
     dev.add_argument(
         "--aws-endpoint",
@@ -134,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                     host=args.host,
                     inference_port=args.inference_port,
                     management_port=args.management_port,
+                    metrics_port=args.metrics_port or None,
                     aws_port=args.aws_port,
                     aws_endpoint=args.aws_endpoint,
                     demo=not args.no_demo,

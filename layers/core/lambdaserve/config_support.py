@@ -42,11 +42,11 @@ def warnings_for(document: dict[str, Any]) -> list[str]:
     """What the config asks for that lambdaserve accepts and does not apply."""
     warnings = [text for key, text in _IGNORED.items() if document.get(key)]
     batching = document.get("dynamic_batching") or {}
-    for key in ("default_queue_policy", "priority_queue_policy", "priority_levels"):
+    for key in ("priority_queue_policy", "priority_levels"):
         if batching.get(key):
             warnings.append(
-                f"dynamic_batching {key} is not applied: queues are unbounded and requests time "
-                "out by their own deadline (Prefer: respond-async for long waits)"
+                f"dynamic_batching {key} is not applied: one priority per model, whose "
+                "default_queue_policy applies to every request"
             )
     for group in document.get("instance_group") or []:
         count = int(group.get("count", 1) or 1)

@@ -1,11 +1,12 @@
 """Dynamic batching for long-running servers (ECS GPU tasks, ``lambdaserve serve``).
 
-One lane per model version in the event loop. A request that finds nothing else queued
-runs at once, so latency under light load stays near the inference time; while a batch
-executes, arrivals queue up and run together next. With ``max_queue_delay_microseconds``
-(Triton's name) a lane holding more than one request waits up to that long from its
-oldest request for the batch to fill; a preferred batch size that the queued rows can
-fill runs at once. In Lambda (one request per instance) the batcher is bypassed.
+One lane per model version in the event loop. Without a queue delay, a request that finds
+nothing else queued runs at once, so latency under light load stays near the inference
+time; while a batch executes, arrivals queue up and run together next. With
+``max_queue_delay_microseconds`` (Triton's name) queued requests wait up to that long from
+the oldest for a preferred or full batch (``batch_plan``). The model's
+``default_queue_policy`` bounds the queue and how long a request may wait in it. In Lambda
+(one request per instance) the batcher is bypassed.
 """
 
 from __future__ import annotations
@@ -14,67 +15,25 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from lambdaserve.batch_plan import BatchPolicy, Take, Wait, plan
 from lambdaserve.batch_runs import BatchResult
 from lambdaserve.batching import batch_dim, check_invariant
+from lambdaserve.errors import LambdaServeError, QueueRejected
 from lambdaserve.protocol.v2 import InferRequest
 
-
-@dataclass(frozen=True)
-class BatchPolicy:
-    max_batch_size: int
-    max_queue_delay_s: float = 0.0
-    preferred_sizes: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class Take:
-    """Run the first ``count`` queued requests now."""
-
-    count: int
-
-
-@dataclass(frozen=True)
-class Wait:
-    """Nothing to run before ``until`` (clock seconds) unless more requests arrive."""
-
-    until: float
-
-
-def plan(
-    rows: Sequence[int], oldest_enqueued: float, now: float, policy: BatchPolicy
-) -> Take | Wait:
-    """The batching decision for a lane whose queued requests have ``rows`` rows each."""
-    if len(rows) <= 1 or policy.max_batch_size <= 0:
-        return Take(1)
-    limit = policy.max_batch_size
-    total = sum(rows)
-    fitting = [p for p in policy.preferred_sizes if p <= min(total, limit)]
-    if total >= limit or fitting:
-        return Take(_count_within(rows, max(fitting) if fitting and total < limit else limit))
-    deadline = oldest_enqueued + policy.max_queue_delay_s
-    if now < deadline:
-        return Wait(deadline)
-    return Take(_count_within(rows, limit))
-
-
-def _count_within(rows: Sequence[int], limit: int) -> int:
-    count, total = 0, 0
-    for size in rows:
-        if total + size > limit and count:
-            break
-        count += 1
-        total += size
-    return max(count, 1)
+__all__ = ["BatchPolicy", "DynamicBatcher", "Take", "Wait", "plan"]
 
 
 INLINE_BELOW_S = 0.0005
 Execute = Callable[[str, int | None, list[InferRequest], list[int]], list[BatchResult]]
 ExecuteOne = Callable[[str, int | None, InferRequest], BatchResult]
 RunInThread = Callable[..., Awaitable[Any]]
+# told of each request the queue policy refused, to count it as the model's failure
+Rejected = Callable[[str, int | None, LambdaServeError], None]
 
 
 @dataclass
@@ -83,6 +42,8 @@ class _Pending:
     future: asyncio.Future[BatchResult]
     enqueued: float
     rows: int
+    expires: float = 0.0  # clock seconds after which it may not wait any longer; 0: never
+    overdue: bool = False  # past ``expires`` under timeout_action DELAY: runs behind the rest
 
 
 @dataclass
@@ -109,8 +70,10 @@ class DynamicBatcher:
         clock: Callable[[], float] = time.monotonic,
         execute_one: ExecuteOne | None = None,
         ready: Callable[[str, int | None], bool] = lambda model, version: True,
+        rejected: Rejected | None = None,
     ) -> None:
         self._execute = execute
+        self._rejected = rejected
         self._execute_one = execute_one
         # False when running now would do I/O first (a catalog read, a model load): such
         # runs go to a thread, whatever the model's speed, so the event loop never blocks.
@@ -126,7 +89,13 @@ class DynamicBatcher:
         if lane is None or lane.task is None or lane.task.done():
             lane = self._lanes[(model, version)] = _Lane()
             lane.task = asyncio.get_running_loop().create_task(self._drain(model, version, lane))
-        fast = lane.last_run_s < INLINE_BELOW_S and self._ready(model, version)
+        policy = lane.policy
+        fast = (
+            policy is not None
+            and policy.max_queue_delay_s == 0
+            and lane.last_run_s < INLINE_BELOW_S
+            and self._ready(model, version)
+        )
         if self._execute_one is not None and fast:
             # Let requests that arrived together reach this point too, then count them:
             # a lone request for a fast model runs directly (no queue hop); company batches.
@@ -144,10 +113,31 @@ class DynamicBatcher:
                 finally:
                     lane.busy = False
                     lane.last_run_s = self._clock() - started
+        now = self._clock()
+        timeout = 0.0
+        if policy is not None:
+            limit = policy.queue.max_queue_size
+            if limit and len(lane.pending) >= limit:
+                await self._reject(
+                    model,
+                    version,
+                    f"Exceeds maximum queue size: model '{model}' already has {len(lane.pending)}"
+                    f" request(s) waiting, its dynamic_batching default_queue_policy "
+                    f"max_queue_size is {limit}; retry later, or raise max_queue_size",
+                )
+            timeout = policy.queue.timeout_for(request.parameters)
         future: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
-        lane.pending.append(_Pending(request, future, self._clock(), batch_dim(request) or 1))
+        expires = now + timeout if timeout else 0.0
+        lane.pending.append(_Pending(request, future, now, batch_dim(request) or 1, expires))
         lane.wakeup.set()
         return await future
+
+    async def _reject(self, model: str, version: int | None, message: str) -> None:
+        error = QueueRejected(message)
+        if self._rejected is not None:
+            with contextlib.suppress(LambdaServeError):  # counting must not change the answer
+                await self._run_in_thread(self._rejected, model, version, error)
+        raise error
 
     def waiting(self) -> dict[tuple[str, int | None], int]:
         """Requests queued per lane (model, version asked for), not yet running."""
@@ -166,18 +156,49 @@ class DynamicBatcher:
                         if not waiting.future.done():
                             waiting.future.set_exception(exc)
                     break
+                await self._expire(model, version, lane, policy)
+                if not lane.pending:
+                    break
                 decision = plan(
                     [p.rows for p in lane.pending], lane.pending[0].enqueued, self._clock(), policy
                 )
                 if isinstance(decision, Wait):
                     lane.wakeup.clear()
+                    until = min([decision.until, *_deadlines(lane)])
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(lane.wakeup.wait(), decision.until - self._clock())
+                        await asyncio.wait_for(lane.wakeup.wait(), until - self._clock())
                     continue
                 taken = [
                     lane.pending.popleft() for _ in range(min(decision.count, len(lane.pending)))
                 ]
                 await self._run(model, version, taken, lane)
+
+    async def _expire(
+        self, model: str, version: int | None, lane: _Lane, policy: BatchPolicy
+    ) -> None:
+        """Requests past their queue timeout: refused (REJECT), or moved behind the ones
+        still within theirs (DELAY), as Triton's queue policy does."""
+        now = self._clock()
+        expired = [p for p in lane.pending if p.expires and not p.overdue and p.expires <= now]
+        if not expired:
+            return
+        for pending in expired:
+            lane.pending.remove(pending)
+            if policy.queue.reject_on_timeout:
+                try:
+                    await self._reject(
+                        model,
+                        version,
+                        f"Request timeout expired: it waited {now - pending.enqueued:.3f} s in "
+                        f"the queue of model '{model}', past its timeout (dynamic_batching "
+                        "default_queue_policy, or the request's timeout parameter)",
+                    )
+                except QueueRejected as exc:
+                    if not pending.future.done():
+                        pending.future.set_exception(exc)
+            else:
+                pending.overdue = True
+                lane.pending.append(pending)
 
     async def _lane_policy(self, model: str, version: int | None, lane: _Lane) -> BatchPolicy:
         # The policy comes from the catalog view (TTL-cached, I/O when stale): refresh it
@@ -220,3 +241,7 @@ class DynamicBatcher:
         for pending, result in zip(taken, results, strict=True):
             if not pending.future.done():
                 pending.future.set_result(result)
+
+
+def _deadlines(lane: _Lane) -> list[float]:
+    return [p.expires for p in lane.pending if p.expires and not p.overdue]

@@ -11,6 +11,7 @@ from lambdaserve.errors import (
     ModelNotReady,
     ModelRejected,
     PayloadTooLarge,
+    QueueRejected,
     RequestTimeout,
     StorageUnavailable,
 )
@@ -24,6 +25,7 @@ _STATUS: dict[type[LambdaServeError], int] = {
     PayloadTooLarge: 413,
     InferenceError: 500,
     ModelNotReady: 503,
+    QueueRejected: 503,
     StorageUnavailable: 503,
 }
 

@@ -55,3 +55,8 @@ class StorageUnavailable(LambdaServeError):
 
 class RequestTimeout(LambdaServeError):
     """The client did not send its request in time."""
+
+
+class QueueRejected(LambdaServeError):
+    """The model's queue policy refused the request (its queue was full, or the request
+    waited past its timeout): the same request later may succeed."""

@@ -8,18 +8,15 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
+from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from lambdaserve.apps.access_log import AccessLog
 from lambdaserve.apps.front_door import FrontDoor
 from lambdaserve.apps.inference import create_inference_app
 from lambdaserve.apps.slow_clients import BodyTimeout
-from lambdaserve.dynamic_batcher import BatchPolicy, DynamicBatcher
-from lambdaserve.errors import LambdaServeError
 from lambdaserve.prefetch import Prefetcher
-from lambdaserve.protocol.v2 import InferRequest
-from lambdaserve.serving import BatchResult, batch_limit
+from lambdaserve.server_batcher import server_batcher
 from lambdaserve.settings import get_settings
 
 
@@ -40,42 +37,20 @@ def build_serving_app(batching: bool = True, prefetch: bool = False) -> BodyTime
             settings.client_timeout_s,
         )
 
-    def execute(
-        model: str, version: int | None, requests: list[InferRequest], queued_ns: list[int]
-    ) -> list[BatchResult]:
-        return infer.server().infer_many(model, version, requests, queued_ns)
-
-    def policy(model: str, version: int | None) -> BatchPolicy:
-        served = infer.server().resolver.resolve(model, version)
-        batching_config = served.config.dynamic_batching
-        return BatchPolicy(
-            max_batch_size=batch_limit(served, settings.default_max_batch_size),
-            max_queue_delay_s=(batching_config.max_queue_delay_microseconds / 1e6)
-            if batching_config
-            else 0.0,
-            preferred_sizes=batching_config.preferred_batch_size if batching_config else (),
-        )
-
-    def execute_one(model: str, version: int | None, request: InferRequest) -> BatchResult:
-        try:
-            return infer.server().infer(
-                model, version, request, lambda s, o: BatchResult(outputs=o, version=s.version)
-            )
-        except LambdaServeError as exc:
-            return BatchResult(error=exc)
-
-    batcher = DynamicBatcher(
-        execute,
-        policy,
-        run_in_threadpool,
-        execute_one=execute_one,
-        ready=lambda model, version: infer.server().is_loaded(model, version),
-    )
-    app = create_inference_app(
-        infer.server, lambda: settings.max_request_bytes, infer.submitter, batcher
-    )
     return BodyTimeout(
-        FrontDoor(app, lambda: settings.max_request_bytes), settings.client_timeout_s
+        FrontDoor(batching_inference_app(), lambda: settings.max_request_bytes),
+        settings.client_timeout_s,
+    )
+
+
+def batching_inference_app() -> FastAPI:
+    """The inference app with v2 infer going through a dynamic batcher per model version."""
+    from lambdaserve.handlers import infer
+
+    settings = get_settings()
+    batcher = server_batcher(infer.server, settings.default_max_batch_size)
+    return create_inference_app(
+        infer.server, lambda: settings.max_request_bytes, infer.submitter, batcher
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from google.protobuf import json_format
 
+from lambdaserve.batching_config import DynamicBatching, dynamic_batching_of
 from lambdaserve.config_documents import ConfigDocument, merge, parse_document, parse_overrides
 from lambdaserve.errors import InvalidInput
 from lambdaserve.model_warmup import WarmupSample, samples_of
@@ -21,6 +22,7 @@ from lambdaserve.triton_proto import pb
 
 __all__ = [
     "ConfigDocument",
+    "DynamicBatching",
     "ModelConfig",
     "TensorSpec",
     "build",
@@ -82,12 +84,6 @@ class VersionPolicy:
         if self.kind == "specific":
             return {"specific": {"versions": list(self.versions)}}
         return {"all": {}}
-
-
-@dataclass(frozen=True)
-class DynamicBatching:
-    preferred_batch_size: tuple[int, ...] = ()
-    max_queue_delay_microseconds: int = 0
 
 
 @dataclass(frozen=True)
@@ -157,10 +153,7 @@ class ModelConfig:
         if self.parameters:
             doc["parameters"] = {k: {"string_value": v} for k, v in self.parameters}
         if self.dynamic_batching is not None:
-            doc["dynamic_batching"] = {
-                "preferred_batch_size": list(self.dynamic_batching.preferred_batch_size),
-                "max_queue_delay_microseconds": self.dynamic_batching.max_queue_delay_microseconds,
-            }
+            doc["dynamic_batching"] = self.dynamic_batching.to_document()
         return doc
 
 
@@ -205,7 +198,7 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         inputs=tuple(_tensor(t, batched, "input") for t in message.input),
         outputs=tuple(_tensor(t, batched, "output") for t in message.output),
         version_policy=_policy(message),
-        dynamic_batching=_dynamic_batching(message),
+        dynamic_batching=dynamic_batching_of(message),
         instance_kind=_instance_kind(message),
         ensemble_steps=_ensemble_steps(message),
         label_files=_label_files(message),
@@ -291,16 +284,6 @@ def _ensemble_steps(message: Any) -> tuple[EnsembleStep, ...]:
     if not steps:
         raise InvalidInput("ensemble_scheduling needs at least one step")
     return tuple(steps)
-
-
-def _dynamic_batching(message: Any) -> DynamicBatching | None:
-    if not message.HasField("dynamic_batching"):
-        return None
-    batching = message.dynamic_batching
-    return DynamicBatching(
-        preferred_batch_size=tuple(int(s) for s in batching.preferred_batch_size),
-        max_queue_delay_microseconds=int(batching.max_queue_delay_microseconds),
-    )
 
 
 def _instance_kind(message: Any) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lambdaserve.errors import InferenceError, RequestTimeout
+from lambdaserve.errors import InferenceError, QueueRejected, RequestTimeout
 
 # Triton's ``reason`` label of nv_inference_request_failure.
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
@@ -20,10 +20,11 @@ FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 
 def failure_reason(error: BaseException | None) -> str:
     """BACKEND when the model's own run failed, REJECTED when the request's time ran out
-    before it ran, OTHER for the rest (a request the model cannot take)."""
+    before it ran or its model's queue policy refused it, OTHER for the rest (a request the
+    model cannot take)."""
     if isinstance(error, InferenceError):
         return "BACKEND"
-    if isinstance(error, RequestTimeout):
+    if isinstance(error, RequestTimeout | QueueRejected):
         return "REJECTED"
     return "OTHER"
 

@@ -25,6 +25,7 @@ class DevOptions:
     host: str = "127.0.0.1"
     inference_port: int = 8080
     management_port: int = 8081
+    metrics_port: int | None = None  # TorchServe's metrics API (the CLI's default: 8082)
     aws_port: int = 4566
     aws_endpoint: str | None = None
     demo: bool = True
@@ -64,6 +65,8 @@ class DevStack:
         options = self.options
         ensure_port_free(options.host, options.management_port, "--management-port")
         ensure_port_free(options.host, options.inference_port, "--inference-port")
+        if options.metrics_port:
+            ensure_port_free(options.host, options.metrics_port, "--metrics-port")
         quiet_third_parties()
         if not options.aws_endpoint:
             self._emulator = Emulator(options.host, options.aws_port).start()
@@ -73,8 +76,10 @@ class DevStack:
         self.resources = ensure_resources(clients, settings)
 
         # Imported after the environment points at the emulator: handlers read settings once.
+        from lambdaserve.apps.metrics_api import ResponseCounts, metrics_api_app
         from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
         from lambdaserve.handlers import batcher, infer, manage
+        from lambdaserve.long_running import batching_inference_app
 
         use_text_logs(options.log_level)
         manage.services.cache_clear()
@@ -85,9 +90,10 @@ class DevStack:
         batcher._server = infer.server
         manage.services().registrar.reconcile_all()
         self.start_event_pumps()
+        responses = ResponseCounts()
         self._servers.append(
             BackgroundServer(
-                manage.management_app(),
+                responses.watch(manage.management_app()),
                 options.host,
                 options.management_port,
                 access_log=options.access_log,
@@ -95,14 +101,21 @@ class DevStack:
         )
         self._servers.append(
             BackgroundServer(
-                RepositoryOnInferenceUrl(
-                    infer.fastapi_app(), manage.management_app(), infer.server
+                responses.watch(
+                    RepositoryOnInferenceUrl(
+                        batching_inference_app(), manage.management_app(), infer.server
+                    )
                 ),
                 options.host,
                 options.inference_port,
                 access_log=options.access_log,
             ).start()
         )
+        if options.metrics_port:
+            metrics = metrics_api_app(lambda: infer.server().stats, responses, settings.work_dir)
+            self._servers.append(
+                BackgroundServer(metrics, options.host, options.metrics_port).start()
+            )
         if options.model_repository is not None:
             self.mirror = RepositoryMirror(
                 options.model_repository, clients.s3, settings.bucket, settings.models_prefix
@@ -175,6 +188,11 @@ class DevStack:
             "  (KServe v2 + Triton extensions; /predictions/<model>; /docs)",
             f"  management API    {management}/models  (/docs)",
         ]
+        if opts.metrics_port:
+            lines.append(
+                f"  metrics           http://{opts.host}:{opts.metrics_port}/metrics (TorchServe's"
+                f" names); Triton's at {inference}/metrics"
+            )
         if opts.model_repository is not None:
             lines.append(
                 f"  model repository  {opts.model_repository}  (uploaded, and watched: add, "
