@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `sam build` of the zip functions and the layer (the images need a Docker engine).
+# `sam build` of the zip function and the layer (the images need a Docker engine).
 # Usage: scripts/sam_build.sh PATH_TO_SAM
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,14 +14,15 @@ if ! python3.12 --version >/dev/null 2>&1; then
   echo "sam_build.sh: skipped: sam build needs python3.12 on PATH (the functions' runtime)" >&2
   exit 0
 fi
-# Everything but the two image functions (those need a Docker engine).
-"$SAM" build --exclude InferFunction --exclude InferBatchFunction --build-dir .aws-sam/build
+# Everything but the image functions (those need a Docker engine).
+"$SAM" build --exclude InferFunction --exclude InferBatchFunction --exclude ManageEventsFunction \
+  --exclude ReconcileFunction --exclude ManageApiFunction --build-dir .aws-sam/build
 du -sh .aws-sam/build/CoreLayer
 
 # Smoke test under python3.12 as Lambda lays it out: function code, then the layer's python/,
 # then the runtime's own boto3. Every handler imports; ONNX Runtime from the layer runs a model.
 python3.12 -m pip install -q --disable-pip-version-check --target .aws-sam/lambda-runtime boto3
-for function in ManageEventsFunction ReconcileFunction ManageApiFunction BatcherFunction; do
+for function in BatcherFunction; do
   PYTHONPATH=".aws-sam/build/$function:.aws-sam/build/CoreLayer/python:.aws-sam/lambda-runtime" \
   AWS_DEFAULT_REGION=us-east-1 python3.12 - "$function" <<'PY'
 import sys

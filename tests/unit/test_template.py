@@ -279,11 +279,32 @@ def test_zip_functions_share_the_core_layer_and_images_use_none(cfn):
             assert properties["EphemeralStorage"]["Size"] in (
                 {"Ref": "InferEphemeralStorage"},
                 snapstart_size,
+                10240,  # the manage functions: a 2 GiB version, downloaded and loaded
             )
         else:
             assert properties["Runtime"] == "python3.12"
             (layer,) = properties["Layers"]
             assert layer["Ref"].startswith("CoreLayer"), name
+
+
+def test_validation_runs_in_an_image_with_the_runtimes_that_serve(sam):
+    # OpenVINO does not fit a zip function beside the package: the manage functions are
+    # images, built with the same runtime extras as the infer image
+    def extras(dockerfile: str) -> set[str]:
+        text = (ROOT / dockerfile).read_text()
+        default = re.search(r"^ARG EXTRAS=(\S+)$", text, re.M)
+        spec = re.search(r'"/build\[([^\]]+)\]"', text)
+        assert spec, dockerfile
+        names = spec.group(1).replace("${EXTRAS}", default.group(1) if default else "")
+        return set(names.split(","))
+
+    resources = sam["Resources"]
+    for name in ("ManageEventsFunction", "ReconcileFunction", "ManageApiFunction"):
+        assert resources[name]["Properties"]["PackageType"] == "Image", name
+        assert resources[name]["Metadata"]["Dockerfile"] == "functions/manage/Dockerfile"
+    manage = extras("functions/manage/Dockerfile")
+    assert "openvino" in manage
+    assert manage <= extras("functions/infer/Dockerfile")
 
 
 def test_the_http_infer_function_can_have_provisioned_concurrency(cfn):
