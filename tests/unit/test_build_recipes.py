@@ -17,7 +17,7 @@ def test_there_are_recipes_to_check():
     assert {p.name for p in DOCKERFILES} >= {"Dockerfile", "Dockerfile.gpu"}
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_copy_source_exists_in_the_build_context(dockerfile: Path):
     sources = []
     for line in dockerfile.read_text().splitlines():
@@ -28,11 +28,12 @@ def test_every_copy_source_exists_in_the_build_context(dockerfile: Path):
         assert (ROOT / source).exists(), f"{dockerfile.name} copies missing {source}"
 
 
-@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_entry_point_resolves(dockerfile: Path):
     text = dockerfile.read_text()
     if match := re.search(r'CMD \["app\.(\w+)"\]', text):
-        app = importlib.import_module("lambdaserve.handlers.infer")
+        # functions/<name>/app.py re-exports lambdaserve.handlers.<name>
+        app = importlib.import_module(f"lambdaserve.handlers.{dockerfile.parent.name}")
         assert callable(getattr(app, match.group(1)))
     else:
         match = re.search(r"^CMD (\[.*\])$", text, re.MULTILINE)
