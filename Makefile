@@ -57,9 +57,10 @@ $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install -q aws-sam-cli==1.170.0
 
-validate: $(SAM_VENV)/bin/sam ## sam validate --lint and sam build of the zip functions
+validate: $(SAM_VENV)/bin/sam install-test ## sam validate --lint, sam build of the zip function, the manage image's validation
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1
 	scripts/sam_build.sh $(SAM_VENV)/bin/sam
+	$(BIN)/python scripts/manage_image_check.py
 
 lint: install-test ## ruff, ruff format, mypy strict
 	$(BIN)/ruff check .
