@@ -295,3 +295,25 @@ def test_a_request_may_shorten_its_queue_timeout_only_where_the_policy_allows():
     assert lenient.timeout_for({"timeout": 10_000_000}) == 0.5  # never lengthened
     assert QueuePolicy(allow_timeout_override=True).timeout_for({"timeout": 2000}) == 0.002
     assert lenient.timeout_for({"timeout": "soon"}) == 0.5
+
+
+def test_the_queue_policy_holds_from_a_lanes_very_first_requests():
+    # Given a fresh lane whose policy is not read yet, and two requests arriving together
+    policy = BatchPolicy(
+        max_batch_size=8, max_queue_delay_s=0.2, queue=QueuePolicy(max_queue_size=1)
+    )
+
+    def execute(model, version, requests, queued_ns):
+        return [BatchResult(outputs={"y": r.inputs[0].data}, version=1) for r in requests]
+
+    async def scenario():
+        batcher = DynamicBatcher(execute, lambda m, v: policy, in_thread)
+        return await asyncio.gather(
+            batcher.submit("m", None, row(0)),
+            batcher.submit("m", None, row(1)),
+            return_exceptions=True,
+        )
+
+    # Then one waits its turn and the other finds the queue full
+    results = run(scenario())
+    assert sorted(type(r).__name__ for r in results) == ["BatchResult", "QueueRejected"]

@@ -89,6 +89,11 @@ class DynamicBatcher:
         if lane is None or lane.task is None or lane.task.done():
             lane = self._lanes[(model, version)] = _Lane()
             lane.task = asyncio.get_running_loop().create_task(self._drain(model, version, lane))
+        if lane.policy is None:
+            # The queue policy must hold from the lane's first requests on; a failure to read
+            # it (an unknown model) reaches every waiting request through the drain.
+            with contextlib.suppress(Exception):
+                await self._lane_policy(model, version, lane)
         policy = lane.policy
         fast = (
             policy is not None
