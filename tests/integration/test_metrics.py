@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,6 +35,7 @@ TRITON_FAMILIES = {
     "nv_inference_pending_request_count",
 }
 Series = dict[tuple[str, str, str], float]
+LAMBDASERVE = [sys.executable, "-m", "lambdaserve.cli"]
 
 
 def scrape(client: httpx.Client) -> Series:
@@ -180,3 +182,56 @@ def test_the_worker_writes_per_model_emf_lines_for_the_batches_it_runs(stack):
     assert {(d["version"], d["service"]) for d in emf} == {("1", "lambdaserve-worker")}
     directive = emf[0]["_aws"]["CloudWatchMetrics"][0]
     assert directive["Dimensions"] == [["model", "version", "service"], ["service"]]
+
+
+def test_serve_answers_torchserves_metrics_api_on_its_metrics_port(stack):
+    # Given `lambdaserve serve --metrics-port`, as an ECS task would run it
+    stack.put("models/mlp/1/model.onnx", builders.onnx_mlp(4, 3))
+    stack.wait_state("mlp", 1, "READY")
+    port, metrics_port = free_port(), free_port()
+    server = subprocess.Popen(
+        [*LAMBDASERVE, "serve", "--port", str(port), "--metrics-port", str(metrics_port)],
+        env=dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
+            wait_until(lambda: _live(client), 60)
+            # When it answers two predictions and one request it must refuse
+            for _ in range(2):
+                assert client.post("/v2/models/mlp/infer", json=rows(4, 1)).status_code == 200
+            assert client.post("/v2/models/mlp/infer", json=rows(2, 1)).status_code == 400
+            text = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30).text
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        # uvicorn shuts down, then re-raises the signal it caught
+        assert server.wait(timeout=60) in (0, -signal.SIGTERM)
+    # Then TorchServe's families count them, in TorchServe's text
+    assert re.search(r'^Requests4XX\{Level="Host",Hostname=".+",\} 1\.0$', text, re.M)
+    requests = re.search(
+        r'^ts_inference_requests_total\{model_name="mlp",model_version="1",hostname=".+",\} (\S+)$',
+        text,
+        re.M,
+    )
+    assert requests and float(requests.group(1)) == 3
+
+
+def test_serve_refuses_a_metrics_port_with_several_workers():
+    refused = subprocess.run(
+        [*LAMBDASERVE, "serve", "--workers", "2", "--metrics-port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert "--metrics-port needs --workers 1" in refused.stderr
+
+
+def _live(client: httpx.Client) -> bool:
+    try:
+        return client.get("/v2/health/live").status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -104,6 +104,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers", type=int, default=1, help="processes sharing the port (one per core)"
     )
+    serve.add_argument(
+        "--metrics-port",
+        type=_port_or_off,
+        default=0,
+        help="also serve TorchServe's metrics API on this port (one worker only; 0: off)",
+    )
     _logging_flags(serve, access_log_default=False)
 
     worker = commands.add_parser(
@@ -168,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 workers=args.workers,
                 log_level=args.log_level,
                 access_log=args.access_log,
+                metrics_port=args.metrics_port or None,
             )
         elif args.command == "worker":
             from lambdaserve.long_running import work

@@ -15,6 +15,7 @@ from lambdaserve.apps.access_log import AccessLog
 from lambdaserve.apps.front_door import FrontDoor
 from lambdaserve.apps.inference import create_inference_app
 from lambdaserve.apps.slow_clients import BodyTimeout
+from lambdaserve.errors import InvalidInput
 from lambdaserve.prefetch import Prefetcher
 from lambdaserve.server_batcher import server_batcher
 from lambdaserve.settings import get_settings
@@ -83,8 +84,10 @@ def serve(
     workers: int = 1,
     log_level: str = "info",
     access_log: bool = False,
+    metrics_port: int | None = None,
 ) -> None:
-    """Serve the inference API with uvicorn until SIGINT/SIGTERM.
+    """Serve the inference API with uvicorn until SIGINT/SIGTERM; with ``metrics_port``,
+    TorchServe's metrics API beside it.
 
     One process runs Python on one core at a time: ``workers`` processes share the port
     (each with its own model copy and dynamic batcher), as TorchServe's workers and Triton's
@@ -104,9 +107,16 @@ def serve(
         # headers must arrive within LAMBDASERVE_CLIENT_TIMEOUT_S (uvicorn has no such timer)
         "http": "lambdaserve.apps.slow_clients:HeaderTimeoutHttp",
     }
-    print(_banner(host, port, batching, workers, access_log), flush=True)
+    if metrics_port and workers > 1:
+        raise InvalidInput(
+            "--metrics-port needs --workers 1: each worker process counts only what it served, "
+            "and a scrape would reach one of them; scale out by tasks with one worker each"
+        )
+    print(_banner(host, port, batching, workers, access_log, metrics=metrics_port), flush=True)
     if workers <= 1:
-        app = build_serving_app(batching, prefetch=True)
+        app: ASGIApp = build_serving_app(batching, prefetch=True)
+        if metrics_port:
+            app = _with_metrics_api(app, host, metrics_port)
         uvicorn.run(_logged(app, log_level, access_log), **options)
         return
     os.environ[_BATCHING_ENV] = "1" if batching else "0"
@@ -116,7 +126,21 @@ def serve(
     )
 
 
-def _banner(host: str, port: int, batching: bool, workers: int, access_log: bool) -> str:
+def _with_metrics_api(app: ASGIApp, host: str, port: int) -> ASGIApp:
+    """Start TorchServe's metrics API on ``port``; ``app``'s responses counted for it."""
+    from lambdaserve.apps.metrics_api import ResponseCounts, metrics_api_app
+    from lambdaserve.handlers import infer
+    from lambdaserve.local.servers import BackgroundServer
+
+    responses = ResponseCounts()
+    metrics = metrics_api_app(lambda: infer.server().stats, responses, get_settings().work_dir)
+    BackgroundServer(metrics, host, port).start()
+    return responses.watch(app)
+
+
+def _banner(
+    host: str, port: int, batching: bool, workers: int, access_log: bool, *, metrics: int | None
+) -> str:
     settings = get_settings()
     where = settings.endpoint_url or f"AWS ({settings.region})"
     return "\n".join(
@@ -129,6 +153,8 @@ def _banner(host: str, port: int, batching: bool, workers: int, access_log: bool
             f"  batching          {'dynamic, per model version' if batching else 'off'}; "
             f"{workers} worker process{'es' if workers > 1 else ''}",
             f"  access log        {'on' if access_log else 'off (--access-log)'}",
+            f"  metrics           http://{host}:{port}/metrics (Triton's names)"
+            + (f"; http://{host}:{metrics}/metrics (TorchServe's)" if metrics else ""),
             "Ctrl-C stops it.",
         ]
     )
