@@ -17,7 +17,6 @@ import json
 import os
 import statistics
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -29,6 +28,7 @@ from moto import mock_aws
 from lambdaserve.aws import AwsClients
 from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.emulator import free_port
+from lambdaserve.local.http_api_event import http_api_event
 from lambdaserve.local.pump import LocalContext
 from lambdaserve.local.resources import ensure_resources
 from lambdaserve.local.servers import BackgroundServer
@@ -46,36 +46,6 @@ def per_call_us(call: Callable[[], object], count: int) -> list[float]:
         call()
         samples.append((time.perf_counter_ns() - start) / 1000)
     return samples
-
-
-def api_event(body: bytes) -> dict[str, object]:
-    return {
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": "/v2/models/mlp/infer",
-        "rawQueryString": "",
-        "headers": {"content-type": "application/json", "content-length": str(len(body))},
-        "requestContext": {
-            "http": {
-                "method": "POST",
-                "path": "/v2/models/mlp/infer",
-                "protocol": "HTTP/1.1",
-                "sourceIp": "127.0.0.1",
-                "userAgent": "bench",
-            },
-            "requestId": str(uuid.uuid4()),
-            "routeKey": "$default",
-            "stage": "$default",
-            "accountId": "123456789012",
-            "apiId": "bench",
-            "domainName": "bench",
-            "domainPrefix": "bench",
-            "time": "21/Nov/2026:14:06:02 +0000",
-            "timeEpoch": 0,
-        },
-        "body": body.decode(),
-        "isBase64Encoded": False,
-    }
 
 
 def codec_gbps(body: bytes, header_length: int | None, count: int) -> float:
@@ -117,7 +87,7 @@ def lambda_warm_path_us(model: bytes, body: bytes, requests: int, work: str) -> 
 
     infer.server.cache_clear()
     context = LocalContext("infer")
-    event = api_event(body)
+    event = http_api_event("POST", "/v2/models/mlp/infer", body)
     assert infer.api_handler(event, context)["statusCode"] == 200
     return statistics.median(per_call_us(lambda: infer.api_handler(event, context), requests))
 

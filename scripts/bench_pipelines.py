@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
-from bench_infer import api_event, per_call_us
+from bench_infer import per_call_us
 from bench_peers import Running, _wait_answering, check, load, measure, rss_mb
 from peers.pipeline_peers import (
     Ours,
@@ -95,6 +95,7 @@ def lambda_warm_path_us(
     from moto import mock_aws
 
     from lambdaserve.aws import AwsClients
+    from lambdaserve.local.http_api_event import http_api_event
     from lambdaserve.local.pump import LocalContext
     from lambdaserve.local.resources import ensure_resources
     from lambdaserve.services import build_manage_services
@@ -129,11 +130,7 @@ def lambda_warm_path_us(
         context: Any = LocalContext("infer")
         out: dict[str, float] = {}
         for name, body in bodies.items():
-            event = api_event(body)
-            path = f"/v2/models/{name}/infer"
-            event["rawPath"] = path
-            request_context: Any = event["requestContext"]
-            request_context["http"]["path"] = path
+            event = http_api_event("POST", f"/v2/models/{name}/infer", body)
             response = infer.api_handler(event, context)
             assert response["statusCode"] == 200, response
             if name == "pipe":

@@ -45,21 +45,12 @@ PUBLISHED = {
 }
 # The handler as the Lambda runtime calls it: the event on stdin, the result on one line.
 RUNTIME = """
-import json, sys, uuid
+import json, sys
 import app
+from lambdaserve.local.pump import LocalContext
 
-class Context:
-    function_name = "lambdaserve-manage"
-    function_version = "$LATEST"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:lambdaserve-manage"
-    memory_limit_in_mb = 6144
-    aws_request_id = str(uuid.uuid4())
-    log_group_name = "/aws/lambda/lambdaserve-manage"
-    log_stream_name = "local"
-    def get_remaining_time_in_millis(self):
-        return 300_000
-
-result = app.events_handler(json.load(sys.stdin), Context())
+context = LocalContext("lambdaserve-manage", timeout_s=300, memory_limit_in_mb=6144)
+result = app.events_handler(json.load(sys.stdin), context)
 print("HANDLER-RESULT " + json.dumps(result))
 """
 

@@ -6,9 +6,12 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
 from lambdaserve.local.emulator import free_port
 
-__all__ = ["free_port", "wait_until"]
+__all__ = ["Series", "free_port", "is_live", "scrape", "wait_until"]
 
 T = TypeVar("T")
 
@@ -23,3 +26,36 @@ def wait_until(probe: Callable[[], T], timeout_s: float = 15.0, interval_s: floa
         time.sleep(interval_s)
         value = probe()
     return value
+
+
+def is_live(client: httpx.Client) -> bool:
+    """Whether a server answers its v2 liveness probe yet."""
+    try:
+        return client.get("/v2/health/live").status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+Series = dict[tuple[str, str, str], float]
+
+
+def scrape(client: httpx.Client) -> Series:
+    """``/metrics`` parsed: value by (family, model, version); failures also by
+    (family, model, "<version>/<reason>")."""
+    response = client.get("/metrics")
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain")
+    found: Series = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            labels = dict(sample.labels)
+            reason = labels.pop("reason", None)
+            assert set(labels) == {"model", "version"}
+            key = (sample.name, labels["model"], labels["version"])
+            if reason is None:
+                found[key] = sample.value
+            else:  # failures by Triton's reason, and their sum
+                assert reason in ("REJECTED", "CANCELED", "BACKEND", "OTHER")
+                found[(*key[:2], f"{key[2]}/{reason}")] = sample.value
+                found[key] = found.get(key, 0) + sample.value
+    return found

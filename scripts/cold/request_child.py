@@ -17,7 +17,6 @@ import json
 import os
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -83,32 +82,6 @@ def instrument(infer: Any) -> None:
     loading.runtime_named = timed_runtime  # type: ignore[assignment]
 
 
-def api_event(model: str, body: bytes) -> dict[str, Any]:
-    path = f"/v2/models/{model}/infer"
-    http = {"method": "POST", "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1"}
-    return {
-        "version": "2.0",
-        "routeKey": "$default",
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": {"content-type": "application/json", "content-length": str(len(body))},
-        "requestContext": {
-            "http": {**http, "userAgent": "bench"},
-            "requestId": str(uuid.uuid4()),
-            "routeKey": "$default",
-            "stage": "$default",
-            "accountId": "123456789012",
-            "apiId": "bench",
-            "domainName": "bench",
-            "domainPrefix": "bench",
-            "time": "21/Nov/2026:14:06:02 +0000",
-            "timeEpoch": 0,
-        },
-        "body": body.decode(),
-        "isBase64Encoded": False,
-    }
-
-
 def serve(model: str, body_path: str) -> dict[str, Any]:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     sys.path.insert(0, os.path.join(root, "functions", "infer"))
@@ -116,11 +89,15 @@ def serve(model: str, body_path: str) -> dict[str, Any]:
     app = __import__("app")
     imported = clock()
     from lambdaserve.handlers import infer
+    from lambdaserve.local.http_api_event import http_api_event
     from lambdaserve.local.pump import LocalContext
 
     instrument(infer)
     with open(body_path, "rb") as body:
-        event, context = api_event(model, body.read()), LocalContext("infer")
+        event, context = (
+            http_api_event("POST", f"/v2/models/{model}/infer", body.read()),
+            LocalContext("infer"),
+        )
     began = clock()
     first = app.api_handler(event, context)
     total = clock() - began

@@ -14,13 +14,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from lambdaserve.local.emulator import free_port
 from lambdaserve.local.servers import BackgroundServer
 from lambdaserve.long_running import build_serving_app
 from tests import builders
-from tests.support import wait_until
+from tests.support import is_live, scrape, wait_until
 
 TRITON_FAMILIES = {
     "nv_inference_request_success",
@@ -34,29 +33,7 @@ TRITON_FAMILIES = {
     "nv_inference_compute_output_duration_us",
     "nv_inference_pending_request_count",
 }
-Series = dict[tuple[str, str, str], float]
 LAMBDASERVE = [sys.executable, "-m", "lambdaserve.cli"]
-
-
-def scrape(client: httpx.Client) -> Series:
-    """``/metrics`` parsed: value by (family, model, version)."""
-    response = client.get("/metrics")
-    assert response.status_code == 200, response.text
-    assert response.headers["content-type"].startswith("text/plain")
-    found: Series = {}
-    for family in text_string_to_metric_families(response.text):
-        for sample in family.samples:
-            labels = dict(sample.labels)
-            reason = labels.pop("reason", None)
-            assert set(labels) == {"model", "version"}
-            key = (sample.name, labels["model"], labels["version"])
-            if reason is None:
-                found[key] = sample.value
-            else:  # failures by Triton's reason, and their sum
-                assert reason in ("REJECTED", "CANCELED", "BACKEND", "OTHER")
-                found[(*key[:2], f"{key[2]}/{reason}")] = sample.value
-                found[key] = found.get(key, 0) + sample.value
-    return found
 
 
 def rows(width: int, count: int) -> dict[str, Any]:
@@ -198,7 +175,7 @@ def test_serve_answers_torchserves_metrics_api_on_its_metrics_port(stack):
     )
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as client:
-            wait_until(lambda: _live(client), 60)
+            wait_until(lambda: is_live(client), 60)
             # When it answers two predictions and one request it must refuse
             for _ in range(2):
                 assert client.post("/v2/models/mlp/infer", json=rows(4, 1)).status_code == 200
@@ -228,10 +205,3 @@ def test_serve_refuses_a_metrics_port_with_several_workers():
     )
     assert refused.returncode == 2
     assert "--metrics-port needs --workers 1" in refused.stderr
-
-
-def _live(client: httpx.Client) -> bool:
-    try:
-        return client.get("/v2/health/live").status_code == 200
-    except httpx.HTTPError:
-        return False

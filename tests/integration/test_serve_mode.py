@@ -20,7 +20,7 @@ from lambdaserve.local.emulator import free_port
 from lambdaserve.local.servers import BackgroundServer
 from lambdaserve.long_running import build_serving_app
 from tests import builders
-from tests.support import wait_until
+from tests.support import is_live, scrape, wait_until
 
 MLP = builders.onnx_mlp(4, 3)
 
@@ -132,7 +132,7 @@ def test_serve_with_two_workers_runs_two_processes_that_answer_correctly(stack):
     expected = ort.InferenceSession(MLP).run(None, {"INPUT__0": np.array([[1, 2, 3, 4]], "f4")})
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            wait_until(lambda: _answers(client), 60)
+            wait_until(lambda: is_live(client), 60)
 
             # When many clients call it, each on its own connection
             def infer(_: int) -> list[float]:
@@ -150,13 +150,6 @@ def test_serve_with_two_workers_runs_two_processes_that_answer_correctly(stack):
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         assert server.wait(timeout=60) == 0
-
-
-def _answers(client: httpx.Client) -> bool:
-    try:
-        return client.get("/v2/health/live").status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def _children(pid: int) -> list[int]:
@@ -195,7 +188,8 @@ def test_a_full_queue_answers_503_as_triton_does_and_counts_a_rejected_failure(s
                 "/v2/models/queued/infer",
                 json={"inputs": [_tensor(row)]},
             )
-            wait_until(lambda: _pending(http, "queued") == 1)
+            pending = ("nv_inference_pending_request_count", "queued", "1")
+            wait_until(lambda: scrape(http).get(pending) == 1)
             # When a second request arrives while the first waits for company
             client = triton.InferenceServerClient(server.url.removeprefix("http://"))
             tensor = triton.InferInput("INPUT__0", [1, 4], "FP32")
@@ -206,14 +200,10 @@ def test_a_full_queue_answers_503_as_triton_does_and_counts_a_rejected_failure(s
             assert refused.value.status() == "503"
             assert "Exceeds maximum queue size" in refused.value.message()
             assert first.result().status_code == 200
-            failures = [
-                line
-                for line in http.get("/metrics").text.splitlines()
-                if line.startswith("nv_inference_request_failure{") and 'model="queued"' in line
-            ]
+            found = scrape(http)
     finally:
         server.stop()
-    assert any('reason="REJECTED"' in line and line.endswith(" 1.0") for line in failures)
+    assert found[("nv_inference_request_failure", "queued", "1/REJECTED")] == 1
 
 
 def _tensor(data: np.ndarray) -> dict[str, object]:
@@ -223,10 +213,3 @@ def _tensor(data: np.ndarray) -> dict[str, object]:
         "shape": list(data.shape),
         "data": data.ravel().tolist(),
     }
-
-
-def _pending(client: httpx.Client, model: str) -> float:
-    for line in client.get("/metrics").text.splitlines():
-        if line.startswith("nv_inference_pending_request_count{") and f'model="{model}"' in line:
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0

@@ -9,9 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from lambdaserve.batch_plan import BatchPolicy, Take, Wait, plan
 from lambdaserve.batch_runs import BatchResult
 from lambdaserve.batching_config import QueuePolicy
-from lambdaserve.dynamic_batcher import BatchPolicy, DynamicBatcher, Take, Wait, plan
+from lambdaserve.dynamic_batcher import DynamicBatcher
 from lambdaserve.errors import InvalidInput, ModelNotFound, QueueRejected
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 

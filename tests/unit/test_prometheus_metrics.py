@@ -10,7 +10,8 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lambdaserve.apps.metrics_route import queued_in
-from lambdaserve.dynamic_batcher import BatchPolicy, DynamicBatcher
+from lambdaserve.batch_plan import BatchPolicy
+from lambdaserve.dynamic_batcher import DynamicBatcher
 from lambdaserve.errors import InferenceError, InvalidInput, RequestTimeout
 from lambdaserve.prometheus_metrics import metrics_registry
 from lambdaserve.protocol.v2 import InferInput, InferRequest

@@ -22,6 +22,11 @@ class QueuePolicy:
     reject_on_timeout: bool = True  # timeout_action REJECT; False is DELAY
     allow_timeout_override: bool = False
 
+    @property
+    def times_out(self) -> bool:
+        """Whether any request may have a queue timeout under this policy."""
+        return self.default_timeout_s > 0 or self.allow_timeout_override
+
     def timeout_for(self, parameters: Mapping[str, Any]) -> float:
         """A request's queue timeout in seconds (0: none): its ``timeout`` parameter
         (microseconds) may shorten the default when the policy allows, never lengthen it."""

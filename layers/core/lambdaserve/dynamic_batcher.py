@@ -19,14 +19,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from lambdaserve.batch_plan import BatchPolicy, Take, Wait, plan
+from lambdaserve.batch_plan import BatchPolicy, Wait, plan
 from lambdaserve.batch_runs import BatchResult
 from lambdaserve.batching import batch_dim, check_invariant
 from lambdaserve.errors import LambdaServeError, QueueRejected
 from lambdaserve.protocol.v2 import InferRequest
-
-__all__ = ["BatchPolicy", "DynamicBatcher", "Take", "Wait", "plan"]
-
 
 INLINE_BELOW_S = 0.0005
 Execute = Callable[[str, int | None, list[InferRequest], list[int]], list[BatchResult]]
@@ -123,7 +120,7 @@ class DynamicBatcher:
         if policy is not None:
             limit = policy.queue.max_queue_size
             if limit and len(lane.pending) >= limit:
-                await self._reject(
+                raise await self._refusal(
                     model,
                     version,
                     f"Exceeds maximum queue size: model '{model}' already has {len(lane.pending)}"
@@ -137,12 +134,13 @@ class DynamicBatcher:
         lane.wakeup.set()
         return await future
 
-    async def _reject(self, model: str, version: int | None, message: str) -> None:
+    async def _refusal(self, model: str, version: int | None, message: str) -> QueueRejected:
+        """The error for a request the queue policy refuses, counted as the model's failure."""
         error = QueueRejected(message)
         if self._rejected is not None:
             with contextlib.suppress(LambdaServeError):  # counting must not change the answer
                 await self._run_in_thread(self._rejected, model, version, error)
-        raise error
+        return error
 
     def waiting(self) -> dict[tuple[str, int | None], int]:
         """Requests queued per lane (model, version asked for), not yet running."""
@@ -183,27 +181,25 @@ class DynamicBatcher:
     ) -> None:
         """Requests past their queue timeout: refused (REJECT), or moved behind the ones
         still within theirs (DELAY), as Triton's queue policy does."""
+        if not policy.queue.times_out:
+            return
         now = self._clock()
         expired = [p for p in lane.pending if p.expires and not p.overdue and p.expires <= now]
-        if not expired:
-            return
         for pending in expired:
             lane.pending.remove(pending)
-            if policy.queue.reject_on_timeout:
-                try:
-                    await self._reject(
-                        model,
-                        version,
-                        f"Request timeout expired: it waited {now - pending.enqueued:.3f} s in "
-                        f"the queue of model '{model}', past its timeout (dynamic_batching "
-                        "default_queue_policy, or the request's timeout parameter)",
-                    )
-                except QueueRejected as exc:
-                    if not pending.future.done():
-                        pending.future.set_exception(exc)
-            else:
+            if not policy.queue.reject_on_timeout:
                 pending.overdue = True
                 lane.pending.append(pending)
+                continue
+            error = await self._refusal(
+                model,
+                version,
+                f"Request timeout expired: it waited {now - pending.enqueued:.3f} s in "
+                f"the queue of model '{model}', past its timeout (dynamic_batching "
+                "default_queue_policy, or the request's timeout parameter)",
+            )
+            if not pending.future.done():
+                pending.future.set_exception(error)
 
     async def _lane_policy(self, model: str, version: int | None, lane: _Lane) -> BatchPolicy:
         # The policy comes from the catalog view (TTL-cached, I/O when stale): refresh it

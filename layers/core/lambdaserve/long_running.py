@@ -128,13 +128,10 @@ def serve(
 
 def _with_metrics_api(app: ASGIApp, host: str, port: int) -> ASGIApp:
     """Start TorchServe's metrics API on ``port``; ``app``'s responses counted for it."""
-    from lambdaserve.apps.metrics_api import ResponseCounts, metrics_api_app
     from lambdaserve.handlers import infer
-    from lambdaserve.local.servers import BackgroundServer
+    from lambdaserve.local.servers import start_metrics_api
 
-    responses = ResponseCounts()
-    metrics = metrics_api_app(lambda: infer.server().stats, responses, get_settings().work_dir)
-    BackgroundServer(metrics, host, port).start()
+    _, responses = start_metrics_api(host, port, lambda: infer.server().stats)
     return responses.watch(app)
 
 

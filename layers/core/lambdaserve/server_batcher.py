@@ -29,11 +29,12 @@ def server_batcher(
 
     def policy(model: str, version: int | None) -> BatchPolicy:
         served = server().resolver.resolve(model, version)
+        limit = batch_limit(served, default_max_batch_size)
         batching = served.config.dynamic_batching
         if batching is None:
-            return BatchPolicy(max_batch_size=batch_limit(served, default_max_batch_size))
+            return BatchPolicy(max_batch_size=limit)
         return BatchPolicy(
-            max_batch_size=batch_limit(served, default_max_batch_size),
+            max_batch_size=limit,
             max_queue_delay_s=batching.max_queue_delay_microseconds / 1e6,
             preferred_sizes=batching.preferred_batch_size,
             queue=batching.queue_policy,

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from starlette.types import ASGIApp
+
 from lambdaserve.aws import AwsClients
 from lambdaserve.local.demo import DEMO_MODEL, demo_mlp_bytes
 from lambdaserve.local.emulator import Emulator, ensure_port_free
@@ -16,7 +18,7 @@ from lambdaserve.local.logs import quiet_third_parties, use_text_logs
 from lambdaserve.local.mirror import RepositoryMirror
 from lambdaserve.local.pump import EventPump, PumpConfig
 from lambdaserve.local.resources import LocalResources, ensure_resources
-from lambdaserve.local.servers import BackgroundServer
+from lambdaserve.local.servers import BackgroundServer, start_metrics_api
 from lambdaserve.settings import Settings, get_settings
 
 
@@ -76,7 +78,6 @@ class DevStack:
         self.resources = ensure_resources(clients, settings)
 
         # Imported after the environment points at the emulator: handlers read settings once.
-        from lambdaserve.apps.metrics_api import ResponseCounts, metrics_api_app
         from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
         from lambdaserve.handlers import batcher, infer, manage
         from lambdaserve.long_running import batching_inference_app
@@ -90,10 +91,16 @@ class DevStack:
         batcher._server = infer.server
         manage.services().registrar.reconcile_all()
         self.start_event_pumps()
-        responses = ResponseCounts()
+        counted = _as_is
+        if options.metrics_port:
+            metrics, responses = start_metrics_api(
+                options.host, options.metrics_port, lambda: infer.server().stats
+            )
+            self._servers.append(metrics)
+            counted = responses.watch
         self._servers.append(
             BackgroundServer(
-                responses.watch(manage.management_app()),
+                counted(manage.management_app()),
                 options.host,
                 options.management_port,
                 access_log=options.access_log,
@@ -101,7 +108,7 @@ class DevStack:
         )
         self._servers.append(
             BackgroundServer(
-                responses.watch(
+                counted(
                     RepositoryOnInferenceUrl(
                         batching_inference_app(), manage.management_app(), infer.server
                     )
@@ -111,11 +118,6 @@ class DevStack:
                 access_log=options.access_log,
             ).start()
         )
-        if options.metrics_port:
-            metrics = metrics_api_app(lambda: infer.server().stats, responses, settings.work_dir)
-            self._servers.append(
-                BackgroundServer(metrics, options.host, options.metrics_port).start()
-            )
         if options.model_repository is not None:
             self.mirror = RepositoryMirror(
                 options.model_repository, clients.s3, settings.bucket, settings.models_prefix
@@ -223,6 +225,10 @@ class DevStack:
             )
         lines.append("Ctrl-C stops everything.")
         return "\n".join(lines)
+
+
+def _as_is(app: ASGIApp) -> ASGIApp:
+    return app
 
 
 def run_dev(options: DevOptions) -> None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import uvicorn
 from starlette.types import ASGIApp
 
 from lambdaserve.apps.access_log import AccessLog
+from lambdaserve.apps.metrics_api import ResponseCounts, metrics_api_app
 from lambdaserve.apps.slow_clients import BodyTimeout, HeaderTimeoutHttp
 from lambdaserve.settings import get_settings
+from lambdaserve.stats import StatsRegistry
 
 
 class BackgroundServer:
@@ -60,3 +63,13 @@ class BackgroundServer:
     def stop(self, timeout_s: float = 10.0) -> None:
         self._server.should_exit = True
         self._thread.join(timeout_s)
+
+
+def start_metrics_api(
+    host: str, port: int, stats: Callable[[], StatsRegistry]
+) -> tuple[BackgroundServer, ResponseCounts]:
+    """TorchServe's metrics API on ``port`` (its disk gauges for the model cache's disk), and
+    the counts it reports: wrap the apps it counts with ``counts.watch``."""
+    responses = ResponseCounts()
+    app = metrics_api_app(stats, responses, get_settings().work_dir)
+    return BackgroundServer(app, host, port).start(), responses
