@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -10,6 +9,7 @@ import numpy as np
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes import Signature
+from lambdaserve.tensors import shape_fits
 
 
 def bind_inputs(request: InferRequest, signature: Signature) -> dict[str, np.ndarray[Any, Any]]:
@@ -30,7 +30,7 @@ def bind_inputs(request: InferRequest, signature: Signature) -> dict[str, np.nda
             raise InvalidInput(
                 f"input {spec.name!r}: expected datatype {spec.datatype}, got {tensor.datatype}"
             )
-        if not _shape_fits(tensor.shape, spec.shape):
+        if not shape_fits(tensor.shape, spec.shape):
             raise InvalidInput(
                 f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(tensor.shape)}"
             )
@@ -46,9 +46,3 @@ def select_outputs(request: InferRequest, signature: Signature) -> list[str]:
         if output.name not in names:
             raise InvalidInput(f"unknown output {output.name!r}; the model has {names}")
     return [output.name for output in request.outputs]
-
-
-def _shape_fits(got: Sequence[int], expected: Sequence[int]) -> bool:
-    return len(got) == len(expected) and all(
-        e in (-1, g) for g, e in zip(got, expected, strict=True)
-    )

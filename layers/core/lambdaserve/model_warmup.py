@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from lambdaserve.errors import InvalidInput, LambdaServeError, ModelRejected
-from lambdaserve.tensors import element_count, from_binary, numpy_dtype
+from lambdaserve.tensors import element_count, from_binary, numpy_dtype, shape_fits
 
 if TYPE_CHECKING:  # modelconfig imports this module, and runtimes import modelconfig
     from lambdaserve.runtimes import Signature
@@ -150,9 +150,7 @@ def check_samples(
             raise ModelRejected(f"{label}: {getattr(exc, 'message', exc)}") from None
         for name, value in inputs.items():
             want = expected[name].shape
-            if len(want) != value.ndim or any(
-                w not in (-1, g) for w, g in zip(want, value.shape, strict=True)
-            ):
+            if not shape_fits(value.shape, want):
                 raise ModelRejected(
                     f"{label} input {name!r} has shape {list(value.shape)}; the model takes "
                     f"{list(want)}"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from lambdaserve.errors import InferenceError, InvalidInput
+from lambdaserve.tensors import element_count
 
 if TYPE_CHECKING:  # modelconfig imports this module, and runtimes import modelconfig
     from lambdaserve.runtimes import Arrays, LoadedModel, Signature
@@ -46,10 +47,11 @@ def reshapes_of(message: Any, batched: bool) -> tuple[Reshape, ...]:
                 raise InvalidInput(
                     f"{role} {tensor.name!r}: reshape dims are positive or -1, got {list(shape)}"
                 )
-            if -1 not in dims and -1 not in shape and _count(dims) != _count(shape):
+            held, declared = element_count(shape), element_count(dims)
+            if -1 not in dims and -1 not in shape and declared != held:
                 raise InvalidInput(
-                    f"{role} {tensor.name!r}: reshape {list(shape)} has {_count(shape)} elements "
-                    f"but dims {list(dims)} have {_count(dims)}; both must hold the same elements"
+                    f"{role} {tensor.name!r}: reshape {list(shape)} has {held} elements "
+                    f"but dims {list(dims)} have {declared}; both must hold the same elements"
                 )
             batch = (-1,) if batched else ()
             found.append(Reshape(role, tensor.name, (*batch, *dims), (*batch, *shape)))
@@ -110,7 +112,3 @@ class ReshapedModel:
                 f"cannot reshape a tensor of shape {list(array.shape)} to {list(shape)} as the "
                 f"config's reshape asks: {exc}"
             ) from None
-
-
-def _count(shape: Sequence[int]) -> int:
-    return int(np.prod(shape, dtype=np.int64)) if shape else 1

@@ -75,6 +75,13 @@ def v2_datatype(array: np.ndarray[Any, Any]) -> str:
 _UINT64_MAX = 2**64 - 1
 
 
+def shape_fits(got: Sequence[int], expected: Sequence[int]) -> bool:
+    """Whether a tensor of shape ``got`` fits a declared shape (-1: any size there)."""
+    return len(got) == len(expected) and all(
+        e in (-1, g) for g, e in zip(got, expected, strict=True)
+    )
+
+
 def element_count(shape: Sequence[int]) -> int:
     count = 1
     for dim in shape:

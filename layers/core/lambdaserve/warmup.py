@@ -17,7 +17,7 @@ import numpy as np
 
 from lambdaserve.binding import bind_inputs
 from lambdaserve.errors import LambdaServeError, ModelRejected
-from lambdaserve.model_warmup import WarmupSample, sample_inputs
+from lambdaserve.model_warmup import MAX_SAMPLE_BYTES, WarmupSample, sample_inputs
 from lambdaserve.modelconfig import TensorSpec
 from lambdaserve.protocol.v2 import parse_infer_request
 from lambdaserve.runtimes import LoadedModel, Signature
@@ -25,7 +25,7 @@ from lambdaserve.tensors import element_count, numpy_dtype
 
 logger = logging.getLogger(__name__)
 
-MAX_WARMUP_BYTES = 64 * 1024**2
+MAX_WARMUP_BYTES = MAX_SAMPLE_BYTES  # one limit for warm-up inputs, however they are given
 Inputs = dict[str, np.ndarray[Any, Any]]
 
 
@@ -55,17 +55,19 @@ def warm_up(
 ) -> None:
     """Run the samples (or zeros) once; a failure is logged, never raised."""
     names = [t.name for t in signature.outputs]
+    # each sample's tensors are built once (up to 64 MiB) and run ``count`` times
     runs = (
-        [sample_inputs(s, directory, batched) for s in samples for _ in range(s.count)]
+        ((sample_inputs(s, directory, batched), s.count) for s in samples)
         if samples
-        else _warmup_inputs(directory, signature)
+        else ((inputs, 1) for inputs in _warmup_inputs(directory, signature))
     )
-    for inputs in runs:
-        try:
-            loaded.run(inputs, names)
-        except Exception as exc:
-            # A model with data-dependent shapes may refuse zeros; it still serves.
-            logger.warning("warm-up run failed: %s", getattr(exc, "message", exc))
+    for inputs, count in runs:
+        for _ in range(count):
+            try:
+                loaded.run(inputs, names)
+            except Exception as exc:
+                # A model with data-dependent shapes may refuse zeros; it still serves.
+                logger.warning("warm-up run failed: %s", getattr(exc, "message", exc))
 
 
 def zero_inputs(specs: Sequence[TensorSpec]) -> Inputs | None:

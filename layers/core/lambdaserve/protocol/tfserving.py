@@ -18,7 +18,6 @@ import numpy as np
 
 from lambdaserve.errors import InvalidInput
 from lambdaserve.modelconfig import TensorSpec
-from lambdaserve.protocol.limits import check_depth
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.runtimes import Signature
 from lambdaserve.tensors import numpy_dtype
@@ -53,7 +52,6 @@ def parse_predict(document: Any, signature: Signature) -> PredictRequest:
     """A ``:predict`` body for a model of ``signature``; 400s say what TF Serving would."""
     if not isinstance(document, dict):
         raise InvalidInput('the body must be a JSON object with "instances" or "inputs"')
-    check_depth(document, "the request")
     name = document.get("signature_name", SIGNATURE)
     if name not in (SIGNATURE, ""):
         raise InvalidInput(
