@@ -10,9 +10,10 @@ from tritonclient.http._utils import _get_inference_request
 
 from lambdaserve.errors import InvalidInput
 from lambdaserve.modelconfig import TensorSpec
-from lambdaserve.protocol import torchserve
+from lambdaserve.protocol import paddle_pipeline, tfserving, torchserve
 from lambdaserve.protocol.raw_binary import parse_raw_binary
 from lambdaserve.protocol.v2 import HEADER_LENGTH, encode_infer_response, parse_infer_request
+from lambdaserve.runtimes import Signature
 
 
 def triton_request(binary: bool, binary_output: bool):
@@ -174,3 +175,31 @@ def test_a_raw_bytes_element_fits_a_one_element_batching_model():
     spec = (TensorSpec("INPUT0", "BYTES", (-1, 1)),)
     request = parse_raw_binary(b"427", spec, "m", batched=True)
     assert request.inputs[0].shape == (1, 1) and request.inputs[0].data.tolist() == [[b"427"]]
+
+
+@pytest.mark.parametrize(
+    ("datatype", "body", "says"),
+    [
+        ("BOOL", {"instances": [True, None]}, "element 1 is null, not true or false"),
+        ("FP32", {"inputs": {"x": [1.5, None]}}, "element 1 is null, not a number"),
+        ("FP32", {"instances": [[1, 2], [3]]}, "rows of one shape"),
+    ],
+)
+def test_tf_servings_bodies_refuse_nulls_and_ragged_rows(datatype, body, says):
+    # A null is no value: never False or NaN fed to the model
+    signature = Signature((TensorSpec("x", datatype, (-1,)),), ())
+    with pytest.raises(InvalidInput, match=says):
+        tfserving.parse_predict(body, signature)
+
+
+@pytest.mark.parametrize(
+    ("datatype", "value", "says"),
+    [
+        ("FP32", "[1.5, None]", "element 1 is null, not a number"),
+        ("BOOL", "[True, None]", "element 1 is null, not true or false"),
+    ],
+)
+def test_paddles_values_refuse_none_as_pipelineclient_would_write_it(datatype, value, says):
+    signature = Signature((TensorSpec("x", datatype, (-1,)),), ())
+    with pytest.raises(InvalidInput, match=says):
+        paddle_pipeline.parse_request({"key": ["x"], "value": [value]}, signature)

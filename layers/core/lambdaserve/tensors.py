@@ -101,6 +101,22 @@ def check_shape(name: str, shape: Any) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def array_from_json(name: str, datatype: str, data: Any) -> np.ndarray[Any, Any]:
+    """Nested JSON lists as a numeric or BOOL array shaped by their nesting (TF Serving's and
+    Paddle's bodies, which carry no shape); 400 for ragged rows, nulls and non-numbers."""
+    dtype = numpy_dtype(datatype, name)
+    try:
+        array = np.asarray(data, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InvalidInput(
+            f"input {name!r}: not a {datatype} tensor with rows of one shape: {exc}"
+        ) from None
+    # as in from_json: a NaN came from a null or a string, False may have come from a null
+    if (datatype in _FLOATS and np.isnan(array).any()) or dtype.kind == "b":
+        _check_elements(name, datatype, data, array.ndim)
+    return array
+
+
 def from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np.ndarray[Any, Any]:
     """Decode a JSON ``data`` field (flat or nested, row-major) into an array of ``shape``."""
     dtype = numpy_dtype(datatype, name)

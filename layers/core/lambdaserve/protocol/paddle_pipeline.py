@@ -22,7 +22,7 @@ from lambdaserve.errors import InvalidInput, LambdaServeError, ModelNotFound, Mo
 from lambdaserve.modelconfig import TensorSpec
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.runtimes import Signature
-from lambdaserve.tensors import element_count, numpy_dtype
+from lambdaserve.tensors import array_from_json, element_count
 
 # Paddle Serving's CustomExceptionCode values
 OK, NO_SERVICE, INPUT_PARAMS_ERROR, UNKNOWN = 0, 3002, 5000, 10000
@@ -84,12 +84,7 @@ def _array(spec: TensorSpec, value: str) -> np.ndarray[Any, Any]:
         parsed = _separated(spec.name, text)
     if isinstance(parsed, tuple):
         parsed = list(parsed)
-    try:
-        return np.asarray(parsed, dtype=numpy_dtype(spec.datatype, spec.name))
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise InvalidInput(
-            f"value of {spec.name!r} is not a {spec.datatype} tensor: {exc}"
-        ) from None
+    return array_from_json(spec.name, spec.datatype, parsed)
 
 
 def _separated(name: str, text: str) -> list[float]:

@@ -20,7 +20,7 @@ from lambdaserve.errors import InvalidInput
 from lambdaserve.modelconfig import TensorSpec
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.runtimes import Signature
-from lambdaserve.tensors import numpy_dtype
+from lambdaserve.tensors import array_from_json
 
 Format = Literal["row", "columnar"]
 SIGNATURE = "serving_default"
@@ -185,17 +185,8 @@ def _request(values: Mapping[str, Any], specs: Mapping[str, TensorSpec]) -> Infe
 
 def _array(name: str, datatype: str, value: Any) -> np.ndarray[Any, Any]:
     if datatype == "BYTES":
-        array = np.array(_strings(value), dtype=object)
-    else:
-        try:
-            array = np.asarray(value, dtype=numpy_dtype(datatype, name))
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise InvalidInput(
-                f"input {name!r}: not a {datatype} tensor with rows of one shape: {exc}"
-            ) from None
-        if array.dtype.kind == "f" and np.isnan(array).any():
-            raise InvalidInput(f"input {name!r}: null is not a number (JSON has no NaN)")
-    return array
+        return np.array(_strings(value), dtype=object)
+    return array_from_json(name, datatype, value)
 
 
 def _strings(value: Any) -> Any:
