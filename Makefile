@@ -62,10 +62,12 @@ validate: $(SAM_VENV)/bin/sam install-test ## sam validate --lint, sam build of 
 	scripts/sam_build.sh $(SAM_VENV)/bin/sam
 	$(BIN)/python scripts/manage_image_check.py
 
-lint: install-test ## ruff, ruff format, mypy strict
+lint: install-test ## ruff, ruff format, mypy strict, the rooms' layering (no circles, no arrow up)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python scripts/import_graph.py --check
 
 # The peers' own suites (Triton's client examples and qa/L0_http, TorchServe's Postman
 # collections, KServe's v2 required API) against lambdaserve; checkouts under SUITES=DIR.

@@ -41,11 +41,12 @@ CONFIG = b"max_batch_size: 1024\ndynamic_batching { max_queue_delay_microseconds
 def batcher_compute(model: bytes, rows: np.ndarray) -> dict[str, float]:
     from moto import mock_aws
 
-    from lambdaserve.aws import AwsClients
     from lambdaserve.local.resources import ensure_resources
-    from lambdaserve.queued import run_envelopes
-    from lambdaserve.results import PayloadStore, parse_envelope
-    from lambdaserve.services import build_manage_services, build_model_server
+    from lambdaserve.queued.inference import run_envelopes
+    from lambdaserve.queued.results import PayloadStore, parse_envelope
+    from lambdaserve.services.aws import AwsClients
+    from lambdaserve.services.inference import build_model_server
+    from lambdaserve.services.manage import build_manage_services
     from lambdaserve.settings import Settings
 
     bodies = [

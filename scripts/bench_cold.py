@@ -34,11 +34,11 @@ from onnx import TensorProto, helper, numpy_helper
 from rich.console import Console
 from rich.table import Table
 
-from lambdaserve.aws import AwsClients
 from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.emulator import Emulator, free_port
 from lambdaserve.local.resources import ensure_resources
-from lambdaserve.services import build_manage_services
+from lambdaserve.services.aws import AwsClients
+from lambdaserve.services.manage import build_manage_services
 from lambdaserve.settings import get_settings
 
 CHILDREN = Path(__file__).resolve().parent / "cold"

@@ -25,15 +25,15 @@ import numpy as np
 import onnxruntime as ort
 from moto import mock_aws
 
-from lambdaserve.aws import AwsClients
 from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.emulator import free_port
 from lambdaserve.local.http_api_event import http_api_event
-from lambdaserve.local.pump import LocalContext
 from lambdaserve.local.resources import ensure_resources
-from lambdaserve.local.servers import BackgroundServer
 from lambdaserve.protocol.v2 import encode_infer_response, parse_infer_request
-from lambdaserve.services import build_manage_services
+from lambdaserve.server.background import BackgroundServer
+from lambdaserve.server.event_pump import LocalContext
+from lambdaserve.services.aws import AwsClients
+from lambdaserve.services.manage import build_manage_services
 from lambdaserve.settings import get_settings
 
 

@@ -94,11 +94,11 @@ def lambda_warm_path_us(
     """p50 of the infer Lambda's warm path per model, in-process against moto."""
     from moto import mock_aws
 
-    from lambdaserve.aws import AwsClients
     from lambdaserve.local.http_api_event import http_api_event
-    from lambdaserve.local.pump import LocalContext
     from lambdaserve.local.resources import ensure_resources
-    from lambdaserve.services import build_manage_services
+    from lambdaserve.server.event_pump import LocalContext
+    from lambdaserve.services.aws import AwsClients
+    from lambdaserve.services.manage import build_manage_services
     from lambdaserve.settings import get_settings
 
     # the handler prints an EMF line per model per invocation, as in Lambda; one write each

@@ -41,9 +41,10 @@ import numpy as np
 import runtimes_tf
 from onnx import TensorProto, helper, numpy_helper
 
+from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.local.demo import demo_mlp_bytes
-from lambdaserve.modelconfig import ModelConfig
-from lambdaserve.runtimes import LoadedModel, LoadOptions, runtime_named
+from lambdaserve.runtimes.base import LoadedModel, LoadOptions
+from lambdaserve.runtimes.registry import runtime_named
 
 BATCHES = (1, 32)
 
@@ -138,8 +139,10 @@ from pathlib import Path
 start = time.perf_counter()
 import {module}
 imported = time.perf_counter()
-from lambdaserve.modelconfig import ModelConfig
-from lambdaserve.runtimes import LoadOptions, Signature, runtime_named
+from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.runtimes.base import LoadOptions
+from lambdaserve.tensors.signature import Signature
+from lambdaserve.runtimes.registry import runtime_named
 
 backend, path, threads = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
 config = ModelConfig(name="bench", backend="openvino" if backend == "openvino" else "")

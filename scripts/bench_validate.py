@@ -52,8 +52,8 @@ def _model(directory: Path, megabytes: int) -> None:
 
 
 def _validate(work_dir: str, queue: Any) -> None:
-    from lambdaserve.modelconfig import ModelConfig
-    from lambdaserve.services import build_manage_services
+    from lambdaserve.config.model_config import ModelConfig
+    from lambdaserve.services.manage import build_manage_services
     from lambdaserve.settings import Settings
 
     settings = Settings(work_dir=work_dir, endpoint_url=os.environ[ENDPOINT])
@@ -110,10 +110,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes-mb", type=int, nargs="+", default=[256, 1024, 2048])
     args = parser.parse_args()
-    from lambdaserve.aws import AwsClients
     from lambdaserve.local.emulator import Emulator, free_port
-    from lambdaserve.local.logs import quiet_third_parties
     from lambdaserve.local.resources import ensure_resources
+    from lambdaserve.server.logs import quiet_third_parties
+    from lambdaserve.services.aws import AwsClients
     from lambdaserve.settings import Settings
 
     quiet_third_parties()

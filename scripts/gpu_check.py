@@ -19,10 +19,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from lambdaserve.modelconfig import ModelConfig, TensorSpec
-from lambdaserve.runtimes import LoadOptions, Signature
+from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.onnx import OnnxRuntime
 from lambdaserve.runtimes.torchscript import TorchScriptRuntime
+from lambdaserve.tensors.signature import Signature, TensorSpec
 
 SIGNATURE = Signature(
     inputs=(TensorSpec("INPUT__0", "FP32", (-1, 784)),),

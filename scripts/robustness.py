@@ -32,8 +32,8 @@ from onnx import TensorProto, helper
 from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.dev import DevOptions, DevStack
 from lambdaserve.local.emulator import free_port
-from lambdaserve.local.servers import BackgroundServer
-from lambdaserve.long_running import build_serving_app
+from lambdaserve.server.background import BackgroundServer
+from lambdaserve.server.serve import build_serving_app
 
 ROW = [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]
 DEEP = b"[" * 5000 + b"]" * 5000
@@ -85,7 +85,7 @@ def async_burst(stack: DevStack, api: httpx.Client, url: str, n: int, share: flo
     with ThreadPoolExecutor(8) as pool:
         ids = list(pool.map(submit, range(n)))
     submitted_s = time.monotonic() - started
-    from lambdaserve.aws import AwsClients
+    from lambdaserve.services.aws import AwsClients
     from lambdaserve.settings import get_settings
 
     s3 = AwsClients(get_settings()).s3
@@ -233,7 +233,7 @@ def bad_inputs(urls: list[str], management: str) -> dict:
 
 
 def bad_uploads(stack: DevStack, api: httpx.Client) -> dict:
-    from lambdaserve.aws import AwsClients
+    from lambdaserve.services.aws import AwsClients
     from lambdaserve.settings import get_settings
 
     s3, bucket = AwsClients(get_settings()).s3, get_settings().bucket
@@ -272,7 +272,7 @@ def bad_uploads(stack: DevStack, api: httpx.Client) -> dict:
 
 
 def bad_configs(api: httpx.Client) -> dict:
-    from lambdaserve.aws import AwsClients
+    from lambdaserve.services.aws import AwsClients
     from lambdaserve.settings import get_settings
 
     s3, bucket = AwsClients(get_settings()).s3, get_settings().bucket
@@ -319,7 +319,7 @@ def kill_mid_download(stack: DevStack, megabytes: int = 150) -> dict:
 
     import onnxruntime as ort
 
-    from lambdaserve.aws import AwsClients
+    from lambdaserve.services.aws import AwsClients
     from lambdaserve.settings import get_settings
 
     side = int((megabytes * 1024 * 1024 / 4) ** 0.5)
@@ -451,7 +451,7 @@ def main() -> None:
     management = f"http://127.0.0.1:{options.management_port}"
     serve = BackgroundServer(build_serving_app(True), "127.0.0.1", free_port()).start()
     try:
-        from lambdaserve.aws import AwsClients
+        from lambdaserve.services.aws import AwsClients
         from lambdaserve.settings import get_settings
 
         AwsClients(get_settings()).s3.put_object(

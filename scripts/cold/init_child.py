@@ -29,7 +29,7 @@ def main(function: str) -> None:
     sys.stderr.write("##END\n")
     sys.stderr.flush()
 
-    from lambdaserve.aws import AwsClients
+    from lambdaserve.services.aws import AwsClients
     from lambdaserve.settings import get_settings
 
     started = clock()

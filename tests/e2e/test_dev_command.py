@@ -135,7 +135,7 @@ def test_the_console_reads_like_a_server_log(dev_process, tmp_path: Path):
     assert f"export AWS_ENDPOINT_URL=http://127.0.0.1:{ports['aws']} AWS_ACCESS_KEY_ID=test" in log
     assert "the embedded emulator keeps nothing" in log
     # Text lines, an access log with the model and version, and no emulator noise
-    assert "INFO    lambdaserve.registrar  demo-mlp version 1 is READY" in log
+    assert "INFO    lambdaserve.publishing.registrar  demo-mlp version 1 is READY" in log
     assert "POST /predictions/demo-mlp 200 " in log and "model=demo-mlp" in log
     assert '"level"' not in log and "Moto" not in log and "UserWarning" not in log
 

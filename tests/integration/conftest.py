@@ -15,13 +15,13 @@ import httpx
 import pytest
 
 from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
-from lambdaserve.aws import AwsClients
 from lambdaserve.handlers import batcher, infer, manage
 from lambdaserve.local.emulator import Emulator
-from lambdaserve.local.pump import EventPump, PumpConfig
 from lambdaserve.local.resources import LocalResources, ensure_resources
-from lambdaserve.local.servers import BackgroundServer
-from lambdaserve.services import ManageServices
+from lambdaserve.server.background import BackgroundServer
+from lambdaserve.server.event_pump import EventPump, PumpConfig
+from lambdaserve.services.aws import AwsClients
+from lambdaserve.services.manage import ManageServices
 from lambdaserve.settings import Settings, get_settings
 from tests.support import free_port, wait_until
 

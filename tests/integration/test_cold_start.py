@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from lambdaserve.prefetch import Prefetcher
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.services import build_model_server
+from lambdaserve.services.inference import build_model_server
+from lambdaserve.serving.prefetch import Prefetcher
 from tests import builders
 from tests.support import wait_until
 

@@ -84,8 +84,8 @@ def test_a_bls_error_comes_back_as_the_models_error(stack, client):
 
 def test_python_models_answer_with_the_dynamic_batcher_too(stack):
     from lambdaserve.local.emulator import free_port
-    from lambdaserve.local.servers import BackgroundServer
-    from lambdaserve.long_running import build_serving_app
+    from lambdaserve.server.background import BackgroundServer
+    from lambdaserve.server.serve import build_serving_app
 
     publish(stack, "add_sub")
     stack.wait_state("add_sub", 1, "READY")

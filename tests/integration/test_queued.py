@@ -12,7 +12,7 @@ import onnxruntime as ort
 import pytest
 
 from lambdaserve.handlers import batcher
-from lambdaserve.queued import RetryableError
+from lambdaserve.queued.inference import RetryableError
 from tests import builders
 from tests.support import wait_until
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from moto import mock_aws
 
-from lambdaserve.aws import AwsClients
 from lambdaserve.local.resources import LocalResources, ensure_resources
-from lambdaserve.services import ManageServices, build_manage_services
+from lambdaserve.services.aws import AwsClients
+from lambdaserve.services.manage import ManageServices, build_manage_services
 from lambdaserve.settings import Settings
 
 

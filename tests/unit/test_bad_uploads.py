@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from botocore.exceptions import ClientError
 
-from lambdaserve import policy
-from lambdaserve.runtimes import Signature
+from lambdaserve.catalog import version_policy
 from lambdaserve.runtimes.onnx import OnnxRuntime
-from lambdaserve.services import build_model_server
-from lambdaserve.warmup import MAX_WARMUP_BYTES, warm_up, zero_inputs
+from lambdaserve.services.inference import build_model_server
+from lambdaserve.serving.warmup import MAX_WARMUP_BYTES, warm_up, zero_inputs
+from lambdaserve.tensors.signature import Signature
 from tests import builders
 
 
@@ -35,7 +35,7 @@ def publish(aws, model: str, files: dict[str, bytes], version: int = 1) -> tuple
 def test_a_300_character_file_name_ends_unavailable_saying_so(aws):
     long_name = "w" * 300 + ".bin"
     got = publish(aws, "long", {"model.onnx": builders.onnx_mlp(), long_name: b"x"})
-    assert got[0] == policy.UNAVAILABLE
+    assert got[0] == version_policy.UNAVAILABLE
     assert "at most 255 bytes" in got[1] and "rename it" in got[1]
 
 
@@ -46,7 +46,7 @@ def test_an_external_data_location_with_a_nul_byte_ends_unavailable(aws, tmp_pat
             if entry.key == "location":
                 entry.value = "w\x00.bin"
     got = publish(aws, "nul", {"model.onnx": model.SerializeToString(), "w.bin": b"\0" * 64})
-    assert got[0] == policy.UNAVAILABLE
+    assert got[0] == version_policy.UNAVAILABLE
     assert "is not a file name" in got[1]
 
 
@@ -56,7 +56,7 @@ def test_any_exception_in_validation_ends_unavailable_without_the_server_path(aw
 
     monkeypatch.setattr(OnnxRuntime, "inspect", explode)
     state_, reason = publish(aws, "boom", {"model.onnx": builders.onnx_mlp()})
-    assert state_ == policy.UNAVAILABLE
+    assert state_ == version_policy.UNAVAILABLE
     assert "cannot mmap model.onnx: out of luck (RuntimeError)" in reason
     assert aws.settings.work_dir not in reason and "/tmp" not in reason
 
@@ -81,11 +81,11 @@ def test_a_storage_failure_is_retried_not_remembered(aws, monkeypatch):
         aws.services.registrar.on_version_change("flaky", 1)
     # And meanwhile the version is in a state that says why, not stuck in LOADING
     state_, reason = state(aws, "flaky", 1)
-    assert state_ == policy.UNAVAILABLE and "could not read the version" in reason
+    assert state_ == version_policy.UNAVAILABLE and "could not read the version" in reason
     # Then the next attempt validates again rather than remembering the failure
     monkeypatch.setattr(repository, "download", real_download)
     aws.services.registrar.on_version_change("flaky", 1)
-    assert state(aws, "flaky", 1)[0] == policy.READY
+    assert state(aws, "flaky", 1)[0] == version_policy.READY
 
 
 def _sample(data: list[float], shape: list[int]) -> bytes:
@@ -103,19 +103,19 @@ def _sample(data: list[float], shape: list[int]) -> bytes:
 def test_a_malformed_warmup_sample_rejects_the_version_at_publish(aws, sample, message):
     files = {"model.onnx": builders.onnx_mlp(), "warmup/sample.json": sample}
     state_, reason = publish(aws, "warm", files)
-    assert state_ == policy.UNAVAILABLE
+    assert state_ == version_policy.UNAVAILABLE
     assert message in reason
 
 
 def test_a_valid_warmup_sample_is_accepted(aws):
     files = {"model.onnx": builders.onnx_mlp(), "warmup/sample.json": _sample([1] * 4, [1, 4])}
-    assert publish(aws, "warm", files)[0] == policy.READY
+    assert publish(aws, "warm", files)[0] == version_policy.READY
 
 
 def test_a_dimension_of_a_trillion_serves_without_allocating_its_zeros(aws):
     # Given a model whose static input would take 4 TB of zeros to warm up
     assert publish(aws, "huge", {"model.onnx": builders.onnx_identity_shape([1, 10**12])})[0] == (
-        policy.READY
+        version_policy.READY
     )
     server = build_model_server(aws.settings, aws.clients)
     # When it is loaded (what /ready does) Then the warm-up is skipped, not a MemoryError
@@ -152,4 +152,4 @@ def test_a_version_deleted_while_it_validates_ends_removed(aws, monkeypatch):
     monkeypatch.setattr(repository, "download", deleted_meanwhile)
     aws.services.registrar.on_version_change("gone", 1)
     state_, reason = state(aws, "gone", 1)
-    assert state_ == policy.UNAVAILABLE and reason.startswith("removed")
+    assert state_ == version_policy.UNAVAILABLE and reason.startswith("removed")

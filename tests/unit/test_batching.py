@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lambdaserve.batching import Batch, assemble, check_invariant, concatenate, split
+from lambdaserve.batching.assembly import Batch, assemble, check_invariant, concatenate, split
 from lambdaserve.errors import InferenceError
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
 

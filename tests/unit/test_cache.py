@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lambdaserve.cache import ArtifactCache, CachedFile
 from lambdaserve.errors import ModelNotReady
+from lambdaserve.serving.cache import ArtifactCache, CachedFile
 
 
 class FakeBucket:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdaserve.catalog import ModelRecord, VersionRecord
+from lambdaserve.catalog.store import ModelRecord, VersionRecord
 from lambdaserve.errors import InvalidInput
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lambdaserve.classification import top_k
+from lambdaserve.config.model_config import build
 from lambdaserve.errors import InvalidInput
-from lambdaserve.modelconfig import build
 from lambdaserve.protocol.v2 import parse_infer_request
+from lambdaserve.serving.classification import top_k
 
 
 def test_top_k_per_batch_row_highest_first_with_labels():

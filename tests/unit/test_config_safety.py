@@ -7,9 +7,9 @@ import sys
 
 import pytest
 
-from lambdaserve import policy
+from lambdaserve.catalog import version_policy
 from lambdaserve.errors import InvalidInput
-from lambdaserve.services import build_model_server
+from lambdaserve.services.inference import build_model_server
 from tests import builders
 
 GOOD = b'max_batch_size: 8\ninput [{ name: "INPUT__0", data_type: TYPE_FP32, dims: [4] }]\n'
@@ -29,7 +29,7 @@ def serving(aws):
     aws.put("models/mlp/config.pbtxt", GOOD)
     aws.put("models/mlp/1/model.onnx", builders.onnx_mlp(4, 3))
     aws.services.registrar.reconcile_model("mlp")
-    assert states(aws, "mlp") == {1: (policy.READY, "")}
+    assert states(aws, "mlp") == {1: (version_policy.READY, "")}
     return aws
 
 
@@ -54,7 +54,7 @@ def test_a_bad_config_over_a_serving_model_keeps_the_last_good_one(serving, conf
     serving.services.registrar.reconcile_model("mlp")
     # Then the version keeps serving, and the rejection shows beside READY
     [(state, reason)] = states(serving, "mlp").values()
-    assert state == policy.READY
+    assert state == version_policy.READY
     assert reason.startswith("serving the last good config; a new one was rejected: config.pbtxt")
     assert why in reason
     record = serving.services.catalog.get_model("mlp")
@@ -67,7 +67,7 @@ def test_a_bad_config_over_a_serving_model_keeps_the_last_good_one(serving, conf
     # When the config is fixed Then the note goes away
     serving.put("models/mlp/config.pbtxt", GOOD)
     serving.services.registrar.reconcile_model("mlp")
-    assert states(serving, "mlp") == {1: (policy.READY, "")}
+    assert states(serving, "mlp") == {1: (version_policy.READY, "")}
     assert serving.services.catalog.get_model("mlp").rejected_config == ""
 
 
@@ -76,14 +76,14 @@ def test_a_model_that_never_had_a_good_config_is_unavailable_saying_why(aws):
     aws.put("models/fresh/1/model.onnx", builders.onnx_mlp())
     aws.services.registrar.reconcile_model("fresh")
     [(state, reason)] = states(aws, "fresh").values()
-    assert state == policy.UNAVAILABLE and reason.startswith("model config is invalid")
+    assert state == version_policy.UNAVAILABLE and reason.startswith("model config is invalid")
 
 
 def test_api_overrides_that_would_stop_serving_versions_are_refused(serving):
     wider = {"input": [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [5]}]}
     with pytest.raises(InvalidInput, match="serving versions would stop.*dimension 1 is 4"):
         serving.services.manager.update_config("mlp", wider)
-    assert states(serving, "mlp")[1][0] == policy.READY
+    assert states(serving, "mlp")[1][0] == version_policy.READY
 
 
 @pytest.mark.parametrize(
@@ -120,7 +120,7 @@ def test_configs_are_checked_against_the_model_as_triton_does(aws, config, files
         aws.put(f"models/m/1/{name}", body if body is not None else builders.onnx_mlp())
     aws.services.registrar.reconcile_model("m")
     [(state, reason)] = states(aws, "m").values()
-    assert state == policy.UNAVAILABLE
+    assert state == version_policy.UNAVAILABLE
     assert why in reason
 
 
@@ -129,7 +129,7 @@ def test_a_config_inside_a_version_directory_is_ignored_saying_where_it_belongs(
     aws.put("models/m/1/config.pbtxt", b"max_batch_size: 8")
     aws.services.registrar.reconcile_model("m")
     [(state, reason)] = states(aws, "m").values()
-    assert state == policy.READY
+    assert state == version_policy.READY
     assert "1/config.pbtxt" not in reason  # paths are relative to the version
     assert "config.pbtxt inside the version directory is ignored" in reason
     assert "belongs at models/m/config.pbtxt" in reason
@@ -145,12 +145,12 @@ def test_a_missing_runtime_is_retried_when_asked_not_remembered(aws, monkeypatch
     monkeypatch.setitem(sys.modules, "torch", None)
     aws.services.registrar.reconcile_model("ts")
     [(state, reason)] = states(aws, "ts").values()
-    assert state == policy.UNAVAILABLE and "PyTorch is not installed" in reason
+    assert state == version_policy.UNAVAILABLE and "PyTorch is not installed" in reason
     # When PyTorch is installed and the model is loaded again (Triton's load)
     monkeypatch.setitem(sys.modules, "torch", torch)
     aws.services.manager.load("ts")
     # Then the same bytes validate, without a re-upload
-    assert states(aws, "ts")[1][0] == policy.READY
+    assert states(aws, "ts")[1][0] == version_policy.READY
 
 
 @pytest.mark.torch
@@ -161,8 +161,8 @@ def test_a_reupload_of_the_same_bytes_retries_a_missing_runtime(aws, monkeypatch
 
     monkeypatch.setitem(sys.modules, "torch", None)
     aws.services.registrar.on_version_change("ts", 1)
-    assert states(aws, "ts")[1][0] == policy.UNAVAILABLE
+    assert states(aws, "ts")[1][0] == version_policy.UNAVAILABLE
     monkeypatch.setitem(sys.modules, "torch", torch)
     aws.put("models/ts/1/model.pt", builders.torchscript_mlp())  # same bytes, same etag
     aws.services.registrar.on_version_change("ts", 1)
-    assert states(aws, "ts")[1][0] == policy.READY
+    assert states(aws, "ts")[1][0] == version_policy.READY

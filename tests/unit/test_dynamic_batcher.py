@@ -9,10 +9,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from lambdaserve.batch_plan import BatchPolicy, Take, Wait, plan
-from lambdaserve.batch_runs import BatchResult
-from lambdaserve.batching_config import QueuePolicy
-from lambdaserve.dynamic_batcher import DynamicBatcher
+from lambdaserve.batching.assembly import BatchResult
+from lambdaserve.batching.dynamic_batcher import DynamicBatcher
+from lambdaserve.batching.plan import BatchPolicy, Take, Wait, plan
+from lambdaserve.config.dynamic_batching import QueuePolicy
 from lambdaserve.errors import InvalidInput, ModelNotFound, QueueRejected
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 

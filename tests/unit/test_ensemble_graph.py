@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from lambdaserve.config.model_config import build, parse_document
 from lambdaserve.errors import InvalidInput, ModelRejected
-from lambdaserve.modelconfig import build, parse_document
-from lambdaserve.pipelines.ensemble import check_steps, plan
-from lambdaserve.runtimes import Signature
+from lambdaserve.runtimes.ensemble import check_steps, plan
+from lambdaserve.tensors.signature import Signature
 
 HEAD = b"""platform: "ensemble"
 input [{ name: "IN" data_type: TYPE_FP32 dims: [ -1, 4 ] }]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import json
 
-from lambdaserve.invocation_metrics import InvocationMetrics
-from lambdaserve.stats import Execution
+from lambdaserve.metrics.emf import InvocationMetrics
+from lambdaserve.metrics.stats import Execution
 
 
 def test_one_emf_line_per_model_version_with_its_counts():

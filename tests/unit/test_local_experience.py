@@ -15,9 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from lambdaserve import cli
 from lambdaserve.apps.access_log import AccessLog
-from lambdaserve.local.logs import use_text_logs
 from lambdaserve.local.mirror import RepositoryMirror
-from lambdaserve.progress import TransferProgress, human_bytes
+from lambdaserve.server.logs import use_text_logs
+from lambdaserve.serving.progress import TransferProgress, human_bytes
 from tests import builders
 
 
@@ -128,10 +128,11 @@ def test_reconcile_takes_the_endpoint_flag(monkeypatch):
 
         return Services
 
-    from lambdaserve import services, settings
+    from lambdaserve import settings
+    from lambdaserve.services import manage
 
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    monkeypatch.setattr(services, "build_manage_services", fake)
+    monkeypatch.setattr(manage, "build_manage_services", fake)
     settings.get_settings.cache_clear()
     try:
         assert cli.main(["reconcile", "--aws-endpoint", "http://127.0.0.1:4599"]) == 0
@@ -210,10 +211,10 @@ def test_text_logs_replace_json_locally(capfd, restore_logging):
     from lambdaserve.handlers import infer  # its Powertools logger writes JSON
 
     use_text_logs("info")
-    logging.getLogger("lambdaserve.serving").info("loaded %s", "mlp")
+    logging.getLogger("lambdaserve.serving.model_server").info("loaded %s", "mlp")
     infer.logger.info("from the handler")
     err = capfd.readouterr().err
-    assert "lambdaserve.serving  loaded mlp" in err
+    assert "lambdaserve.serving.model_server  loaded mlp" in err
     assert "from the handler" in err and '"level"' not in err
 
 

@@ -14,9 +14,10 @@ from lambdaserve.local.template import (
     load_template,
     stateful_template,
 )
-from lambdaserve.services import build_model_server, build_queue_services
+from lambdaserve.queued.submit import AsyncSubmitter
+from lambdaserve.services.inference import build_model_server
+from lambdaserve.services.queues import build_queue_services
 from lambdaserve.settings import Settings
-from lambdaserve.submit import AsyncSubmitter
 from tests import builders
 
 

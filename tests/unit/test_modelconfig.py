@@ -5,17 +5,17 @@ from pathlib import Path
 
 import pytest
 
-from lambdaserve.batching_config import QueuePolicy
-from lambdaserve.errors import InvalidInput
-from lambdaserve.modelconfig import (
+from lambdaserve.config.dynamic_batching import QueuePolicy
+from lambdaserve.config.model_config import (
     DynamicBatching,
-    TensorSpec,
     VersionPolicy,
     build,
     merge,
     parse_document,
     parse_overrides,
 )
+from lambdaserve.errors import InvalidInput
+from lambdaserve.tensors.signature import TensorSpec
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 

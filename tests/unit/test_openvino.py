@@ -11,14 +11,16 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from lambdaserve import policy
+from lambdaserve.catalog import version_policy
+from lambdaserve.config.model_config import ModelConfig, build, parse_document
 from lambdaserve.errors import ModelRejected, RuntimeMissing
-from lambdaserve.modelconfig import ModelConfig, TensorSpec, build, parse_document
-from lambdaserve.runtimes import LoadOptions, runtime_named
+from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.openvino import MISSING
 from lambdaserve.runtimes.openvino_readers import READERS
-from lambdaserve.services import build_model_server
-from lambdaserve.serving import ServedVersion
+from lambdaserve.runtimes.registry import runtime_named
+from lambdaserve.services.inference import build_model_server
+from lambdaserve.serving.version_resolver import ServedVersion
+from lambdaserve.tensors.signature import TensorSpec
 from tests import builders
 from tests.unit.test_validation import validate
 
@@ -116,7 +118,7 @@ def test_runs_from_many_threads_each_get_their_own_answer(tmp_path: Path):
 
 
 def test_bf16_travels_as_ml_dtypes_arrays(tmp_path: Path):
-    from lambdaserve.tensors import bfloat16
+    from lambdaserve.tensors.encoding import bfloat16
 
     path = tmp_path / "model.onnx"
     path.write_bytes(builders.onnx_bf16(4))
@@ -172,8 +174,8 @@ def test_an_ir_beside_model_onnx_is_ambiguous(aws, tmp_path: Path):
 
 
 def test_every_file_openvino_reads_is_one_a_config_can_select_or_openvino_serves():
-    from lambdaserve.config_checks import BACKEND_FILES
-    from lambdaserve.runtimes import MODEL_FILES
+    from lambdaserve.config.checks import BACKEND_FILES
+    from lambdaserve.config.model_files import MODEL_FILES
 
     assert set(BACKEND_FILES["openvino"]) == set(READERS)
     served = {name for name, runtime in MODEL_FILES.items() if runtime == "openvino"}
@@ -191,7 +193,7 @@ def test_without_openvino_the_version_is_unavailable_naming_the_fix_then_validat
     aws.services.registrar.reconcile_model("ov")
     record = aws.services.catalog.get_version("ov", 1)
     # Then it is UNAVAILABLE saying what to install, and that is not remembered as a fact
-    assert record.state == policy.UNAVAILABLE
+    assert record.state == version_policy.UNAVAILABLE
     assert record.reason == MISSING and "lambdaserve[openvino]" in record.reason
     assert record.fingerprint == ""
     # When OpenVINO becomes available and the model is loaded (Triton's load)
@@ -199,7 +201,7 @@ def test_without_openvino_the_version_is_unavailable_naming_the_fix_then_validat
     aws.services.manager.load("ov")
     # Then the same upload validates, with OpenVINO
     record = aws.services.catalog.get_version("ov", 1)
-    assert (record.state, record.runtime) == (policy.READY, "openvino")
+    assert (record.state, record.runtime) == (version_policy.READY, "openvino")
 
 
 def test_without_openvino_the_runtime_says_so_before_reading_anything(
@@ -222,7 +224,7 @@ def test_a_config_choosing_openvino_revalidates_a_served_onnx_version(aws):
     aws.services.registrar.reconcile_model("m")
     # Then the version validated again, and OpenVINO serves it
     record = aws.services.catalog.get_version("m", 1)
-    assert (record.state, record.runtime) == (policy.READY, "openvino")
+    assert (record.state, record.runtime) == (version_policy.READY, "openvino")
     # And dropping the backend hands it back to onnxruntime
     aws.put("models/m/config.pbtxt", b'name: "m"\n')
     aws.services.registrar.reconcile_model("m")

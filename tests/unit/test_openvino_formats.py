@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lambdaserve import policy
+from lambdaserve.catalog import version_policy
+from lambdaserve.config.model_config import build, parse_document
 from lambdaserve.errors import ModelRejected
-from lambdaserve.modelconfig import TensorSpec, build, parse_document
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.services import build_model_server
+from lambdaserve.services.inference import build_model_server
+from lambdaserve.tensors.signature import TensorSpec
 from tests.unit.test_validation import validate
 
 pytest.importorskip("openvino")
@@ -78,7 +79,7 @@ def test_each_format_validates_with_the_frameworks_signature(aws, fixture):
 def test_each_format_answers_what_its_framework_computed(aws, fixture):
     # Given a published fixture, served by the model server
     publish(aws, "m", fixture)
-    assert aws.services.catalog.get_version("m", 1).state == policy.READY
+    assert aws.services.catalog.get_version("m", 1).state == version_policy.READY
     server = build_model_server(aws.settings, aws.clients)
     expected = EXPECTED[fixture]
     inputs = tuple(
@@ -116,7 +117,7 @@ def test_metadata_names_the_format_as_triton_does(aws):
 def test_triton_platforms_and_backends_for_these_formats_are_accepted(aws, config, fixture):
     publish(aws, "m", fixture, config)
     record = aws.services.catalog.get_version("m", 1)
-    assert (record.state, record.runtime) == (policy.READY, "openvino")
+    assert (record.state, record.runtime) == (version_policy.READY, "openvino")
 
 
 def test_a_config_declaring_the_savedmodel_tensors_is_checked_against_them(aws):

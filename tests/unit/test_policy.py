@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from lambdaserve.modelconfig import VersionPolicy
-from lambdaserve.policy import (
+from lambdaserve.catalog.version_policy import (
     READY,
     UNAVAILABLE,
     VersionFacts,
@@ -9,6 +8,7 @@ from lambdaserve.policy import (
     served_versions,
     version_state,
 )
+from lambdaserve.config.model_config import VersionPolicy
 
 
 def test_latest_n_serves_the_newest_valid_versions():

@@ -10,12 +10,12 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from lambdaserve.apps.metrics_route import queued_in
-from lambdaserve.batch_plan import BatchPolicy
-from lambdaserve.dynamic_batcher import DynamicBatcher
+from lambdaserve.batching.dynamic_batcher import DynamicBatcher
+from lambdaserve.batching.plan import BatchPolicy
 from lambdaserve.errors import InferenceError, InvalidInput, RequestTimeout
-from lambdaserve.prometheus_metrics import metrics_registry
+from lambdaserve.metrics.prometheus import metrics_registry
+from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.stats import Execution, StatsRegistry
 
 
 def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

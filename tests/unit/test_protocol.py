@@ -9,11 +9,10 @@ from tritonclient.http import InferInput, InferRequestedOutput
 from tritonclient.http._utils import _get_inference_request
 
 from lambdaserve.errors import InvalidInput
-from lambdaserve.modelconfig import TensorSpec
 from lambdaserve.protocol import paddle_pipeline, tfserving, torchserve
 from lambdaserve.protocol.raw_binary import parse_raw_binary
 from lambdaserve.protocol.v2 import HEADER_LENGTH, encode_infer_response, parse_infer_request
-from lambdaserve.runtimes import Signature
+from lambdaserve.tensors.signature import Signature, TensorSpec
 
 
 def triton_request(binary: bool, binary_output: bool):

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lambdaserve import policy
+from lambdaserve.catalog import version_policy
 from lambdaserve.errors import ModelNotReady
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.services import build_model_server
+from lambdaserve.services.inference import build_model_server
 
 MODELS = Path(__file__).parent.parent / "fixtures" / "python_models"
 CONFIG = (MODELS / "add_sub" / "config.pbtxt").read_bytes()
@@ -50,30 +50,30 @@ def publish(aws, model: str, source: bytes, config: bytes = CONFIG) -> tuple[str
 )
 def test_model_py_is_checked_statically(enabled, source, config, why):
     state, reason = publish(enabled, "py", source, config)
-    assert state == policy.UNAVAILABLE and why in reason
+    assert state == version_policy.UNAVAILABLE and why in reason
 
 
 def test_model_code_never_runs_in_the_manage_function(enabled, tmp_path: Path):
     marker = tmp_path / "ran"
     source = f"open({str(marker)!r}, 'w').write('x')\n".encode() + SOURCE
-    assert publish(enabled, "py", source)[0] == policy.READY
+    assert publish(enabled, "py", source)[0] == version_policy.READY
     assert not marker.exists()
 
 
 def test_python_models_are_opt_in(aws):
     # Given a deployment without LAMBDASERVE_PYTHON_MODELS
     state, reason = publish(aws, "py", SOURCE)
-    assert state == policy.UNAVAILABLE
+    assert state == version_policy.UNAVAILABLE
     assert "Python models are disabled here" in reason and "LAMBDASERVE_PYTHON_MODELS=1" in reason
     # When the deployment enables them and the model is loaded (Triton's load)
     aws.services.registrar._validator._python_models = True
     aws.services.manager.load("py")
     # Then the same upload validates
-    assert aws.services.catalog.get_version("py", 1).state == policy.READY
+    assert aws.services.catalog.get_version("py", 1).state == version_policy.READY
 
 
 def test_a_serving_process_without_the_opt_in_refuses_to_run_model_code(enabled):
-    assert publish(enabled, "py", SOURCE)[0] == policy.READY
+    assert publish(enabled, "py", SOURCE)[0] == version_policy.READY
     server = build_model_server(replace(enabled.settings, python_models=False), enabled.clients)
     with pytest.raises(ModelNotReady, match="Python models are disabled here"):
         server.load(server.resolver.resolve("py", None))
@@ -82,7 +82,7 @@ def test_a_serving_process_without_the_opt_in_refuses_to_run_model_code(enabled)
 def test_a_load_failure_where_it_serves_is_a_503_with_the_reason(enabled):
     source = SOURCE.replace(b"self.model_config = json.loads", b"raise KeyError('labels.txt');x=(")
     source = source.replace(b'(args["model_config"])', b'args["model_config"])')
-    assert publish(enabled, "py", source)[0] == policy.READY  # statically fine
+    assert publish(enabled, "py", source)[0] == version_policy.READY  # statically fine
     server = build_model_server(enabled.settings, enabled.clients)
     request = InferRequest(
         inputs=tuple(
@@ -145,5 +145,5 @@ def test_handlers_are_opt_in_too(aws):
     aws.put("models/h/1/handler.py", b"def handle(data, context):\n    return data\n")
     aws.services.registrar.reconcile_model("h")
     record = aws.services.catalog.get_version("h", 1)
-    assert record.state == policy.UNAVAILABLE
+    assert record.state == version_policy.UNAVAILABLE
     assert "LAMBDASERVE_PYTHON_MODELS=1" in record.reason

@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 from botocore.exceptions import ClientError
 
-from lambdaserve.delivery import VisibilityLease
 from lambdaserve.errors import StorageUnavailable
 from lambdaserve.handlers import infer
-from lambdaserve.invokers import LambdaInvoker
-from lambdaserve.local.pump import LocalContext
-from lambdaserve.queued import InProcessInvoker, QueuedInference, QueueMessage
-from lambdaserve.results import PayloadStore, RequestEnvelope
-from lambdaserve.services import build_model_server, build_queue_services
+from lambdaserve.queued.delivery import VisibilityLease
+from lambdaserve.queued.inference import InProcessInvoker, QueuedInference, QueueMessage
+from lambdaserve.queued.invokers import LambdaInvoker
+from lambdaserve.queued.results import PayloadStore, RequestEnvelope
+from lambdaserve.server.event_pump import LocalContext
+from lambdaserve.services.inference import build_model_server
+from lambdaserve.services.queues import build_queue_services
 from tests import builders
 
 LAMBDA_LIMIT = 6 * 1024 * 1024  # synchronous invoke: request and response, each

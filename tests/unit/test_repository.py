@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from lambdaserve.errors import InvalidInput
-from lambdaserve.repository import (
+from lambdaserve.catalog.repository import (
     ConfigKey,
     VersionFileKey,
     check_model_name,
@@ -11,6 +10,7 @@ from lambdaserve.repository import (
     parse_key,
     parse_version,
 )
+from lambdaserve.errors import InvalidInput
 
 
 @pytest.mark.parametrize(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lambdaserve.modelconfig import ModelConfig
-from lambdaserve.runtimes import LoadOptions, wants_gpu
+from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.runtimes import onnx as onnx_runtime
+from lambdaserve.runtimes.base import LoadOptions, wants_gpu
 
 
 @pytest.mark.parametrize(
@@ -46,9 +46,8 @@ def test_a_cpu_only_build_falls_back_to_cpu(monkeypatch):
 def test_torchscript_without_cuda_loads_a_gpu_model_on_cpu(tmp_path):
     import torch
 
-    from lambdaserve.modelconfig import TensorSpec
-    from lambdaserve.runtimes import Signature
     from lambdaserve.runtimes.torchscript import TorchScriptRuntime
+    from lambdaserve.tensors.signature import Signature, TensorSpec
     from tests import builders
 
     if torch.cuda.is_available():
@@ -73,9 +72,8 @@ def test_torchscript_takes_and_gives_bf16_as_ml_dtypes_arrays(tmp_path):
     import numpy as np
     import torch
 
-    from lambdaserve.modelconfig import TensorSpec
-    from lambdaserve.runtimes import Signature
     from lambdaserve.runtimes.torchscript import TorchScriptRuntime
+    from lambdaserve.tensors.signature import Signature, TensorSpec
 
     # Given a TorchScript module that doubles a bfloat16 tensor and reports it as float too
     class Doubler(torch.nn.Module):

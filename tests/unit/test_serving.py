@@ -11,8 +11,9 @@ import pytest
 
 from lambdaserve.errors import InvalidInput, ModelNotFound, ModelNotReady
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
-from lambdaserve.services import build_model_server
-from lambdaserve.serving import BatchItem, VersionResolver
+from lambdaserve.services.inference import build_model_server
+from lambdaserve.serving.model_server import BatchItem
+from lambdaserve.serving.version_resolver import VersionResolver
 from tests import builders
 
 RNG = np.random.default_rng(1)
@@ -25,7 +26,7 @@ def publish(aws, model: str, files: dict[str, bytes]) -> None:
 
 
 def request(**arrays: np.ndarray) -> InferRequest:
-    from lambdaserve.tensors import v2_datatype
+    from lambdaserve.tensors.encoding import v2_datatype
 
     return InferRequest(tuple(InferInput(n, v2_datatype(a), a.shape, a) for n, a in arrays.items()))
 

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 import snapshot_restore_py
 
-from lambdaserve import snapstart
-from lambdaserve.handlers import infer
-from lambdaserve.local.pump import LocalContext
+from lambdaserve.handlers import infer, snapstart
+from lambdaserve.server.event_pump import LocalContext
 from lambdaserve.settings import get_settings
 from tests import builders
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from cfnlint.api import lint
 
-from lambdaserve.catalog import MODELS_INDEX
+from lambdaserve.catalog.store import MODELS_INDEX
 from lambdaserve.local.template import load_template
 from lambdaserve.settings import Settings
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lambdaserve import tensors
 from lambdaserve.errors import InvalidInput
+from lambdaserve.tensors import encoding
 
 SAMPLES = {
     "BOOL": np.array([[True, False, True]]),
@@ -23,53 +23,59 @@ SAMPLES = {
 @pytest.mark.parametrize("datatype", list(SAMPLES))
 def test_json_round_trip_per_datatype(datatype):
     array = SAMPLES[datatype]
-    decoded = tensors.from_json("x", datatype, array.shape, tensors.to_json(array))
-    assert tensors.v2_datatype(decoded) == datatype
+    decoded = encoding.from_json("x", datatype, array.shape, encoding.to_json(array))
+    assert encoding.v2_datatype(decoded) == datatype
     assert decoded.tolist() == array.tolist()
 
 
 @pytest.mark.parametrize("datatype", list(SAMPLES))
 def test_binary_round_trip_per_datatype(datatype):
     array = SAMPLES[datatype]
-    blob = bytes(tensors.to_binary(array))
-    decoded = tensors.from_binary("x", datatype, array.shape, memoryview(blob))
+    blob = bytes(encoding.to_binary(array))
+    decoded = encoding.from_binary("x", datatype, array.shape, memoryview(blob))
     assert decoded.tolist() == array.tolist()
 
 
 def test_binary_numbers_are_zero_copy_views_of_the_body():
     body = bytearray(np.arange(12, dtype=np.float32).tobytes())
-    decoded = tensors.from_binary("x", "FP32", (3, 4), memoryview(body))
+    decoded = encoding.from_binary("x", "FP32", (3, 4), memoryview(body))
     assert np.shares_memory(decoded, np.frombuffer(body, np.uint8))
 
 
 def test_bytes_use_tritons_length_prefix():
-    assert bytes(tensors.to_binary(np.array([b"ab", b"c"], dtype=object))) == (
+    assert bytes(encoding.to_binary(np.array([b"ab", b"c"], dtype=object))) == (
         b"\x02\x00\x00\x00ab\x01\x00\x00\x00c"
     )
 
 
 def test_nested_and_flat_json_data_are_both_accepted():
-    flat = tensors.from_json("x", "INT32", (2, 2), [1, 2, 3, 4])
-    nested = tensors.from_json("x", "INT32", (2, 2), [[1, 2], [3, 4]])
+    flat = encoding.from_json("x", "INT32", (2, 2), [1, 2, 3, 4])
+    nested = encoding.from_json("x", "INT32", (2, 2), [[1, 2], [3, 4]])
     assert flat.tolist() == nested.tolist() == [[1, 2], [3, 4]]
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: tensors.from_json("x", "FP32", (2, 2), [1, 2, 3]), "needs 4 elements, data has 3"),
-        (lambda: tensors.from_json("x", "INT64", (1,), ["a"]), "data is not INT64"),
-        (lambda: tensors.from_json("x", "FP31", (1,), [1]), "unsupported datatype 'FP31'"),
-        (lambda: tensors.from_binary("x", "FP32", (2,), memoryview(b"\0" * 7)), "needs 8 bytes"),
-        (lambda: tensors.from_binary("x", "BYTES", (1,), memoryview(b"\x09\0\0\0ab")), "runs past"),
-        (lambda: tensors.check_shape("x", [2, -1]), "non-negative integers"),
+        (
+            lambda: encoding.from_json("x", "FP32", (2, 2), [1, 2, 3]),
+            "needs 4 elements, data has 3",
+        ),
+        (lambda: encoding.from_json("x", "INT64", (1,), ["a"]), "data is not INT64"),
+        (lambda: encoding.from_json("x", "FP31", (1,), [1]), "unsupported datatype 'FP31'"),
+        (lambda: encoding.from_binary("x", "FP32", (2,), memoryview(b"\0" * 7)), "needs 8 bytes"),
+        (
+            lambda: encoding.from_binary("x", "BYTES", (1,), memoryview(b"\x09\0\0\0ab")),
+            "runs past",
+        ),
+        (lambda: encoding.check_shape("x", [2, -1]), "non-negative integers"),
         # Triton's words for shapes past 64 bits (its qa test_buffer_size_overflow)
         (
-            lambda: tensors.from_json("x", "FP32", (2**4, 2**60 + 2), [1.0]),
+            lambda: encoding.from_json("x", "FP32", (2**4, 2**60 + 2), [1.0]),
             "causes total element count to exceed maximum size of",
         ),
         (
-            lambda: tensors.from_json("x", "FP32", (2**2, 2**60 + 2), [1.0]),
+            lambda: encoding.from_json("x", "FP32", (2**2, 2**60 + 2), [1.0]),
             "byte size overflow for input 'x'",
         ),
     ],

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from lambdaserve.config.model_config import ModelConfig, build, parse_document
 from lambdaserve.errors import ModelRejected
-from lambdaserve.modelconfig import ModelConfig, TensorSpec, build, parse_document
-from lambdaserve.validation import ValidatedVersion
+from lambdaserve.publishing.validation import ValidatedVersion
+from lambdaserve.tensors.signature import TensorSpec
 from tests import builders
 
 

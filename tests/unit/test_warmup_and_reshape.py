@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lambdaserve.config.model_config import build, parse_document
 from lambdaserve.errors import InvalidInput
-from lambdaserve.modelconfig import TensorSpec, build, parse_document
-from lambdaserve.reshape import ReshapedModel
-from lambdaserve.runtimes import Signature
-from lambdaserve.warmup import warm_up
+from lambdaserve.serving.reshaped_model import ReshapedModel
+from lambdaserve.serving.warmup import warm_up
+from lambdaserve.tensors.signature import Signature, TensorSpec
 
 SIGNATURE = Signature(
     inputs=(TensorSpec("x", "FP32", (-1, 4)), TensorSpec("ids", "BYTES", (-1, 2))),

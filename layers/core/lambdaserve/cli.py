@@ -159,13 +159,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "reconcile":
             if args.aws_endpoint:
                 os.environ["AWS_ENDPOINT_URL"] = args.aws_endpoint
-            from lambdaserve.services import build_manage_services
+            from lambdaserve.services.manage import build_manage_services
             from lambdaserve.settings import get_settings
 
             count = build_manage_services(get_settings()).registrar.reconcile_all()
             print(json.dumps({"models": count}))
         elif args.command == "serve":
-            from lambdaserve.long_running import serve
+            from lambdaserve.server.serve import serve
 
             serve(
                 args.host,
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                 metrics_port=args.metrics_port or None,
             )
         elif args.command == "worker":
-            from lambdaserve.long_running import work
+            from lambdaserve.server.worker import work
 
             work(args.poll_wait)
     except LambdaServeError as exc:

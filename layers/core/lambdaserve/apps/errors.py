@@ -9,8 +9,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from lambdaserve.error_status import status_for
 from lambdaserve.errors import LambdaServeError
+from lambdaserve.protocol.http_status import status_for
 
 logger = logging.getLogger(__name__)
 

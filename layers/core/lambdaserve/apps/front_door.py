@@ -17,12 +17,12 @@ from fastapi import FastAPI
 from starlette.types import Receive, Scope, Send
 
 from lambdaserve.apps.inference import read_limited
-from lambdaserve.error_status import status_for
+from lambdaserve.apps.v2_calls import V2_INFER, header_length_value
+from lambdaserve.catalog.repository import check_model_name, parse_version
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.content_encoding import decode_body
+from lambdaserve.protocol.http_status import status_for
 from lambdaserve.protocol.v2 import HEADER_LENGTH, EncodedResponse
-from lambdaserve.repository import check_model_name, parse_version
-from lambdaserve.v2_calls import V2_INFER, header_length_value
 
 Answer = Callable[[str, int | None, bytes, int | None], Awaitable[EncodedResponse]]
 

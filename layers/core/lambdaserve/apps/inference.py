@@ -19,9 +19,16 @@ from lambdaserve.apps.predictions import install_predictions
 from lambdaserve.apps.tfserving import install_tfserving
 from lambdaserve.apps.torchserve_management import install_api_description
 from lambdaserve.apps.triton_extras import install_triton_extras
-from lambdaserve.dynamic_batcher import DynamicBatcher
+from lambdaserve.apps.v2_calls import (
+    header_length_value,
+    parse_for,
+    too_large,
+    v2_infer,
+)
+from lambdaserve.batching.dynamic_batcher import DynamicBatcher
+from lambdaserve.catalog.repository import check_model_name, parse_version
+from lambdaserve.config.model_config import triton_data_type
 from lambdaserve.errors import InferenceError, InvalidInput
-from lambdaserve.modelconfig import TensorSpec, triton_data_type
 from lambdaserve.protocol.content_encoding import decode_body
 from lambdaserve.protocol.limits import header_int
 from lambdaserve.protocol.v2 import (
@@ -30,15 +37,10 @@ from lambdaserve.protocol.v2 import (
     encode_infer_response,
     parse_infer_request,
 )
-from lambdaserve.repository import check_model_name, parse_version
-from lambdaserve.serving import ModelServer, ServedVersion
-from lambdaserve.submit import AsyncSubmitter
-from lambdaserve.v2_calls import (
-    header_length_value,
-    parse_for,
-    too_large,
-    v2_infer,
-)
+from lambdaserve.queued.submit import AsyncSubmitter
+from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.version_resolver import ServedVersion
+from lambdaserve.tensors.signature import TensorSpec
 
 T = TypeVar("T")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "statistics", "model_configuration"]

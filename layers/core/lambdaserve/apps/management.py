@@ -17,11 +17,11 @@ from lambdaserve.apps.torchserve_management import (
     install_torchserve_management,
     refuse_scaling,
 )
-from lambdaserve.catalog import VersionRecord
+from lambdaserve.catalog.repository import check_model_name, parse_version
+from lambdaserve.catalog.store import VersionRecord
 from lambdaserve.errors import InvalidInput, ModelNotFound
-from lambdaserve.management import DEFAULT_PAGE, MAX_PAGE, ModelManager, ModelView
 from lambdaserve.protocol.limits import json_document
-from lambdaserve.repository import check_model_name, parse_version
+from lambdaserve.publishing.management import DEFAULT_PAGE, MAX_PAGE, ModelManager, ModelView
 
 
 def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:

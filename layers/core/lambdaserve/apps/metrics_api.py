@@ -14,8 +14,8 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lambdaserve.stats import StatsRegistry
-from lambdaserve.torchserve_metrics import render, torchserve_registry
+from lambdaserve.metrics.stats import StatsRegistry
+from lambdaserve.metrics.torchserve import render, torchserve_registry
 
 TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
 

@@ -9,11 +9,11 @@ from typing import Any
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from lambdaserve.dynamic_batcher import DynamicBatcher
+from lambdaserve.batching.dynamic_batcher import DynamicBatcher
 from lambdaserve.errors import LambdaServeError
-from lambdaserve.prometheus_metrics import Pending, metrics_registry
-from lambdaserve.serving import ModelServer
-from lambdaserve.stats import StatsRegistry
+from lambdaserve.metrics.prometheus import Pending, metrics_registry
+from lambdaserve.metrics.stats import StatsRegistry
+from lambdaserve.serving.model_server import ModelServer
 
 _DOCUMENTED: dict[int | str, dict[str, Any]] = {
     200: {

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lambdaserve.serving import ModelServer
+from lambdaserve.serving.model_server import ModelServer
 
 REPOSITORY = "/v2/repository"
 _LOAD_OR_UNLOAD = re.compile(r"^/v2/repository/models/([^/]+)/(?:load|unload)$")

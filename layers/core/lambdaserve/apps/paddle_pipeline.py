@@ -10,11 +10,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from lambdaserve.apps.predictions import Call
+from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol import paddle_pipeline
 from lambdaserve.protocol.limits import json_document
-from lambdaserve.repository import check_model_name
-from lambdaserve.serving import ModelServer
+from lambdaserve.serving.model_server import ModelServer
 
 
 def install_paddle_pipeline(

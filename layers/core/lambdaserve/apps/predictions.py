@@ -14,11 +14,11 @@ from fastapi import FastAPI, Request, Response
 from starlette.datastructures import Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
+from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol import torchserve
-from lambdaserve.raw_predictions import RawRequest, predict_raw, takes_raw
-from lambdaserve.repository import check_model_name
-from lambdaserve.serving import ModelServer
+from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.raw_predictions import RawRequest, predict_raw, takes_raw
 
 T = TypeVar("T")
 Call = Callable[[str, "int | None", Callable[[], Any]], Awaitable[Any]]

@@ -12,11 +12,11 @@ from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from lambdaserve.apps.predictions import Call
+from lambdaserve.catalog.repository import check_model_name, parse_version
 from lambdaserve.errors import InvalidInput, ModelNotFound
 from lambdaserve.protocol import tfserving
 from lambdaserve.protocol.limits import json_document
-from lambdaserve.repository import check_model_name, parse_version
-from lambdaserve.serving import ModelServer
+from lambdaserve.serving.model_server import ModelServer
 
 # {m}, {m}/versions/{v} or {m}/labels/{l}, then /metadata or :verb
 _TARGET = re.compile(

@@ -11,13 +11,14 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import SQSEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdaserve.delivery import TopUp, VisibilityLease
-from lambdaserve.invocation_metrics import InvocationMetrics
-from lambdaserve.queued import QueuedInference, QueueMessage
-from lambdaserve.services import build_model_server, build_queue_services, build_queued_inference
-from lambdaserve.serving import ModelServer
+from lambdaserve.metrics.emf import InvocationMetrics
+from lambdaserve.metrics.stats import StatsRegistry
+from lambdaserve.queued.delivery import TopUp, VisibilityLease
+from lambdaserve.queued.inference import QueuedInference, QueueMessage
+from lambdaserve.services.inference import build_model_server
+from lambdaserve.services.queues import build_queue_services, build_queued_inference
+from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.settings import get_settings
-from lambdaserve.stats import StatsRegistry
 
 logger = Logger(service="lambdaserve-batcher")
 copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})

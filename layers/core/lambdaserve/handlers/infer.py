@@ -14,29 +14,29 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdaserve.error_status import status_for
+from lambdaserve.apps.v2_calls import V2_INFER, check_body_size, header_length_value, v2_infer
+from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput, LambdaServeError
-from lambdaserve.inference_services import build_model_server
-from lambdaserve.invocation_metrics import InvocationMetrics
-from lambdaserve.preload import preload_models
+from lambdaserve.handlers.snapstart import register as register_snapstart_hooks
+from lambdaserve.handlers.snapstart import renew_randomness
+from lambdaserve.metrics.emf import InvocationMetrics
+from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.protocol.content_encoding import decode_body
+from lambdaserve.protocol.http_status import status_for
 from lambdaserve.protocol.v2 import HEADER_LENGTH
-from lambdaserve.repository import check_model_name
-from lambdaserve.runtimes import runtime_named
-from lambdaserve.serving import ModelServer
+from lambdaserve.runtimes.registry import runtime_named
+from lambdaserve.services.inference import build_model_server
+from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.preload import preload_models
 from lambdaserve.settings import get_settings
-from lambdaserve.snapstart import register as register_snapstart_hooks
-from lambdaserve.snapstart import renew_randomness
-from lambdaserve.stats import StatsRegistry
-from lambdaserve.v2_calls import V2_INFER, check_body_size, header_length_value, v2_infer
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
     from mangum import Mangum
 
-    from lambdaserve.invokers import Answered
-    from lambdaserve.results import PayloadStore, RequestEnvelope
-    from lambdaserve.submit import AsyncSubmitter
+    from lambdaserve.queued.invokers import Answered
+    from lambdaserve.queued.results import PayloadStore, RequestEnvelope
+    from lambdaserve.queued.submit import AsyncSubmitter
 
 logger = Logger(service="lambdaserve-infer")
 copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})
@@ -54,8 +54,8 @@ def server() -> ModelServer:
 @cache
 def submitter() -> AsyncSubmitter:
     """``Prefer: respond-async``: results store + requests queue."""
-    from lambdaserve.services import build_queue_services
-    from lambdaserve.submit import AsyncSubmitter
+    from lambdaserve.queued.submit import AsyncSubmitter
+    from lambdaserve.services.queues import build_queue_services
 
     settings = get_settings()
     queue = build_queue_services(settings)
@@ -166,9 +166,9 @@ def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, An
     ``header_length``; moved to S3 to stay under 6 MB: ``body_key``) or
     ``{"status": 4xx/5xx, "error": ...}``.
     """
-    from lambdaserve.invokers import answer_batch
-    from lambdaserve.queued import run_envelopes
-    from lambdaserve.results import parse_envelope
+    from lambdaserve.queued.inference import run_envelopes
+    from lambdaserve.queued.invokers import answer_batch
+    from lambdaserve.queued.results import parse_envelope
 
     requests = event.get("requests")
     if not isinstance(requests, list):
@@ -193,8 +193,8 @@ def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, An
 
 @cache
 def payloads() -> PayloadStore:
-    from lambdaserve.aws import AwsClients
-    from lambdaserve.results import PayloadStore
+    from lambdaserve.queued.results import PayloadStore
+    from lambdaserve.services.aws import AwsClients
 
     settings = get_settings()
     return PayloadStore(AwsClients(settings).s3, settings.bucket)

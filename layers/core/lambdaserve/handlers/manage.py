@@ -22,10 +22,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 if TYPE_CHECKING:
     from fastapi import FastAPI
     from mangum import Mangum
-from lambdaserve.management import ModelManager
-from lambdaserve.registrar import EventBatch
-from lambdaserve.repository import decode_event_key
-from lambdaserve.services import ManageServices, build_manage_services
+from lambdaserve.catalog.repository import decode_event_key
+from lambdaserve.publishing.management import ModelManager
+from lambdaserve.publishing.registrar import EventBatch
+from lambdaserve.services.manage import ManageServices, build_manage_services
 from lambdaserve.settings import get_settings
 
 logger = Logger(service="lambdaserve-manage")

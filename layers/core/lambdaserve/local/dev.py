@@ -11,14 +11,14 @@ from typing import Any
 
 from starlette.types import ASGIApp
 
-from lambdaserve.aws import AwsClients
 from lambdaserve.local.demo import DEMO_MODEL, demo_mlp_bytes
 from lambdaserve.local.emulator import Emulator, ensure_port_free
-from lambdaserve.local.logs import quiet_third_parties, use_text_logs
 from lambdaserve.local.mirror import RepositoryMirror
-from lambdaserve.local.pump import EventPump, PumpConfig
 from lambdaserve.local.resources import LocalResources, ensure_resources
-from lambdaserve.local.servers import BackgroundServer, start_metrics_api
+from lambdaserve.server.background import BackgroundServer, start_metrics_api
+from lambdaserve.server.event_pump import EventPump, PumpConfig
+from lambdaserve.server.logs import quiet_third_parties, use_text_logs
+from lambdaserve.services.aws import AwsClients
 from lambdaserve.settings import Settings, get_settings
 
 
@@ -80,7 +80,7 @@ class DevStack:
         # Imported after the environment points at the emulator: handlers read settings once.
         from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
         from lambdaserve.handlers import batcher, infer, manage
-        from lambdaserve.long_running import batching_inference_app
+        from lambdaserve.server.serve import batching_inference_app
 
         use_text_logs(options.log_level)
         manage.services.cache_clear()

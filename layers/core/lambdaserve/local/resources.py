@@ -11,7 +11,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from lambdaserve.aws import AwsClients
 from lambdaserve.local.template import (
     Resolver,
     deploy_stack,
@@ -20,6 +19,7 @@ from lambdaserve.local.template import (
     stateful_template,
     time_to_live,
 )
+from lambdaserve.services.aws import AwsClients
 from lambdaserve.settings import Settings
 
 MAX_RECEIVE_COUNT = 3

@@ -1,1 +1,5 @@
-"""Code around models: Python models in Triton's Python-backend format and their BLS calls."""
+"""Models calling models: BLS and ensemble steps bound to a ``ModelServer`` (``bls``),
+and which ensembles depend on which models, kept in the catalog (``ensemble_registry``).
+
+Imports ``serving``, ``catalog`` and below.
+"""

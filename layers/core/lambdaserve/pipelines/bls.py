@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from lambdaserve import tensors
 from lambdaserve.errors import LambdaServeError
-from lambdaserve.pipelines import ensemble, pb_utils
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
-from lambdaserve.runtimes import Signature
-from lambdaserve.serving import ModelServer
+from lambdaserve.runtimes import ensemble, pb_utils
+from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.tensors import encoding
+from lambdaserve.tensors.signature import Signature
 
 
 def install_bls(server: ModelServer) -> None:
@@ -54,4 +54,4 @@ def install_bls(server: ModelServer) -> None:
 
 
 def _input(name: str, array: np.ndarray[Any, Any]) -> InferInput:
-    return InferInput(name, tensors.v2_datatype(array), tuple(array.shape), array)
+    return InferInput(name, encoding.v2_datatype(array), tuple(array.shape), array)

@@ -13,18 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from lambdaserve import policy
-from lambdaserve.catalog import (
+from lambdaserve.catalog import version_policy
+from lambdaserve.catalog.store import (
     Catalog,
     VersionRecord,
     already_validated,
     loading_version,
     now_iso,
 )
+from lambdaserve.config.model_config import EnsembleStep, ModelConfig
 from lambdaserve.errors import ModelRejected
-from lambdaserve.modelconfig import EnsembleStep, ModelConfig
-from lambdaserve.pipelines.ensemble import check_steps, plan
-from lambdaserve.runtimes import Signature
+from lambdaserve.runtimes.ensemble import check_steps, plan
+from lambdaserve.tensors.signature import Signature
 
 _SK = "ENSEMBLES"
 
@@ -132,14 +132,14 @@ class EnsembleRegistry:
         if record is None:
             return StepState(None, None, "the model is not in the catalog")
         versions = {v.version: v for v in self._catalog.versions(step.model_name)}
-        ready = sorted(v for v, r in versions.items() if r.state == policy.READY)
+        ready = sorted(v for v, r in versions.items() if r.state == version_policy.READY)
         if step.model_version > 0:
             chosen: int | None = step.model_version
             if chosen not in ready:
                 state = versions[chosen].state if chosen in versions else "not in the catalog"
                 return StepState(chosen, None, f"version {chosen} is {state}")
         else:
-            chosen = policy.default_version(record.default_version, ready)
+            chosen = version_policy.default_version(record.default_version, ready)
             if chosen is None:
                 return StepState(None, None, "no version of the model is READY")
         return StepState(chosen, Signature.from_json(versions[chosen].signature))

@@ -16,8 +16,6 @@ from lambdaserve.errors import InvalidInput
 # Deep enough for any real config or parameters object, far below the interpreter's
 # recursion limit and orjson's own (1024 to read, 255 to write).
 MAX_JSON_DEPTH = 64
-# numpy arrays have at most 64 dimensions.
-MAX_RANK = 64
 # A header number longer than this is not a length any body can have.
 _MAX_DIGITS = 15
 

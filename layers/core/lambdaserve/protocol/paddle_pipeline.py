@@ -19,10 +19,9 @@ import numpy as np
 import orjson
 
 from lambdaserve.errors import InvalidInput, LambdaServeError, ModelNotFound, ModelNotReady
-from lambdaserve.modelconfig import TensorSpec
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.runtimes import Signature
-from lambdaserve.tensors import array_from_json, element_count
+from lambdaserve.tensors.encoding import array_from_json, element_count
+from lambdaserve.tensors.signature import Signature, TensorSpec
 
 # Paddle Serving's CustomExceptionCode values
 OK, NO_SERVICE, INPUT_PARAMS_ERROR, UNKNOWN = 0, 3002, 5000, 10000

@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from lambdaserve import tensors
 from lambdaserve.errors import InvalidInput
-from lambdaserve.modelconfig import TensorSpec
 from lambdaserve.protocol.v2 import InferInput, InferRequest
+from lambdaserve.tensors import encoding
+from lambdaserve.tensors.signature import TensorSpec
 
 Array = np.ndarray[Any, Any]
 
@@ -42,7 +42,7 @@ def parse_raw_binary(
         shape = (1, *dims) if batched else _shape(spec, spec.shape, 1)
         data = np.array([bytes(body)], dtype=object)
         return _request(spec, shape, data.reshape(shape))
-    dtype = tensors.numpy_dtype(spec.datatype)
+    dtype = encoding.numpy_dtype(spec.datatype)
     if len(body) % dtype.itemsize:
         raise InvalidInput(
             f"the raw body has {len(body)} bytes, not a whole number of {spec.datatype} "

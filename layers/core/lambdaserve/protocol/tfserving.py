@@ -17,10 +17,9 @@ from typing import Any, Literal
 import numpy as np
 
 from lambdaserve.errors import InvalidInput
-from lambdaserve.modelconfig import TensorSpec
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.runtimes import Signature
-from lambdaserve.tensors import array_from_json
+from lambdaserve.tensors.encoding import array_from_json
+from lambdaserve.tensors.signature import Signature, TensorSpec
 
 Format = Literal["row", "columnar"]
 SIGNATURE = "serving_default"

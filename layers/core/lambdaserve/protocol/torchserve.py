@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import orjson
 
-from lambdaserve import tensors
 from lambdaserve.errors import InvalidInput
-from lambdaserve.modelconfig import TensorSpec
 from lambdaserve.protocol.v2 import InferInput, InferRequest
+from lambdaserve.tensors import encoding
+from lambdaserve.tensors.signature import TensorSpec
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def encode_prediction(
 
 
 def _tensor(spec: TensorSpec, value: Any) -> tuple[InferInput, bool]:
-    dtype = tensors.numpy_dtype(spec.datatype)
+    dtype = encoding.numpy_dtype(spec.datatype)
     try:
         if spec.datatype == "BYTES":
             array = np.array(value, dtype=object)
@@ -85,5 +85,5 @@ def _tensor(spec: TensorSpec, value: Any) -> tuple[InferInput, bool]:
 
 def _nested(array: np.ndarray[Any, Any]) -> Any:
     if array.dtype.kind in ("O", "S", "U"):
-        return np.array(tensors.to_json(array), dtype=object).reshape(array.shape).tolist()
+        return np.array(encoding.to_json(array), dtype=object).reshape(array.shape).tolist()
     return array.tolist()

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import orjson
 
-from lambdaserve import tensors
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.limits import MAX_JSON_DEPTH, check_depth
+from lambdaserve.tensors import encoding
 
 HEADER_LENGTH = "inference-header-content-length"
 REQUEST_FIELDS = frozenset({"id", "inputs", "outputs", "parameters"})
@@ -114,18 +114,18 @@ def encode_infer_response(
     for name, array in outputs.items():
         entry: dict[str, Any] = {
             "name": name,
-            "datatype": tensors.v2_datatype(array),
+            "datatype": encoding.v2_datatype(array),
             "shape": list(array.shape),
         }
         wants_binary = binary_by_name.get(name)
         if wants_binary if wants_binary is not None else request.binary_output:
-            blob = tensors.to_binary(array)
+            blob = encoding.to_binary(array)
             entry["parameters"] = {
                 "binary_data_size": len(blob) if isinstance(blob, bytes) else blob.nbytes
             }
             blobs.append(blob)
         else:
-            entry["data"] = tensors.to_json(array)
+            entry["data"] = encoding.to_json(array)
         entries.append(entry)
     document: dict[str, Any] = {
         "model_name": model_name,
@@ -152,7 +152,7 @@ def _parse_input(raw: Any, binary: memoryview) -> tuple[InferInput, int]:
     datatype = raw.get("datatype")
     if not isinstance(datatype, str):
         raise InvalidInput(f"input {name!r} needs a datatype such as FP32")
-    shape = tensors.check_shape(name, raw.get("shape"))
+    shape = encoding.check_shape(name, raw.get("shape"))
     parameters = _parameters(raw, f"input {name!r}")
     size = parameters.get("binary_data_size")
     if size is not None:
@@ -162,12 +162,12 @@ def _parse_input(raw: Any, binary: memoryview) -> tuple[InferInput, int]:
                 "after the JSON header"
             )
         return InferInput(
-            name, datatype, shape, tensors.from_binary(name, datatype, shape, binary[:size])
+            name, datatype, shape, encoding.from_binary(name, datatype, shape, binary[:size])
         ), size
     if "data" not in raw:
         raise InvalidInput(f"input {name!r} has neither data nor binary_data_size")
     return InferInput(
-        name, datatype, shape, tensors.from_json(name, datatype, shape, raw["data"])
+        name, datatype, shape, encoding.from_json(name, datatype, shape, raw["data"])
     ), 0
 
 

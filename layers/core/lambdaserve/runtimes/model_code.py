@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from lambdaserve.errors import LambdaServeError, ModelNotReady, ModelRejected
-from lambdaserve.runtimes import Arrays, RequestsModel
+from lambdaserve.runtimes.base import RequestsModel
+from lambdaserve.tensors.signature import Arrays
 
 DISABLED = (
     "Python models are disabled here: they run their own code with the serving function's "

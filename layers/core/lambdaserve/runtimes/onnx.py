@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import InferenceError, ModelRejected, first_line
-from lambdaserve.modelconfig import ModelConfig, TensorSpec
-from lambdaserve.runtimes import Arrays, LoadOptions, Signature, wants_gpu
-from lambdaserve.tensors import bfloat16
+from lambdaserve.runtimes.base import LoadOptions, wants_gpu
+from lambdaserve.tensors.encoding import bfloat16
+from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
 
 _ONNX_BFLOAT16 = 16  # onnx.TensorProto.BFLOAT16
 _ORT_TO_V2 = {

@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import InferenceError, ModelRejected, RuntimeMissing
-from lambdaserve.modelconfig import ModelConfig, TensorSpec
-from lambdaserve.runtimes import Arrays, LoadOptions, Signature
+from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.openvino_readers import reader_for, reason
+from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
 
 MISSING = (
     "OpenVINO is not installed where this version was validated; install "
@@ -169,7 +170,7 @@ class OpenVinoModel:
             strings = np.asarray(tensor.bytes_data, dtype=np.bytes_).reshape(tuple(tensor.shape))
             return strings.astype(object)
         if kind == "bf16":
-            from lambdaserve.tensors import bfloat16
+            from lambdaserve.tensors.encoding import bfloat16
 
             raw = np.array(tensor.data, copy=True).view(np.uint16)
             return raw.view(bfloat16()).reshape(tuple(tensor.shape))

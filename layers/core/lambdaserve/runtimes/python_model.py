@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import (
     InferenceError,
     InvalidInput,
@@ -26,10 +27,10 @@ from lambdaserve.errors import (
     ModelNotReady,
     ModelRejected,
 )
-from lambdaserve.modelconfig import ModelConfig
-from lambdaserve.pipelines import pb_utils
-from lambdaserve.runtimes import Arrays, LoadOptions, Signature
+from lambdaserve.runtimes import pb_utils
+from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.model_code import DISABLED, new_module, parse_source, run_one
+from lambdaserve.tensors.signature import Arrays, Signature
 
 
 class PythonModelRuntime:

@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
+from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import InferenceError, ModelRejected, RuntimeMissing
-from lambdaserve.modelconfig import ModelConfig
-from lambdaserve.runtimes import Arrays, LoadOptions, Signature, wants_gpu
-from lambdaserve.tensors import bfloat16
+from lambdaserve.runtimes.base import LoadOptions, wants_gpu
+from lambdaserve.tensors.encoding import bfloat16
+from lambdaserve.tensors.signature import Arrays, Signature
 
 _PICKLE_PROTOCOL_MARK = b"\x80"
 

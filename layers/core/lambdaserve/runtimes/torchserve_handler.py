@@ -21,11 +21,12 @@ from typing import Any
 import numpy as np
 import orjson
 
+from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import InferenceError, LambdaServeError, ModelNotReady, ModelRejected
-from lambdaserve.modelconfig import ModelConfig, TensorSpec
-from lambdaserve.runtimes import Arrays, LoadOptions, Signature
+from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.handler_context import Answer, Context
 from lambdaserve.runtimes.model_code import DISABLED, new_module, parse_source, run_one
+from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
 
 # The tensor face of a handler (v2 infer, queues): one BYTES element per request body in,
 # one answer and its content type per request out.

@@ -1,0 +1,6 @@
+"""How requests become batches: assembly and splitting (``assembly``), the plan of when
+a batch runs (``plan``), and the in-process dynamic batcher with its per-version lanes
+(``dynamic_batcher``), generic over the function that runs a batch.
+
+Imports ``protocol`` (the request type), ``config`` (the queue policy) and ``errors``.
+"""

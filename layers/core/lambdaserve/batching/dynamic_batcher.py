@@ -1,0 +1,247 @@
+"""Dynamic batching for long-running servers (ECS GPU tasks, ``lambdaserve serve``).
+
+One lane per model version in the event loop. Without a queue delay, a request that finds
+nothing else queued runs at once, so latency under light load stays near the inference
+time; while a batch executes, arrivals queue up and run together next. With
+``max_queue_delay_microseconds`` (Triton's name) queued requests wait up to that long from
+the oldest for a preferred or full batch (``batch_plan``). The model's
+``default_queue_policy`` bounds the queue and how long a request may wait in it. In Lambda
+(one request per instance) the batcher is bypassed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lambdaserve.batching.assembly import BatchResult, batch_dim, check_invariant
+from lambdaserve.batching.plan import BatchPolicy, Wait, plan
+from lambdaserve.errors import LambdaServeError, QueueRejected
+from lambdaserve.protocol.v2 import InferRequest
+
+INLINE_BELOW_S = 0.0005
+Execute = Callable[[str, int | None, list[InferRequest], list[int]], list[BatchResult]]
+ExecuteOne = Callable[[str, int | None, InferRequest], BatchResult]
+RunInThread = Callable[..., Awaitable[Any]]
+# told of each request the queue policy refused, to count it as the model's failure
+Rejected = Callable[[str, int | None, LambdaServeError], None]
+
+
+@dataclass
+class _Pending:
+    request: InferRequest
+    future: asyncio.Future[BatchResult]
+    enqueued: float
+    rows: int
+    expires: float = 0.0  # clock seconds after which it may not wait any longer; 0: never
+    overdue: bool = False  # past ``expires`` under timeout_action DELAY: runs behind the rest
+
+
+@dataclass
+class _Lane:
+    pending: deque[_Pending] = field(default_factory=deque)
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    policy: BatchPolicy | None = None
+    policy_at: float = 0.0
+    last_run_s: float = 1.0  # unknown until the first run: assume slow
+    busy: bool = False
+    arriving: int = 0
+
+
+class DynamicBatcher:
+    """Queues requests per model version and executes them in batches off the loop."""
+
+    def __init__(
+        self,
+        execute: Execute,
+        policy: Callable[[str, int | None], BatchPolicy],
+        run_in_thread: RunInThread,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        execute_one: ExecuteOne | None = None,
+        ready: Callable[[str, int | None], bool] = lambda model, version: True,
+        rejected: Rejected | None = None,
+    ) -> None:
+        self._execute = execute
+        self._rejected = rejected
+        self._execute_one = execute_one
+        # False when running now would do I/O first (a catalog read, a model load): such
+        # runs go to a thread, whatever the model's speed, so the event loop never blocks.
+        self._ready = ready
+        self._policy = policy
+        self._run_in_thread = run_in_thread
+        self._clock = clock
+        self._lanes: dict[tuple[str, int | None], _Lane] = {}
+        self.executions: list[int] = []  # batch sizes run, newest last (bounded)
+
+    async def submit(self, model: str, version: int | None, request: InferRequest) -> BatchResult:
+        lane = self._lanes.get((model, version))
+        if lane is None or lane.task is None or lane.task.done():
+            lane = self._lanes[(model, version)] = _Lane()
+            lane.task = asyncio.get_running_loop().create_task(self._drain(model, version, lane))
+        if lane.policy is None:
+            # The queue policy must hold from the lane's first requests on; a failure to read
+            # it (an unknown model) reaches every waiting request through the drain.
+            with contextlib.suppress(Exception):
+                await self._lane_policy(model, version, lane)
+        policy = lane.policy
+        fast = (
+            policy is not None
+            and policy.max_queue_delay_s == 0
+            and lane.last_run_s < INLINE_BELOW_S
+            and self._ready(model, version)
+        )
+        if self._execute_one is not None and fast:
+            # Let requests that arrived together reach this point too, then count them:
+            # a lone request for a fast model runs directly (no queue hop); company batches.
+            lane.arriving += 1
+            try:
+                await asyncio.sleep(0)
+                alone = lane.arriving == 1 and not lane.pending and not lane.busy
+            finally:
+                lane.arriving -= 1
+            if alone:
+                started = self._clock()
+                lane.busy = True
+                try:
+                    return self._execute_one(model, version, request)
+                finally:
+                    lane.busy = False
+                    lane.last_run_s = self._clock() - started
+        now = self._clock()
+        timeout = 0.0
+        if policy is not None:
+            limit = policy.queue.max_queue_size
+            if limit and len(lane.pending) >= limit:
+                raise await self._refusal(
+                    model,
+                    version,
+                    f"Exceeds maximum queue size: model '{model}' already has {len(lane.pending)}"
+                    f" request(s) waiting, its dynamic_batching default_queue_policy "
+                    f"max_queue_size is {limit}; retry later, or raise max_queue_size",
+                )
+            timeout = policy.queue.timeout_for(request.parameters)
+        future: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
+        expires = now + timeout if timeout else 0.0
+        lane.pending.append(_Pending(request, future, now, batch_dim(request) or 1, expires))
+        lane.wakeup.set()
+        return await future
+
+    async def _refusal(self, model: str, version: int | None, message: str) -> QueueRejected:
+        """The error for a request the queue policy refuses, counted as the model's failure."""
+        error = QueueRejected(message)
+        if self._rejected is not None:
+            with contextlib.suppress(LambdaServeError):  # counting must not change the answer
+                await self._run_in_thread(self._rejected, model, version, error)
+        return error
+
+    def waiting(self) -> dict[tuple[str, int | None], int]:
+        """Requests queued per lane (model, version asked for), not yet running."""
+        return {key: len(lane.pending) for key, lane in self._lanes.items() if lane.pending}
+
+    async def _drain(self, model: str, version: int | None, lane: _Lane) -> None:
+        while True:
+            await lane.wakeup.wait()
+            lane.wakeup.clear()
+            while lane.pending:
+                try:
+                    policy = await self._lane_policy(model, version, lane)
+                except Exception as exc:  # unknown model, not ready: everyone waiting hears it
+                    while lane.pending:
+                        waiting = lane.pending.popleft()
+                        if not waiting.future.done():
+                            waiting.future.set_exception(exc)
+                    break
+                await self._expire(model, version, lane, policy)
+                if not lane.pending:
+                    break
+                decision = plan(
+                    [p.rows for p in lane.pending], lane.pending[0].enqueued, self._clock(), policy
+                )
+                if isinstance(decision, Wait):
+                    lane.wakeup.clear()
+                    until = min([decision.until, *_deadlines(lane)])
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(lane.wakeup.wait(), until - self._clock())
+                    continue
+                taken = [
+                    lane.pending.popleft() for _ in range(min(decision.count, len(lane.pending)))
+                ]
+                await self._run(model, version, taken, lane)
+
+    async def _expire(
+        self, model: str, version: int | None, lane: _Lane, policy: BatchPolicy
+    ) -> None:
+        """Requests past their queue timeout: refused (REJECT), or moved behind the ones
+        still within theirs (DELAY), as Triton's queue policy does."""
+        if not policy.queue.times_out:
+            return
+        now = self._clock()
+        expired = [p for p in lane.pending if p.expires and not p.overdue and p.expires <= now]
+        for pending in expired:
+            lane.pending.remove(pending)
+            if not policy.queue.reject_on_timeout:
+                pending.overdue = True
+                lane.pending.append(pending)
+                continue
+            error = await self._refusal(
+                model,
+                version,
+                f"Request timeout expired: it waited {now - pending.enqueued:.3f} s in "
+                f"the queue of model '{model}', past its timeout (dynamic_batching "
+                "default_queue_policy, or the request's timeout parameter)",
+            )
+            if not pending.future.done():
+                pending.future.set_exception(error)
+
+    async def _lane_policy(self, model: str, version: int | None, lane: _Lane) -> BatchPolicy:
+        # The policy comes from the catalog view (TTL-cached, I/O when stale): refresh it
+        # off the loop, at most once a second per lane.
+        if lane.policy is None or self._clock() - lane.policy_at > 1.0:
+            lane.policy = await self._run_in_thread(self._policy, model, version)
+            lane.policy_at = self._clock()
+        return lane.policy
+
+    async def _run(
+        self, model: str, version: int | None, taken: list[_Pending], lane: _Lane
+    ) -> None:
+        started = self._clock()
+        queued_ns = [int((started - p.enqueued) * 1e9) for p in taken]
+        requests = [p.request for p in taken]
+
+        def timed() -> tuple[list[BatchResult], float]:
+            # the run alone: under load, a thread hop's wait would make any model look slow
+            begun = self._clock()
+            ran = self._execute(model, version, requests, queued_ns)
+            return ran, self._clock() - begun
+
+        lane.busy = True
+        try:
+            if lane.last_run_s < INLINE_BELOW_S and self._ready(model, version):
+                # A fast model: a thread hop would cost more than the run (measured: waking a
+                # pool thread and taking the GIL back took longer than a batch of 8 rows).
+                results, lane.last_run_s = timed()
+            else:
+                results, lane.last_run_s = await self._run_in_thread(timed)
+            check_invariant(len(taken), results)
+            lane.busy = False
+        except Exception as exc:  # a bug or an outage: every waiting request hears of it
+            lane.busy = False
+            for pending in taken:
+                if not pending.future.done():
+                    pending.future.set_exception(exc)
+            return
+        self.executions = [*self.executions[-999:], sum(p.rows for p in taken)]
+        for pending, result in zip(taken, results, strict=True):
+            if not pending.future.done():
+                pending.future.set_result(result)
+
+
+def _deadlines(lane: _Lane) -> list[float]:
+    return [p.expires for p in lane.pending if p.expires and not p.overdue]

@@ -1,0 +1,42 @@
+"""Which file in a version directory is the model, and which runtime serves it.
+
+Triton's repository layout names the model by its file (``model.onnx``, ``model.pt``...);
+a config's backend may choose another runtime that reads the same file.
+"""
+
+from __future__ import annotations
+
+from lambdaserve.config.model_config import ModelConfig
+
+MODEL_FILES = {
+    "model.onnx": "onnxruntime",
+    "model.pt": "torchscript",
+    "model.xml": "openvino",
+    "model.savedmodel/saved_model.pb": "openvino",
+    "saved_model.pb": "openvino",  # TF Serving's layout: the version directory is the model
+    "model.pdmodel": "openvino",
+    "model.py": "python",
+    "handler.py": "torchserve_handler",
+}
+# A config's backend choosing another runtime for a file: Triton's OpenVINO backend reads
+# model.onnx too (backend: "openvino"), and so does lambdaserve's.
+BACKEND_RUNTIMES = {("openvino", "model.onnx"): "openvino"}
+# What Triton calls the formats OpenVINO serves here (model metadata's platform).
+OPENVINO_PLATFORMS = {
+    "model.savedmodel/saved_model.pb": "tensorflow_savedmodel",
+    "saved_model.pb": "tensorflow_savedmodel",
+    "model.pdmodel": "paddle",
+}
+# Model files whose code runs where they serve (opt-in: LAMBDASERVE_PYTHON_MODELS).
+CODE_FILES = frozenset({"model.py", "handler.py"})
+
+
+def runtime_name_for(filename: str, config: ModelConfig | None = None) -> str:
+    """The file's own runtime, unless the config's backend chooses another that reads it."""
+    backend = config.backend if config is not None else ""
+    return BACKEND_RUNTIMES.get((backend, filename), MODEL_FILES[filename])
+
+
+def selects_runtime(config: ModelConfig) -> bool:
+    """Whether the config's backend may choose a runtime other than a file's own."""
+    return any(backend == config.backend for backend, _ in BACKEND_RUNTIMES)

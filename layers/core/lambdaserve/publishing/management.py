@@ -1,0 +1,201 @@
+"""Management operations over the catalog and the repository (TorchServe/Triton style)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from lambdaserve.catalog import version_policy
+from lambdaserve.catalog.configs import effective_config
+from lambdaserve.catalog.repository import (
+    ModelRepository,
+    check_label,
+    check_model_name,
+    parse_version_ref,
+)
+from lambdaserve.catalog.store import Catalog, ModelRecord, VersionRecord
+from lambdaserve.config.model_config import ModelConfig, build, merge, parse_overrides
+from lambdaserve.errors import Conflict, InvalidInput, ModelNotFound, ModelRejected
+from lambdaserve.publishing.registrar import Registrar
+
+MAX_PAGE = 1000
+OFFSET_TOKEN = re.compile(r"^-?[0-9]{1,9}$")
+DEFAULT_PAGE = 100
+
+
+@dataclass(frozen=True)
+class ModelView:
+    """A model with its effective config, its versions and the resolved default."""
+
+    record: ModelRecord
+    config: ModelConfig
+    config_error: str
+    versions: tuple[VersionRecord, ...]
+    default_version: int | None
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    name: str
+    version: int
+    state: str
+    reason: str
+
+
+class ModelManager:
+    """What the management API does, without HTTP."""
+
+    def __init__(self, repository: ModelRepository, catalog: Catalog, registrar: Registrar) -> None:
+        self.repository = repository
+        self._catalog = catalog
+        self._registrar = registrar
+
+    def list_models(self, limit: int, page_token: str | None) -> tuple[list[str], str | None]:
+        if not 1 <= limit <= MAX_PAGE:
+            limit = DEFAULT_PAGE  # as TorchServe clamps an out-of-range limit
+        if page_token is not None and OFFSET_TOKEN.match(page_token):
+            # TorchServe's tokens are offsets into the sorted names (a negative one is 0)
+            start = max(0, int(page_token))
+            names = self._catalog.all_model_names()
+            end = start + limit
+            return names[start:end], (str(end) if end < len(names) else None)
+        return self._catalog.list_models(limit, page_token)
+
+    def view(self, name: str) -> ModelView:
+        record = self._record(name)
+        effective = effective_config(record, name)
+        versions = tuple(self._catalog.versions(name))
+        served = [v.version for v in versions if v.state == version_policy.READY]
+        return ModelView(
+            record=record,
+            config=effective.config,
+            config_error=effective.error,
+            versions=versions,
+            default_version=version_policy.default_version(record.default_version, served),
+        )
+
+    def version(self, name: str, version: int) -> tuple[ModelView, VersionRecord]:
+        view = self.view(name)
+        for record in view.versions:
+            if record.version == version:
+                return view, record
+        raise ModelNotFound(f"model {name!r} has no version {version}")
+
+    def set_default(self, name: str, version: int) -> None:
+        _, record = self.version(name, version)
+        if record.state != version_policy.READY:
+            raise Conflict(
+                f"version {version} of {name!r} is {record.state} ({record.reason}); only a "
+                "READY version can be the default"
+            )
+        self._catalog.update_model(name, default_version=version)
+
+    def set_label(self, name: str, label: str, version: int) -> None:
+        """Point ``label`` at a READY version (or move it there: the one-call rollback)."""
+        check_label(label)
+        view, record = self.version(name, version)
+        if record.state != version_policy.READY:
+            raise Conflict(
+                f"version {version} of {name!r} is {record.state} ({record.reason}); a label "
+                "points at a READY version"
+            )
+        labels = {**view.record.version_labels, label: version}
+        self._catalog.update_model(name, version_labels=labels)
+
+    def remove_label(self, name: str, label: str) -> None:
+        record = self._record(name)
+        if label not in record.version_labels:
+            raise ModelNotFound(f"model {name!r} has no version label {label!r}")
+        labels = {k: v for k, v in record.version_labels.items() if k != label}
+        self._catalog.update_model(name, version_labels=labels)
+
+    def version_number(self, name: str, text: str) -> int:
+        """A version segment of a URL: a number, or one of the model's labels."""
+        ref = parse_version_ref(text)
+        if isinstance(ref, int):
+            return ref
+        labels = self._record(name).version_labels
+        if ref not in labels:
+            raise ModelNotFound(f"model {name!r} has no version label {ref!r}")
+        return labels[ref]
+
+    def delete_version(self, name: str, version: int) -> int:
+        """Delete the version's objects; the catalog follows through the S3 events."""
+        check_model_name(name)
+        deleted = self.repository.delete_version(name, version)
+        if deleted == 0 and self._catalog.get_version(name, version) is None:
+            raise ModelNotFound(f"model {name!r} has no version {version}")
+        return deleted
+
+    def update_config(self, name: str, fields: dict[str, Any]) -> ModelConfig:
+        """Apply model-config fields (Triton JSON form) on top of the config file."""
+        record = self._record(name)
+        fields = dict(fields)
+        if "preload" in fields:
+            self.set_preload(name, fields.pop("preload"))
+            if not fields:
+                return build(merge(record.file_config, record.overrides), name)
+        if not fields:
+            raise InvalidInput(
+                'give at least one model-config field, e.g. {"version_policy": {"all": {}}}, '
+                'or {"preload": true}'
+            )
+        overrides = {**record.overrides, **parse_overrides(fields)}
+        config = build(merge(record.file_config, overrides), name)
+        try:
+            self._registrar.configs.check_against_serving(name, config)
+        except ModelRejected as exc:
+            raise InvalidInput(
+                f"not applied, the serving versions would stop: {exc.message}"
+            ) from None
+        self._catalog.update_model(name, overrides=overrides)
+        self._registrar.reconcile_model(name)
+        return config
+
+    def set_preload(self, name: str, preload: Any) -> None:
+        """Mark the model's default version to load before a SnapStart snapshot (or not)."""
+        if not isinstance(preload, bool):
+            raise InvalidInput('"preload" must be true or false')
+        self._catalog.update_model(name, preload=True if preload else None)
+
+    def load(self, name: str, config_fields: dict[str, Any] | None = None) -> None:
+        """Triton's explicit load: serve again (optionally with config overrides)."""
+        self._record(name)
+        if config_fields:
+            self.update_config(name, config_fields)
+        self._catalog.update_model(name, unloaded=False)
+        # As Triton's load re-reads the repository: versions rejected for a missing runtime
+        # (or a bucket error) are validated again.
+        self._registrar.reconcile_model(name)
+        versions = self._catalog.versions(name)
+        if not any(v.state == version_policy.READY for v in versions):
+            # Triton answers a load that serves nothing with 400 and the reason
+            reasons = "; ".join(f"version {v.version}: {v.reason}" for v in versions)
+            raise InvalidInput(f"failed to load '{name}': {reasons or 'it has no versions'}")
+
+    def unload(self, name: str) -> None:
+        """Triton's explicit unload: keep the files, stop serving every version."""
+        self._record(name)
+        self._catalog.update_model(name, unloaded=True)
+        self._registrar.apply_policy(name)
+
+    def index(self, ready_only: bool = False) -> list[IndexEntry]:
+        """Triton's repository index over every model in the catalog."""
+        entries = []
+        for name in self._catalog.all_model_names():
+            for record in self._catalog.versions(name):
+                if ready_only and record.state != version_policy.READY:
+                    continue
+                entries.append(IndexEntry(name, record.version, record.state, record.reason))
+        return entries
+
+    def _record(self, name: str) -> ModelRecord:
+        check_model_name(name)
+        record = self._catalog.get_model(name)
+        if record is None:
+            raise ModelNotFound(
+                f"model {name!r} is not in the catalog; publish it under "
+                f"{self.repository.url(name)}"
+            )
+        return record

@@ -1,0 +1,326 @@
+"""Repository events -> validation -> catalog.
+
+S3 events arrive at least once, duplicated and out of order (moto's carry no
+``sequencer``), so an event is only a trigger: the registrar reconciles the
+affected version or model against what the bucket holds *now*. Any order of
+events therefore converges to the bucket's truth.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from lambdaserve.catalog import version_policy
+from lambdaserve.catalog.configs import ConfigReader, effective_config
+from lambdaserve.catalog.repository import ConfigKey, ModelRepository, ObjectInfo, parse_key
+from lambdaserve.catalog.store import (
+    Catalog,
+    ModelRecord,
+    VersionRecord,
+    already_validated,
+    loading_version,
+    now_iso,
+)
+from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.model_files import selects_runtime
+from lambdaserve.errors import ModelRejected, RuntimeMissing
+from lambdaserve.pipelines.ensemble_registry import EnsembleRegistry
+from lambdaserve.publishing.validation import VersionValidator
+
+logger = logging.getLogger(__name__)
+# Concurrent writers of one model settle in a try or two; the last fact writer re-applies.
+_POLICY_ATTEMPTS = 5
+
+
+class _ObjectsChanged(Exception):
+    """A version's object disappeared while it was validated: the listing is stale."""
+
+
+class Registrar:
+    """Keeps the catalog equal to the repository bucket."""
+
+    def __init__(
+        self,
+        repository: ModelRepository,
+        catalog: Catalog,
+        validator: VersionValidator,
+        clock: Callable[[], int] = time.time_ns,
+        *,
+        on_config_rejected: Callable[[str, str], None] | None = None,
+        ensembles: EnsembleRegistry | None = None,
+    ) -> None:
+        self._repository = repository
+        self._catalog = catalog
+        self._validator = validator
+        self.configs = ConfigReader(repository, catalog, clock, on_config_rejected)
+        self._ensembles = ensembles
+        self._reconciling: set[str] = set()  # models in reconcile_model now (ensemble loops)
+        self._retired: set[str] = set()  # models with a version just removed
+        self._clock = clock
+
+    def on_object_event(self, key: str) -> None:
+        """React to one created/removed object (key already URL-decoded)."""
+        self.batch().on_object_event(key)
+
+    def batch(self) -> EventBatch:
+        """A memo for the events of one delivery (one SQS batch)."""
+        return EventBatch(self)
+
+    def on_version_change(self, model: str, version: int) -> None:
+        """Reconcile one version against the bucket, then re-apply the model's version_policy."""
+        record = self._catalog.get_model(model) or self.refresh_config(model)
+        self.reconcile_version(model, version, record)
+        self.apply_policy(model)
+
+    def reconcile_all(self) -> int:
+        """Reconcile every model found in the bucket or the catalog; returns the count."""
+        models = set(self._repository.model_names()) | set(self._catalog.all_model_names())
+        for model in sorted(models):
+            self.reconcile_model(model)
+        return len(models)
+
+    def reconcile_model(self, model: str) -> None:
+        """Refresh the config, reconcile every version, then apply the version_policy."""
+        if model in self._reconciling:
+            return  # an ensemble among its own steps' dependents: once is enough
+        self._reconciling.add(model)
+        try:
+            record = self.refresh_config(model)
+            versions = set(self._repository.versions(model))
+            if not versions and effective_config(record, model).config.is_ensemble:
+                versions.add(1)  # an ensemble's config alone serves as version 1
+            versions |= {v.version for v in self._catalog.versions(model)}
+            for version in sorted(versions):
+                self.reconcile_version(model, version, record)
+            self.apply_policy(model)
+        finally:
+            self._reconciling.discard(model)
+
+    def refresh_config(self, model: str) -> ModelRecord:
+        """Read the model's config file from the bucket into the catalog (last good kept)."""
+        return self.configs.refresh(model)
+
+    def reconcile_version(self, model: str, version: int, record: ModelRecord) -> None:
+        """Bring one version item in line with the version's objects in the bucket."""
+        for _ in range(3):
+            try:
+                self._reconcile_version(model, version, record)
+                return
+            except _ObjectsChanged:
+                continue  # an object went away mid-validation: look at the bucket again
+        self._reconcile_version(model, version, record)
+
+    def _reconcile_version(self, model: str, version: int, record: ModelRecord) -> None:
+        observed_at = self._clock()
+        objects = self._repository.version_objects(model, version)
+        existing = self._catalog.get_version(model, version)
+        config = effective_config(record, model).config
+        if (
+            config.is_ensemble
+            and self._ensembles is not None
+            and self._ensemble_present(model, version, objects)
+        ):
+            self._ensembles.reconcile(
+                model, version, config, existing, observed_at, rejected=self._rejected
+            )
+            return
+        if not objects:
+            if existing is not None and existing.present:
+                self._retired.add(model)  # its ensembles hear of it in apply_policy
+                self._catalog.put_version(
+                    VersionRecord(
+                        model=model,
+                        version=version,
+                        present=False,
+                        state=version_policy.UNAVAILABLE,
+                        reason="removed: the version has no objects in the repository",
+                        observed_at=observed_at,
+                        created_at=existing.created_at,
+                    )
+                )
+            return
+        fingerprint = _fingerprint(objects, config)
+        if already_validated(existing, fingerprint):
+            return
+        loading = loading_version(model, version, fingerprint, observed_at, existing)
+        if not self._catalog.put_version(loading):
+            return
+        self._catalog.put_version(self._validate(loading, objects, config))
+
+    def _ensemble_present(self, model: str, version: int, objects: list[ObjectInfo]) -> bool:
+        return bool(objects) or (version == 1 and not self._repository.versions(model))
+
+    def _validate(
+        self, loading: VersionRecord, objects: list[ObjectInfo], config: ModelConfig
+    ) -> VersionRecord:
+        def progress(line: str) -> None:
+            logger.info("%s version %s: %s", loading.model, loading.version, line)
+            self._catalog.set_loading_reason(loading, line)
+
+        try:
+            validated = self._validator.validate(objects, config, progress)
+        except RuntimeMissing as exc:
+            # A fact about this environment, not the model: validated again when asked
+            # (load, reconcile, a re-upload of the same bytes), never remembered.
+            return replace(self._rejected(loading, exc.message), fingerprint="")
+        except ModelRejected as exc:
+            return self._rejected(loading, exc.message)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                raise _ObjectsChanged from exc  # deleted while validating: not an error
+            self._record_bucket_error(loading, exc)
+            raise
+        except BotoCoreError as exc:
+            self._record_bucket_error(loading, exc)
+            raise
+        except Exception as exc:
+            logger.exception("validation of %s/%s failed", loading.model, loading.version)
+            return self._rejected(
+                loading, f"validation failed: {type(exc).__name__}: {str(exc)[:300]}"
+            )
+        return replace(
+            loading,
+            pending=False,
+            valid=True,
+            reason="",
+            runtime=validated.runtime,
+            model_file=validated.model_file,
+            signature=validated.signature.to_json(),
+            sha256=validated.sha256,
+            size=validated.size,
+            files=tuple(f.__dict__ for f in validated.files),
+            notes=validated.notes,
+            validated_at=now_iso(),
+        )
+
+    def _record_bucket_error(self, loading: VersionRecord, exc: Exception) -> None:
+        """Not a fact about the model: recorded without the fingerprint (so the next event
+        or reconcile validates again) while the event is retried."""
+        self._catalog.put_version(
+            replace(
+                self._rejected(loading, f"could not read the version from the bucket: {exc}"),
+                fingerprint="",
+            )
+        )
+
+    def _rejected(self, loading: VersionRecord, reason: str) -> VersionRecord:
+        logger.info(
+            "version rejected",
+            extra={"model": loading.model, "version": loading.version, "reason": reason},
+        )
+        return replace(
+            loading,
+            pending=False,
+            valid=False,
+            validation_error=reason,
+            state=version_policy.UNAVAILABLE,
+            reason=reason,
+            validated_at=now_iso(),
+        )
+
+    def apply_policy(self, model: str) -> None:
+        """Derive each version's state from the facts, the config and the version_policy.
+
+        Derived again whenever another writer changed a fact in between (see Catalog), so
+        a stale read never overwrites a newer state; the writer of that fact applies the
+        policy after it, so giving up after a few tries leaves nothing wrong behind.
+        """
+        changed = False
+        for _ in range(_POLICY_ATTEMPTS):
+            revision = self._catalog.revision(model)
+            changes = self._derive_states(model)
+            if not changes or self._catalog.set_version_states(model, revision, changes):
+                for version, state, reason in changes:
+                    logger.info(
+                        "%s version %s is %s%s",
+                        model,
+                        version.version,
+                        state,
+                        f": {reason}" if reason else "",
+                    )
+                changed = bool(changes)
+                break
+        if model in self._retired:
+            self._retired.discard(model)
+            changed = True
+        if changed and self._ensembles is not None:
+            # Ensembles using this model as a step are validated again against it.
+            for ensemble in sorted(self._ensembles.dependents.of(model)):
+                self.reconcile_model(ensemble)
+
+    def _derive_states(self, model: str) -> list[tuple[VersionRecord, str, str]]:
+        record = self._catalog.get_model(model)
+        effective = effective_config(record, model)
+        versions = [v for v in self._catalog.versions(model) if not v.pending]
+        served = version_policy.served_versions(
+            effective.config.version_policy, (v.version for v in versions if v.present and v.valid)
+        )
+        changes = []
+        for version in versions:
+            state, reason = version_policy.version_state(
+                version_policy.VersionFacts(
+                    version.version,
+                    version.present,
+                    version.valid,
+                    version.validation_error,
+                    version.notes,
+                ),
+                served,
+                effective.config.version_policy,
+                unloaded=bool(record and record.unloaded),
+                config_error=effective.error,
+                rejected_config=record.rejected_config if record else "",
+            )
+            if (state, reason) != (version.state, version.reason):
+                changes.append((version, state, reason))
+        return changes
+
+
+class EventBatch:
+    """Reconciles each target at most once per delivery.
+
+    Every event in a batch was emitted before the batch was received, so one
+    reconcile after receiving sees everything any of them announces: duplicates and
+    bursts for the same version (or model) cost one reconcile, not one each.
+    """
+
+    def __init__(self, registrar: Registrar) -> None:
+        self._registrar = registrar
+        self._models: set[str] = set()
+        self._versions: set[tuple[str, int]] = set()
+
+    def on_object_event(self, key: str) -> None:
+        parsed = parse_key(key, self._registrar._repository.prefix)
+        if parsed is None:
+            logger.info("ignoring %s: outside the models/<model>/<version>/ layout", key)
+            return
+        if parsed.model in self._models:
+            return
+        if isinstance(parsed, ConfigKey):
+            self._registrar.reconcile_model(parsed.model)
+            self._models.add(parsed.model)
+            return
+        if (parsed.model, parsed.version) not in self._versions:
+            self._registrar.on_version_change(parsed.model, parsed.version)
+            self._versions.add((parsed.model, parsed.version))
+
+
+def _fingerprint(objects: list[ObjectInfo], config: ModelConfig) -> str:
+    """Identity of what validation depends on: the objects, the declared tensors and a
+    backend that chooses the runtime (absent otherwise: earlier fingerprints stay equal)."""
+    material: dict[str, object] = {
+        "objects": sorted((o.key, o.etag, o.size) for o in objects),
+        "inputs": [t.to_json() for t in config.inputs],
+        "outputs": [t.to_json() for t in config.outputs],
+        "max_batch_size": config.max_batch_size,
+    }
+    if selects_runtime(config):
+        material["backend"] = config.backend
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()

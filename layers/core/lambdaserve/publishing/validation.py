@@ -1,0 +1,215 @@
+"""Validate a published version with the real runtime before it may serve."""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lambdaserve.catalog.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
+from lambdaserve.config.checks import check_platform, check_tensors
+from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.model_files import CODE_FILES, MODEL_FILES
+from lambdaserve.config.reshape import client_signature
+from lambdaserve.config.warmup_samples import check_samples
+from lambdaserve.errors import ModelRejected, RuntimeMissing, first_line
+from lambdaserve.runtimes.model_code import DISABLED
+from lambdaserve.runtimes.registry import runtime_for
+from lambdaserve.serving.progress import TransferProgress, human_bytes
+from lambdaserve.serving.warmup import check_warmup
+from lambdaserve.tensors.signature import Signature
+
+_CHUNK = 1024 * 1024
+# Smaller versions validate in well under a second: no progress to tell.
+PROGRESS_MIN_BYTES = 16 * 1024 * 1024
+_MAX_NAME_BYTES = 255
+_MAX_PATH_BYTES = 1024
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    path: str
+    key: str
+    size: int
+    etag: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ValidatedVersion:
+    """A version that loaded in its runtime, with what the catalog records of it."""
+
+    runtime: str
+    model_file: str
+    signature: Signature
+    files: tuple[FileRecord, ...]
+    notes: str = ""
+
+    @property
+    def sha256(self) -> str:
+        return next(f.sha256 for f in self.files if f.path == self.model_file)
+
+    @property
+    def size(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+class VersionValidator:
+    """Downloads a version to a scratch directory and loads it in its runtime."""
+
+    def __init__(
+        self,
+        repository: ModelRepository,
+        max_bytes: int,
+        work_dir: str,
+        *,
+        python_models: bool = False,
+    ) -> None:
+        self._repository = repository
+        self._max_bytes = max_bytes
+        self._work_dir = work_dir
+        self._python_models = python_models
+
+    def validate(
+        self,
+        objects: list[ObjectInfo],
+        config: ModelConfig,
+        progress: Callable[[str], None] | None = None,
+    ) -> ValidatedVersion:
+        """Return what validated, or raise ModelRejected with a reason a person can act on.
+
+        ``progress`` hears what is happening to a large version (sizes, rates) as it goes.
+        """
+        by_path = _by_relative_path(objects, self._repository.prefix)
+        check_platform(config, by_path)
+        model_file = _model_file(by_path)
+        notes = _misplaced_configs(by_path, config.name)
+        if model_file in CODE_FILES and not self._python_models:
+            raise RuntimeMissing(DISABLED)
+        total = sum(o.size for o in objects)
+        if total > self._max_bytes:
+            raise ModelRejected(
+                f"version is {total} bytes, over the {self._max_bytes}-byte limit "
+                "(LAMBDASERVE_MAX_MODEL_BYTES)"
+            )
+        for path in by_path:
+            _check_path(path)
+        Path(self._work_dir).mkdir(parents=True, exist_ok=True)
+        report = progress if progress is not None and total >= PROGRESS_MIN_BYTES else None
+        with tempfile.TemporaryDirectory(dir=self._work_dir, prefix="validate-") as scratch:
+            root = Path(scratch)
+            transfer = TransferProgress("downloading", total, report) if report else None
+            files = tuple(
+                self._fetch(root, path, info, transfer) for path, info in sorted(by_path.items())
+            )
+            runtime = runtime_for(model_file, config)
+            if report and transfer:
+                report(transfer.finished())
+                report(f"validating {human_bytes(total)} with {runtime.name}")
+            try:
+                signature = runtime.inspect(root / model_file, config)
+                check_tensors(config, signature)
+                signature = client_signature(signature, config.reshapes)
+                if report:
+                    report("checking warm-up samples")
+                check_warmup(root, signature)
+                check_samples(config.warmup, root, signature, config.max_batch_size > 0)
+            except ModelRejected as exc:
+                raise type(exc)(scrub(exc.message, root)) from exc
+            except Exception as exc:  # whatever the runtime or the OS refused in the user's files
+                raise ModelRejected(
+                    f"{runtime.name} cannot load {model_file}: "
+                    f"{scrub(first_line(exc, 500), root)} ({type(exc).__name__})"
+                ) from exc
+        return ValidatedVersion(runtime.name, model_file, signature, files, notes)
+
+    def _fetch(
+        self, root: Path, path: str, info: ObjectInfo, progress: TransferProgress | None
+    ) -> FileRecord:
+        target = (root / path).resolve()
+        if not target.is_relative_to(root.resolve()):
+            raise ModelRejected(f"file {path!r} would leave the version directory")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self._repository.download(info.key, str(target), progress)
+        return FileRecord(path, info.key, target.stat().st_size, info.etag, _sha256(target))
+
+
+def scrub(message: str, root: Path) -> str:
+    """Say what is wrong with the user's file, not where the server put it."""
+    for prefix in {str(root.resolve()), str(root)}:
+        message = message.replace(prefix + "/", "").replace(prefix, "<version directory>")
+    return message
+
+
+def _check_path(path: str) -> None:
+    """File names any local disk can hold (S3 keys may be longer than a file system allows)."""
+    for part in path.split("/"):
+        if len(part.encode()) > _MAX_NAME_BYTES:
+            raise ModelRejected(
+                f"file name {part[:40]!r}... is {len(part.encode())} bytes; file names may have "
+                f"at most {_MAX_NAME_BYTES} bytes: rename it"
+            )
+    if len(path.encode()) > _MAX_PATH_BYTES:
+        raise ModelRejected(
+            f"path {path[:40]!r}... is {len(path.encode())} bytes; paths inside a version may "
+            f"have at most {_MAX_PATH_BYTES} bytes"
+        )
+
+
+def _misplaced_configs(by_path: dict[str, ObjectInfo], model: str) -> str:
+    """Triton reads a model's config next to its versions, never inside one."""
+    misplaced = sorted(
+        p for p in by_path if p.rsplit("/", 1)[-1] in ("config.pbtxt", "config.json")
+    )
+    return "; ".join(
+        f"{path} inside the version directory is ignored: a model's config belongs at "
+        f"models/{model}/{path.rsplit('/', 1)[-1]}"
+        for path in misplaced
+    )
+
+
+def _by_relative_path(objects: list[ObjectInfo], prefix: str) -> dict[str, ObjectInfo]:
+    by_path = {}
+    for info in objects:
+        parsed = parse_key(info.key, prefix)
+        if isinstance(parsed, VersionFileKey):
+            by_path[parsed.path] = info
+    return by_path
+
+
+def _model_file(by_path: dict[str, ObjectInfo]) -> str:
+    """The file that serves the version. Code (model.py, handler.py) may bring model files
+    of its own to load, as Triton's Python models and TorchServe's handlers do."""
+    present = [name for name in MODEL_FILES if name in by_path]
+    if not present:
+        raise ModelRejected(_no_model_file(by_path))
+    code = [name for name in present if name in CODE_FILES]
+    candidates = code or present
+    if len(candidates) > 1:
+        raise ModelRejected(f"both {' and '.join(candidates)} are present; keep exactly one")
+    return candidates[0]
+
+
+def _no_model_file(by_path: dict[str, ObjectInfo]) -> str:
+    if "model.json" in by_path and "model.pdiparams" in by_path:
+        return (
+            "model.json is Paddle 3's PIR format, which OpenVINO cannot read; save the model "
+            "with FLAGS_enable_pir_api=0 set before importing paddle, and upload model.pdmodel "
+            "with model.pdiparams"
+        )
+    return (
+        "no model file: upload model.onnx (ONNX), model.pt (TorchScript), model.xml with "
+        "model.bin (OpenVINO IR), model.savedmodel/ (a TF SavedModel), model.pdmodel with "
+        "model.pdiparams (Paddle), model.py (a Triton Python model) or handler.py (a "
+        "TorchServe handler) into the version directory"
+    )
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

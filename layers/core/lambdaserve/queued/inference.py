@@ -1,0 +1,294 @@
+"""Queued inference: envelopes from the requests queue -> batches -> infer -> results.
+
+Per-request problems (bad envelope fields, wrong shapes, unknown models, a stored body
+that is gone) end as that request's ERROR result and are not retried. A transient failure
+that belongs to one request (reading its stored body) retries that request alone; only
+failures of the batch itself (the invoke) retry every member. On the last delivery before
+the DLQ the request gets an ERROR result too, so every accepted id ends in exactly one
+terminal state and nothing is lost silently.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from lambdaserve.batching.assembly import check_invariant
+from lambdaserve.errors import InvalidInput, LambdaServeError, StorageUnavailable
+from lambdaserve.protocol.http_status import status_for
+from lambdaserve.protocol.v2 import (
+    HEADER_LENGTH,
+    encode_infer_response,
+    parse_infer_document,
+    parse_infer_request,
+)
+from lambdaserve.queued.results import (
+    ERROR,
+    SUCCESS,
+    TIMEOUT,
+    PayloadStore,
+    RequestEnvelope,
+    ResultStore,
+    parse_envelope,
+    request_key,
+)
+from lambdaserve.serving.model_server import BatchItem, ModelServer
+
+logger = logging.getLogger(__name__)
+
+
+class RetryableError(Exception):
+    """Infrastructure trouble: the messages involved go back to the queue."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The answer to one request: a v2 response body (inline, or stored under ``body_key``),
+    or an error with its HTTP status; ``retry`` marks a transient failure of this request."""
+
+    http_status: int
+    body: bytes | None = None
+    error: str = ""
+    retry: bool = False
+    body_key: str | None = None
+    # Binary tensors follow the JSON header: its length, as Inference-Header-Content-Length.
+    header_length: int | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return self.body is not None or self.body_key is not None
+
+
+class Invoker(Protocol):
+    """Runs requests: in this process, or in the infer function (Lambda invoke)."""
+
+    def invoke(self, envelopes: Sequence[RequestEnvelope]) -> list[Outcome]: ...
+
+
+def run_envelopes(
+    server: ModelServer, payloads: PayloadStore, envelopes: Sequence[RequestEnvelope]
+) -> list[Outcome]:
+    """N envelopes in, N outcomes out, in order; compatible requests run in batches."""
+    outcomes: list[Outcome | None] = [None] * len(envelopes)
+    items, positions = [], []
+    for index, envelope in enumerate(envelopes):
+        try:
+            items.append(_item(payloads, envelope))
+            positions.append(index)
+        except LambdaServeError as exc:
+            retry = isinstance(exc, StorageUnavailable)
+            outcomes[index] = Outcome(status_for(exc), error=exc.message, retry=retry)
+    for index, item, result in zip(positions, items, server.infer_batch(items), strict=True):
+        if result.error is not None or result.outputs is None or result.version is None:
+            error = result.error or LambdaServeError("no result")
+            outcomes[index] = Outcome(status_for(error), error=error.message)
+            continue
+        encoded = encode_infer_response(item.model, result.version, item.request, result.outputs)
+        length = encoded.headers.get(HEADER_LENGTH)
+        outcomes[index] = Outcome(
+            200, body=encoded.body, header_length=int(length) if length else None
+        )
+    done = [o for o in outcomes if o is not None]
+    check_invariant(len(envelopes), done)
+    return done
+
+
+def _item(payloads: PayloadStore, envelope: RequestEnvelope) -> BatchItem:
+    if envelope.payload_key:
+        if envelope.payload_key != request_key(envelope.id):
+            # A request may only name its own stored body, never another client's.
+            raise InvalidInput(
+                f"payload_key must be {request_key(envelope.id)!r} (requests/<id>), "
+                f"got {envelope.payload_key!r}"
+            )
+        body = payloads.get(envelope.payload_key)
+        request = parse_infer_request(body, envelope.header_length)
+    else:
+        request = parse_infer_document(envelope.request_document(), memoryview(b""))
+    return BatchItem(envelope.model_name, envelope.model_version, request)
+
+
+class InProcessInvoker:
+    """Locally (and in ECS workers) the batch runs in the same process."""
+
+    def __init__(self, server: Callable[[], ModelServer], payloads: PayloadStore) -> None:
+        self._server = server
+        self._payloads = payloads
+
+    def invoke(self, envelopes: Sequence[RequestEnvelope]) -> list[Outcome]:
+        return run_envelopes(self._server(), self._payloads, envelopes)
+
+
+@dataclass(frozen=True)
+class QueueMessage:
+    """One SQS message as the batcher sees it."""
+
+    message_id: str
+    body: str
+    receive_count: int = 1
+
+
+@dataclass(frozen=True)
+class Accepted:
+    message: QueueMessage
+    envelope: RequestEnvelope
+
+
+class QueuedInference:
+    """Processes one delivery of queued requests; returns the message ids to retry."""
+
+    def __init__(
+        self,
+        results: ResultStore,
+        payloads: PayloadStore,
+        invoker: Invoker,
+        *,
+        max_receive_count: int,
+        send_reply: Callable[[str, bytes], None] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._results = results
+        self._payloads = payloads
+        self._invoker = invoker
+        self._max_receive_count = max_receive_count
+        self._send_reply = send_reply
+        self._clock = clock
+
+    def process(self, messages: Sequence[QueueMessage]) -> set[str]:
+        retry: set[str] = set()
+        accepted: list[Accepted] = []
+        for message in messages:
+            try:
+                prepared = self._prepare(message)
+            except LambdaServeError as exc:
+                logger.warning("dropping message %s: %s", message.message_id, exc.message)
+                retry.add(message.message_id)  # unreadable: retries, then the DLQ keeps it
+                continue
+            except RetryableError:
+                retry.add(message.message_id)
+                continue
+            if prepared is not None:
+                accepted.append(prepared)
+        if accepted:
+            retry |= self._run(accepted)
+        return retry
+
+    def _prepare(self, message: QueueMessage) -> Accepted | None:
+        envelope = parse_envelope(message.body)
+        try:
+            if self._results.is_terminal(envelope.id):
+                return None  # a redelivery of a request that already has its result
+            if envelope.deadline_ms is not None and envelope.deadline_ms < self._clock() * 1000:
+                self._finish(
+                    envelope,
+                    TIMEOUT,
+                    504,
+                    None,
+                    "the request's deadline passed before "
+                    "it reached a model (it waited in the queue)",
+                )
+                return None
+        except RetryableError:
+            raise
+        except Exception as exc:
+            raise RetryableError(str(exc)) from exc
+        return Accepted(message, envelope)
+
+    def _run(self, accepted: list[Accepted]) -> set[str]:
+        try:
+            outcomes = self._invoker.invoke([a.envelope for a in accepted])
+        except Exception as exc:  # throttling, timeouts, the infer function failing
+            logger.warning("invoking inference failed: %s", exc)
+            return self._retry_or_give_up(accepted, f"inference failed: {exc}")
+        if len(outcomes) != len(accepted):
+            raise AssertionError(f"{len(outcomes)} results for {len(accepted)} requests")
+        retry = set()
+        for entry, outcome in zip(accepted, outcomes, strict=True):
+            if outcome.retry:
+                retry |= self._retry_or_give_up([entry], outcome.error, outcome.http_status)
+                continue
+            try:
+                self._deliver(entry, outcome)
+            except Exception as exc:
+                logger.warning("storing the result of %s failed: %s", entry.envelope.id, exc)
+                retry.add(entry.message.message_id)
+        return retry
+
+    def _deliver(self, entry: Accepted, outcome: Outcome) -> None:
+        if outcome.succeeded:
+            self._finish(
+                entry.envelope,
+                SUCCESS,
+                200,
+                outcome.body,
+                "",
+                body_key=outcome.body_key,
+                header_length=outcome.header_length,
+            )
+        else:
+            self._finish(entry.envelope, ERROR, outcome.http_status, None, outcome.error)
+
+    def _retry_or_give_up(
+        self, accepted: list[Accepted], reason: str, http_status: int = 503
+    ) -> set[str]:
+        retry = set()
+        for entry in accepted:
+            retry.add(entry.message.message_id)
+            if entry.message.receive_count >= self._max_receive_count:
+                # Last delivery: the message goes to the DLQ, the request gets its answer.
+                self._finish(
+                    entry.envelope,
+                    ERROR,
+                    http_status,
+                    None,
+                    f"{reason} (after {entry.message.receive_count} attempts; the message is "
+                    "in the dead-letter queue)",
+                )
+        return retry
+
+    def _finish(
+        self,
+        envelope: RequestEnvelope,
+        status: str,
+        http_status: int,
+        body: bytes | None,
+        error: str,
+        *,
+        body_key: str | None = None,
+        header_length: int | None = None,
+    ) -> None:
+        if not self._results.complete(
+            envelope.id,
+            status,
+            http_status,
+            body,
+            error,
+            model=envelope.model_name,
+            body_key=body_key,
+            header_length=header_length,
+        ):
+            return  # another delivery finished it first
+        if envelope.payload_key and envelope.payload_key == request_key(envelope.id):
+            self._payloads.delete(envelope.payload_key)
+        if envelope.reply_to and self._send_reply is not None:
+            reply: dict[str, Any] = {
+                "id": envelope.id,
+                "status": status,
+                "http_status": http_status,
+            }
+            if body_key is not None:
+                body = self._payloads.get(body_key)
+            if body is not None and header_length is not None:
+                reply["response_base64"] = base64.b64encode(body).decode()
+                reply["header_length"] = header_length
+            elif body is not None:
+                reply["response"] = orjson.loads(body)
+            if error:
+                reply["error"] = error
+            self._send_reply(envelope.reply_to, orjson.dumps(reply))

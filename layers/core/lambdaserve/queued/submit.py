@@ -1,0 +1,138 @@
+"""``Prefer: respond-async``: validate now, record PENDING, enqueue, answer the id.
+
+The envelope's routing fields are the server's alone: the model and version come from
+the route, the deadline from ``parameters.timeout``, the payload key is generated here,
+and ``reply_to`` is taken only when the deployment's allow-list names it. A client body
+carries a v2 request (``id``, ``inputs``, ``outputs``, ``parameters``) and nothing else.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from lambdaserve.errors import InferenceError, InvalidInput, ModelNotFound
+from lambdaserve.protocol.v2 import REQUEST_FIELDS, parse_infer_document, split_body
+from lambdaserve.queued.results import (
+    ERROR,
+    INLINE_LIMIT,
+    PayloadStore,
+    RequestEnvelope,
+    ResultRecord,
+    ResultStore,
+)
+from lambdaserve.serving.binding import bind_inputs, select_outputs
+from lambdaserve.serving.model_server import ModelServer
+
+REPLY_TO = "reply_to"
+
+
+def reply_to_allowed(queue_url: str, allowed: Sequence[str]) -> bool:
+    """Exact queue URLs, or prefixes written with a trailing ``*``."""
+    return any(
+        queue_url.startswith(entry[:-1]) if entry.endswith("*") else queue_url == entry
+        for entry in allowed
+    )
+
+
+class AsyncSubmitter:
+    """Accepts async requests. Models whose config asks for a GPU (``instance_group
+    [{kind: KIND_GPU}]``) go to the GPU queue when there is one; the rest to the requests
+    queue."""
+
+    def __init__(
+        self,
+        server: Callable[[], ModelServer],
+        results: ResultStore,
+        payloads: PayloadStore,
+        sqs: Any,
+        queue_url: Callable[[], str],
+        *,
+        gpu_queue_url: Callable[[], str] | None = None,
+        reply_to_allowed: Sequence[str] = (),
+    ) -> None:
+        self._server = server
+        self._results = results
+        self._payloads = payloads
+        self._sqs = sqs
+        self._queue_url = queue_url
+        self._gpu_queue_url = gpu_queue_url
+        self._reply_to_allowed = tuple(reply_to_allowed)
+
+    def submit(
+        self, model: str, version: int | None, body: bytes, header_length: int | None
+    ) -> str:
+        document, binary = split_body(body, header_length)
+        reply_to = self._reply_to(document)
+        request = parse_infer_document(document, binary)  # a bad request is a 400 now
+        served = self._server().resolver.resolve(model, version)  # 404 / 503 now
+        bind_inputs(request, served.signature)  # wrong shapes or names: 400 now, too
+        select_outputs(request, served.signature)
+        request_id = uuid.uuid4().hex
+        routing: dict[str, Any] = {
+            "id": request_id,
+            "model_name": model,
+            "model_version": version,
+            "deadline_ms": _deadline_ms(request.parameters),
+            "reply_to": reply_to,
+        }
+        if header_length is not None or len(body) > INLINE_LIMIT:
+            envelope = RequestEnvelope(
+                **routing,
+                payload_key=self._payloads.put(request_id, body),
+                header_length=header_length,
+            )
+        else:
+            fields = {k: v for k, v in document.items() if k in REQUEST_FIELDS and k != "id"}
+            envelope = RequestEnvelope(**routing, request=fields)
+        self._results.create_pending(envelope)
+        queue_url = self._queue_url
+        if served.config.instance_kind == "GPU" and self._gpu_queue_url is not None:
+            queue_url = self._gpu_queue_url
+        try:
+            self._sqs.send_message(
+                QueueUrl=queue_url(), MessageBody=orjson.dumps(envelope.to_message()).decode()
+            )
+        except Exception as exc:
+            self._results.complete(request_id, ERROR, 503, None, f"could not enqueue: {exc}")
+            raise InferenceError("the request could not be queued; retry") from exc
+        return request_id
+
+    def result(self, request_id: str) -> ResultRecord:
+        record = self._results.get(request_id)
+        if record is None:
+            raise ModelNotFound(f"no request {request_id!r} (unknown, or its result expired)")
+        return record
+
+    def _reply_to(self, document: dict[str, Any]) -> str | None:
+        """Refuse fields a v2 request does not have; ``reply_to`` only when allowed."""
+        unknown = sorted(set(document) - REQUEST_FIELDS - {REPLY_TO})
+        if unknown:
+            raise InvalidInput(
+                f"unknown top-level field(s) {', '.join(unknown)}: a v2 request has id, inputs, "
+                "outputs and parameters; the model and version come from the URL, a deadline "
+                "from parameters.timeout (microseconds)"
+            )
+        reply_to = document.get(REPLY_TO)
+        if reply_to is None:
+            return None
+        if not isinstance(reply_to, str) or not reply_to_allowed(reply_to, self._reply_to_allowed):
+            raise InvalidInput(
+                f"reply_to {reply_to!r} is not a reply queue this deployment allows "
+                "(LAMBDASERVE_REPLY_TO_ALLOWED); leave it out and poll status_url"
+            )
+        return reply_to
+
+
+def _deadline_ms(parameters: dict[str, Any]) -> int | None:
+    """KServe/Triton's ``timeout`` parameter is in microseconds from now."""
+    timeout = parameters.get("timeout")
+    if timeout is None:
+        return None
+    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
+        raise InvalidInput("parameters.timeout is a positive number of microseconds")
+    return int(time.time() * 1000 + timeout / 1000)

@@ -1,0 +1,74 @@
+"""The small Protocol every runtime implements, and how a model is loaded."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.tensors.signature import Arrays, Signature
+
+if TYPE_CHECKING:
+    from lambdaserve.errors import LambdaServeError
+
+
+class LoadedModel(Protocol):
+    """A model loaded for serving on one device."""
+
+    device: str
+
+    def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
+        """Execute once; ``outputs`` names what to return (in that order)."""
+        ...
+
+
+@runtime_checkable
+class RequestsModel(Protocol):
+    """A model whose contract is several requests per call (Triton's Python backend)."""
+
+    device: str
+
+    def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
+        """One request alone."""
+        ...
+
+    def run_requests(
+        self, requests: Sequence[tuple[Mapping[str, np.ndarray[Any, Any]], Sequence[str]]]
+    ) -> list[Arrays | LambdaServeError]:
+        """Each ``(inputs, output names)`` answered, or failed alone, in order, in one call."""
+        ...
+
+
+class Runtime(Protocol):
+    """A backend that can check a model file, report its signature and load it."""
+
+    name: str
+
+    def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
+        """Load the model for real and return its signature, or raise ModelRejected."""
+        ...
+
+    def load(
+        self, model_path: Path, config: ModelConfig, signature: Signature, options: LoadOptions
+    ) -> LoadedModel:
+        """Load for serving on the device ``options`` and the config ask for."""
+        ...
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """How to load: ``device`` is cpu, cuda or auto (cuda for KIND_GPU models when present)."""
+
+    device: str = "auto"
+    intra_op_threads: int = 0
+    # Python models run their own code: only where the deployment allows it.
+    python_models: bool = False
+    version: int = 0
+
+
+def wants_gpu(config: ModelConfig, options: LoadOptions) -> bool:
+    return options.device == "cuda" or (options.device == "auto" and config.instance_kind == "GPU")

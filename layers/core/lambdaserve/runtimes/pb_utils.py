@@ -1,0 +1,189 @@
+"""``triton_python_backend_utils`` as Triton's Python models import it (``pb_utils``).
+
+Written from the module's public behaviour: tensors wrap numpy arrays (BYTES as object
+arrays of bytes), a request carries input tensors, a response output tensors or an error,
+and a BLS request (``InferenceRequest(model_name=..., ...).exec()``) calls another model
+of the catalog in this process, through the same resolution, cache and runtimes as HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from contextvars import ContextVar
+from typing import Any
+
+import numpy as np
+
+from lambdaserve.config.model_config import v2_datatype_of
+from lambdaserve.errors import LambdaServeError
+from lambdaserve.tensors.encoding import numpy_dtype
+
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
+TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
+
+
+# Set by the serving process: runs a BLS request against its model server.
+_executor: Callable[[InferenceRequest], InferenceResponse] | None = None
+# The model directory of the Python model being called (get_model_dir).
+_model_dir: ContextVar[str] = ContextVar("model_dir", default="")
+
+
+class TritonError(Exception):
+    """An error a model reports in a response (or raises)."""
+
+    UNKNOWN, INTERNAL, NOT_FOUND, INVALID_ARG, UNAVAILABLE, UNSUPPORTED, ALREADY_EXISTS = range(7)
+    CANCELLED = 7
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self._message = message
+        self._code = code
+
+    def message(self) -> str:
+        return self._message
+
+    def code(self) -> int:
+        return self._code
+
+
+class TritonModelException(Exception):
+    """Raised by pb_utils calls that fail inside a model."""
+
+    def message(self) -> str:
+        return str(self)
+
+
+class Tensor:
+    """A named tensor over a numpy array."""
+
+    def __init__(self, name: str, array: Any) -> None:
+        if not isinstance(array, np.ndarray):
+            raise TritonModelException(
+                f"Tensor {name!r} needs a numpy array, got {type(array).__name__}"
+            )
+        self._name = name
+        self._array = array
+
+    def name(self) -> str:
+        return self._name
+
+    def as_numpy(self) -> np.ndarray[Any, Any]:
+        return self._array
+
+    def shape(self) -> list[int]:
+        return list(self._array.shape)
+
+    def is_cpu(self) -> bool:
+        return True
+
+
+class InferenceResponse:
+    def __init__(
+        self,
+        output_tensors: Sequence[Tensor] | None = None,
+        error: TritonError | None = None,
+        parameters: dict[str, Any] | str | None = None,
+    ) -> None:
+        self._outputs = list(output_tensors or [])
+        self._error = error
+        self._parameters = parameters or {}
+
+    def output_tensors(self) -> list[Tensor]:
+        return self._outputs
+
+    def has_error(self) -> bool:
+        return self._error is not None
+
+    def error(self) -> TritonError | None:
+        return self._error
+
+    def parameters(self) -> str:
+        value = self._parameters
+        return value if isinstance(value, str) else json.dumps(value)
+
+
+class InferenceRequest:
+    """A request handed to ``execute``, or a BLS request a model sends to another model."""
+
+    def __init__(  # noqa: PLR0917 (Triton's signature, positional as its users call it)
+        self,
+        model_name: str = "",
+        inputs: Sequence[Tensor] | None = None,
+        requested_output_names: Sequence[str] | None = None,
+        model_version: int = -1,
+        request_id: str = "",
+        correlation_id: int = 0,
+        flags: int = 0,
+        timeout: int = 0,
+        parameters: dict[str, Any] | str | None = None,
+        **_: Any,
+    ) -> None:
+        self.model_name = model_name
+        self._inputs = list(inputs or [])
+        self._requested = list(requested_output_names or [])
+        self.model_version = model_version
+        self._request_id = request_id
+        self._correlation_id = correlation_id
+        self._flags = flags
+        self._parameters = parameters or {}
+
+    def inputs(self) -> list[Tensor]:
+        return self._inputs
+
+    def requested_output_names(self) -> list[str]:
+        return self._requested
+
+    def request_id(self) -> str:
+        return self._request_id
+
+    def correlation_id(self) -> int:
+        return self._correlation_id
+
+    def flags(self) -> int:
+        return self._flags
+
+    def parameters(self) -> str:
+        value = self._parameters
+        return value if isinstance(value, str) else json.dumps(value)
+
+    def exec(self, decoupled: bool = False) -> InferenceResponse:
+        """BLS: run this request on ``model_name`` in this process."""
+        if _executor is None:
+            raise TritonModelException("BLS requests run only inside a serving process")
+        if not self.model_name:
+            raise TritonModelException("a BLS request needs model_name")
+        return _executor(self)
+
+    async def async_exec(self, decoupled: bool = False) -> InferenceResponse:
+        return await asyncio.get_running_loop().run_in_executor(None, self.exec)
+
+
+def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | None:
+    return next((t for t in request.inputs() if t.name() == name), None)
+
+
+def get_output_tensor_by_name(response: InferenceResponse, name: str) -> Tensor | None:
+    return next((t for t in response.output_tensors() if t.name() == name), None)
+
+
+def get_input_config_by_name(model_config: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next((t for t in model_config.get("input", []) if t.get("name") == name), None)
+
+
+def get_output_config_by_name(model_config: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next((t for t in model_config.get("output", []) if t.get("name") == name), None)
+
+
+def triton_string_to_numpy(triton_type: str) -> Any:
+    """``TYPE_FP32`` -> ``np.float32``; ``TYPE_STRING`` -> ``np.object_`` (bytes)."""
+    try:
+        return numpy_dtype(v2_datatype_of(triton_type)).type
+    except (KeyError, LambdaServeError):
+        raise TritonModelException(f"unknown Triton data type {triton_type!r}") from None
+
+
+def get_model_dir() -> str:
+    return _model_dir.get()

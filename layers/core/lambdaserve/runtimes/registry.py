@@ -1,0 +1,40 @@
+"""The runtime for a name or a model file; each backend imported only when first asked for."""
+
+from __future__ import annotations
+
+from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.model_files import runtime_name_for
+from lambdaserve.runtimes.base import Runtime
+
+
+def runtime_for(filename: str, config: ModelConfig | None = None) -> Runtime:
+    """The runtime that serves a model file (model.onnx, .pt, .xml, .py or handler.py)."""
+    return runtime_named(runtime_name_for(filename, config))
+
+
+def runtime_named(backend: str) -> Runtime:
+    """The runtime a catalog version records (``onnxruntime``, ``torchscript``, ``openvino``,
+    ``python``...)."""
+    if backend == "onnxruntime":
+        from lambdaserve.runtimes.onnx import OnnxRuntime
+
+        return OnnxRuntime()
+    if backend == "openvino":
+        from lambdaserve.runtimes.openvino import OpenVinoRuntime
+
+        return OpenVinoRuntime()
+    if backend == "ensemble":
+        from lambdaserve.runtimes.ensemble import EnsembleRuntime
+
+        return EnsembleRuntime()
+    if backend == "python":
+        from lambdaserve.runtimes.python_model import PythonModelRuntime
+
+        return PythonModelRuntime()
+    if backend == "torchserve_handler":
+        from lambdaserve.runtimes.torchserve_handler import TorchServeHandlerRuntime
+
+        return TorchServeHandlerRuntime()
+    from lambdaserve.runtimes.torchscript import TorchScriptRuntime
+
+    return TorchScriptRuntime()

@@ -1,0 +1,44 @@
+"""The inference side's services alone: what the infer function's direct path needs, kept
+apart from the management and queue services so a cold start imports only this."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lambdaserve.catalog.repository import ModelRepository
+from lambdaserve.catalog.store import Catalog
+from lambdaserve.metrics.stats import StatsRegistry
+from lambdaserve.pipelines.bls import install_bls
+from lambdaserve.runtimes.base import LoadOptions
+from lambdaserve.services.aws import AwsClients
+from lambdaserve.serving.cache import ArtifactCache
+from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.version_resolver import VersionResolver
+from lambdaserve.settings import Settings
+
+
+def build_model_server(
+    settings: Settings, clients: AwsClients | None = None, stats: StatsRegistry | None = None
+) -> ModelServer:
+    """The inference side: catalog view with a TTL, artifact cache, runtimes."""
+    clients = clients or AwsClients(settings)
+    repository = ModelRepository(clients.s3, settings.bucket, settings.models_prefix)
+    cache = ArtifactCache(
+        Path(settings.work_dir) / "cache",
+        settings.cache_bytes,
+        lambda key, path: repository.download(key, str(path)),
+    )
+    server = ModelServer(
+        VersionResolver(Catalog(clients.dynamodb, settings.table), settings.catalog_ttl_s),
+        cache,
+        LoadOptions(
+            device=settings.device,
+            intra_op_threads=settings.intra_op_threads,
+            python_models=settings.python_models,
+        ),
+        settings.max_loaded_versions,
+        stats or StatsRegistry(),
+        default_max_batch_size=settings.default_max_batch_size,
+    )
+    install_bls(server)
+    return server

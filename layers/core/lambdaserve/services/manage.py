@@ -1,0 +1,52 @@
+"""The manage function's services: repository, catalog, registrar and manager, wired from
+settings and AWS clients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lambdaserve.catalog.repository import ModelRepository
+from lambdaserve.catalog.store import Catalog
+from lambdaserve.pipelines.ensemble_registry import Dependents, EnsembleRegistry
+from lambdaserve.publishing.management import ModelManager
+from lambdaserve.publishing.registrar import Registrar
+from lambdaserve.publishing.validation import VersionValidator
+from lambdaserve.services.aws import AwsClients
+from lambdaserve.settings import Settings
+
+
+@dataclass(frozen=True)
+class ManageServices:
+    """What the manage function (events, schedule and API) works with."""
+
+    repository: ModelRepository
+    catalog: Catalog
+    registrar: Registrar
+    manager: ModelManager
+
+
+def build_manage_services(
+    settings: Settings,
+    clients: AwsClients | None = None,
+    on_config_rejected: Callable[[str, str], None] | None = None,
+) -> ManageServices:
+    clients = clients or AwsClients(settings)
+    repository = ModelRepository(clients.s3, settings.bucket, settings.models_prefix)
+    catalog = Catalog(clients.dynamodb, settings.table)
+    validator = VersionValidator(
+        repository,
+        settings.max_model_bytes,
+        settings.work_dir,
+        python_models=settings.python_models,
+    )
+    registrar = Registrar(
+        repository,
+        catalog,
+        validator,
+        on_config_rejected=on_config_rejected,
+        ensembles=EnsembleRegistry(catalog, Dependents(clients.dynamodb, settings.table)),
+    )
+    return ManageServices(
+        repository, catalog, registrar, ModelManager(repository, catalog, registrar)
+    )

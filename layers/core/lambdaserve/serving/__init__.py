@@ -1,0 +1,9 @@
+"""Serving a model version: resolve it from the catalog (``version_resolver``), load it
+through the artifact cache (``cache``, ``loading``, ``reshaped_model``), warm it up, bind
+requests to its signature, run batches (``batch_runs``), classification, and the
+``ModelServer`` that holds loaded versions (``model_server``); preload and prefetch; the
+dynamic batcher wired to a server (``server_batcher``); TorchServe raw-body predictions.
+
+Imports ``batching``, ``catalog``, ``runtimes``, ``config``, ``protocol``, ``metrics``,
+``tensors``; nothing about HTTP, Lambda or queues.
+"""

@@ -1,0 +1,127 @@
+"""One assembled batch through a loaded model, and its requests' results.
+
+Tensor models take the members merged along the batch dimension in one run. Models whose
+contract is several requests per call (Triton's Python backend: ``execute(requests)``)
+take them as they came, in one call, each answered (or failed) alone.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from lambdaserve.batching.assembly import Batch, BatchResult, concatenate, split
+from lambdaserve.errors import LambdaServeError
+from lambdaserve.metrics.stats import Execution, StatsRegistry
+from lambdaserve.protocol.v2 import InferRequest
+from lambdaserve.runtimes.base import LoadedModel, RequestsModel
+from lambdaserve.serving.binding import bind_inputs, select_outputs
+from lambdaserve.serving.classification import classify
+
+if TYPE_CHECKING:
+    from lambdaserve.serving.version_resolver import ServedVersion
+
+
+def run_batch(
+    stats: StatsRegistry,
+    served: ServedVersion,
+    loaded: LoadedModel,
+    members: list[InferRequest],
+    *,
+    batch: Batch,
+    queued_ns: int,
+) -> list[BatchResult]:
+    """Run ``members`` as one execution; N requests in, N results out."""
+    if isinstance(loaded, RequestsModel):
+        return _run_requests(stats, served, loaded, members, batch=batch, queued_ns=queued_ns)
+    started = time.perf_counter_ns()
+    try:
+        merged = concatenate(members)
+        inputs = bind_inputs(merged, served.signature)
+        names = select_outputs(merged, served.signature)
+        bound = time.perf_counter_ns()
+        outputs = loaded.run(inputs, names)
+        ran = time.perf_counter_ns()
+        parts = split(outputs, batch.sizes) if len(members) > 1 else [outputs]
+    except LambdaServeError as exc:
+        if len(members) > 1:  # find the member that fails; the others still succeed
+            return [
+                run_batch(
+                    stats, served, loaded, [m], batch=Batch((0,), (size,)), queued_ns=queued_ns
+                )[0]
+                for m, size in zip(members, batch.sizes, strict=True)
+            ]
+        stats.record_failure(served.model, served.version, time.perf_counter_ns() - started, exc)
+        return [BatchResult(error=exc)]
+    stats.record_success(
+        served.model,
+        served.version,
+        Execution(
+            len(members),
+            batch.size,
+            queued_ns,
+            bound - started,
+            ran - bound,
+            time.perf_counter_ns() - ran,
+        ),
+    )
+    return [
+        _result(_classified(m, served, part), served)
+        for m, part in zip(members, parts, strict=True)
+    ]
+
+
+def _result(
+    answer: dict[str, np.ndarray[Any, Any]] | LambdaServeError, served: ServedVersion
+) -> BatchResult:
+    if isinstance(answer, LambdaServeError):
+        return BatchResult(error=answer)
+    return BatchResult(outputs=answer, version=served.version)
+
+
+def _classified(
+    member: InferRequest, served: ServedVersion, outputs: dict[str, np.ndarray[Any, Any]]
+) -> dict[str, np.ndarray[Any, Any]] | LambdaServeError:
+    try:
+        return classify(member, served, outputs)
+    except LambdaServeError as exc:
+        return exc
+
+
+def _run_requests(
+    stats: StatsRegistry,
+    served: ServedVersion,
+    loaded: RequestsModel,
+    members: list[InferRequest],
+    *,
+    batch: Batch,
+    queued_ns: int,
+) -> list[BatchResult]:
+    started = time.perf_counter_ns()
+    calls = []
+    for member in members:  # already validated one by one when the batch was assembled
+        calls.append(
+            (bind_inputs(member, served.signature), select_outputs(member, served.signature))
+        )
+    bound = time.perf_counter_ns()
+    answers = loaded.run_requests(calls)
+    ran = time.perf_counter_ns()
+    results = []
+    for member, answer in zip(members, answers, strict=True):
+        result = _result(
+            answer if isinstance(answer, LambdaServeError) else _classified(member, served, answer),
+            served,
+        )
+        if result.error is not None:
+            stats.record_failure(served.model, served.version, ran - started, result.error)
+        results.append(result)
+    answered = [size for r, size in zip(results, batch.sizes, strict=True) if r.error is None]
+    if answered:
+        stats.record_success(
+            served.model,
+            served.version,
+            Execution(len(answered), sum(answered), queued_ns, bound - started, ran - bound, 0),
+        )
+    return results

@@ -1,0 +1,55 @@
+"""Loading one READY version: files from the local cache, the runtime's session, the config's
+reshapes around it, and warm-up before the first request."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from lambdaserve.runtimes.base import LoadedModel, LoadOptions, RequestsModel
+from lambdaserve.runtimes.registry import runtime_named
+from lambdaserve.serving.cache import ArtifactCache, CachedFile
+from lambdaserve.serving.progress import human_bytes
+from lambdaserve.serving.reshaped_model import ReshapedModel
+from lambdaserve.serving.warmup import warm_up
+
+if TYPE_CHECKING:  # serving imports this module
+    from lambdaserve.serving.version_resolver import ServedVersion
+
+logger = logging.getLogger("lambdaserve.serving.model_server")
+
+
+def version_files(served: ServedVersion) -> list[CachedFile]:
+    return [
+        CachedFile(f["path"], f["key"], f["sha256"], int(f["size"])) for f in served.record.files
+    ]
+
+
+def load_version(served: ServedVersion, cache: ArtifactCache, options: LoadOptions) -> LoadedModel:
+    started = time.perf_counter()
+    files = version_files(served)
+    directory = cache.materialize(files)
+    fetched = time.perf_counter()
+    runtime = runtime_named(served.record.runtime)
+    config = served.config
+    batched = config.max_batch_size > 0
+    loaded = runtime.load(directory / served.record.model_file, config, served.signature, options)
+    if config.reshapes and not isinstance(loaded, RequestsModel):
+        loaded = ReshapedModel(loaded, config.reshapes, batched)
+    created = time.perf_counter()
+    warm_up(loaded, served.signature, directory, config.warmup, batched)
+    done = time.perf_counter()
+    logger.info(
+        "loaded %s version %s on %s in %.0f ms (files %s: %.0f ms, %s: %.0f ms, warm-up: %.0f ms)",
+        served.model,
+        served.version,
+        loaded.device,
+        (done - started) * 1000,
+        human_bytes(sum(f.size for f in files)),
+        (fetched - started) * 1000,
+        runtime.name,
+        (created - fetched) * 1000,
+        (done - created) * 1000,
+    )
+    return loaded

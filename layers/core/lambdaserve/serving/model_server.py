@@ -1,0 +1,230 @@
+"""Resolve a version, load it through the cache, warm it up, execute requests.
+
+The warm path reads nothing remote: the catalog view is cached for a short TTL and
+loaded models stay in a module-scope LRU across invocations.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+import numpy as np
+
+from lambdaserve.batching.assembly import BatchResult, assemble, check_invariant
+from lambdaserve.errors import LambdaServeError
+from lambdaserve.metrics.stats import Execution, StatsRegistry
+from lambdaserve.protocol.v2 import InferRequest
+from lambdaserve.runtimes.base import LoadedModel, LoadOptions
+from lambdaserve.serving.batch_runs import run_batch
+from lambdaserve.serving.binding import bind_inputs, select_outputs
+from lambdaserve.serving.cache import ArtifactCache
+from lambdaserve.serving.classification import classify
+from lambdaserve.serving.loading import load_version, version_files
+from lambdaserve.serving.version_resolver import ServedVersion, VersionResolver
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One request of a batch handed to the infer function's batch entry point."""
+
+    model: str
+    version: int | None
+    request: InferRequest
+
+
+class ModelServer:
+    """Executes inference for READY versions; one instance per process."""
+
+    def __init__(
+        self,
+        resolver: VersionResolver,
+        cache: ArtifactCache,
+        options: LoadOptions,
+        max_loaded: int,
+        stats: StatsRegistry,
+        *,
+        default_max_batch_size: int = 8,
+    ) -> None:
+        self.resolver = resolver
+        self.stats = stats
+        self._default_max_batch_size = default_max_batch_size
+        self._cache = cache
+        self._options = options
+        self._max_loaded = max(1, max_loaded)
+        self._loaded: OrderedDict[tuple[str, int, str], LoadedModel] = OrderedDict()
+        self._lock = threading.Lock()
+        self._loading: dict[tuple[str, int, str], threading.Lock] = {}
+
+    def infer(
+        self,
+        model: str,
+        version: int | None,
+        request: InferRequest,
+        encode: Callable[[ServedVersion, dict[str, np.ndarray[Any, Any]]], T],
+    ) -> T:
+        """Run one request; ``encode`` shapes the outputs (timed as compute_output)."""
+        served = self.resolver.resolve(model, version)
+        loaded = self.load(served)  # a cold load is not inference time, as in Triton's stats
+        started = time.perf_counter_ns()
+        try:
+            inputs = bind_inputs(request, served.signature)
+            names = select_outputs(request, served.signature)
+            bound = time.perf_counter_ns()
+            outputs = classify(request, served, loaded.run(inputs, names))
+            ran = time.perf_counter_ns()
+            encoded = encode(served, outputs)
+        except LambdaServeError as exc:
+            self.stats.record_failure(model, served.version, time.perf_counter_ns() - started, exc)
+            raise
+        done = time.perf_counter_ns()
+        self.stats.record_success(
+            model,
+            served.version,
+            Execution(1, _batch_size(inputs, served), 0, bound - started, ran - bound, done - ran),
+        )
+        return encoded
+
+    def infer_batch(self, items: Sequence[BatchItem]) -> list[BatchResult]:
+        """N requests in, N results out, in order; an error stays with its own item.
+
+        Requests for the same model and version run together in batches.
+        """
+        groups: dict[tuple[str, int | None], list[int]] = {}
+        for index, item in enumerate(items):
+            groups.setdefault((item.model, item.version), []).append(index)
+        results: list[BatchResult | None] = [None] * len(items)
+        for (model, version), indexes in groups.items():
+            outcomes = self.infer_many(model, version, [items[i].request for i in indexes])
+            for index, outcome in zip(indexes, outcomes, strict=True):
+                results[index] = outcome
+        done = [r for r in results if r is not None]
+        check_invariant(len(items), done)
+        return done
+
+    def infer_many(
+        self,
+        model: str,
+        version: int | None,
+        requests: Sequence[InferRequest],
+        queued_ns: Sequence[int] | None = None,
+    ) -> list[BatchResult]:
+        """Requests for one model version: each validated, run in batches, split back."""
+        try:
+            served = self.resolver.resolve(model, version)
+            loaded = self.load(served)
+        except LambdaServeError as exc:
+            return [BatchResult(error=exc) for _ in requests]
+        results: list[BatchResult | None] = [None] * len(requests)
+        valid = []
+        for index, request in enumerate(requests):
+            try:
+                bind_inputs(request, served.signature)
+                select_outputs(request, served.signature)
+                valid.append(index)
+            except LambdaServeError as exc:
+                results[index] = BatchResult(error=exc)
+                self.stats.record_failure(model, served.version, 0, exc)
+        limit = batch_limit(served, self._default_max_batch_size)
+        preferred = (
+            served.config.dynamic_batching.preferred_batch_size
+            if (served.config.dynamic_batching)
+            else ()
+        )
+        for batch in assemble([requests[i] for i in valid], limit, preferred):
+            members = [valid[j] for j in batch.members]
+            waited = max((queued_ns or [0] * len(requests))[i] for i in members)
+            outcomes = run_batch(
+                self.stats,
+                served,
+                loaded,
+                [requests[i] for i in members],
+                batch=batch,
+                queued_ns=waited,
+            )
+            for index, outcome in zip(members, outcomes, strict=True):
+                results[index] = outcome
+        done = [r for r in results if r is not None]
+        check_invariant(len(requests), done)
+        return done
+
+    def is_loaded(self, model: str, version: int | None) -> bool:
+        """True when serving this request needs no catalog read, download or load."""
+        if not self.resolver.is_fresh(model):
+            return False
+        try:
+            served = self.resolver.resolve(model, version)
+        except LambdaServeError:
+            return True  # the answer (an error) is already known without I/O
+        return (served.model, served.version, served.record.fingerprint) in self._loaded
+
+    def loaded_versions(self) -> list[tuple[str, int]]:
+        with self._lock:
+            return [(model, version) for model, version, _ in self._loaded]
+
+    def adopt_loaded(self, other: ModelServer) -> None:
+        """Serve ``other``'s loaded models (a SnapStart restore renews clients, not models)."""
+        with other._lock:
+            taken = list(other._loaded.items())
+        with self._lock:
+            self._loaded.update(taken)
+
+    def prefetch(self, served: ServedVersion) -> bool:
+        """Download ``served``'s files into the local cache; True when it fetched any."""
+        before = self._cache.downloads
+        self._cache.materialize(version_files(served))
+        return self._cache.downloads > before
+
+    def load(self, served: ServedVersion) -> LoadedModel:
+        """The loaded model for ``served``: from memory, or cache + runtime + warm-up."""
+        key = (served.model, served.version, served.record.fingerprint)
+        with self._lock:
+            if key in self._loaded:
+                self._loaded.move_to_end(key)
+                return self._loaded[key]
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:
+            with self._lock:
+                if key in self._loaded:
+                    return self._loaded[key]
+            loaded = self._load(served)
+            with self._lock:
+                self._loaded[key] = loaded
+                self._loading.pop(key, None)
+                while len(self._loaded) > self._max_loaded:
+                    evicted, _ = self._loaded.popitem(last=False)
+                    logger.info("unloaded %s version %s (LRU)", evicted[0], evicted[1])
+        return loaded
+
+    def _load(self, served: ServedVersion) -> LoadedModel:
+        return load_version(served, self._cache, replace(self._options, version=served.version))
+
+
+def batch_limit(served: ServedVersion, default: int) -> int:
+    """How many rows one execution may take: the config's max_batch_size, or for a model
+    whose every input has a dynamic first dimension, ``default`` (Triton's auto-complete)."""
+    if served.config.max_batch_size > 0:
+        return served.config.max_batch_size
+    inputs = served.signature.inputs
+    if inputs and all(spec.shape[:1] == (-1,) for spec in inputs):
+        return default
+    return 0
+
+
+def _batch_size(inputs: Mapping[str, np.ndarray[Any, Any]], served: ServedVersion) -> int:
+    """The batch dimension's size, for models whose first dimension is the batch."""
+    first = next(iter(inputs.values()), None)
+    batched = served.config.max_batch_size > 0 or (
+        bool(served.signature.inputs) and served.signature.inputs[0].shape[:1] == (-1,)
+    )
+    if batched and first is not None and first.ndim:
+        return int(first.shape[0])
+    return 1

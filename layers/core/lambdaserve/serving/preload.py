@@ -1,0 +1,58 @@
+"""Loading models ahead of requests: before a SnapStart snapshot (the models marked
+``preload``, else every model's default version, within a byte budget), so a restored
+instance answers its first request without a download or a session to create."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from lambdaserve.errors import LambdaServeError
+from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.progress import human_bytes
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Preloaded:
+    loaded: tuple[tuple[str, int], ...]
+    skipped: tuple[tuple[str, str], ...]  # (model, why)
+    bytes_loaded: int
+
+
+def preload_models(server: ModelServer, budget_bytes: int) -> Preloaded:
+    """Load the chosen default versions in name order while they fit the budget; what fails
+    or would pass the budget is skipped with the reason (never raised)."""
+    catalog = server.resolver.catalog
+    names = catalog.all_model_names()
+    marked = [name for name in names if (record := catalog.get_model(name)) and record.preload]
+    loaded: list[tuple[str, int]] = []
+    skipped: list[tuple[str, str]] = []
+    used = 0
+    for name in marked or names:
+        try:
+            served = server.resolver.resolve(name, None)
+            size = served.record.size
+            if used + size > budget_bytes:
+                skipped.append(
+                    (
+                        name,
+                        f"{human_bytes(size)} would pass the budget ({human_bytes(budget_bytes)}, "
+                        "LAMBDASERVE_PRELOAD_BYTES)",
+                    )
+                )
+                continue
+            server.load(served)
+        except LambdaServeError as exc:
+            skipped.append((name, exc.message))
+            continue
+        except Exception as exc:  # a model that cannot load must not stop the snapshot
+            skipped.append((name, f"{type(exc).__name__}: {exc}"))
+            continue
+        used += size
+        loaded.append((name, served.version))
+    for name, why in skipped:
+        logger.warning("not preloaded: %s: %s", name, why)
+    logger.info("preloaded %d version(s), %s", len(loaded), human_bytes(used))
+    return Preloaded(tuple(loaded), tuple(skipped), used)

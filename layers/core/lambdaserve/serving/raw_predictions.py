@@ -1,0 +1,100 @@
+"""TorchServe-style predictions with real payloads: a raw body (``curl -T kitten.jpg``,
+``--data-binary``) or multipart fields (``-F data=@kitten.jpg``).
+
+Handlers get TorchServe's ``data`` rows; a model whose one input is BYTES (a Python model,
+an ensemble that starts with one) gets one element per field. Tensor models take JSON, as
+before: raw bytes cannot name their tensors.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lambdaserve.errors import InvalidInput, LambdaServeError
+from lambdaserve.metrics.stats import Execution
+from lambdaserve.protocol.torchserve import encode_prediction
+from lambdaserve.protocol.v2 import InferInput, InferRequest
+from lambdaserve.runtimes.handler_context import Answer
+from lambdaserve.runtimes.torchserve_handler import HandlerModel
+from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.version_resolver import ServedVersion
+
+HANDLER_RUNTIME = "torchserve_handler"
+
+
+@dataclass(frozen=True)
+class RawRequest:
+    """One request's fields in order: ``("body", raw)`` for a raw body, else one per
+    multipart field; values are bytes, or parsed JSON for a JSON body."""
+
+    fields: tuple[tuple[str, Any], ...]
+    headers: Mapping[str, str]
+
+
+def takes_raw(served: ServedVersion) -> bool:
+    """Whether non-JSON payloads can reach this version (a handler, or one BYTES input)."""
+    inputs = served.signature.inputs
+    return served.record.runtime == HANDLER_RUNTIME or (
+        len(inputs) == 1 and inputs[0].datatype == "BYTES"
+    )
+
+
+def predict_raw(
+    server: ModelServer, model: str, version: int | None, request: RawRequest
+) -> Answer:
+    """One raw request through a handler, or as BYTES elements through any model."""
+    served = server.resolver.resolve(model, version)
+    if served.record.runtime == HANDLER_RUNTIME:
+        return _handle(server, served, request)
+    if not takes_raw(served):
+        raise InvalidInput(
+            f"model {model!r} takes tensors {[s.name for s in served.signature.inputs]}: send "
+            "JSON (a nested list, or an object keyed by input name); raw bytes and multipart "
+            "reach TorchServe handlers and models with one BYTES input"
+        )
+    spec = served.signature.inputs[0]
+    values = [v if isinstance(v, bytes | bytearray) else str(v).encode() for _, v in request.fields]
+    elements = np.array([bytes(v) for v in values], dtype=object)
+    shape = _shape_for(spec.shape, len(elements), spec.name)
+    tensor = InferInput(spec.name, "BYTES", shape, elements.reshape(shape))
+    single = len(shape) == 2
+    return server.infer(
+        model,
+        served.version,
+        InferRequest(inputs=(tensor,)),
+        lambda _, outputs: Answer(encode_prediction(outputs, single), "application/json"),
+    )
+
+
+def _handle(server: ModelServer, served: ServedVersion, request: RawRequest) -> Answer:
+    loaded = server.load(served)
+    if not isinstance(loaded, HandlerModel):
+        raise InvalidInput(f"version {served.version} of {served.model!r} is not a handler")
+    started = time.perf_counter_ns()
+    try:
+        [answer] = loaded.handle_rows([dict(request.fields)], [request.headers])
+    except LambdaServeError as exc:
+        server.stats.record_failure(
+            served.model, served.version, time.perf_counter_ns() - started, exc
+        )
+        raise
+    ran = time.perf_counter_ns() - started
+    server.stats.record_success(served.model, served.version, Execution(1, 1, 0, 0, ran, 0))
+    return answer
+
+
+def _shape_for(shape: Sequence[int], count: int, name: str) -> tuple[int, ...]:
+    """One element per field: ``[n]``, or ``[1, n]`` for one instance of a batched input."""
+    if len(shape) == 1 and shape[0] in (-1, count):
+        return (count,)
+    if len(shape) == 2 and shape[0] == -1 and shape[1] in (-1, count):
+        return (1, count)
+    raise InvalidInput(
+        f"input {name!r} has shape {list(shape)}: {count} field(s) do not fit it; send as "
+        "many fields as its dims say, or JSON"
+    )

@@ -1,0 +1,63 @@
+"""The dynamic batcher wired to a ``ModelServer``: each lane's policy read from its
+version's config, batches run by the server, refusals counted in its statistics.
+
+Used by the long-running servers, ``lambdaserve serve`` and ``lambdaserve dev``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from starlette.concurrency import run_in_threadpool
+
+from lambdaserve.batching.assembly import BatchResult
+from lambdaserve.batching.dynamic_batcher import DynamicBatcher
+from lambdaserve.batching.plan import BatchPolicy
+from lambdaserve.errors import LambdaServeError
+from lambdaserve.protocol.v2 import InferRequest
+from lambdaserve.serving.model_server import ModelServer, batch_limit
+
+
+def server_batcher(
+    server: Callable[[], ModelServer], default_max_batch_size: int
+) -> DynamicBatcher:
+    """A batcher for ``server`` (looked up per call: tests and ``dev`` swap it)."""
+
+    def execute(
+        model: str, version: int | None, requests: list[InferRequest], queued_ns: list[int]
+    ) -> list[BatchResult]:
+        return server().infer_many(model, version, requests, queued_ns)
+
+    def policy(model: str, version: int | None) -> BatchPolicy:
+        served = server().resolver.resolve(model, version)
+        limit = batch_limit(served, default_max_batch_size)
+        batching = served.config.dynamic_batching
+        if batching is None:
+            return BatchPolicy(max_batch_size=limit)
+        return BatchPolicy(
+            max_batch_size=limit,
+            max_queue_delay_s=batching.max_queue_delay_microseconds / 1e6,
+            preferred_sizes=batching.preferred_batch_size,
+            queue=batching.queue_policy,
+        )
+
+    def execute_one(model: str, version: int | None, request: InferRequest) -> BatchResult:
+        try:
+            return server().infer(
+                model, version, request, lambda s, o: BatchResult(outputs=o, version=s.version)
+            )
+        except LambdaServeError as exc:
+            return BatchResult(error=exc)
+
+    def rejected(model: str, version: int | None, error: LambdaServeError) -> None:
+        served = server().resolver.resolve(model, version)
+        server().stats.record_failure(model, served.version, 0, error)
+
+    return DynamicBatcher(
+        execute,
+        policy,
+        run_in_threadpool,
+        execute_one=execute_one,
+        ready=lambda model, version: server().is_loaded(model, version),
+        rejected=rejected,
+    )

@@ -1,0 +1,186 @@
+"""Which READY version serves a request: the catalog view of a model, read with a short TTL
+(re-read in the background by long-running servers), and the served versions it yields."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lambdaserve.catalog import version_policy
+from lambdaserve.catalog.configs import effective_config
+from lambdaserve.catalog.repository import parse_version_ref
+from lambdaserve.catalog.store import Catalog, ModelRecord, VersionRecord
+from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.model_files import OPENVINO_PLATFORMS
+from lambdaserve.errors import ModelNotFound, ModelNotReady
+from lambdaserve.tensors.signature import Signature
+
+logger = logging.getLogger("lambdaserve.serving.model_server")
+
+
+@dataclass(frozen=True)
+class ServedVersion:
+    """A READY version with everything needed to load and run it."""
+
+    model: str
+    version: int
+    config: ModelConfig
+    record: VersionRecord
+    signature: Signature
+    class_labels: Mapping[str, Sequence[str]] = field(default_factory=dict)
+
+    @property
+    def platform(self) -> str:
+        if self.config.platform:
+            return self.config.platform
+        if self.record.runtime == "openvino":  # a backend without a platform: its name
+            return OPENVINO_PLATFORMS.get(self.record.model_file, "openvino")
+        return "pytorch_libtorch" if self.record.runtime == "torchscript" else "onnxruntime_onnx"
+
+
+@dataclass(frozen=True)
+class _ModelView:
+    record: ModelRecord
+    config: ModelConfig
+    versions: dict[int, VersionRecord]
+    default_version: int | None
+    read_at: float
+    # ServedVersion per version, built once per view: resolve runs several times a request
+    served: dict[int, ServedVersion] = field(default_factory=dict)
+
+
+class VersionResolver:
+    """Catalog lookups with a short TTL so the warm path does not read DynamoDB per request."""
+
+    def __init__(
+        self, catalog: Catalog, ttl_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._catalog = catalog
+        self._ttl_s = ttl_s
+        self._clock = clock
+        self._views: dict[str, _ModelView] = {}
+        self._refresh: Callable[[Callable[[], None]], Any] | None = None
+        self._refreshing: set[str] = set()
+        self._lock = threading.Lock()
+
+    def refresh_in_background(self, submit: Callable[[Callable[[], None]], Any]) -> None:
+        """Serve a stale view at once and re-read it with ``submit`` (long-running servers).
+
+        Every TTL, one request would otherwise wait for the catalog read, and with it every
+        request batched behind it (p99). Not for Lambda: a frozen sandbox stops the thread.
+        """
+        self._refresh = submit
+
+    def resolve(self, model: str, version: int | None = None) -> ServedVersion:
+        """The READY version asked for (or the default), else ModelNotFound/ModelNotReady."""
+        view = self._view(model)
+        number = version if version is not None else view.default_version
+        if number is None:
+            reasons = "; ".join(f"{v}: {r.reason}" for v, r in sorted(view.versions.items()))
+            raise ModelNotReady(f"model {model!r} has no READY version ({reasons or 'none'})")
+        record = view.versions.get(number)
+        if record is None or not record.present:
+            raise ModelNotFound(f"model {model!r} has no version {number}")
+        if record.state != version_policy.READY:
+            raise ModelNotReady(f"version {number} of {model!r} is {record.state}: {record.reason}")
+        served = view.served.get(number)
+        if served is None:
+            served = view.served[number] = ServedVersion(
+                model,
+                number,
+                view.config,
+                record,
+                Signature.from_json(record.signature),
+                view.record.class_labels,
+            )
+        return served
+
+    def number(self, model: str, text: str | None) -> int | None:
+        """The integer version a URL segment names: a number, or a version label."""
+        if text is None:
+            return None
+        ref = parse_version_ref(text)
+        if isinstance(ref, int):
+            return ref
+        labels = self._view(model).record.version_labels
+        if ref not in labels:
+            raise ModelNotFound(
+                f"model {model!r} has no version label {ref!r}"
+                + (f" (labels: {', '.join(sorted(labels))})" if labels else "")
+                + f"; set one with PUT /models/{model}/labels/{ref} on the management API"
+            )
+        return labels[ref]
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
+
+    def forget(self, model: str) -> None:
+        """Drop the cached view of ``model``: the next request reads the catalog."""
+        with self._lock:
+            self._views.pop(model, None)
+
+    def versions(self, model: str) -> dict[int, VersionRecord]:
+        return self._view(model).versions
+
+    def config(self, model: str) -> ModelConfig:
+        return self._view(model).config
+
+    def is_fresh(self, model: str) -> bool:
+        """True when resolving ``model`` now needs no catalog read."""
+        view = self._views.get(model)
+        if view is None:
+            return False
+        return self._refresh is not None or self._clock() - view.read_at < self._ttl_s
+
+    def _view(self, model: str) -> _ModelView:
+        view = self._views.get(model)
+        if view is not None and self._clock() - view.read_at < self._ttl_s:
+            return view
+        if view is not None and self._refresh is not None:
+            self._refresh_later(model)
+            return view
+        return self._read(model)
+
+    def _refresh_later(self, model: str) -> None:
+        with self._lock:
+            if model in self._refreshing or self._refresh is None:
+                return
+            self._refreshing.add(model)
+
+        def refresh() -> None:
+            try:
+                self._read(model)
+            except ModelNotFound:
+                self._views.pop(model, None)  # gone: the next request hears it at once
+            except Exception:
+                logger.warning("catalog refresh of %s failed; serving the last view", model)
+            finally:
+                with self._lock:
+                    self._refreshing.discard(model)
+
+        self._refresh(refresh)
+
+    def _read(self, model: str) -> _ModelView:
+        record = self._catalog.get_model(model)
+        if record is None:
+            # Triton's words first: clients match on them
+            raise ModelNotFound(
+                f"Request for unknown model: '{model}' is not found; publish it under "
+                f"models/{model}/ in the model bucket"
+            )
+        versions = {v.version: v for v in self._catalog.versions(model)}
+        ready = [v.version for v in versions.values() if v.state == version_policy.READY]
+        view = _ModelView(
+            record=record,
+            config=effective_config(record, model).config,
+            versions=versions,
+            default_version=version_policy.default_version(record.default_version, ready),
+            read_at=self._clock(),
+        )
+        self._views[model] = view
+        return view

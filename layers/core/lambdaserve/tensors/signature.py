@@ -1,0 +1,52 @@
+"""What a model takes and gives: named tensors with v2 datatypes, and a model's signature."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+# Tensors by name, as runtimes take and give them.
+Arrays = dict[str, "np.ndarray[Any, Any]"]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A named tensor with a v2 datatype; -1 marks a dynamic dimension."""
+
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
+
+
+@dataclass(frozen=True)
+class Signature:
+    """Inputs and outputs of a model, in v2 datatypes; -1 marks a dynamic dimension."""
+
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+    def to_json(self) -> dict[str, list[dict[str, object]]]:
+        return {
+            "inputs": [t.to_json() for t in self.inputs],
+            "outputs": [t.to_json() for t in self.outputs],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, list[dict[str, object]]]) -> Signature:
+        def specs(items: Sequence[dict[str, object]]) -> tuple[TensorSpec, ...]:
+            return tuple(
+                TensorSpec(
+                    str(i["name"]),
+                    str(i["datatype"]),
+                    tuple(int(d) for d in i["shape"]),  # type: ignore[attr-defined]
+                )
+                for i in items
+            )
+
+        return cls(specs(data.get("inputs", [])), specs(data.get("outputs", [])))
