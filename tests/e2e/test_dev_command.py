@@ -22,7 +22,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture
 def dev_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, int]]]:
-    ports = {name: free_port() for name in ("aws", "management", "inference", "metrics")}
+    ports = {name: free_port() for name in ("aws", "management", "inference", "metrics", "grpc")}
     log = (tmp_path / "dev.log").open("w+")
     env = {**os.environ, "LAMBDASERVE_WORK_DIR": str(tmp_path / "work")}
     process = subprocess.Popen(
@@ -39,6 +39,8 @@ def dev_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[st
             str(ports["inference"]),
             "--metrics-port",
             str(ports["metrics"]),
+            "--grpc-port",
+            str(ports["grpc"]),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -157,3 +159,25 @@ def test_torchserves_metrics_api_answers_on_its_own_port(dev_process):
         text,
         re.M,
     )
+
+
+def test_dev_answers_triton_grpc_clients_and_manages_over_grpc(dev_process):
+    # Given `lambdaserve dev` with its demo model, gRPC on the port its banner prints
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    _, ports = dev_process
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{ports['grpc']}")
+    wait_until(lambda: ("demo-mlp", "1") in ready_versions(ports["management"]), 60)
+    # When Triton's gRPC client infers and manages the repository, as against Triton
+    tensor = grpcclient.InferInput("INPUT__0", [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.array([[0.1, 0.2, 0.3, 0.4]], np.float32))
+    answer = client.infer("demo-mlp", [tensor]).as_numpy("OUTPUT__0")
+    index = client.get_model_repository_index(as_json=True)["models"]
+    client.unload_model("demo-mlp")
+    unloaded = client.is_model_ready("demo-mlp")
+    client.load_model("demo-mlp")
+    # Then it answers, lists the demo model, and follows unload and load at once
+    assert answer.shape == (1, 3)
+    assert any(m["name"] == "demo-mlp" for m in index)
+    assert not unloaded and client.is_model_ready("demo-mlp")

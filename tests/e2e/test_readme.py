@@ -62,7 +62,13 @@ def test_the_readme_is_a_front_door():
 
 @pytest.fixture
 def ports() -> dict[str, int]:
-    return {"8080": free_port(), "8081": free_port(), "8082": free_port(), "4566": free_port()}
+    return {
+        "8080": free_port(),
+        "8081": free_port(),
+        "8082": free_port(),
+        "8001": free_port(),
+        "4566": free_port(),
+    }
 
 
 @pytest.fixture
@@ -156,7 +162,7 @@ def _start_dev(
 ) -> subprocess.Popen[str]:
     flags = (
         f"--inference-port {ports['8080']} --management-port {ports['8081']} "
-        f"--metrics-port {ports['8082']} --aws-port {ports['4566']}"
+        f"--metrics-port {ports['8082']} --grpc-port {ports['8001']} --aws-port {ports['4566']}"
     )
     words = shlex.split(command)
     args = [w for w in words if w.startswith("ARGS=")]

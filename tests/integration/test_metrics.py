@@ -167,7 +167,16 @@ def test_serve_answers_torchserves_metrics_api_on_its_metrics_port(stack):
     stack.wait_state("mlp", 1, "READY")
     port, metrics_port = free_port(), free_port()
     server = subprocess.Popen(
-        [*LAMBDASERVE, "serve", "--port", str(port), "--metrics-port", str(metrics_port)],
+        [
+            *LAMBDASERVE,
+            "serve",
+            "--port",
+            str(port),
+            "--metrics-port",
+            str(metrics_port),
+            "--grpc-port",
+            "0",
+        ],
         env=dict(os.environ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -197,7 +206,16 @@ def test_serve_answers_torchserves_metrics_api_on_its_metrics_port(stack):
 
 def test_serve_refuses_a_metrics_port_with_several_workers():
     refused = subprocess.run(
-        [*LAMBDASERVE, "serve", "--workers", "2", "--metrics-port", str(free_port())],
+        [
+            *LAMBDASERVE,
+            "serve",
+            "--workers",
+            "2",
+            "--metrics-port",
+            str(free_port()),
+            "--grpc-port",
+            "0",
+        ],
         capture_output=True,
         text=True,
         timeout=120,

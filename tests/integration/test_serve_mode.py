@@ -13,6 +13,7 @@ import httpx
 import numpy as np
 import onnxruntime as ort
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
@@ -118,9 +119,20 @@ def test_serve_with_two_workers_runs_two_processes_that_answer_correctly(stack):
     # Given a published model and `lambdaserve serve --workers 2`
     stack.put("models/mlp/1/model.onnx", MLP)
     stack.wait_state("mlp", 1, "READY")
-    port = free_port()
+    port, grpc_port = free_port(), free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(port), "--workers", "2"],
+        [
+            sys.executable,
+            "-m",
+            "lambdaserve.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--grpc-port",
+            str(grpc_port),
+        ],
         env=dict(os.environ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -143,8 +155,18 @@ def test_serve_with_two_workers_runs_two_processes_that_answer_correctly(stack):
 
             with ThreadPoolExecutor(8) as pool:
                 answers = list(pool.map(infer, range(64)))
-        # Then every answer is right, and two worker processes share the port
-        np.testing.assert_allclose(np.array(answers), np.repeat(expected[0], 64, 0), rtol=1e-6)
+
+            # and gRPC clients, each on its own channel, reach the workers on their shared port
+            def infer_grpc(_: int) -> list[float]:
+                tensor = grpcclient.InferInput("INPUT__0", [1, 4], "FP32")
+                tensor.set_data_from_numpy(np.array([[1, 2, 3, 4]], np.float32))
+                client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+                return list(client.infer("mlp", [tensor]).as_numpy("OUTPUT__0")[0])
+
+            with ThreadPoolExecutor(8) as pool:
+                answers += list(pool.map(infer_grpc, range(16)))
+        # Then every answer is right, and two worker processes share the ports
+        np.testing.assert_allclose(np.array(answers), np.repeat(expected[0], 80, 0), rtol=1e-6)
         workers = _children(server.pid)
         assert len(workers) >= 2
     finally:

@@ -63,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
         default=8082,
         help="TorchServe's metrics API port (GET /metrics, TorchServe's names); 0 turns it off",
     )
+    dev.add_argument(
+        "--grpc-port",
+        type=_port_or_off,
+        default=8001,
+        help="gRPC port (Triton's 8001): KServe v2/Triton, TF Serving, TorchServe and Paddle "
+        "services; 0 turns it off",
+    )
     dev.add_argument("--aws-port", type=_port, default=4566, help="embedded AWS emulator port")
     dev.add_argument(
         "--aws-endpoint",
@@ -110,6 +117,19 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="also serve TorchServe's metrics API on this port (one worker only; 0: off)",
     )
+    serve.add_argument(
+        "--grpc-port",
+        type=_port_or_off,
+        default=8001,
+        help="gRPC port (Triton's 8001): KServe v2/Triton, TF Serving, TorchServe and Paddle "
+        "services in the same batcher as HTTP; 0 turns it off",
+    )
+    serve.add_argument(
+        "--grpc-management",
+        action="store_true",
+        help="also answer the management RPCs (Triton's repository load/unload/index, "
+        "TorchServe's management service); the task role then needs the manage permissions",
+    )
     _logging_flags(serve, access_log_default=False)
 
     worker = commands.add_parser(
@@ -148,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
                     inference_port=args.inference_port,
                     management_port=args.management_port,
                     metrics_port=args.metrics_port or None,
+                    grpc_port=args.grpc_port,
                     aws_port=args.aws_port,
                     aws_endpoint=args.aws_endpoint,
                     demo=not args.no_demo,
@@ -175,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                 log_level=args.log_level,
                 access_log=args.access_log,
                 metrics_port=args.metrics_port or None,
+                grpc_port=args.grpc_port,
+                grpc_management=args.grpc_management,
             )
         elif args.command == "worker":
             from lambdaserve.server.worker import work

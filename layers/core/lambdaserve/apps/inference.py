@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from lambdaserve import __version__
+from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.apps.docs_page import install_docs
 from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.apps.metrics_route import install_metrics, queued_in
@@ -26,9 +26,8 @@ from lambdaserve.apps.v2_calls import (
     v2_infer,
 )
 from lambdaserve.batching.dynamic_batcher import DynamicBatcher
-from lambdaserve.catalog.repository import check_model_name, parse_version
-from lambdaserve.config.model_config import triton_data_type
-from lambdaserve.errors import InferenceError, InvalidInput
+from lambdaserve.catalog.repository import check_model_name
+from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.content_encoding import decode_body
 from lambdaserve.protocol.limits import header_int
 from lambdaserve.protocol.v2 import (
@@ -39,11 +38,8 @@ from lambdaserve.protocol.v2 import (
 )
 from lambdaserve.queued.submit import AsyncSubmitter
 from lambdaserve.serving.model_server import ModelServer
-from lambdaserve.serving.version_resolver import ServedVersion
-from lambdaserve.tensors.signature import TensorSpec
 
 T = TypeVar("T")
-EXTENSIONS = ["binary_tensor_data", "model_repository", "statistics", "model_configuration"]
 
 
 def create_inference_app(
@@ -61,17 +57,8 @@ def create_inference_app(
     install_triton_extras(app)
     install_metrics(app, lambda: server().stats, queued_in(batcher, server) if batcher else None)
 
-    async def number_of(model: str, text: str | None) -> int | None:
-        """A URL's version segment: a number, or a label read from the model's catalog view."""
-        if text is None or text.isdigit():
-            return None if text is None else parse_version(text)
-        return await run_in_threadpool(server().resolver.number, _model(model), text)
-
-    async def call(model: str, version: int | None, work: Callable[[], T]) -> T:
-        # A loaded model answers inline: a thread hop costs more than a small model's run.
-        if server().is_loaded(model, version):
-            return work()
-        return await run_in_threadpool(work)
+    plane = InferenceDataPlane(server, batcher)
+    number_of, call = plane.version_number, plane.call
 
     @app.get("/v2/health/live")
     async def live() -> dict[str, bool]:
@@ -79,18 +66,11 @@ def create_inference_app(
 
     @app.get("/v2/health/ready")
     async def ready() -> dict[str, bool]:
-        server()
-        return {"ready": True}
+        return {"ready": await plane.ready()}
 
     @app.get("/v2")
     async def metadata() -> dict[str, Any]:
-        # "triton": the protocol's server name, which Triton's clients check; ours beside it
-        return {
-            "name": "triton",
-            "version": __version__,
-            "extensions": EXTENSIONS,
-            "implementation": f"lambdaserve {__version__}",
-        }
+        return plane.server_metadata()
 
     @app.get("/ping")
     async def ping() -> dict[str, str]:
@@ -101,52 +81,29 @@ def create_inference_app(
 
     @app.get("/v2/models/stats")
     async def all_stats() -> dict[str, Any]:
-        return server().stats.snapshot()
+        return await plane.model_stats(None, None)
 
     @app.get("/v2/models/{model}")
     @app.get("/v2/models/{model}/versions/{version}")
     async def model_metadata(model: str, version: str | None = None) -> dict[str, Any]:
-        number = await number_of(model, version)
-        served = await run_in_threadpool(server().resolver.resolve, _model(model), number)
-        ready = sorted(
-            v for v, r in server().resolver.versions(model).items() if r.state == "READY"
-        )
-        return {
-            "name": model,
-            "versions": [str(v) for v in ready],
-            "platform": served.platform,
-            "inputs": [t.to_json() for t in served.signature.inputs],
-            "outputs": [t.to_json() for t in served.signature.outputs],
-        }
+        return await plane.model_metadata(model, version)
 
     @app.get("/v2/models/{model}/ready")
     @app.get("/v2/models/{model}/versions/{version}/ready")
     async def model_ready(model: str, version: str | None = None) -> dict[str, Any]:
-        number = await number_of(model, version)
-
-        def load() -> tuple[ServedVersion, bool]:
-            served = server().resolver.resolve(_model(model), number)
-            was_loaded = (served.model, served.version) in server().loaded_versions()
-            server().load(served)
-            return served, was_loaded
-
-        served, was_loaded = await run_in_threadpool(load)
+        served, was_loaded = await plane.model_ready(model, version)
         # loaded: this instance had it in memory before the probe (false: the probe loaded it)
         return {"name": model, "version": str(served.version), "ready": True, "loaded": was_loaded}
 
     @app.get("/v2/models/{model}/config")
     @app.get("/v2/models/{model}/versions/{version}/config")
     async def model_config(model: str, version: str | None = None) -> dict[str, Any]:
-        served = await run_in_threadpool(
-            server().resolver.resolve, _model(model), await number_of(model, version)
-        )
-        return autocompleted_config(served)
+        return await plane.model_config(model, version)
 
     @app.get("/v2/models/{model}/stats")
     @app.get("/v2/models/{model}/versions/{version}/stats")
     async def model_stats(model: str, version: str | None = None) -> dict[str, Any]:
-        await run_in_threadpool(server().resolver.versions, _model(model))
-        return server().stats.snapshot(model, await number_of(model, version))
+        return await plane.model_stats(model, version)
 
     async def answer(
         model: str, number: int | None, body: bytes, header_length: int | None
@@ -154,8 +111,7 @@ def create_inference_app(
         """v2 infer, request bytes to response bytes: through the batcher when there is one."""
         if batcher is not None:
             return await _batched(
-                batcher,
-                server(),
+                plane,
                 model=model,
                 version=number,
                 body=body,
@@ -189,8 +145,7 @@ def create_inference_app(
 
 
 async def _batched(
-    batcher: DynamicBatcher,
-    server: ModelServer,
+    plane: InferenceDataPlane,
     *,
     model: str,
     version: int | None,
@@ -199,15 +154,13 @@ async def _batched(
 ) -> EncodedResponse:
     """v2 infer through the dynamic batcher (long-running servers)."""
     if header_length == 0:  # a raw binary request needs the model's signature: maybe I/O
-        parsed = await run_in_threadpool(parse_for, server, model, version, body, header_length)
+        parsed = await run_in_threadpool(
+            parse_for, plane.server(), model, version, body, header_length
+        )
     else:
         parsed = parse_infer_request(body, header_length)
-    outcome = await batcher.submit(model, version, parsed)
-    if outcome.error is not None:
-        raise outcome.error
-    if outcome.outputs is None or outcome.version is None:
-        raise InferenceError("the batch returned no outputs for this request")
-    return encode_infer_response(model, outcome.version, parsed, outcome.outputs)
+    inferred = await plane.infer(model, version, parsed)
+    return encode_infer_response(model, inferred.version, parsed, inferred.outputs)
 
 
 async def _submit(
@@ -271,28 +224,6 @@ async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit
             raise too_large(size, limit)
         parts.append(chunk)
     return b"".join(parts)
-
-
-def autocompleted_config(served: ServedVersion) -> dict[str, Any]:
-    """Triton's config JSON, with inputs/outputs filled from the model as Triton does."""
-    document = served.config.to_triton_json()
-    if served.record.runtime == "openvino" and served.platform in ("openvino", "paddle"):
-        document["backend"] = served.platform  # Triton's backends without a platform name
-    else:
-        document["platform"] = served.platform
-    batched = served.config.max_batch_size > 0
-    for key, specs in (("input", served.signature.inputs), ("output", served.signature.outputs)):
-        if not document[key]:
-            document[key] = [_triton_tensor(spec, batched) for spec in specs]
-    formats = dict(served.config.input_formats)
-    for tensor in document["input"]:  # Triton always writes it; image clients read it
-        tensor["format"] = formats.get(tensor["name"], "FORMAT_NONE")
-    return document
-
-
-def _triton_tensor(spec: TensorSpec, batched: bool) -> dict[str, Any]:
-    dims = list(spec.shape[1:] if batched else spec.shape)
-    return {"name": spec.name, "data_type": triton_data_type(spec.datatype), "dims": dims}
 
 
 def _model(name: str) -> str:

@@ -50,13 +50,13 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
     @app.get("/models/{model}/all")
     def describe_model(model: str) -> list[dict[str, Any]]:
         view = manager().view(check_model_name(model))
-        return [_describe(view, v, manager()) for v in view.versions]
+        return [describe_version_record(view, v, manager()) for v in view.versions]
 
     @app.get("/models/{model}/{version}")
     def describe_version(model: str, version: str) -> list[dict[str, Any]]:
         name = check_model_name(model)
         view, record = manager().version(name, manager().version_number(name, version))
-        return [_describe(view, record, manager())]
+        return [describe_version_record(view, record, manager())]
 
     @app.put("/models/{model}/labels/{label}")
     async def set_label(
@@ -120,7 +120,7 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
     @app.post("/v2/repository/models/{model}/load")
     async def load(model: str, request: Request) -> dict[str, Any]:
         body = await json_object(request, required=False)
-        _load(manager(), check_model_name(model), body)
+        load_model(manager(), check_model_name(model), body)
         return {}
 
     @app.post("/v2/repository/models/{model}/unload")
@@ -143,7 +143,7 @@ def _limit(text: str | None) -> int:
         raise InvalidInput(f"limit must be an integer (1-{MAX_PAGE}), got {text!r}") from None
 
 
-def _load(manager: ModelManager, name: str, body: dict[str, Any]) -> None:
+def load_model(manager: ModelManager, name: str, body: dict[str, Any]) -> None:
     """Triton's load; every refusal starts "failed to load '<m>'" as Triton's clients expect."""
     try:
         manager.load(name, _config_parameter(body))
@@ -185,7 +185,10 @@ _ENGINES = {
 }
 
 
-def _describe(view: ModelView, record: VersionRecord, manager: ModelManager) -> dict[str, Any]:
+def describe_version_record(
+    view: ModelView, record: VersionRecord, manager: ModelManager
+) -> dict[str, Any]:
+    """One version as TorchServe's describe-model answer lists it (and lambdaserve's facts)."""
     batching = view.config.dynamic_batching
     return {
         "modelName": view.record.name,

@@ -30,12 +30,7 @@ def install_api_description(app: FastAPI) -> None:
 def install_torchserve_management(app: FastAPI, manager: Callable[[], ModelManager]) -> None:
     @app.post("/models", status_code=400)
     async def register(request: Request) -> None:
-        raise InvalidInput(
-            "registering a model from a URL is not supported: lambdaserve loads models only "
-            "from its own bucket. Publish by upload instead, e.g. "
-            "`aws s3 cp model.onnx s3://<ModelBucketName>/models/<name>/1/model.onnx` "
-            "(Triton's repository layout); the version serves once it is READY"
-        )
+        raise registration_refusal()
 
     @app.put("/models/{model}/{version}", status_code=400)
     def scale_version(model: str, version: str, request: Request) -> None:
@@ -59,6 +54,15 @@ def install_torchserve_management(app: FastAPI, manager: Callable[[], ModelManag
                 "deletedObjects": deleted,
             },
         )
+
+
+def registration_refusal() -> InvalidInput:
+    return InvalidInput(
+        "registering a model from a URL is not supported: lambdaserve loads models only "
+        "from its own bucket. Publish by upload instead, e.g. "
+        "`aws s3 cp model.onnx s3://<ModelBucketName>/models/<name>/1/model.onnx` "
+        "(Triton's repository layout); the version serves once it is READY"
+    )
 
 
 def refuse_scaling(

@@ -14,7 +14,7 @@ from lambdaserve.apps.json_body import json_object
 from lambdaserve.errors import InvalidInput
 
 _KINDS = {"systemsharedmemory": "system", "cudasharedmemory": "CUDA"}
-_TRACE_OFF = {
+TRACE_OFF = {
     "trace_level": ["OFF"],
     "trace_rate": "1000",
     "trace_count": "-1",
@@ -29,21 +29,21 @@ def install_triton_extras(app: FastAPI) -> None:
         _install_shared_memory(app, kind, word)
 
     @app.get("/v2/logging", include_in_schema=False)
-    async def log_settings() -> dict[str, Any]:
-        return _log_settings()
+    async def current_log_settings() -> dict[str, Any]:
+        return log_settings()
 
     @app.post("/v2/logging", include_in_schema=False)
     async def update_log_settings(request: Request) -> dict[str, Any]:
         body = await json_object(request)
-        level = _level(body)
+        level = log_level(body)
         if level is not None:
             logging.getLogger("lambdaserve").setLevel(level)
-        return _log_settings()
+        return log_settings()
 
     @app.get("/v2/trace/setting", include_in_schema=False)
     @app.get("/v2/models/{model}/trace/setting", include_in_schema=False)
     async def trace_settings(model: str | None = None) -> dict[str, Any]:
-        return _TRACE_OFF
+        return TRACE_OFF
 
     @app.post("/v2/trace/setting", include_in_schema=False)
     @app.post("/v2/models/{model}/trace/setting", include_in_schema=False)
@@ -55,7 +55,7 @@ def install_triton_extras(app: FastAPI) -> None:
                 "tracing is not available in lambdaserve; per-model timings are in "
                 "/v2/models/{m}/stats and the access log (--access-log)"
             )
-        return _TRACE_OFF
+        return TRACE_OFF
 
 
 def _install_shared_memory(app: FastAPI, kind: str, word: str) -> None:
@@ -68,11 +68,7 @@ def _install_shared_memory(app: FastAPI, kind: str, word: str) -> None:
         return {}
 
     async def register(name: str) -> dict[str, Any]:
-        raise InvalidInput(
-            f"{word} shared memory is not supported: lambdaserve runs where clients share no "
-            "memory with it (Lambda, ECS); send tensors in the request (binary tensors are "
-            "the compact form)"
-        )
+        raise shared_memory_refusal(word)
 
     base = f"/v2/{kind}"
     app.add_api_route(f"{base}/status", status, methods=["GET"], include_in_schema=False)
@@ -91,7 +87,16 @@ def _install_shared_memory(app: FastAPI, kind: str, word: str) -> None:
     )
 
 
-def _log_settings() -> dict[str, Any]:
+def shared_memory_refusal(word: str) -> InvalidInput:
+    """Why a shared-memory region cannot be registered (``word``: system or CUDA)."""
+    return InvalidInput(
+        f"{word} shared memory is not supported: lambdaserve runs where clients share no "
+        "memory with it (Lambda, ECS); send tensors in the request (binary tensors are "
+        "the compact form)"
+    )
+
+
+def log_settings() -> dict[str, Any]:
     level = logging.getLogger("lambdaserve").getEffectiveLevel()
     return {
         "log_file": "",
@@ -103,7 +108,7 @@ def _log_settings() -> dict[str, Any]:
     }
 
 
-def _level(body: dict[str, Any]) -> int | None:
+def log_level(body: dict[str, Any]) -> int | None:
     """Triton's switches as one level: verbose -> DEBUG, info -> INFO, and so on down."""
     for key in ("log_verbose_level", "log_info", "log_warning", "log_error"):
         if key in body and not isinstance(body[key], bool | int):

@@ -28,6 +28,7 @@ class DevOptions:
     inference_port: int = 8080
     management_port: int = 8081
     metrics_port: int | None = None  # TorchServe's metrics API (the CLI's default: 8082)
+    grpc_port: int = 0  # every peer's gRPC services (the CLI's default: 8001, Triton's)
     aws_port: int = 4566
     aws_endpoint: str | None = None
     demo: bool = True
@@ -69,6 +70,8 @@ class DevStack:
         ensure_port_free(options.host, options.inference_port, "--inference-port")
         if options.metrics_port:
             ensure_port_free(options.host, options.metrics_port, "--metrics-port")
+        if options.grpc_port:
+            ensure_port_free(options.host, options.grpc_port, "--grpc-port")
         quiet_third_parties()
         if not options.aws_endpoint:
             self._emulator = Emulator(options.host, options.aws_port).start()
@@ -80,7 +83,12 @@ class DevStack:
         # Imported after the environment points at the emulator: handlers read settings once.
         from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
         from lambdaserve.handlers import batcher, infer, manage
-        from lambdaserve.server.serve import batching_inference_app
+        from lambdaserve.server.serve import (
+            GrpcFlags,
+            batching_inference_app,
+            serving_plane,
+            with_grpc,
+        )
 
         use_text_logs(options.log_level)
         manage.services.cache_clear()
@@ -106,13 +114,16 @@ class DevStack:
                 access_log=options.access_log,
             ).start()
         )
+        # dev as serve runs it: HTTP and gRPC share one data plane and batcher; management
+        # RPCs on, as the management API is open locally
+        plane = serving_plane(batching=True)
+        inference = RepositoryOnInferenceUrl(
+            batching_inference_app(plane), manage.management_app(), infer.server
+        )
+        grpc = GrpcFlags(options.host, options.grpc_port, management=True)
         self._servers.append(
             BackgroundServer(
-                counted(
-                    RepositoryOnInferenceUrl(
-                        batching_inference_app(), manage.management_app(), infer.server
-                    )
-                ),
+                with_grpc(counted(inference), plane, grpc),
                 options.host,
                 options.inference_port,
                 access_log=options.access_log,
@@ -190,6 +201,11 @@ class DevStack:
             "  (KServe v2 + Triton extensions; /predictions/<model>; /docs)",
             f"  management API    {management}/models  (/docs)",
         ]
+        if opts.grpc_port:
+            lines.append(
+                f"  gRPC              {opts.host}:{opts.grpc_port}  (KServe v2/Triton, TF Serving,"
+                " TorchServe, Paddle; grpc.health.v1)"
+            )
         if opts.metrics_port:
             lines.append(
                 f"  metrics           http://{opts.host}:{opts.metrics_port}/metrics (TorchServe's"

@@ -1,15 +1,18 @@
-"""``lambdaserve serve``: the inference API (HTTP) with the dynamic batcher, for ECS tasks."""
+"""``lambdaserve serve``: the inference API (HTTP and gRPC) with the dynamic batcher, for ECS
+tasks."""
 
 from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from lambdaserve.apps.access_log import AccessLog
+from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.apps.front_door import FrontDoor
 from lambdaserve.apps.inference import create_inference_app
 from lambdaserve.apps.slow_clients import BodyTimeout
@@ -19,10 +22,13 @@ from lambdaserve.serving.server_batcher import server_batcher
 from lambdaserve.settings import get_settings
 
 
-def build_serving_app(batching: bool = True, prefetch: bool = False) -> BodyTimeout:
+def build_serving_app(
+    batching: bool = True, prefetch: bool = False, grpc: GrpcFlags | None = None
+) -> ASGIApp:
     """The inference app behind its front door; with ``batching``, v2 infer goes through the
     dynamic batcher; with ``prefetch``, newly READY default versions are downloaded into the
-    cache in the background (LAMBDASERVE_PREFETCH_INTERVAL_S)."""
+    cache in the background (LAMBDASERVE_PREFETCH_INTERVAL_S); with ``grpc``, every peer's
+    gRPC service starts with the app, over the same data plane and batcher."""
     from lambdaserve.handlers import infer
 
     settings = get_settings()
@@ -30,38 +36,73 @@ def build_serving_app(batching: bool = True, prefetch: bool = False) -> BodyTime
     infer.server().resolver.refresh_in_background(refresher.submit)
     if prefetch and settings.prefetch_interval_s > 0:
         Prefetcher(infer.server, settings.prefetch_interval_s).start()
-    if not batching:
-        return BodyTimeout(
-            FrontDoor(infer.fastapi_app(), lambda: settings.max_request_bytes),
-            settings.client_timeout_s,
-        )
-
-    return BodyTimeout(
-        FrontDoor(batching_inference_app(), lambda: settings.max_request_bytes),
-        settings.client_timeout_s,
+    plane = serving_plane(batching)
+    http = batching_inference_app(plane) if batching else infer.fastapi_app()
+    app = BodyTimeout(
+        FrontDoor(http, lambda: settings.max_request_bytes), settings.client_timeout_s
     )
+    return with_grpc(app, plane, grpc)
 
 
-def batching_inference_app() -> FastAPI:
+def serving_plane(batching: bool = True) -> InferenceDataPlane:
+    """The data plane every door shares: the model server, and its dynamic batcher."""
+    from lambdaserve.handlers import infer
+
+    settings = get_settings()
+    batcher = server_batcher(infer.server, settings.default_max_batch_size) if batching else None
+    return InferenceDataPlane(infer.server, batcher)
+
+
+def batching_inference_app(plane: InferenceDataPlane | None = None) -> FastAPI:
     """The inference app with v2 infer going through a dynamic batcher per model version."""
     from lambdaserve.handlers import infer
 
     settings = get_settings()
-    batcher = server_batcher(infer.server, settings.default_max_batch_size)
+    batcher = (plane or serving_plane(batching=True)).batcher
     return create_inference_app(
         infer.server, lambda: settings.max_request_bytes, infer.submitter, batcher
     )
 
 
+@dataclass(frozen=True)
+class GrpcFlags:
+    """The command line's gRPC choices: the port (0: off), and the management RPCs."""
+
+    host: str
+    port: int
+    management: bool = False
+    share_port: bool = False
+
+
+def with_grpc(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | None) -> ASGIApp:
+    """``app`` whose lifespan also runs the gRPC services on ``flags.port``."""
+    if flags is None or not flags.port:
+        return app
+    from lambdaserve.apps.grpc.server import GrpcLifespan, GrpcOptions
+    from lambdaserve.handlers import manage
+
+    options = GrpcOptions(
+        host=flags.host,
+        port=flags.port,
+        max_request_bytes=get_settings().max_request_bytes,
+        management=(lambda: manage.services().manager) if flags.management else None,
+        share_port=flags.share_port,
+    )
+    return GrpcLifespan(app, lambda: plane, options)
+
+
 _BATCHING_ENV = "LAMBDASERVE_SERVE_BATCHING"
 _LOGGING_ENV = "LAMBDASERVE_SERVE_LOGGING"
+_GRPC_ENV = "LAMBDASERVE_SERVE_GRPC"  # host:port:management, for each worker process
 
 
 def serving_app_from_env() -> ASGIApp:
     """The app factory each uvicorn worker process calls (``serve`` with ``workers > 1``)."""
     level, access = os.environ.get(_LOGGING_ENV, "info:0").split(":")
+    host, port, management = os.environ.get(_GRPC_ENV, "127.0.0.1:0:0").rsplit(":", 2)
+    grpc = GrpcFlags(host, int(port), management == "1", share_port=True)
     return _logged(
-        build_serving_app(os.environ.get(_BATCHING_ENV, "1") == "1", prefetch=True),
+        build_serving_app(os.environ.get(_BATCHING_ENV, "1") == "1", prefetch=True, grpc=grpc),
         level,
         access == "1",
     )
@@ -83,9 +124,12 @@ def serve(
     log_level: str = "info",
     access_log: bool = False,
     metrics_port: int | None = None,
+    grpc_port: int = 0,
+    grpc_management: bool = False,
 ) -> None:
     """Serve the inference API with uvicorn until SIGINT/SIGTERM; with ``metrics_port``,
-    TorchServe's metrics API beside it.
+    TorchServe's metrics API beside it; with ``grpc_port``, every peer's gRPC services in the
+    same event loop (and dynamic batcher); ``grpc_management`` adds the repository RPCs.
 
     One process runs Python on one core at a time: ``workers`` processes share the port
     (each with its own model copy and dynamic batcher), as TorchServe's workers and Triton's
@@ -110,15 +154,20 @@ def serve(
             "--metrics-port needs --workers 1: each worker process counts only what it served, "
             "and a scrape would reach one of them; scale out by tasks with one worker each"
         )
-    print(_banner(host, port, batching, workers, access_log, metrics=metrics_port), flush=True)
+    print(
+        _banner(host, port, batching, workers, access_log, metrics=metrics_port, grpc=grpc_port),
+        flush=True,
+    )
     if workers <= 1:
-        app: ASGIApp = build_serving_app(batching, prefetch=True)
+        grpc = GrpcFlags(host, grpc_port, grpc_management)
+        app: ASGIApp = build_serving_app(batching, prefetch=True, grpc=grpc)
         if metrics_port:
             app = _with_metrics_api(app, host, metrics_port)
         uvicorn.run(_logged(app, log_level, access_log), **options)
         return
     os.environ[_BATCHING_ENV] = "1" if batching else "0"
     os.environ[_LOGGING_ENV] = f"{log_level}:{int(access_log)}"
+    os.environ[_GRPC_ENV] = f"{host}:{grpc_port}:{int(grpc_management)}"
     uvicorn.run(
         "lambdaserve.server.serve:serving_app_from_env", factory=True, workers=workers, **options
     )
@@ -134,7 +183,14 @@ def _with_metrics_api(app: ASGIApp, host: str, port: int) -> ASGIApp:
 
 
 def _banner(
-    host: str, port: int, batching: bool, workers: int, access_log: bool, *, metrics: int | None
+    host: str,
+    port: int,
+    batching: bool,
+    workers: int,
+    access_log: bool,
+    *,
+    metrics: int | None,
+    grpc: int,
 ) -> str:
     settings = get_settings()
     where = settings.endpoint_url or f"AWS ({settings.region})"
@@ -148,6 +204,10 @@ def _banner(
             f"  batching          {'dynamic, per model version' if batching else 'off'}; "
             f"{workers} worker process{'es' if workers > 1 else ''}",
             f"  access log        {'on' if access_log else 'off (--access-log)'}",
+            f"  gRPC              {host}:{grpc} (KServe v2/Triton, TF Serving, TorchServe, "
+            "Paddle; grpc.health.v1)"
+            if grpc
+            else "  gRPC              off (--grpc-port)",
             f"  metrics           http://{host}:{port}/metrics (Triton's names)"
             + (f"; http://{host}:{metrics}/metrics (TorchServe's)" if metrics else ""),
             "Ctrl-C stops it.",

@@ -1,0 +1,158 @@
+"""The inference side's calls with no transport: what HTTP routes and gRPC services share.
+
+As KServe's ``DataPlane`` sits under its REST and gRPC servers, every door asks the same
+questions here (metadata, readiness, config, statistics, an inference) and gets the same
+answers and the same domain errors; each door only encodes them. Inference goes through the
+dynamic batcher when the server has one, so requests from every door meet in its lanes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+from starlette.concurrency import run_in_threadpool
+
+from lambdaserve import __version__
+from lambdaserve.batching.dynamic_batcher import DynamicBatcher
+from lambdaserve.catalog.repository import check_model_name, parse_version
+from lambdaserve.config.model_config import triton_data_type
+from lambdaserve.errors import InferenceError
+from lambdaserve.protocol.v2 import InferRequest
+from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.version_resolver import ServedVersion
+from lambdaserve.tensors.signature import TensorSpec
+
+T = TypeVar("T")
+EXTENSIONS = ["binary_tensor_data", "model_repository", "statistics", "model_configuration"]
+
+
+@dataclass(frozen=True)
+class Inferred:
+    """One request's outputs and the version that produced them."""
+
+    model: str
+    version: int
+    outputs: Mapping[str, np.ndarray[Any, Any]]
+
+
+class InferenceDataPlane:
+    """``server`` is looked up per call (tests and ``dev`` swap it); ``batcher`` is the
+    long-running servers' dynamic batcher, None where each request runs alone (Lambda)."""
+
+    def __init__(
+        self, server: Callable[[], ModelServer], batcher: DynamicBatcher | None = None
+    ) -> None:
+        self.server = server
+        self.batcher = batcher
+
+    @staticmethod
+    def server_metadata() -> dict[str, Any]:
+        # "triton": the protocol's server name, which Triton's clients check; ours beside it
+        return {
+            "name": "triton",
+            "version": __version__,
+            "extensions": EXTENSIONS,
+            "implementation": f"lambdaserve {__version__}",
+        }
+
+    async def ready(self) -> bool:
+        self.server()
+        return True
+
+    async def version_number(self, model: str, text: str | None) -> int | None:
+        """A version as clients write it: empty or absent (the default), a number, a label."""
+        if not text:
+            return None
+        if text.isdigit():
+            return parse_version(text)
+        return await run_in_threadpool(self.server().resolver.number, check_model_name(model), text)
+
+    async def resolve(self, model: str, version_text: str | None) -> ServedVersion:
+        number = await self.version_number(model, version_text)
+        return await run_in_threadpool(
+            self.server().resolver.resolve, check_model_name(model), number
+        )
+
+    async def model_metadata(self, model: str, version_text: str | None) -> dict[str, Any]:
+        served = await self.resolve(model, version_text)
+        ready = sorted(
+            v for v, r in self.server().resolver.versions(model).items() if r.state == "READY"
+        )
+        return {
+            "name": model,
+            "versions": [str(v) for v in ready],
+            "platform": served.platform,
+            "inputs": [t.to_json() for t in served.signature.inputs],
+            "outputs": [t.to_json() for t in served.signature.outputs],
+        }
+
+    async def model_ready(self, model: str, version_text: str | None) -> tuple[ServedVersion, bool]:
+        """The version loaded (READY means it answers), and whether it was loaded before."""
+        number = await self.version_number(model, version_text)
+        server = self.server()
+
+        def load() -> tuple[ServedVersion, bool]:
+            served = server.resolver.resolve(check_model_name(model), number)
+            was_loaded = (served.model, served.version) in server.loaded_versions()
+            server.load(served)
+            return served, was_loaded
+
+        return await run_in_threadpool(load)
+
+    async def model_config(self, model: str, version_text: str | None) -> dict[str, Any]:
+        return autocompleted_config(await self.resolve(model, version_text))
+
+    async def model_stats(self, model: str | None, version_text: str | None) -> dict[str, Any]:
+        if not model:
+            return self.server().stats.snapshot()
+        await run_in_threadpool(self.server().resolver.versions, check_model_name(model))
+        return self.server().stats.snapshot(model, await self.version_number(model, version_text))
+
+    async def infer(self, model: str, version: int | None, request: InferRequest) -> Inferred:
+        """One decoded request through the batcher when there is one, else alone."""
+        if self.batcher is not None:
+            outcome = await self.batcher.submit(model, version, request)
+            if outcome.error is not None:
+                raise outcome.error
+            if outcome.outputs is None or outcome.version is None:
+                raise InferenceError("the batch returned no outputs for this request")
+            return Inferred(model, outcome.version, outcome.outputs)
+        server = self.server()
+        return await self.call(
+            model,
+            version,
+            lambda: server.infer(
+                model, version, request, lambda s, outputs: Inferred(model, s.version, outputs)
+            ),
+        )
+
+    async def call(self, model: str, version: int | None, work: Callable[[], T]) -> T:
+        # A loaded model answers inline: a thread hop costs more than a small model's run.
+        if self.server().is_loaded(model, version):
+            return work()
+        return await run_in_threadpool(work)
+
+
+def autocompleted_config(served: ServedVersion) -> dict[str, Any]:
+    """Triton's config JSON, with inputs/outputs filled from the model as Triton does."""
+    document = served.config.to_triton_json()
+    if served.record.runtime == "openvino" and served.platform in ("openvino", "paddle"):
+        document["backend"] = served.platform  # Triton's backends without a platform name
+    else:
+        document["platform"] = served.platform
+    batched = served.config.max_batch_size > 0
+    for key, specs in (("input", served.signature.inputs), ("output", served.signature.outputs)):
+        if not document[key]:
+            document[key] = [_triton_tensor(spec, batched) for spec in specs]
+    formats = dict(served.config.input_formats)
+    for tensor in document["input"]:  # Triton always writes it; image clients read it
+        tensor["format"] = formats.get(tensor["name"], "FORMAT_NONE")
+    return document
+
+
+def _triton_tensor(spec: TensorSpec, batched: bool) -> dict[str, Any]:
+    dims = list(spec.shape[1:] if batched else spec.shape)
+    return {"name": spec.name, "data_type": triton_data_type(spec.datatype), "dims": dims}

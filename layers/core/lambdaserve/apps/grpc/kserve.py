@@ -1,0 +1,251 @@
+"""KServe v2 / Triton's ``inference.GRPCInferenceService`` over the inference data plane.
+
+Every RPC of Triton's service answers: health, metadata, config and statistics as the HTTP
+routes answer them; ModelInfer and ModelStreamInfer through the dynamic batcher (one response
+per request for non-decoupled models, errors in-band on the stream as Triton sends them); the
+repository RPCs where management is enabled; shared memory, trace and log settings as the
+HTTP extensions answer them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from tritonclient.grpc import service_pb2 as pb
+from tritonclient.grpc import service_pb2_grpc
+
+from lambdaserve.apps.data_plane import InferenceDataPlane
+from lambdaserve.apps.grpc.calls import Context, error_text, unary
+from lambdaserve.apps.management import load_model
+from lambdaserve.apps.triton_extras import TRACE_OFF, log_level, log_settings, shared_memory_refusal
+from lambdaserve.catalog.repository import check_model_name
+from lambdaserve.errors import InvalidInput
+from lambdaserve.protocol.grpc import kserve
+from lambdaserve.publishing.management import ModelManager
+
+# Requests of one stream in flight at once: enough to fill a batch, bounded against a flood.
+STREAM_WINDOW = 64
+
+
+class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore[misc]
+    def __init__(
+        self,
+        plane: InferenceDataPlane,
+        manager: Callable[[], ModelManager] | None = None,
+    ) -> None:
+        self._plane = plane
+        self._manager = manager
+
+    @unary
+    async def ServerLive(self, request: pb.ServerLiveRequest, context: Context) -> Any:
+        return pb.ServerLiveResponse(live=True)
+
+    @unary
+    async def ServerReady(self, request: pb.ServerReadyRequest, context: Context) -> Any:
+        return pb.ServerReadyResponse(ready=await self._plane.ready())
+
+    @unary
+    async def ServerMetadata(self, request: pb.ServerMetadataRequest, context: Context) -> Any:
+        document = self._plane.server_metadata()
+        return pb.ServerMetadataResponse(
+            name=document["name"], version=document["version"], extensions=document["extensions"]
+        )
+
+    @unary
+    async def ModelReady(self, request: pb.ModelReadyRequest, context: Context) -> Any:
+        # READY means it answers: the probe loads the version; a failure is "not ready"
+        try:
+            await self._plane.model_ready(request.name, request.version)
+        except Exception:
+            return pb.ModelReadyResponse(ready=False)
+        return pb.ModelReadyResponse(ready=True)
+
+    @unary
+    async def ModelMetadata(self, request: pb.ModelMetadataRequest, context: Context) -> Any:
+        return kserve.model_metadata(
+            await self._plane.model_metadata(request.name, request.version)
+        )
+
+    @unary
+    async def ModelConfig(self, request: pb.ModelConfigRequest, context: Context) -> Any:
+        return kserve.model_config(await self._plane.model_config(request.name, request.version))
+
+    @unary
+    async def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: Context) -> Any:
+        return kserve.model_statistics(await self._plane.model_stats(request.name, request.version))
+
+    @unary
+    async def ModelInfer(self, request: pb.ModelInferRequest, context: Context) -> Any:
+        return await self._infer(request)
+
+    async def ModelStreamInfer(
+        self, requests: AsyncIterator[pb.ModelInferRequest], context: Context
+    ) -> AsyncIterator[pb.ModelStreamInferResponse]:
+        """Each request answered as it completes (requests of a stream batch together);
+        a failed request is an in-band error, and the stream goes on."""
+        answers: asyncio.Queue[pb.ModelStreamInferResponse | None] = asyncio.Queue()
+        window = asyncio.Semaphore(STREAM_WINDOW)
+        running: set[asyncio.Task[None]] = set()
+
+        async def answer(request: pb.ModelInferRequest) -> None:
+            try:
+                response = pb.ModelStreamInferResponse(infer_response=await self._infer(request))
+            except Exception as exc:
+                response = pb.ModelStreamInferResponse(error_message=error_text(exc))
+            finally:
+                window.release()
+            await answers.put(response)
+
+        async def read() -> None:
+            try:
+                async for request in requests:
+                    await window.acquire()
+                    task = asyncio.create_task(answer(request))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                if running:
+                    await asyncio.gather(*running)
+            finally:
+                await answers.put(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while (response := await answers.get()) is not None:
+                yield response
+        finally:
+            reader.cancel()
+            for task in list(running):
+                task.cancel()
+
+    async def _infer(self, request: pb.ModelInferRequest) -> pb.ModelInferResponse:
+        model = check_model_name(request.model_name)
+        number = await self._plane.version_number(model, request.model_version)
+        decoded = kserve.infer_request(request)
+        inferred = await self._plane.infer(model, number, decoded)
+        return kserve.infer_response(model, inferred.version, decoded.id, inferred.outputs)
+
+    @unary
+    async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Context) -> Any:
+        manager = self._management()
+        entries = await asyncio.to_thread(manager.index, request.ready)
+        response = pb.RepositoryIndexResponse()
+        for entry in entries:
+            response.models.add(
+                name=entry.name, version=str(entry.version), state=entry.state, reason=entry.reason
+            )
+        return response
+
+    @unary
+    async def RepositoryModelLoad(
+        self, request: pb.RepositoryModelLoadRequest, context: Context
+    ) -> Any:
+        manager = self._management()
+        name = check_model_name(request.model_name)
+        body = {"parameters": _repository_parameters(request.parameters)}
+        await asyncio.to_thread(load_model, manager, name, body)
+        self._plane.server().resolver.forget(name)
+        return pb.RepositoryModelLoadResponse()
+
+    @unary
+    async def RepositoryModelUnload(
+        self, request: pb.RepositoryModelUnloadRequest, context: Context
+    ) -> Any:
+        manager = self._management()
+        name = check_model_name(request.model_name)
+        await asyncio.to_thread(manager.unload, name)
+        self._plane.server().resolver.forget(name)
+        return pb.RepositoryModelUnloadResponse()
+
+    def _management(self) -> ModelManager:
+        if self._manager is None:
+            raise InvalidInput(
+                "model management over gRPC is off on this server: start `lambdaserve serve` "
+                "with --grpc-management (its task role needs the manage function's "
+                "permissions), or use the management API, IAM-authorised when deployed"
+            )
+        return self._manager()
+
+    @unary
+    async def SystemSharedMemoryStatus(
+        self, request: pb.SystemSharedMemoryStatusRequest, context: Context
+    ) -> Any:
+        if request.name:
+            raise InvalidInput(f"Unable to find system shared memory region: '{request.name}'")
+        return pb.SystemSharedMemoryStatusResponse()
+
+    @unary
+    async def SystemSharedMemoryRegister(
+        self, request: pb.SystemSharedMemoryRegisterRequest, context: Context
+    ) -> Any:
+        raise shared_memory_refusal("system")
+
+    @unary
+    async def SystemSharedMemoryUnregister(
+        self, request: pb.SystemSharedMemoryUnregisterRequest, context: Context
+    ) -> Any:
+        return pb.SystemSharedMemoryUnregisterResponse()
+
+    @unary
+    async def CudaSharedMemoryStatus(
+        self, request: pb.CudaSharedMemoryStatusRequest, context: Context
+    ) -> Any:
+        if request.name:
+            raise InvalidInput(f"Unable to find CUDA shared memory region: '{request.name}'")
+        return pb.CudaSharedMemoryStatusResponse()
+
+    @unary
+    async def CudaSharedMemoryRegister(
+        self, request: pb.CudaSharedMemoryRegisterRequest, context: Context
+    ) -> Any:
+        raise shared_memory_refusal("CUDA")
+
+    @unary
+    async def CudaSharedMemoryUnregister(
+        self, request: pb.CudaSharedMemoryUnregisterRequest, context: Context
+    ) -> Any:
+        return pb.CudaSharedMemoryUnregisterResponse()
+
+    @unary
+    async def TraceSetting(self, request: pb.TraceSettingRequest, context: Context) -> Any:
+        if request.settings:
+            raise InvalidInput(
+                "tracing is not supported: lambdaserve reports per-request timings in "
+                "/v2/models/{m}/stats and its logs instead"
+            )
+        response = pb.TraceSettingResponse()
+        for key, value in TRACE_OFF.items():
+            values = value if isinstance(value, list) else [value]
+            response.settings[key].value.extend(values)
+        return response
+
+    @unary
+    async def LogSettings(self, request: pb.LogSettingsRequest, context: Context) -> Any:
+        if request.settings:
+            body = {
+                key: getattr(value, value.WhichOneof("parameter_choice") or "string_param")
+                for key, value in request.settings.items()
+            }
+            level = log_level(body)
+            if level is not None:
+                logging.getLogger("lambdaserve").setLevel(level)
+        response = pb.LogSettingsResponse()
+        for key, value in log_settings().items():
+            setting = response.settings[key]
+            if isinstance(value, bool):
+                setting.bool_param = value
+            elif isinstance(value, int):
+                setting.uint32_param = value
+            else:
+                setting.string_param = str(value)
+        return response
+
+
+def _repository_parameters(parameters: Any) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for key, parameter in parameters.items():
+        kind = parameter.WhichOneof("parameter_choice")
+        values[key] = getattr(parameter, kind) if kind else None
+    return values

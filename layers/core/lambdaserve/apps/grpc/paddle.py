@@ -1,0 +1,64 @@
+"""Paddle Serving's pipeline gRPC service (``PipelineService.inference``) over the data plane.
+
+Answered as the HTTP route ``POST /{name}/prediction`` answers: string keys and values in,
+the outputs as text out, errors in-band (gRPC OK with Paddle's ``err_no``), as Paddle's
+pipeline server sends them. ``Request.name`` names the model; Paddle's ``PipelineClient``
+leaves it empty (its server runs one pipeline), so an empty name means the one model this
+catalog holds, and says so when there are several.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+
+from lambdaserve.apps.data_plane import InferenceDataPlane
+from lambdaserve.apps.grpc.calls import Context, unary
+from lambdaserve.catalog.repository import check_model_name
+from lambdaserve.errors import LambdaServeError, ModelNotFound
+from lambdaserve.protocol import paddle_pipeline as rest
+from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2 as pb
+from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2_grpc as services
+
+
+def add_to(server: grpc.aio.Server, plane: InferenceDataPlane) -> None:
+    services.add_PipelineServiceServicer_to_server(PipelineServicer(plane), server)
+
+
+class PipelineServicer(services.PipelineServiceServicer):
+    def __init__(self, plane: InferenceDataPlane) -> None:
+        self._plane = plane
+
+    @unary
+    async def inference(self, request: pb.Request, context: Context) -> Any:
+        try:
+            document = await self._answer(request)
+        except LambdaServeError as exc:
+            document = rest.error_response(exc)
+        return pb.Response(
+            err_no=document["err_no"],
+            err_msg=document["err_msg"],
+            key=document["key"],
+            value=document["value"],
+        )
+
+    async def _answer(self, request: pb.Request) -> dict[str, Any]:
+        model = check_model_name(request.name or await self._only_model())
+        server = self._plane.server()
+        served = await asyncio.to_thread(server.resolver.resolve, model, None)
+        parsed = rest.parse_request(
+            {"key": list(request.key), "value": list(request.value)}, served.signature
+        )
+        inferred = await self._plane.infer(model, served.version, parsed)
+        return rest.encode_response(inferred.outputs)
+
+    async def _only_model(self) -> str:
+        names = await asyncio.to_thread(self._plane.server().resolver.catalog.all_model_names)
+        if len(names) == 1:
+            return str(names[0])
+        raise ModelNotFound(
+            f"Service name error: the request names no model and this server has "
+            f"{len(names)} ({', '.join(sorted(names)[:5])}); set Request.name to the model"
+        )

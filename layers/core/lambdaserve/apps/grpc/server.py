@@ -1,0 +1,137 @@
+"""Every peer's gRPC service on one port, in the HTTP server's own event loop.
+
+The gRPC server starts and stops with the ASGI app's lifespan (``GrpcLifespan``), so
+``lambdaserve serve`` and ``lambdaserve dev`` run it beside uvicorn in one loop: gRPC and HTTP
+requests meet in the same dynamic batcher lanes and statistics. With ``--workers N`` each
+worker process binds the port too (gRPC sets SO_REUSEPORT), and the kernel spreads
+connections across them as it spreads HTTP ones.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from lambdaserve.apps.data_plane import InferenceDataPlane
+from lambdaserve.publishing.management import ModelManager
+
+logger = logging.getLogger(__name__)
+# gRPC's own default is 4 MB each way; requests take the HTTP body limit, answers more room.
+MIN_SEND_BYTES = 64 * 1024**2
+# Services named in grpc.health.v1 (the empty name is the whole server, as load balancers ask).
+SERVICES = (
+    "",
+    "inference.GRPCInferenceService",
+    "tensorflow.serving.PredictionService",
+    "tensorflow.serving.ModelService",
+    "org.pytorch.serve.grpc.inference.InferenceAPIsService",
+    "org.pytorch.serve.grpc.management.ManagementAPIsService",
+    "baidu.paddle_serving.pipeline_serving.PipelineService",
+)
+
+
+@dataclass(frozen=True)
+class GrpcOptions:
+    host: str
+    port: int
+    max_request_bytes: int
+    # Triton's repository RPCs and TorchServe's management service; off in ``serve`` unless
+    # asked for, as the HTTP management API is IAM-guarded when deployed
+    management: Callable[[], ModelManager] | None = None
+    grace_s: float = 10.0
+    # ``--workers N``: every worker binds the port (SO_REUSEPORT); alone, a port in use fails
+    share_port: bool = False
+
+
+async def build_server(plane: InferenceDataPlane, options: GrpcOptions) -> grpc.aio.Server:
+    """The gRPC server with every service added and the port bound (not started)."""
+    from tritonclient.grpc import service_pb2_grpc
+
+    from lambdaserve.apps.grpc.kserve import KServeServicer
+
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", options.max_request_bytes),
+            ("grpc.max_send_message_length", max(options.max_request_bytes, MIN_SEND_BYTES)),
+            ("grpc.so_reuseport", 1 if options.share_port else 0),
+        ]
+    )
+    service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
+        KServeServicer(plane, options.management), server
+    )
+    _add_peer_services(server, plane, options)
+    checker = health.aio.HealthServicer()
+    for name in SERVICES:
+        await checker.set(name, health_pb2.HealthCheckResponse.SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(checker, server)
+    server.add_insecure_port(f"{options.host}:{options.port}")
+    return server
+
+
+def _add_peer_services(
+    server: grpc.aio.Server, plane: InferenceDataPlane, options: GrpcOptions
+) -> None:
+    """TF Serving's, TorchServe's and Paddle's services, from their generated stubs."""
+    from lambdaserve.apps.grpc import paddle, tfserving, torchserve
+
+    tfserving.add_to(server, plane)
+    torchserve.add_to(server, plane, options.management)
+    paddle.add_to(server, plane)
+
+
+class GrpcLifespan:
+    """An ASGI app whose lifespan also starts and drains the gRPC server.
+
+    Startup binds and starts it (a port in use fails startup, with the reason); shutdown
+    stops taking calls and gives in-flight ones ``grace_s`` to finish.
+    """
+
+    def __init__(
+        self, app: ASGIApp, plane: Callable[[], InferenceDataPlane], options: GrpcOptions
+    ) -> None:
+        self._app = app
+        self._plane = plane
+        self._options = options
+        self.server: grpc.aio.Server | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await self._app(scope, receive, send)
+            return
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self._start()
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": _why(exc, self)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await self.stop()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _start(self) -> None:
+        self.server = await build_server(self._plane(), self._options)
+        await self.server.start()
+        logger.info("gRPC on %s:%d", self._options.host, self._options.port)
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop(self._options.grace_s)
+            self.server = None
+
+
+def _why(exc: Exception, lifespan: GrpcLifespan) -> str:
+    options: Any = lifespan._options
+    return (
+        f"gRPC could not listen on {options.host}:{options.port} ({exc}); free the port or "
+        "choose another with --grpc-port (0 turns gRPC off)"
+    )

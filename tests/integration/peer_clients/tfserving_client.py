@@ -1,0 +1,107 @@
+"""TF Serving's own client: tensorflow-serving-api's stubs and TensorFlow's tensor helpers
+(tf.make_tensor_proto / tf.make_ndarray), unchanged, against a gRPC URL.
+
+    python tfserving_client.py HOST:PORT '[{"rpc": "predict", ...}, ...]'
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import grpc
+import numpy as np
+import tensorflow as tf
+from tensorflow_serving.apis import (
+    get_model_metadata_pb2,
+    get_model_status_pb2,
+    model_service_pb2_grpc,
+    predict_pb2,
+    prediction_service_pb2_grpc,
+)
+
+
+def spec(target: Any, call: dict[str, Any]) -> None:
+    target.name = call["model"]
+    if "version" in call:
+        target.version.value = call["version"]
+    if "label" in call:
+        target.version_label = call["label"]
+    if "signature" in call:
+        target.signature_name = call["signature"]
+
+
+def tensor(value: dict[str, Any], typed: bool) -> Any:
+    array = np.array(value["data"], dtype=value["dtype"])
+    if value["dtype"] == "object":
+        array = np.array([v.encode() for v in value["data"]], dtype=object)
+    if not typed:
+        return tf.make_tensor_proto(array)
+    proto = tf.make_tensor_proto(array)
+    proto.ClearField("tensor_content")
+    getattr(proto, {"float32": "float_val", "int64": "int64_val"}[value["dtype"]]).extend(
+        array.reshape(-1).tolist()
+    )
+    return proto
+
+
+def run(channel: grpc.Channel, call: dict[str, Any]) -> dict[str, Any]:
+    prediction = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    if call["rpc"] == "predict":
+        request = predict_pb2.PredictRequest()
+        spec(request.model_spec, call)
+        for name, value in call["inputs"].items():
+            request.inputs[name].CopyFrom(tensor(value, call.get("typed", False)))
+        request.output_filter.extend(call.get("output_filter", []))
+        response = prediction.Predict(request, timeout=30)
+        outputs = {}
+        for name, proto in response.outputs.items():
+            array = tf.make_ndarray(proto)
+            outputs[name] = (
+                [v.decode() for v in array.reshape(-1)] if array.dtype == object else array.tolist()
+            )
+        return {"outputs": outputs, "version": response.model_spec.version.value}
+    if call["rpc"] == "metadata":
+        request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+        spec(request.model_spec, call)
+        response = prediction.GetModelMetadata(request, timeout=30)
+        signatures = get_model_metadata_pb2.SignatureDefMap()
+        response.metadata["signature_def"].Unpack(signatures)
+        signature = signatures.signature_def["serving_default"]
+        return {
+            "inputs": {
+                k: [tf.dtypes.as_dtype(v.dtype).name, [d.size for d in v.tensor_shape.dim]]
+                for k, v in signature.inputs.items()
+            },
+            "outputs": sorted(signature.outputs),
+            "method": signature.method_name,
+            "version": response.model_spec.version.value,
+        }
+    if call["rpc"] == "status":
+        request = get_model_status_pb2.GetModelStatusRequest()
+        spec(request.model_spec, call)
+        response = model_service_pb2_grpc.ModelServiceStub(channel).GetModelStatus(request)
+        return {
+            "versions": [
+                [s.version, get_model_status_pb2.ModelVersionStatus.State.Name(s.state)]
+                for s in response.model_version_status
+            ]
+        }
+    raise ValueError(call["rpc"])
+
+
+def main() -> None:
+    url, calls = sys.argv[1], json.loads(sys.argv[2])
+    answers = []
+    with grpc.insecure_channel(url) as channel:
+        for call in calls:
+            try:
+                answers.append({"ok": True, **run(channel, call)})
+            except grpc.RpcError as error:
+                answers.append({"ok": False, "code": error.code().name, "details": error.details()})
+    print(json.dumps(answers))
+
+
+if __name__ == "__main__":
+    main()
