@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import subprocess
 import sys
@@ -22,7 +23,13 @@ CLIENTS = Path(__file__).parent / "peer_clients"
 MLP = builders.onnx_mlp(4, 3)
 
 
-def peer(script: str, url: str, calls: list[dict[str, Any]], *args: str) -> list[dict[str, Any]]:
+def needs(package: str) -> None:
+    """Skip without ``package``, never importing it here: its protos are the peer's own."""
+    if importlib.util.find_spec(package) is None:
+        pytest.skip(f"{package} is not installed (make test installs it)")
+
+
+def peer(script: str, url: str, calls: Any, *args: str) -> Any:
     done = subprocess.run(
         [sys.executable, str(CLIENTS / script), url, json.dumps(calls), *args],
         capture_output=True,
@@ -31,11 +38,11 @@ def peer(script: str, url: str, calls: list[dict[str, Any]], *args: str) -> list
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def test_tf_servings_own_client_predicts_reads_metadata_and_status(stack):
-    pytest.importorskip("tensorflow_serving")
+    needs("tensorflow_serving")
     pytest.importorskip("openvino")
     # Given an ONNX model with a version label, and a SavedModel in TF Serving's layout
     stack.put("models/mlp/1/model.onnx", MLP)
@@ -113,7 +120,6 @@ def test_tf_servings_own_client_predicts_reads_metadata_and_status(stack):
 def torchserve_stubs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """TorchServe's inference.proto and management.proto, from the model-server.jar inside
     its own wheel, compiled with grpcio-tools."""
-    import importlib.util
     import zipfile
 
     grpc_tools = pytest.importorskip("grpc_tools.protoc")
@@ -201,3 +207,95 @@ def test_torchserves_grpc_clients_ping_predict_and_manage(stack, torchserve_stub
     ], answers[9:]
     assert "aws s3 cp" in answers[11]["details"]
     assert "no workers to scale" in answers[12]["details"]
+
+
+def test_the_kserve_sdks_grpc_client_infers_raw_and_typed(stack):
+    needs("kserve")
+    stack.put("models/mlp/1/model.onnx", MLP)
+    stack.wait_state("mlp", 1, "READY")
+    rows = np.random.default_rng(17).random((2, 4), dtype=np.float32)
+    want = ort.InferenceSession(MLP).run(None, {"INPUT__0": rows})[0]
+    with lambdaserve_serve() as served:
+        done = subprocess.run(
+            [
+                sys.executable,
+                str(CLIENTS / "kserve_client.py"),
+                served.grpc_url,
+                json.dumps({"model": "mlp", "input": "INPUT__0", "rows": rows.tolist()}),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answers["live"] and answers["ready"] and answers["model_ready"]
+    for binary in ("True", "False"):
+        answer = answers[f"binary={binary}"]
+        assert answer["id"] == "k-1"
+        np.testing.assert_allclose(answer["outputs"]["OUTPUT__0"], want, rtol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def paddle_stubs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Paddle Serving's pipeline service, compiled from the descriptor its own wheel carries
+    (paddle_serving_server's generated module: protobuf 3 code, so only its descriptor is
+    used). make test downloads the wheel into .venv/peer-wheels."""
+    import ast
+    import re
+    import zipfile
+
+    from google.protobuf import descriptor_pb2
+
+    grpc_tools = pytest.importorskip("grpc_tools.protoc")
+    wheels = sorted((Path(sys.prefix) / "peer-wheels").glob("paddle_serving_server-*.whl"))
+    if not wheels:
+        pytest.skip("Paddle Serving's wheel is not downloaded (make test downloads it)")
+    module = "paddle_serving_server/pipeline/proto/pipeline_service_pb2.py"
+    with zipfile.ZipFile(wheels[-1]) as archive:
+        source = archive.read(module).decode()
+    literal = re.search(r"serialized_pb=(b'.*?')\n?\s*\)", source, re.S)
+    assert literal is not None
+    descriptor = descriptor_pb2.FileDescriptorProto.FromString(ast.literal_eval(literal[1]))
+    work = tmp_path_factory.mktemp("paddle-stubs")
+    descriptors = work / "pipeline_service.pb"
+    descriptors.write_bytes(descriptor_pb2.FileDescriptorSet(file=[descriptor]).SerializeToString())
+    code = grpc_tools.main(
+        [
+            "protoc",
+            f"--descriptor_set_in={descriptors}",
+            f"--python_out={work}",
+            f"--grpc_python_out={work}",
+            descriptor.name,
+        ]
+    )
+    assert code == 0
+    return work
+
+
+def test_paddles_pipeline_grpc_call_is_answered_as_its_http_route(stack, paddle_stubs):
+    stack.put("models/mlp/1/model.onnx", MLP)
+    stack.wait_state("mlp", 1, "READY")
+    rows = np.random.default_rng(19).random((1, 4), dtype=np.float32)
+    want = ort.InferenceSession(MLP).run(None, {"INPUT__0": rows})[0]
+    with lambdaserve_serve() as served:
+
+        def call(**fields: Any) -> dict[str, Any]:
+            answer: dict[str, Any] = peer(
+                "paddle_client.py", served.grpc_url, fields, str(paddle_stubs)
+            )
+            return answer
+
+        # PipelineClient names no service: the one model of this catalog answers
+        unnamed = call(feed={"INPUT__0": rows.tolist()})
+        named = call(feed={"INPUT__0": rows.tolist()}, name="mlp")
+        wrong_key = call(feed={"x": rows.tolist()}, name="mlp")
+        unknown = call(feed={"INPUT__0": rows.tolist()}, name="nope")
+    for answer in (unnamed, named):
+        assert answer["err_no"] == 0, answer
+        assert answer["key"] == ["OUTPUT__0"]
+        np.testing.assert_allclose(json.loads(answer["value"][0]), want, rtol=1e-5)
+    # errors in-band, with Paddle's numbers, as its pipeline server answers them
+    assert wrong_key["err_no"] == 5000 and "INPUT__0" in wrong_key["err_msg"]
+    assert unknown["err_no"] == 3002

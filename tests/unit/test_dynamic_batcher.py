@@ -318,3 +318,29 @@ def test_the_queue_policy_holds_from_a_lanes_very_first_requests():
     # Then one waits its turn and the other finds the queue full
     results = run(scenario())
     assert sorted(type(r).__name__ for r in results) == ["BatchResult", "QueueRejected"]
+
+
+def test_a_request_whose_caller_went_away_leaves_the_queue_and_frees_its_place():
+    # Given a queue of one place, taken by a request waiting behind a running one
+    blocking = Blocking()
+    policy = BatchPolicy(max_batch_size=1, queue=QueuePolicy(max_queue_size=1))
+
+    async def scenario():
+        batcher = DynamicBatcher(blocking, lambda m, v: policy, in_thread)
+        running = await queue_behind_a_running_request(batcher, blocking)
+        abandoned = asyncio.get_running_loop().create_task(batcher.submit("m", None, row(1)))
+        while batcher.waiting() != {("m", None): 1}:
+            await asyncio.sleep(0)
+        # When its caller goes away (a client that disconnected, a gRPC deadline)
+        abandoned.cancel()
+        await asyncio.sleep(0)
+        # Then another request takes the place instead of being refused, and the abandoned
+        # request never runs
+        taking = asyncio.get_running_loop().create_task(batcher.submit("m", None, row(2)))
+        await asyncio.sleep(0)
+        blocking.release.set()
+        return await running, await taking
+
+    first, second = run(scenario())
+    assert (first.outputs["y"][0, 0], second.outputs["y"][0, 0]) == (0, 2)
+    assert 1.0 not in blocking.order

@@ -116,6 +116,7 @@ class DynamicBatcher:
                     lane.last_run_s = self._clock() - started
         now = self._clock()
         timeout = 0.0
+        _forget_abandoned(lane)
         if policy is not None:
             limit = policy.queue.max_queue_size
             if limit and len(lane.pending) >= limit:
@@ -158,6 +159,7 @@ class DynamicBatcher:
                         if not waiting.future.done():
                             waiting.future.set_exception(exc)
                     break
+                _forget_abandoned(lane)
                 await self._expire(model, version, lane, policy)
                 if not lane.pending:
                     break
@@ -241,6 +243,13 @@ class DynamicBatcher:
         for pending, result in zip(taken, results, strict=True):
             if not pending.future.done():
                 pending.future.set_result(result)
+
+
+def _forget_abandoned(lane: _Lane) -> None:
+    """Requests whose caller went away (a client that disconnected, a gRPC deadline): they
+    leave the queue, so they neither run nor hold a place under max_queue_size."""
+    if any(p.future.cancelled() for p in lane.pending):
+        lane.pending = deque(p for p in lane.pending if not p.future.cancelled())
 
 
 def _deadlines(lane: _Lane) -> list[float]:
