@@ -7,7 +7,7 @@ TORCH  ?= 0
 
 .PHONY: help dev test test-localstack validate lint install-dev install-test install-torch \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
-	bench-pipelines bench-validate robustness clean
+	bench-pipelines bench-validate bench-grpc robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -100,6 +100,10 @@ bench-peers: install-test ## side by side with TorchServe and Triton
 	  || echo "bench-peers: no wrk; using the Python load generator"
 	$(BIN)/pip install -q 'matplotlib>=3.8'
 	$(BIN)/python scripts/bench_peers.py $(ARGS)
+	$(BIN)/python scripts/bench_grpc.py
+
+bench-grpc: install-test ## gRPC: lambdaserve serve vs Triton's gRPC front end (pytriton), and vs its HTTP path
+	$(BIN)/python scripts/bench_grpc.py $(ARGS)
 
 # A 3-step ensemble (Python pre -> ONNX -> Python post) vs its steps called directly, the
 # Lambda warm path, and `serve` beside a TorchServe workflow and a pytriton callable at c=1, 32.

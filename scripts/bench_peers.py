@@ -336,7 +336,7 @@ def start_triton(
     venv = _venv("triton", ["nvidia-pytriton==0.7.0", "onnxruntime", "numpy"])
     home = work / "triton"
     home.mkdir(exist_ok=True)
-    http_port = free_port()
+    http_port, grpc_port = free_port(), free_port()
     python = venv / "bin" / "python"
     env = pytriton_env(python, home)
     process = _spawn(
@@ -345,7 +345,7 @@ def start_triton(
             str(HERE / "pytriton_server.py"),
             str(model),
             str(http_port),
-            str(free_port()),
+            str(grpc_port),
             str(free_port()),
             str(delay_ms * 1000),
             str(instances),
@@ -353,7 +353,8 @@ def start_triton(
         env,
         home / "triton.out",
     )
-    return v2_server("triton", process, http_port, row, {"instances": instances})
+    extra = {"instances": instances, "grpc_port": grpc_port}
+    return v2_server("triton", process, http_port, row, extra)
 
 
 class Ours:
@@ -388,7 +389,7 @@ class Ours:
             Bucket="lambdaserve-models", Key="models/mlp/config.pbtxt", Body=config.encode()
         )
         time.sleep(3)  # the event pump reconciles the config into the catalog
-        port = free_port()
+        port, grpc_port = free_port(), free_port()
         env = {
             **os.environ,
             "AWS_ENDPOINT_URL": self._endpoint,
@@ -409,11 +410,14 @@ class Ours:
                 str(port),
                 "--workers",
                 str(workers),
+                "--grpc-port",
+                str(grpc_port),
             ],
             env,
             work / "ours.out",
         )
-        return v2_server("lambdaserve", process, port, row, {"workers": workers})
+        extra = {"workers": workers, "grpc_port": grpc_port}
+        return v2_server("lambdaserve", process, port, row, extra)
 
     def close(self) -> None:
         self._stack.send_signal(signal.SIGINT)

@@ -1,0 +1,183 @@
+"""gRPC side by side: `lambdaserve serve --grpc-port` against Triton's own gRPC front end
+(nvidia-pytriton's bundled tritonserver), one run, this machine, ratios; and lambdaserve's own
+gRPC path beside its HTTP path (binary tensors) on the same server.
+
+The model, the request and the batching are those of `bench_peers.py` (MLP 784->256->10, one
+row of 784 floats, max batch 8, delay 0): a `ModelInferRequest` with the row in
+`raw_input_contents` (what tritonclient sends), serialized once and sent as bytes by a
+grpc.aio load generator (concurrency 1, 8, 32 calls in flight on one channel, as one
+tritonclient.grpc.aio client), so client-side encoding costs both servers the same. Every
+point checks an answer against onnxruntime run directly.
+
+    python scripts/bench_grpc.py [--seconds 10] [--peers lambdaserve,triton]
+
+Writes bench/results/grpc-<time>.json; `make bench-peers` runs it after bench_peers.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+from bench_batching import load_python
+from bench_peers import RESULTS, Ours, Running, _wait_answering, build_models, start_triton, stop
+from tritonclient.grpc import service_pb2
+
+CONCURRENCY = (1, 8, 32)
+INFER = "/inference.GRPCInferenceService/ModelInfer"
+
+
+def request_bytes(row: np.ndarray) -> bytes:
+    message = service_pb2.ModelInferRequest(model_name="mlp")
+    message.inputs.add(name="INPUT__0", datatype="FP32", shape=list(row.shape))
+    message.raw_input_contents.append(row.astype("<f4").tobytes())
+    return message.SerializeToString()
+
+
+def answer(raw: bytes) -> np.ndarray:
+    response = service_pb2.ModelInferResponse.FromString(raw)
+    return np.frombuffer(response.raw_output_contents[0], "<f4").reshape(1, -1)
+
+
+async def _load(url: str, body: bytes, concurrency: int, seconds: float) -> dict[str, float]:
+    options = [("grpc.max_receive_message_length", 64 * 1024**2)]
+    async with grpc.aio.insecure_channel(url, options=options) as channel:
+        call = channel.unary_unary(INFER)  # bytes in, bytes out: no client-side encoding
+        await call(body)
+        latencies: list[float] = []
+        errors = 0
+        deadline = time.monotonic() + seconds
+
+        async def worker() -> None:
+            nonlocal errors
+            while time.monotonic() < deadline:
+                started = time.perf_counter()
+                try:
+                    await call(body, timeout=30)
+                except grpc.aio.AioRpcError:
+                    errors += 1
+                    continue
+                latencies.append(time.perf_counter() - started)
+
+        started = time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.monotonic() - started
+    latencies.sort()
+    return {
+        "rps": round(len(latencies) / elapsed, 1),
+        "p50_ms": round(statistics.median(latencies) * 1000, 3),
+        "p99_ms": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 3),
+        "errors": errors,
+        "requests": len(latencies),
+    }
+
+
+def check(url: str, body: bytes, expected: np.ndarray) -> None:
+    async def once() -> bytes:
+        async with grpc.aio.insecure_channel(url) as channel:
+            raw: bytes = await channel.unary_unary(INFER)(body, timeout=30)
+            return raw
+
+    np.testing.assert_allclose(answer(asyncio.run(once())), expected, rtol=1e-4, atol=1e-6)
+
+
+def measure(
+    running: Running, expected: np.ndarray, body: bytes, seconds: int
+) -> list[dict[str, Any]]:
+    url = f"127.0.0.1:{running.extra['grpc_port']}"
+    points = []
+    try:
+        _wait_answering(running, expected)
+        check(url, body, expected)
+        asyncio.run(_load(url, body, 4, 2))  # warm-up
+        for concurrency in CONCURRENCY:
+            result = asyncio.run(_load(url, body, concurrency, seconds))
+            check(url, body, expected)
+            points.append(
+                {"server": running.name, "protocol": "grpc", "concurrency": concurrency, **result}
+            )
+            print(json.dumps(points[-1]), flush=True)
+        if running.name == "lambdaserve":  # the same server's HTTP path, binary tensors, c=1
+            call = running.calls["binary"]
+            http = load_python(
+                running.port, call.body, 1, seconds, path=running.path, headers=call.headers
+            )
+            measured = {
+                "rps": round(http["req_s"], 1),
+                "p50_ms": round(http["p50_ms"], 3),
+                "p99_ms": round(http["p99_ms"], 3),
+                "errors": http["errors"],
+            }
+            points.append(
+                {"server": running.name, "protocol": "http-binary", "concurrency": 1, **measured}
+            )
+            print(json.dumps(points[-1]), flush=True)
+    finally:
+        stop(running)
+    return points
+
+
+def table(points: list[dict[str, Any]]) -> str:
+    by = {(p["server"], p["protocol"], p["concurrency"]): p for p in points}
+    lines = [
+        "| concurrency | lambdaserve gRPC req/s | p50 / p99 ms | Triton (pytriton) gRPC req/s "
+        "| p50 / p99 ms | req/s ratio |",
+        "|---|---|---|---|---|---|",
+    ]
+    for concurrency in CONCURRENCY:
+        ours = by.get(("lambdaserve", "grpc", concurrency))
+        triton = by.get(("triton", "grpc", concurrency))
+        if ours is None or triton is None:
+            continue
+        lines.append(
+            f"| {concurrency} | {ours['rps']} | {ours['p50_ms']} / {ours['p99_ms']} | "
+            f"{triton['rps']} | {triton['p50_ms']} / {triton['p99_ms']} | "
+            f"{ours['rps'] / triton['rps']:.2f}x |"
+        )
+    http = by.get(("lambdaserve", "http-binary", 1))
+    grpc1 = by.get(("lambdaserve", "grpc", 1))
+    if http and grpc1:
+        lines.append(
+            f"\nlambdaserve at c=1: gRPC p50 {grpc1['p50_ms']} ms vs HTTP (binary) p50 "
+            f"{http['p50_ms']} ms; gRPC/HTTP req/s {grpc1['rps'] / http['rps']:.2f}x"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--peers", default="lambdaserve,triton")
+    parser.add_argument("--workers", type=int, default=2, help="Triton instances")
+    args = parser.parse_args()
+    wanted = args.peers.split(",")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    points: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        onnx_path, _, row, expected = build_models(work)
+        body = request_bytes(row)
+        if "lambdaserve" in wanted:
+            ours = Ours(onnx_path)
+            try:
+                points += measure(ours.start(work, 0, row, 1), expected, body, args.seconds)
+            finally:
+                ours.close()
+        if "triton" in wanted:
+            running = start_triton(work, onnx_path, 0, row, args.workers)
+            points += measure(running, expected, body, args.seconds)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    (RESULTS / f"grpc-{stamp}.json").write_text(json.dumps(points, indent=1))
+    print(table(points))
+
+
+if __name__ == "__main__":
+    main()
