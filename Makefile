@@ -28,9 +28,9 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	@echo "make: installing lambdaserve with the test tools (pytest, schemathesis, ruff, mypy, cfn-lint, awscli), OpenVINO, torch==2.13.0 (CPU) and the peers' clients into $(VENV) ..."
 	$(BIN)/pip install -q -e '.[dev,torch]'
-	# TF Serving's client stubs; their `tensorflow` requirement is met by tensorflow-cpu
+	@# TF Serving's client stubs; their `tensorflow` requirement is met by tensorflow-cpu
 	$(BIN)/pip install -q --no-deps 'tensorflow-serving-api==2.20.*'
-	# Paddle Serving's pipeline stubs (its wheel pins an old protobuf: only the file is used)
+	@# Paddle Serving's pipeline stubs (its wheel pins an old protobuf: only the file is used)
 	$(BIN)/pip download -q --no-deps -d $(VENV)/peer-wheels 'paddle-serving-server==0.9.0'
 	touch $@ $(VENV)/.dev-installed $(VENV)/.torch-installed
 

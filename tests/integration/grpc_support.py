@@ -72,6 +72,13 @@ SLOW_CONFIG = b"""backend: "python"
 input [{ name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] }]
 output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] }]
 """
+# one running, one waiting, the next refused (Triton's default_queue_policy)
+SLOW_QUEUE_CONFIG = b"""backend: "python"
+max_batch_size: 1
+input [{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] }]
+output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] }]
+dynamic_batching { default_queue_policy { max_queue_size: 1 } }
+"""
 
 
 @dataclass(frozen=True)

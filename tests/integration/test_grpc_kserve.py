@@ -27,6 +27,7 @@ from tests.integration.grpc_support import (
     DATATYPES,
     SLOW_CONFIG,
     SLOW_MODEL,
+    SLOW_QUEUE_CONFIG,
     lambdaserve_serve,
     onnx_identities,
 )
@@ -70,8 +71,15 @@ def test_every_rpc_answers_as_triton_with_tritonclient_grpc(stack):
         np.testing.assert_allclose(result.as_numpy("OUTPUT__0"), expected, rtol=1e-6)
         response = result.get_response(as_json=True)
         assert response["id"] == "r-1" and response["model_version"] == "1"
+        # Triton's classification extension: the top classes as "score:index"
+        top = client.infer(
+            "mlp", [_mlp_input(rows)], outputs=[grpcclient.InferRequestedOutput("OUTPUT__0", 2)]
+        ).as_numpy("OUTPUT__0")
+        assert top.shape == (2, 2)
+        for row, classes in zip(expected, top, strict=True):
+            assert [int(c.decode().split(":")[1]) for c in classes] == list(np.argsort(-row)[:2])
         stats = client.get_inference_statistics("mlp", as_json=True)["model_stats"][0]
-        assert stats["name"] == "mlp" and stats["inference_stats"]["success"]["count"] == "1"
+        assert stats["name"] == "mlp" and stats["inference_stats"]["success"]["count"] == "2"
         # And the extensions answer as the HTTP API does
         assert client.get_system_shared_memory_status(as_json=True) == {}
         client.unregister_system_shared_memory()
@@ -249,8 +257,11 @@ def test_errors_have_their_grpc_codes_and_the_server_keeps_serving(stack):
     stack.put("models/mlp/1/model.onnx", MLP)
     stack.put("models/slow/config.pbtxt", SLOW_CONFIG)
     stack.put("models/slow/1/model.py", SLOW_MODEL)
+    stack.put("models/slowq/config.pbtxt", SLOW_QUEUE_CONFIG)
+    stack.put("models/slowq/1/model.py", SLOW_MODEL)
     stack.wait_state("mlp", 1, "READY")
     stack.wait_state("slow", 1, "READY")
+    stack.wait_state("slowq", 1, "READY")
     good = np.ones((1, 4), np.float32)
     with lambdaserve_serve() as served, grpc.insecure_channel(served.grpc_url) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
@@ -293,6 +304,21 @@ def test_errors_have_their_grpc_codes_and_the_server_keeps_serving(stack):
         started = time.monotonic()
         assert code_of(slow, timeout=0.5)[0] == grpc.StatusCode.DEADLINE_EXCEEDED
         assert time.monotonic() - started < 2.5
+        # a full queue (the model's queue policy): RESOURCE_EXHAUSTED, in Triton's words
+        queued = service_pb2.ModelInferRequest(model_name="slowq")
+        queued.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 1])
+        queued.raw_input_contents.append(np.array([[2.0]], np.float32).tobytes())
+        assert served.client().is_model_ready("slowq")
+        running = stub.ModelInfer.future(queued)  # runs for two seconds
+        time.sleep(1.0)  # ample time to be taken off the queue and run
+        waiting = stub.ModelInfer.future(queued)  # takes the one place in the queue
+        time.sleep(0.3)
+        third = stub.ModelInfer.future(queued)
+        failures = [third.exception(30), running.exception(30), waiting.exception(30)]
+        refused = [f for f in failures if f is not None]
+        assert len(refused) == 1 and failures[0] is not None, failures
+        assert refused[0].code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "Exceeds maximum queue size" in refused[0].details()
         # And after all that the server answers as before
         answer = stub.ModelInfer(request())
         assert answer.model_name == "mlp" and len(answer.raw_output_contents) == 1

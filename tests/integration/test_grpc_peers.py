@@ -16,7 +16,7 @@ import onnxruntime as ort
 import pytest
 
 from tests import builders
-from tests.integration.grpc_support import lambdaserve_serve
+from tests.integration.grpc_support import DATATYPES, lambdaserve_serve, onnx_identities
 from tests.integration.test_peer_models import expected, upload
 
 CLIENTS = Path(__file__).parent / "peer_clients"
@@ -54,6 +54,27 @@ def test_tf_servings_own_client_predicts_reads_metadata_and_status(stack):
     x = expected("savedmodel_mlp", "inputs", "x")
     y = expected("savedmodel_mlp", "outputs", "y")
     mlp_input = {"INPUT__0": {"data": rows.tolist(), "dtype": "float32"}}
+    # and a model that returns every datatype as it came, for TensorFlow's own dtypes
+    stack.put("models/identities/1/model.onnx", onnx_identities())
+    stack.put("models/bf16/1/model.onnx", builders.onnx_bf16(2))
+    stack.wait_state("identities", 1, "READY")
+    stack.wait_state("bf16", 1, "READY")
+    values = {
+        name: [[1, 0], [0, 1]]
+        if name == "BOOL"
+        else [["a", "bc"], ["", "d"]]
+        if name == "BYTES"
+        else [[1, 2], [3, 4]]
+        for name in DATATYPES
+    }
+    identities_in = {
+        f"in_{name}": {
+            "data": values[name],
+            "dtype": "object" if name == "BYTES" else np.dtype(dtype).name,
+        }
+        for name, (_, dtype) in DATATYPES.items()
+    }
+    bf16_in = {"x": {"data": [[0.5, 1.5], [2.0, -3.0]], "dtype": "bfloat16"}}
     with lambdaserve_serve() as served:
         # When TF Serving's client calls every RPC it has
         answers = peer(
@@ -82,6 +103,9 @@ def test_tf_servings_own_client_predicts_reads_metadata_and_status(stack):
                 },
                 {"rpc": "predict", "model": "mlp", "signature": "other", "inputs": mlp_input},
                 {"rpc": "status", "model": "nope"},
+                {"rpc": "classify", "model": "mlp"},
+                {"rpc": "predict", "model": "identities", "inputs": identities_in},
+                {"rpc": "predict", "model": "bf16", "inputs": bf16_in},
             ],
         )
     # Then predictions equal ONNX Runtime's and TensorFlow's own, by every way to name a version
@@ -103,7 +127,7 @@ def test_tf_servings_own_client_predicts_reads_metadata_and_status(stack):
     assert answers[6]["ok"] and "x" in answers[6]["inputs"]
     assert answers[7] == {"ok": True, "versions": [[1, "AVAILABLE"]]}
     # and errors carry TF Serving's codes
-    codes = [(a["code"], a["details"]) for a in answers[8:]]
+    codes = [(a["code"], a["details"]) for a in answers[8:14]]
     assert [c for c, _ in codes] == [
         "NOT_FOUND",
         "NOT_FOUND",
@@ -114,6 +138,22 @@ def test_tf_servings_own_client_predicts_reads_metadata_and_status(stack):
     ], codes
     assert "wrong" in codes[3][1] and "INPUT__0" in codes[3][1]
     assert "signature" in codes[4][1].lower()
+    # Classify answers, as the REST API does, that the model's signature is a predict one
+    assert answers[14]["code"] == "INVALID_ARGUMENT" and "Predict" in answers[14]["details"]
+    # and every dtype travels as TensorFlow writes and reads it
+    identities = answers[15]
+    assert identities["ok"], identities
+    for name in DATATYPES:
+        got = identities["outputs"][f"out_{name}"]
+        expected_values = np.array(values[name]).reshape(-1).tolist()
+        if name == "BOOL":
+            expected_values = [bool(v) for v in expected_values]
+        assert got == expected_values or got == values[name], (name, got)
+    assert identities["dtypes"]["out_FP16"] == "float16"
+    assert identities["dtypes"]["out_UINT64"] == "uint64"
+    bf16 = answers[16]
+    assert bf16["ok"] and bf16["dtypes"]["doubled"] == "bfloat16"
+    assert bf16["outputs"]["doubled"] == [[1.0, 3.0], [4.0, -6.0]]
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import grpc
 import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import (
+    classification_pb2,
     get_model_metadata_pb2,
     get_model_status_pb2,
     model_service_pb2_grpc,
@@ -33,9 +34,12 @@ def spec(target: Any, call: dict[str, Any]) -> None:
 
 
 def tensor(value: dict[str, Any], typed: bool) -> Any:
-    array = np.array(value["data"], dtype=value["dtype"])
+    if value["dtype"] == "bfloat16":
+        return tf.make_tensor_proto(np.array(value["data"], np.float32), dtype=tf.bfloat16)
     if value["dtype"] == "object":
-        array = np.array([v.encode() for v in value["data"]], dtype=object)
+        strings = [[v.encode() for v in row] for row in value["data"]]
+        return tf.make_tensor_proto(np.array(strings, dtype=object))
+    array = np.array(value["data"], dtype=value["dtype"])
     if not typed:
         return tf.make_tensor_proto(array)
     proto = tf.make_tensor_proto(array)
@@ -56,12 +60,24 @@ def run(channel: grpc.Channel, call: dict[str, Any]) -> dict[str, Any]:
         request.output_filter.extend(call.get("output_filter", []))
         response = prediction.Predict(request, timeout=30)
         outputs = {}
+        dtypes = {}
         for name, proto in response.outputs.items():
             array = tf.make_ndarray(proto)
-            outputs[name] = (
-                [v.decode() for v in array.reshape(-1)] if array.dtype == object else array.tolist()
-            )
-        return {"outputs": outputs, "version": response.model_spec.version.value}
+            dtypes[name] = tf.dtypes.as_dtype(proto.dtype).name
+            if array.dtype == object:
+                outputs[name] = [v.decode() for v in array.reshape(-1)]
+            else:
+                outputs[name] = (
+                    array.astype(np.float64).tolist()
+                    if dtypes[name] == "bfloat16"
+                    else array.tolist()
+                )
+        return {"outputs": outputs, "dtypes": dtypes, "version": response.model_spec.version.value}
+    if call["rpc"] == "classify":
+        request = classification_pb2.ClassificationRequest()
+        spec(request.model_spec, call)
+        prediction.Classify(request, timeout=30)
+        return {}
     if call["rpc"] == "metadata":
         request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
         spec(request.model_spec, call)
