@@ -235,3 +235,33 @@ def test_tritonclient_compressed_requests_are_decompressed(client, algorithm):
     # Then the model sees the tensor as sent
     expected = ort.InferenceSession(MLP).run(None, {"INPUT__0": x})[0]
     assert np.allclose(result.as_numpy("OUTPUT__0"), expected, atol=1e-6)
+
+
+def test_a_request_over_max_batch_size_is_refused_as_triton_refuses_it(stack, api):
+    # Given a model whose config batches at most 16 rows
+    stack.put("models/sixteen/config.pbtxt", b"max_batch_size: 16")
+    stack.put("models/sixteen/1/model.onnx", MLP)
+    stack.wait_state("sixteen", 1, "READY")
+
+    def rows(count: int) -> httpx.Response:
+        body = {
+            "inputs": [
+                {
+                    "name": "INPUT__0",
+                    "datatype": "FP32",
+                    "shape": [count, 4],
+                    "data": np.ones((count, 4)).tolist(),
+                }
+            ]
+        }
+        return api.post("/v2/models/sixteen/infer", json=body)
+
+    # When requests of 16, 17 and 20 rows come
+    full, over, far_over = rows(16), rows(17), rows(20)
+    # Then 16 are answered, and more are refused with Triton's words and what to do
+    assert full.status_code == 200, full.text
+    for refused, count in ((over, 17), (far_over, 20)):
+        assert refused.status_code == 400
+        message = refused.json()["error"]
+        assert "inference request batch-size must be <= 16 for 'sixteen'" in message
+        assert f"{count} rows" in message and "max_batch_size" in message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
 import pytest
@@ -158,3 +159,19 @@ def test_sequence_batching_is_refused_at_publish_never_ready_then_failing(stack)
     stack.put("models/seq/1/model.onnx", builders.onnx_mlp())
     reason = stack.wait_state("seq", 1, "UNAVAILABLE")
     assert "sequence_batching is not supported" in reason
+
+
+def test_a_gpu_model_served_on_cpu_says_so_in_its_entry_and_its_load_log(stack, caplog):
+    # Given a model whose config asks for a GPU, on a machine (this one) without CUDA
+    stack.put("models/g/config.pbtxt", b"instance_group [{ kind: KIND_GPU }]")
+    stack.put("models/g/1/model.onnx", builders.onnx_mlp())
+    stack.wait_state("g", 1, "READY")
+    # Then its catalog entry says where it runs
+    [entry] = stack.api.get("/models/g/1").json()
+    assert any("KIND_GPU" in w and "CPU" in w for w in entry["configWarnings"])
+    # And loading it on CPU logs so, with the model, version and why
+    caplog.set_level(logging.WARNING, logger="lambdaserve")
+    body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [0] * 4}]}
+    assert stack.inference.post("/v2/models/g/infer", json=body).status_code == 200
+    [line] = [r.getMessage() for r in caplog.records if "KIND_GPU" in r.getMessage()]
+    assert line.startswith("g version 1 asks for a GPU") and "runs on cpu" in line

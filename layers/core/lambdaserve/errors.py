@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import re
+
+# A C++ source location and the function it names, as runtimes put them in their messages
+# (`/onnxruntime_src/onnxruntime/core/graph/model.cc:256 onnxruntime::Model::Model(...)`).
+_SOURCE = re.compile(
+    r"/?(?:[\w.+-]+/)*[\w.+-]+\.(?:cc|cpp|cxx|c|h|hpp):\d+\s+"
+    r"(?:[\w:~]+(?:<[^>]*>)?\((?:[^()]|\([^()]*\))*\)\s*)?"
+)
+# An absolute path (a scratch directory, a library's install path): its last part is enough.
+_PATH = re.compile(r"(?<![\w.:/])/(?:[^\s/:'\"]+/)+([^\s/:'\"]+)")
+
 
 def first_line(exc: BaseException, limit: int = 300) -> str:
-    """The first line of an exception's text (runtimes write pages), at most ``limit`` long."""
+    """The first line of an exception's text (runtimes write pages), at most ``limit`` long,
+    without the runtime's source locations or the paths of this machine: a reason says what
+    is wrong with the model, not where our libraries were built or our scratch space is."""
     lines = str(exc).strip().splitlines()
-    return lines[0][:limit] if lines else type(exc).__name__
+    if not lines:
+        return type(exc).__name__
+    return _PATH.sub(r"\1", _SOURCE.sub("", lines[0]))[:limit]
 
 
 class LambdaServeError(Exception):

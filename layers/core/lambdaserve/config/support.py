@@ -49,6 +49,12 @@ def warnings_for(document: dict[str, Any]) -> list[str]:
                 "default_queue_policy applies to every request"
             )
     for group in document.get("instance_group") or []:
+        if group.get("kind") == "KIND_GPU":
+            warnings.append(
+                "instance_group KIND_GPU runs on a GPU only where there is one (the ECS GPU "
+                "service, `lambdaserve serve` on a GPU host): the infer function and `lambdaserve "
+                "dev` without CUDA run it on CPU, and log so when they load it"
+            )
         count = int(group.get("count", 1) or 1)
         if count > 1:
             warnings.append(

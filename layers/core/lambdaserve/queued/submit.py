@@ -25,7 +25,7 @@ from lambdaserve.queued.results import (
     ResultRecord,
     ResultStore,
 )
-from lambdaserve.serving.binding import bind_inputs, select_outputs
+from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
 from lambdaserve.serving.model_server import ModelServer
 
 REPLY_TO = "reply_to"
@@ -70,7 +70,8 @@ class AsyncSubmitter:
         reply_to = self._reply_to(document)
         request = parse_infer_document(document, binary)  # a bad request is a 400 now
         served = self._server().resolver.resolve(model, version)  # 404 / 503 now
-        bind_inputs(request, served.signature)  # wrong shapes or names: 400 now, too
+        inputs = bind_inputs(request, served.signature)  # wrong shapes or names: 400 now, too
+        check_batch_size(inputs, model, served.config.max_batch_size)
         select_outputs(request, served.signature)
         request_id = uuid.uuid4().hex
         routing: dict[str, Any] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,23 @@ def bind_inputs(request: InferRequest, signature: Signature) -> dict[str, np.nda
             )
         bound[spec.name] = tensor.data
     return bound
+
+
+def check_batch_size(
+    inputs: Mapping[str, np.ndarray[Any, Any]], model: str, max_batch_size: int
+) -> None:
+    """Triton's limit on one request: its batch dimension at most the config's
+    ``max_batch_size`` (0: the model does not batch, and the dims are the whole shape)."""
+    first = next(iter(inputs.values()), None)
+    if max_batch_size <= 0 or first is None or not first.ndim:
+        return
+    rows = int(first.shape[0])
+    if rows > max_batch_size:
+        raise InvalidInput(
+            f"inference request batch-size must be <= {max_batch_size} for '{model}': this "
+            f"request has {rows} rows; send at most {max_batch_size} per request, or raise "
+            "max_batch_size in the model's config"
+        )
 
 
 def select_outputs(request: InferRequest, signature: Signature) -> list[str]:

@@ -52,4 +52,13 @@ def load_version(served: ServedVersion, cache: ArtifactCache, options: LoadOptio
         (created - fetched) * 1000,
         (done - created) * 1000,
     )
+    if config.instance_kind == "GPU" and loaded.device == "cpu":
+        logger.warning(
+            "%s version %s asks for a GPU (instance_group KIND_GPU) and runs on cpu: %s",
+            served.model,
+            served.version,
+            "LAMBDASERVE_DEVICE=cpu"
+            if options.device == "cpu"
+            else f"{runtime.name} found no CUDA device here (the GPU service runs it on one)",
+        )
     return loaded

@@ -22,7 +22,7 @@ from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions
 from lambdaserve.serving.batch_runs import run_batch
-from lambdaserve.serving.binding import bind_inputs, select_outputs
+from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.classification import classify
 from lambdaserve.serving.loading import load_version, version_files
@@ -77,6 +77,7 @@ class ModelServer:
         started = time.perf_counter_ns()
         try:
             inputs = bind_inputs(request, served.signature)
+            check_batch_size(inputs, model, served.config.max_batch_size)
             names = select_outputs(request, served.signature)
             bound = time.perf_counter_ns()
             outputs = classify(request, served, loaded.run(inputs, names))
@@ -127,7 +128,8 @@ class ModelServer:
         valid = []
         for index, request in enumerate(requests):
             try:
-                bind_inputs(request, served.signature)
+                inputs = bind_inputs(request, served.signature)
+                check_batch_size(inputs, model, served.config.max_batch_size)
                 select_outputs(request, served.signature)
                 valid.append(index)
             except LambdaServeError as exc:
