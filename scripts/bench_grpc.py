@@ -47,17 +47,26 @@ def answer(raw: bytes) -> np.ndarray:
     return np.frombuffer(response.raw_output_contents[0], "<f4").reshape(1, -1)
 
 
-async def _load(url: str, body: bytes, concurrency: int, seconds: float) -> dict[str, float]:
-    options = [("grpc.max_receive_message_length", 64 * 1024**2)]
-    async with grpc.aio.insecure_channel(url, options=options) as channel:
-        call = channel.unary_unary(INFER)  # bytes in, bytes out: no client-side encoding
-        await call(body)
+async def _load(
+    url: str, body: bytes, concurrency: int, seconds: float, channels: int = 1
+) -> dict[str, float]:
+    # each channel its own connection (grpc.use_local_subchannel_pool), as separate clients
+    options = [
+        ("grpc.max_receive_message_length", 64 * 1024**2),
+        ("grpc.use_local_subchannel_pool", 1),
+    ]
+    opened = [grpc.aio.insecure_channel(url, options=options) for _ in range(channels)]
+    try:
+        calls = [c.unary_unary(INFER) for c in opened]  # bytes in, bytes out: no encoding
+        for call in calls:
+            await call(body)
         latencies: list[float] = []
         errors = 0
         deadline = time.monotonic() + seconds
 
-        async def worker() -> None:
+        async def worker(index: int) -> None:
             nonlocal errors
+            call = calls[index % len(calls)]
             while time.monotonic() < deadline:
                 started = time.perf_counter()
                 try:
@@ -68,8 +77,11 @@ async def _load(url: str, body: bytes, concurrency: int, seconds: float) -> dict
                 latencies.append(time.perf_counter() - started)
 
         started = time.monotonic()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await asyncio.gather(*(worker(i) for i in range(concurrency)))
         elapsed = time.monotonic() - started
+    finally:
+        for channel in opened:
+            await channel.close()
     latencies.sort()
     return {
         "rps": round(len(latencies) / elapsed, 1),

@@ -99,3 +99,75 @@ def test_python_models_answer_with_the_dynamic_batcher_too(stack):
             assert tc.infer("add_sub", [a, b]).as_numpy("OUTPUT0").tolist() == [3.0] * 4
     finally:
         server.stop()
+
+
+FINALIZING = """
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.version = args["model_version"]
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x)]))
+        return responses
+
+    def finalize(self):
+        with open(MARKS, "a") as marks:
+            marks.write(f"finalize {self.version}\\n")
+"""
+ECHO_CONFIG = b"""backend: "python"
+input [{ name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] }]
+output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] }]
+"""
+
+
+def test_finalize_runs_on_unload_eviction_and_shutdown(stack, monkeypatch, tmp_path: Path):
+    from lambdaserve.handlers import infer
+    from lambdaserve.local.emulator import free_port
+    from lambdaserve.server.background import BackgroundServer
+    from lambdaserve.server.serve import build_serving_app
+    from lambdaserve.settings import get_settings
+
+    # Given a Python model whose finalize() leaves a mark, on a server holding one model
+    marks = tmp_path / "marks.txt"
+    stack.put("models/fin/config.pbtxt", ECHO_CONFIG)
+    stack.put("models/fin/1/model.py", FINALIZING.replace("MARKS", repr(str(marks))).encode())
+    stack.put("models/mlp/1/model.onnx", builders.onnx_mlp(4, 3))
+    stack.wait_state("fin", 1, "READY")
+    stack.wait_state("mlp", 1, "READY")
+    monkeypatch.setenv("LAMBDASERVE_MAX_LOADED_VERSIONS", "1")
+    get_settings.cache_clear()
+    infer.server.cache_clear()
+    echo = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
+    row = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [0] * 4}]}
+
+    def called(model: str, body: dict[str, object]) -> None:
+        response = stack.inference.post(f"/v2/models/{model}/infer", json=body)
+        assert response.status_code == 200, response.text
+
+    def finalized() -> list[str]:
+        return marks.read_text().splitlines() if marks.exists() else []
+
+    # When it is unloaded through the repository API, as Triton's clients unload
+    called("fin", echo)
+    assert stack.inference.post("/v2/repository/models/fin/unload").status_code == 200
+    after_unload = finalized()
+    assert stack.inference.post("/v2/repository/models/fin/load").status_code == 200
+    # and evicted by another model (the server holds one)
+    called("fin", echo)
+    called("mlp", row)
+    after_eviction = finalized()
+    # and loaded in a server that shuts down
+    server = BackgroundServer(build_serving_app(batching=True), "127.0.0.1", free_port()).start()
+    with triton.InferenceServerClient(server.url.removeprefix("http://")) as tc:
+        assert tc.is_model_ready("fin")
+    server.stop()
+    # Then finalize ran each time, once
+    assert after_unload == ["finalize 1"]
+    assert after_eviction == ["finalize 1"] * 2
+    assert finalized() == ["finalize 1"] * 3

@@ -3,7 +3,8 @@ served on the inference port by the management app, as the deployed HTTP API rou
 paths to the management function.
 
 A ``load`` or ``unload`` that succeeds drops the inference side's cached catalog view of the
-model, so readiness on the same server follows at once rather than after the catalog TTL.
+model, so readiness on the same server follows at once rather than after the catalog TTL; an
+``unload`` also drops the versions this server has loaded (a Python model's ``finalize`` runs).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from lambdaserve.serving.model_server import ModelServer
 
 REPOSITORY = "/v2/repository"
-_LOAD_OR_UNLOAD = re.compile(r"^/v2/repository/models/([^/]+)/(?:load|unload)$")
+_LOAD_OR_UNLOAD = re.compile(r"^/v2/repository/models/([^/]+)/(load|unload)$")
 
 
 class RepositoryOnInferenceUrl:
@@ -41,6 +42,8 @@ class RepositoryOnInferenceUrl:
             if message["type"] == "http.response.start" and message["status"] == 200:
                 # before the client can ask again
                 self._server().resolver.forget(changed.group(1))
+                if changed.group(2) == "unload":  # as Triton's: finalize runs, memory freed
+                    self._server().unload(changed.group(1))
             await send(message)
 
         await self._management(scope, receive, send_then_forget)

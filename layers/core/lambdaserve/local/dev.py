@@ -87,7 +87,7 @@ class DevStack:
             GrpcFlags,
             batching_inference_app,
             serving_plane,
-            with_grpc,
+            with_lifespan,
         )
 
         use_text_logs(options.log_level)
@@ -123,7 +123,7 @@ class DevStack:
         grpc = GrpcFlags(options.host, options.grpc_port, management=True)
         self._servers.append(
             BackgroundServer(
-                with_grpc(counted(inference), plane, grpc),
+                with_lifespan(counted(inference), plane, grpc),
                 options.host,
                 options.inference_port,
                 access_log=options.access_log,

@@ -91,6 +91,20 @@ class PythonModel:
         self._instance = instance
         self._signature = signature
         self._model_dir = model_dir
+        self._closed = False
+
+    def close(self) -> None:
+        """``finalize()``, once, as Triton calls it when the model is unloaded."""
+        if self._closed:
+            return
+        self._closed = True
+        finalize = getattr(self._instance, "finalize", None)
+        if finalize is not None:
+            token = pb_utils._model_dir.set(self._model_dir)
+            try:
+                finalize()
+            finally:
+                pb_utils._model_dir.reset(token)
 
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
         return run_one(self, inputs, outputs)

@@ -3,6 +3,7 @@ tasks."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ def build_serving_app(
     app = BodyTimeout(
         FrontDoor(http, lambda: settings.max_request_bytes), settings.client_timeout_s
     )
-    return with_grpc(app, plane, grpc)
+    return with_lifespan(app, plane, grpc)
 
 
 def serving_plane(batching: bool = True) -> InferenceDataPlane:
@@ -74,21 +75,33 @@ class GrpcFlags:
     share_port: bool = False
 
 
-def with_grpc(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | None) -> ASGIApp:
-    """``app`` whose lifespan also runs the gRPC services on ``flags.port``."""
-    if flags is None or not flags.port:
-        return app
-    from lambdaserve.apps.grpc.server import GrpcLifespan, GrpcOptions
-    from lambdaserve.handlers import manage
+def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | None) -> ASGIApp:
+    """``app`` whose lifespan runs the gRPC services on ``flags.port`` (0 or None: off) and,
+    at shutdown, unloads the loaded models (Python models' ``finalize`` runs)."""
+    from lambdaserve.apps.lifespan import Lifespan, Step
 
-    options = GrpcOptions(
-        host=flags.host,
-        port=flags.port,
-        max_request_bytes=get_settings().max_request_bytes,
-        management=(lambda: manage.services().manager) if flags.management else None,
-        share_port=flags.share_port,
-    )
-    return GrpcLifespan(app, lambda: plane, options)
+    async def unload_all() -> None:
+        await asyncio.to_thread(plane.server().close)
+
+    start: list[Step] = []
+    stop: list[Step] = [unload_all]
+    if flags is not None and flags.port:
+        from lambdaserve.apps.grpc.server import GrpcOptions, GrpcRunner
+        from lambdaserve.handlers import manage
+
+        runner = GrpcRunner(
+            lambda: plane,
+            GrpcOptions(
+                host=flags.host,
+                port=flags.port,
+                max_request_bytes=get_settings().max_request_bytes,
+                management=(lambda: manage.services().manager) if flags.management else None,
+                share_port=flags.share_port,
+            ),
+        )
+        start.append(runner.start)
+        stop.append(runner.stop)  # stopped first: in-flight calls drain, then models unload
+    return Lifespan(app, start, stop)
 
 
 _BATCHING_ENV = "LAMBDASERVE_SERVE_BATCHING"

@@ -198,16 +198,48 @@ class ModelServer:
                 if key in self._loaded:
                     return self._loaded[key]
             loaded = self._load(served)
+            evicted = []
             with self._lock:
                 self._loaded[key] = loaded
                 self._loading.pop(key, None)
                 while len(self._loaded) > self._max_loaded:
-                    evicted, _ = self._loaded.popitem(last=False)
-                    logger.info("unloaded %s version %s (LRU)", evicted[0], evicted[1])
+                    evicted.append(self._loaded.popitem(last=False))
+        for dropped in evicted:
+            _release(dropped, "LRU")
         return loaded
+
+    def unload(self, model: str) -> int:
+        """Drop every loaded version of ``model`` (a Python model's ``finalize`` runs), as
+        Triton's unload does; returns how many were loaded."""
+        with self._lock:
+            keys = [key for key in self._loaded if key[0] == model]
+            dropped = [(key, self._loaded.pop(key)) for key in keys]
+        for item in dropped:
+            _release(item, "unload")
+        return len(dropped)
+
+    def close(self) -> None:
+        """Drop every loaded version, as a server shutting down does."""
+        with self._lock:
+            dropped = list(self._loaded.items())
+            self._loaded.clear()
+        for item in dropped:
+            _release(item, "shutdown")
 
     def _load(self, served: ServedVersion) -> LoadedModel:
         return load_version(served, self._cache, replace(self._options, version=served.version))
+
+
+def _release(item: tuple[tuple[str, int, str], LoadedModel], why: str) -> None:
+    """A loaded model leaves memory: its ``close`` runs (Python models' ``finalize``)."""
+    (model, version, _), loaded = item
+    close = getattr(loaded, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:
+            logger.exception("closing %s version %s failed", model, version)
+    logger.info("unloaded %s version %s (%s)", model, version, why)
 
 
 def batch_limit(served: ServedVersion, default: int) -> int:

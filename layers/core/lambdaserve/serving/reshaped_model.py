@@ -23,6 +23,11 @@ class ReshapedModel:
         self._outputs = {r.name: r for r in reshapes if r.role == "output"}
         self.device = model.device
 
+    def close(self) -> None:
+        close = getattr(self._model, "close", None)
+        if close is not None:
+            close()
+
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
         fed = {
             name: self._to(value, self._inputs[name].model_shape) if name in self._inputs else value

@@ -157,6 +157,7 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
         name = check_model_name(request.model_name)
         await asyncio.to_thread(manager.unload, name)
         self._plane.server().resolver.forget(name)
+        await asyncio.to_thread(self._plane.server().unload, name)
         return pb.RepositoryModelUnloadResponse()
 
     def _management(self) -> ModelManager:

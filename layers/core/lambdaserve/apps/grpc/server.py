@@ -1,6 +1,6 @@
 """Every peer's gRPC service on one port, in the HTTP server's own event loop.
 
-The gRPC server starts and stops with the ASGI app's lifespan (``GrpcLifespan``), so
+The gRPC server starts and stops with the ASGI app's lifespan (``GrpcRunner``'s steps), so
 ``lambdaserve serve`` and ``lambdaserve dev`` run it beside uvicorn in one loop: gRPC and HTTP
 requests meet in the same dynamic batcher lanes and statistics. With ``--workers N`` each
 worker process binds the port too (gRPC sets SO_REUSEPORT), and the kernel spreads
@@ -12,11 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.publishing.management import ModelManager
@@ -85,53 +83,29 @@ def _add_peer_services(
     paddle.add_to(server, plane)
 
 
-class GrpcLifespan:
-    """An ASGI app whose lifespan also starts and drains the gRPC server.
+class GrpcRunner:
+    """The gRPC server of one process: ``start`` binds and starts it (a port in use fails,
+    saying how to choose another); ``stop`` stops taking calls and gives in-flight ones
+    ``grace_s`` to finish. Both are lifespan steps (``apps.lifespan``)."""
 
-    Startup binds and starts it (a port in use fails startup, with the reason); shutdown
-    stops taking calls and gives in-flight ones ``grace_s`` to finish.
-    """
-
-    def __init__(
-        self, app: ASGIApp, plane: Callable[[], InferenceDataPlane], options: GrpcOptions
-    ) -> None:
-        self._app = app
+    def __init__(self, plane: Callable[[], InferenceDataPlane], options: GrpcOptions) -> None:
         self._plane = plane
         self._options = options
         self.server: grpc.aio.Server | None = None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "lifespan":
-            await self._app(scope, receive, send)
-            return
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                try:
-                    await self._start()
-                except Exception as exc:
-                    await send({"type": "lifespan.startup.failed", "message": _why(exc, self)})
-                    return
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await self.stop()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-
-    async def _start(self) -> None:
-        self.server = await build_server(self._plane(), self._options)
-        await self.server.start()
-        logger.info("gRPC on %s:%d", self._options.host, self._options.port)
+    async def start(self) -> None:
+        options = self._options
+        try:
+            self.server = await build_server(self._plane(), options)
+            await self.server.start()
+        except Exception as exc:
+            raise RuntimeError(
+                f"gRPC could not listen on {options.host}:{options.port} ({exc}); free the "
+                "port or choose another with --grpc-port (0 turns gRPC off)"
+            ) from exc
+        logger.info("gRPC on %s:%d", options.host, options.port)
 
     async def stop(self) -> None:
         if self.server is not None:
             await self.server.stop(self._options.grace_s)
             self.server = None
-
-
-def _why(exc: Exception, lifespan: GrpcLifespan) -> str:
-    options: Any = lifespan._options
-    return (
-        f"gRPC could not listen on {options.host}:{options.port} ({exc}); free the port or "
-        "choose another with --grpc-port (0 turns gRPC off)"
-    )
