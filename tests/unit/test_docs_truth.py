@@ -1,0 +1,57 @@
+"""The docs name only what exists: the modules and files they point at, the environment
+variables they document, and the command-line flags they list."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from lambdaserve import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "layers" / "core" / "lambdaserve"
+PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+SOURCES = [*PACKAGE.rglob("*.py"), *(ROOT / "scripts").rglob("*.py"), ROOT / "template.yaml"]
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_python_file_a_page_names_exists(page: Path):
+    named = set(re.findall(r"`((?:[\w.-]+/)+[\w.-]+\.py)`", _text(page)))
+    missing = [
+        path
+        for path in sorted(named)
+        if not any(
+            (base / path).exists() for base in (ROOT, PACKAGE, PACKAGE.parent, ROOT / "scripts")
+        )
+    ]
+    assert not missing, f"{page.name} names files that do not exist: {missing}"
+
+
+def test_every_environment_variable_the_docs_name_is_read_by_the_code():
+    code = "\n".join(_text(path) for path in SOURCES)
+    documented = {name for page in PAGES for name in re.findall(r"LAMBDASERVE_\w+", _text(page))}
+    unread = sorted(name for name in documented if name not in code)
+    assert not unread, f"documented but never read: {unread}"
+
+
+def test_the_command_lines_in_configuration_list_only_flags_the_cli_has():
+    text = _text(ROOT / "docs" / "configuration.md")
+    block = text[text.index("## Command line") :]
+    block = block[block.index("```") + 3 :]
+    block = block[: block.index("```")]
+    commands = re.split(r"^lambdaserve (\w+)", block, flags=re.M)[1:]
+    parser = cli._parser()
+    subparsers = next(
+        action for action in parser._actions if action.__class__.__name__ == "_SubParsersAction"
+    )
+    for name, usage in zip(commands[::2], commands[1::2], strict=True):
+        known = set(subparsers.choices[name]._option_string_actions)
+        for flag in re.findall(r"--\[no-\]([\w-]+)|(--[\w-]+)", usage):
+            option = f"--{flag[0]}" if flag[0] else flag[1]
+            assert option in known, f"lambdaserve {name} has no {option}"
