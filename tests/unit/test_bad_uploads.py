@@ -5,6 +5,7 @@ can neither exhaust memory nor fail a client's request."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -153,3 +154,13 @@ def test_a_version_deleted_while_it_validates_ends_removed(aws, monkeypatch):
     aws.services.registrar.on_version_change("gone", 1)
     state_, reason = state(aws, "gone", 1)
     assert state_ == version_policy.UNAVAILABLE and reason.startswith("removed")
+
+
+def test_a_rejection_is_logged_with_its_model_version_and_reason_in_the_words(aws, caplog):
+    # Given a local text log, which shows a record's message and not its structured extras
+    caplog.set_level(logging.INFO, logger="lambdaserve")
+    # When an upload is rejected
+    _, reason = publish(aws, "junk", {"model.onnx": b"\x08\x07" + b"\xff" * 64})
+    # Then the line says which model, which version and why
+    lines = [record.getMessage() for record in caplog.records]
+    assert f"junk version 1 rejected: {reason}" in lines

@@ -131,8 +131,11 @@ class ConfigReader:
                 name=model, config_source=source, config_error=error, config_observed_at=observed_at
             )
         message = error if error.startswith(source) else f"{source}: {error}"
-        logger.warning(
-            "config rejected; serving the last good config",
+        logger.warning(  # the words carry the context too: local text logs drop `extra`
+            "%s: %s rejected, serving the last good config: %s",
+            model,
+            source,
+            error,
             extra={"model": model, "config": source, "reason": error},
         )
         if self._on_rejected is not None:

@@ -211,8 +211,11 @@ class Registrar:
         )
 
     def _rejected(self, loading: VersionRecord, reason: str) -> VersionRecord:
-        logger.info(
-            "version rejected",
+        logger.info(  # the words carry the context too: local text logs drop `extra`
+            "%s version %s rejected: %s",
+            loading.model,
+            loading.version,
+            reason,
             extra={"model": loading.model, "version": loading.version, "reason": reason},
         )
         return replace(
