@@ -24,7 +24,12 @@ pytestmark = pytest.mark.e2e
 def dev_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, int]]]:
     ports = {name: free_port() for name in ("aws", "management", "inference", "metrics", "grpc")}
     log = (tmp_path / "dev.log").open("w+")
-    env = {**os.environ, "LAMBDASERVE_WORK_DIR": str(tmp_path / "work")}
+    env = {
+        **os.environ,
+        "LAMBDASERVE_WORK_DIR": str(tmp_path / "work"),
+        # the synchronous answer limit, smaller than Lambda's 6 MB for a quick check
+        "LAMBDASERVE_MAX_RESPONSE_BYTES": "200000",
+    }
     process = subprocess.Popen(
         [
             sys.executable,
@@ -181,3 +186,25 @@ def test_dev_answers_triton_grpc_clients_and_manages_over_grpc(dev_process):
     assert answer.shape == (1, 3)
     assert any(m["name"] == "demo-mlp" for m in index)
     assert not unloaded and client.is_model_ready("demo-mlp")
+
+
+def test_dev_refuses_an_answer_over_the_synchronous_limit_as_deployed(dev_process):
+    # Given `lambdaserve dev` (here with a 200 KB limit; deployed and by default, 6 MB)
+    _, ports = dev_process
+    wait_until(lambda: ("demo-mlp", "1") in ready_versions(ports["management"]), 60)
+    rows = 5000
+    body = {
+        "inputs": [
+            {"name": "INPUT__0", "datatype": "FP32", "shape": [rows, 4], "data": [0.5] * rows * 4}
+        ]
+    }
+    url = f"http://127.0.0.1:{ports['inference']}/v2/models/demo-mlp/infer"
+    # When an answer would be larger than that, and when it is not
+    large = httpx.post(url, json=body, timeout=60)
+    body["inputs"][0]["shape"] = [10, 4]
+    body["inputs"][0]["data"] = [0.5] * 40
+    small = httpx.post(url, json=body, timeout=60)
+    # Then the large one is the 413 the deployed path answers, saying what to do
+    assert large.status_code == 413
+    assert "Prefer: respond-async" in large.json()["error"]
+    assert small.status_code == 200

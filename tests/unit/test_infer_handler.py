@@ -133,3 +133,25 @@ def test_the_direct_path_enforces_the_size_limit(mlp_server, monkeypatch):
     response = infer.api_handler(event("apigw_v2_infer_json.json"), LocalContext("infer"))
     assert response["statusCode"] == 413
     assert "6 MB" in json.loads(response["body"])["error"]
+
+
+def test_an_answer_over_the_synchronous_limit_is_a_413_saying_what_to_do(mlp_server, monkeypatch):
+    # Given a synchronous limit smaller than the answer (Lambda's is 6 MB)
+    from dataclasses import replace
+
+    from lambdaserve.settings import get_settings
+
+    small = replace(get_settings(), max_response_bytes=50)
+    monkeypatch.setattr(infer, "get_settings", lambda: small)
+    infer.asgi.cache_clear()
+    try:
+        # When the answer is too large, on the direct path and through the app
+        direct = infer.api_handler(event("apigw_v2_infer_json.json"), LocalContext("infer"))
+        through_asgi = infer.asgi()(event("apigw_v2_infer_json.json"), LocalContext("infer"))
+    finally:
+        infer.asgi.cache_clear()
+    # Then both answer 413 with what to do instead, never a failed invocation
+    for response in (direct, through_asgi):
+        assert response["statusCode"] == 413
+        message = json.loads(response["body"])["error"]
+        assert "over the 50-byte limit" in message and "Prefer: respond-async" in message

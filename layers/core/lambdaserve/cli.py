@@ -79,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     dev.add_argument("--no-demo", action="store_true", help="do not publish the demo model")
     dev.add_argument(
+        "--no-response-limit",
+        action="store_true",
+        help="answer synchronously beyond Lambda's 6 MB (deployed, such answers are a 413: "
+        "ask for async or fewer rows)",
+    )
+    dev.add_argument(
         "--model-repository",
         type=_directory,
         default=None,
@@ -169,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                     management_port=args.management_port,
                     metrics_port=args.metrics_port or None,
                     grpc_port=args.grpc_port,
+                    response_limit=not args.no_response_limit,
                     aws_port=args.aws_port,
                     aws_endpoint=args.aws_endpoint,
                     demo=not args.no_demo,

@@ -34,6 +34,8 @@ class Settings:
     max_loaded_versions: int = 4
     catalog_ttl_s: float = 2.0
     max_request_bytes: int = 6 * 1024**2
+    # A synchronous answer's size on the wire: Lambda's 6 MB (0: none, as in `serve`)
+    max_response_bytes: int = 6 * 1024**2
     default_max_batch_size: int = 8
     infer_function: str | None = None
     results_ttl_s: int = 24 * 3600
@@ -84,6 +86,9 @@ class Settings:
             catalog_ttl_s=float(env.get("LAMBDASERVE_CATALOG_TTL_S", str(defaults.catalog_ttl_s))),
             max_request_bytes=int(
                 env.get("LAMBDASERVE_MAX_REQUEST_BYTES", str(defaults.max_request_bytes))
+            ),
+            max_response_bytes=int(
+                env.get("LAMBDASERVE_MAX_RESPONSE_BYTES", str(defaults.max_response_bytes))
             ),
             default_max_batch_size=int(
                 env.get("LAMBDASERVE_DEFAULT_MAX_BATCH_SIZE", str(defaults.default_max_batch_size))

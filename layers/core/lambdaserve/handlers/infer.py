@@ -23,6 +23,7 @@ from lambdaserve.metrics.emf import InvocationMetrics
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.protocol.content_encoding import decode_body
 from lambdaserve.protocol.http_status import status_for
+from lambdaserve.protocol.limits import response_too_large
 from lambdaserve.protocol.v2 import HEADER_LENGTH
 from lambdaserve.runtimes.registry import runtime_named
 from lambdaserve.services.inference import build_model_server
@@ -95,7 +96,9 @@ def asgi() -> Mangum:
     """Every route but the direct v2 infer: the app behind Mangum."""
     from mangum import Mangum
 
-    return Mangum(fastapi_app(), lifespan="off")
+    from lambdaserve.apps.response_limit import ResponseLimit
+
+    return Mangum(ResponseLimit(fastapi_app(), get_settings().max_response_bytes), lifespan="off")
 
 
 def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
@@ -131,13 +134,17 @@ def _direct_infer(event: APIGatewayProxyEventV2) -> dict[str, Any] | None:
         encoded = v2_infer(
             server(), model, version, body, header_length_value(headers.get(HEADER_LENGTH))
         )
+        answer = _http_response(200, encoded.body, encoded.headers)
+        limit = get_settings().max_response_bytes
+        if limit and len(answer["body"]) > limit:
+            raise response_too_large(len(answer["body"]), limit)
     except LambdaServeError as exc:
         return _http_response(status_for(exc), orjson.dumps({"error": exc.message}), {})
     except Exception:
         logger.exception("unhandled error on POST %s", event.raw_path)
         error = {"error": "internal error; the server log has the details"}
         return _http_response(500, orjson.dumps(error), {})
-    return _http_response(200, encoded.body, encoded.headers)
+    return answer
 
 
 def _body_bytes(event: APIGatewayProxyEventV2) -> bytes:

@@ -29,6 +29,8 @@ class DevOptions:
     management_port: int = 8081
     metrics_port: int | None = None  # TorchServe's metrics API (the CLI's default: 8082)
     grpc_port: int = 0  # every peer's gRPC services (the CLI's default: 8001, Triton's)
+    # answers over Lambda's 6 MB are a 413, as deployed (--no-response-limit lifts it)
+    response_limit: bool = True
     aws_port: int = 4566
     aws_endpoint: str | None = None
     demo: bool = True
@@ -73,6 +75,8 @@ class DevStack:
         if options.grpc_port:
             ensure_port_free(options.host, options.grpc_port, "--grpc-port")
         quiet_third_parties()
+        if not options.response_limit:
+            os.environ["LAMBDASERVE_MAX_RESPONSE_BYTES"] = "0"
         if not options.aws_endpoint:
             self._emulator = Emulator(options.host, options.aws_port).start()
             self.endpoint = self._emulator.endpoint
@@ -82,6 +86,7 @@ class DevStack:
 
         # Imported after the environment points at the emulator: handlers read settings once.
         from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
+        from lambdaserve.apps.response_limit import ResponseLimit
         from lambdaserve.handlers import batcher, infer, manage
         from lambdaserve.server.serve import (
             GrpcFlags,
@@ -117,8 +122,11 @@ class DevStack:
         # dev as serve runs it: HTTP and gRPC share one data plane and batcher; management
         # RPCs on, as the management API is open locally
         plane = serving_plane(batching=True)
-        inference = RepositoryOnInferenceUrl(
-            batching_inference_app(plane), manage.management_app(), infer.server
+        inference = ResponseLimit(
+            RepositoryOnInferenceUrl(
+                batching_inference_app(plane), manage.management_app(), infer.server
+            ),
+            settings.max_response_bytes,
         )
         grpc = GrpcFlags(options.host, options.grpc_port, management=True)
         self._servers.append(

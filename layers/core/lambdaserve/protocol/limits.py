@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from lambdaserve.errors import InvalidInput
+from lambdaserve.errors import InvalidInput, PayloadTooLarge
 
 # Deep enough for any real config or parameters object, far below the interpreter's
 # recursion limit and orjson's own (1024 to read, 255 to write).
@@ -62,3 +62,13 @@ def check_depth(value: Any, what: str, limit: int = MAX_JSON_DEPTH) -> None:
         if depth > limit:
             raise InvalidInput(f"{what} nests deeper than {limit} levels; flatten it")
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
+
+
+def response_too_large(size: int, limit: int) -> PayloadTooLarge:
+    """A synchronous answer over Lambda's limit (6 MB each way), and what to do instead."""
+    return PayloadTooLarge(
+        f"the response is {size} bytes, over the {limit}-byte limit of a synchronous answer "
+        "(a Lambda invocation returns at most 6 MB): ask for fewer rows or outputs, for binary "
+        "outputs (about 4x smaller than JSON), or send the request with `Prefer: respond-async` "
+        "(results of any size are kept in S3)"
+    )
