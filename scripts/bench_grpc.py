@@ -102,7 +102,7 @@ def check(url: str, body: bytes, expected: np.ndarray) -> None:
 
 
 def measure(
-    running: Running, expected: np.ndarray, body: bytes, seconds: int
+    running: Running, expected: np.ndarray, body: bytes, seconds: int, channels: int
 ) -> list[dict[str, Any]]:
     url = f"127.0.0.1:{running.extra['grpc_port']}"
     points = []
@@ -111,7 +111,7 @@ def measure(
         check(url, body, expected)
         asyncio.run(_load(url, body, 4, 2))  # warm-up
         for concurrency in CONCURRENCY:
-            result = asyncio.run(_load(url, body, concurrency, seconds))
+            result = asyncio.run(_load(url, body, concurrency, seconds, min(channels, concurrency)))
             check(url, body, expected)
             points.append(
                 {"server": running.name, "protocol": "grpc", "concurrency": concurrency, **result}
@@ -169,6 +169,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--peers", default="lambdaserve,triton")
     parser.add_argument("--workers", type=int, default=2, help="Triton instances")
+    parser.add_argument("--ours-workers", type=int, default=1, help="lambdaserve serve --workers")
+    parser.add_argument(
+        "--channels", type=int, default=1, help="client connections the calls spread over"
+    )
     args = parser.parse_args()
     wanted = args.peers.split(",")
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -180,12 +184,13 @@ def main() -> None:
         if "lambdaserve" in wanted:
             ours = Ours(onnx_path)
             try:
-                points += measure(ours.start(work, 0, row, 1), expected, body, args.seconds)
+                running = ours.start(work, 0, row, args.ours_workers)
+                points += measure(running, expected, body, args.seconds, args.channels)
             finally:
                 ours.close()
         if "triton" in wanted:
             running = start_triton(work, onnx_path, 0, row, args.workers)
-            points += measure(running, expected, body, args.seconds)
+            points += measure(running, expected, body, args.seconds, args.channels)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (RESULTS / f"grpc-{stamp}.json").write_text(json.dumps(points, indent=1))
     print(table(points))
