@@ -164,3 +164,18 @@ def test_a_rejection_is_logged_with_its_model_version_and_reason_in_the_words(aw
     # Then the line says which model, which version and why
     lines = [record.getMessage() for record in caplog.records]
     assert f"junk version 1 rejected: {reason}" in lines
+
+
+def test_a_model_file_outside_a_version_directory_is_logged_with_where_it_belongs(aws, caplog):
+    from lambdaserve.publishing.registrar import EventBatch
+
+    # Given a model file uploaded straight into the model's folder
+    caplog.set_level(logging.WARNING, logger="lambdaserve")
+    aws.put("models/flat/model.onnx", builders.onnx_mlp())
+    # When its event arrives
+    EventBatch(aws.services.registrar).on_object_event("models/flat/model.onnx")
+    # Then the log says it is ignored, and where it should go
+    assert (
+        "ignoring models/flat/model.onnx: a model file belongs in a version directory, "
+        "e.g. models/flat/1/model.onnx"
+    ) in [record.getMessage() for record in caplog.records]

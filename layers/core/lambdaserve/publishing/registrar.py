@@ -29,7 +29,7 @@ from lambdaserve.catalog.store import (
     now_iso,
 )
 from lambdaserve.config.model_config import ModelConfig
-from lambdaserve.config.model_files import selects_runtime
+from lambdaserve.config.model_files import MODEL_FILES, selects_runtime
 from lambdaserve.errors import ModelRejected, RuntimeMissing
 from lambdaserve.pipelines.ensemble_registry import EnsembleRegistry
 from lambdaserve.publishing.validation import VersionValidator
@@ -304,6 +304,15 @@ class EventBatch:
         if parsed is None:
             logger.info("ignoring %s: outside the models/<model>/<version>/ layout", key)
             return
+        if isinstance(parsed, ConfigKey) and parsed.filename in MODEL_FILES:
+            prefix = self._registrar._repository.prefix
+            logger.warning(
+                "ignoring %s: a model file belongs in a version directory, e.g. %s%s/1/%s",
+                key,
+                prefix,
+                parsed.model,
+                parsed.filename,
+            )
         if parsed.model in self._models:
             return
         if isinstance(parsed, ConfigKey):
