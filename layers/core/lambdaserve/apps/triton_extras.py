@@ -61,7 +61,7 @@ def install_triton_extras(app: FastAPI) -> None:
 def _install_shared_memory(app: FastAPI, kind: str, word: str) -> None:
     async def status(name: str | None = None) -> list[dict[str, Any]]:
         if name is not None:
-            raise InvalidInput(f"Unable to find {word} shared memory region: '{name}'")
+            raise unknown_region(word, name)
         return []
 
     async def unregister(name: str | None = None) -> dict[str, Any]:
@@ -85,6 +85,11 @@ def _install_shared_memory(app: FastAPI, kind: str, word: str) -> None:
     app.add_api_route(
         f"{base}/region/{{name}}/register", register, methods=["POST"], include_in_schema=False
     )
+
+
+def unknown_region(word: str, name: str) -> InvalidInput:
+    """A shared-memory region asked for by name: none is ever registered here."""
+    return InvalidInput(f"Unable to find {word} shared memory region: '{name}'")
 
 
 def shared_memory_refusal(word: str) -> InvalidInput:

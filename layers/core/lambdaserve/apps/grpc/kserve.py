@@ -20,7 +20,13 @@ from tritonclient.grpc import service_pb2_grpc
 from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.apps.grpc.calls import Context, error_text, unary
 from lambdaserve.apps.management import load_model
-from lambdaserve.apps.triton_extras import TRACE_OFF, log_level, log_settings, shared_memory_refusal
+from lambdaserve.apps.triton_extras import (
+    TRACE_OFF,
+    log_level,
+    log_settings,
+    shared_memory_refusal,
+    unknown_region,
+)
 from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.grpc import kserve
@@ -144,7 +150,7 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
     ) -> Any:
         manager = self._management()
         name = check_model_name(request.model_name)
-        body = {"parameters": _repository_parameters(request.parameters)}
+        body = {"parameters": kserve.parameters(request.parameters)}
         await asyncio.to_thread(load_model, manager, name, body)
         self._plane.server().resolver.forget(name)
         return pb.RepositoryModelLoadResponse()
@@ -174,7 +180,7 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
         self, request: pb.SystemSharedMemoryStatusRequest, context: Context
     ) -> Any:
         if request.name:
-            raise InvalidInput(f"Unable to find system shared memory region: '{request.name}'")
+            raise unknown_region("system", request.name)
         return pb.SystemSharedMemoryStatusResponse()
 
     @unary
@@ -194,7 +200,7 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
         self, request: pb.CudaSharedMemoryStatusRequest, context: Context
     ) -> Any:
         if request.name:
-            raise InvalidInput(f"Unable to find CUDA shared memory region: '{request.name}'")
+            raise unknown_region("CUDA", request.name)
         return pb.CudaSharedMemoryStatusResponse()
 
     @unary
@@ -242,11 +248,3 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
             else:
                 setting.string_param = str(value)
         return response
-
-
-def _repository_parameters(parameters: Any) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    for key, parameter in parameters.items():
-        kind = parameter.WhichOneof("parameter_choice")
-        values[key] = getattr(parameter, kind) if kind else None
-    return values

@@ -78,8 +78,9 @@ def infer_response(
     return response
 
 
-def parameters(message: Mapping[str, pb.InferParameter]) -> dict[str, Any]:
-    """A parameter map as plain values (the oneof's one value each)."""
+def parameters(message: Mapping[str, Any]) -> dict[str, Any]:
+    """A parameter map as plain values (the oneof's one value each): a request's, an output's
+    or a repository load's, whose messages all name their oneof ``parameter_choice``."""
     values: dict[str, Any] = {}
     for key, parameter in message.items():
         kind = parameter.WhichOneof("parameter_choice")
