@@ -150,8 +150,9 @@ class ManagementServicer(management.ManagementAPIsServiceServicer):
 
     @unary
     async def ScaleWorker(self, request: mpb.ScaleWorkerRequest, context: Context) -> Any:
-        asked = {field.name: True for field, _ in request.ListFields()} if request else {}
-        query = {key: "1" for key in asked if key in SCALING} or {"min_worker": "1"}
+        # the fields set are the HTTP call's query parameters; none set still asks to scale
+        query = {f.name: "1" for f, _ in request.ListFields() if f.name in SCALING}
+        query = query or {"min_worker": "1"}
         await asyncio.to_thread(
             refuse_scaling,
             request.model_name,
