@@ -4,11 +4,13 @@ checked against the model as Triton checks them; a missing runtime is not rememb
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import pytest
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.errors import InvalidInput
+from lambdaserve.publishing.management import ModelManager
 from lambdaserve.services.inference import build_model_server
 from tests import builders
 
@@ -166,3 +168,41 @@ def test_a_reupload_of_the_same_bytes_retries_a_missing_runtime(aws, monkeypatch
     aws.put("models/ts/1/model.pt", builders.torchscript_mlp())  # same bytes, same etag
     aws.services.registrar.on_version_change("ts", 1)
     assert states(aws, "ts")[1][0] == version_policy.READY
+
+
+def test_a_load_waits_for_a_validation_an_event_has_in_progress(aws):
+    # Given an UNAVAILABLE version (its runtime was missing) that a later S3 event is
+    # validating again: its LOADING item observed after the load's, so the event's write wins
+    aws.put("models/m/1/model.onnx", builders.onnx_mlp())
+    services = aws.services
+    services.registrar.reconcile_model("m")
+    catalog = services.catalog
+    served = catalog.get_version("m", 1)
+    catalog.put_version(replace(served, state=version_policy.UNAVAILABLE, fingerprint=""))
+    in_progress = replace(served, pending=True, state="LOADING", observed_at=2**62)
+    naps: list[float] = []
+
+    def event_finishes_meanwhile(seconds: float) -> None:
+        naps.append(seconds)
+        if len(naps) == 3:
+            catalog.put_version(replace(in_progress, pending=False, state="READY"))
+
+    raced = ValidationRacedByEvent(services.registrar, catalog, in_progress)
+    manager = ModelManager(services.repository, catalog, raced, sleep=event_finishes_meanwhile)
+    # When the model is loaded (Triton's load)
+    manager.load("m")
+    # Then the load answered after the event's validation, with the version it made READY
+    assert len(naps) == 3 and catalog.get_version("m", 1).state == version_policy.READY
+
+
+class ValidationRacedByEvent:
+    """The registrar, with an S3 event's validation starting during the load's reconcile."""
+
+    def __init__(self, registrar, catalog, in_progress) -> None:
+        self._registrar = registrar
+        self._catalog = catalog
+        self._in_progress = in_progress
+
+    def reconcile_model(self, model: str) -> None:
+        self._registrar.reconcile_model(model)
+        self._catalog.put_version(self._in_progress)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +24,8 @@ from lambdaserve.publishing.registrar import Registrar
 MAX_PAGE = 1000
 OFFSET_TOKEN = re.compile(r"^-?[0-9]{1,9}$")
 DEFAULT_PAGE = 100
+# How long a load waits for a validation another writer (an S3 event) has in progress
+SETTLE_TIMEOUT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -46,10 +50,20 @@ class IndexEntry:
 class ModelManager:
     """What the management API does, without HTTP."""
 
-    def __init__(self, repository: ModelRepository, catalog: Catalog, registrar: Registrar) -> None:
+    def __init__(
+        self,
+        repository: ModelRepository,
+        catalog: Catalog,
+        registrar: Registrar,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.repository = repository
         self._catalog = catalog
         self._registrar = registrar
+        self._sleep = sleep
+        self._clock = clock
 
     def list_models(self, limit: int, page_token: str | None) -> tuple[list[str], str | None]:
         if not 1 <= limit <= MAX_PAGE:
@@ -168,11 +182,24 @@ class ModelManager:
         # As Triton's load re-reads the repository: versions rejected for a missing runtime
         # (or a bucket error) are validated again.
         self._registrar.reconcile_model(name)
-        versions = self._catalog.versions(name)
+        versions = self._settled_versions(name)
         if not any(v.state == version_policy.READY for v in versions):
             # Triton answers a load that serves nothing with 400 and the reason
             reasons = "; ".join(f"version {v.version}: {v.reason}" for v in versions)
             raise InvalidInput(f"failed to load '{name}': {reasons or 'it has no versions'}")
+
+    def _settled_versions(self, name: str) -> list[VersionRecord]:
+        """The versions once no validation is in progress: an S3 event's reconcile that
+        started after this load's wins the catalog write, and Triton's load answers only
+        when the model is loaded (or not)."""
+        deadline = self._clock() + SETTLE_TIMEOUT_S
+        delay = 0.05
+        versions = self._catalog.versions(name)
+        while any(v.pending for v in versions) and self._clock() < deadline:
+            self._sleep(delay)
+            delay = min(delay * 2, 1.0)
+            versions = self._catalog.versions(name)
+        return versions
 
     def unload(self, name: str) -> None:
         """Triton's explicit unload: keep the files, stop serving every version."""
