@@ -7,6 +7,7 @@ import random
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lambdaserve.publishing.events import EventBatch
 from tests import builders
 
 GOOD = builders.onnx_mlp()
@@ -75,7 +76,7 @@ def test_shuffled_and_duplicated_events_converge_to_the_bucket(stack, operations
     events = keys + rng.choices(keys, k=len(keys))
     rng.shuffle(events)
     for key in events:
-        registrar.on_object_event(key)
+        EventBatch(registrar).on_object_event(key)
     # Then the catalog equals what the bucket holds
     for model in models:
         assert catalog_states(stack, model) == expected_states(stack, model), model

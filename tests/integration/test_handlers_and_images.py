@@ -178,7 +178,7 @@ def test_raw_bytes_to_a_tensor_model_say_what_it_takes(stack):
 @pytest.mark.parametrize(
     ("source", "why"),
     [
-        (b"from ts.torch_handler.base_handler import BaseHandler\n", "imports ts.torch_handler"),
+        (b"class NotAHandler:\n    pass\n", "no class has handle"),
         (b"def other(data, context):\n    return data\n", "defines neither handle"),
         (b"def handle(data, context)\n", "handler.py line 1"),
     ],

@@ -167,7 +167,7 @@ def test_a_rejection_is_logged_with_its_model_version_and_reason_in_the_words(aw
 
 
 def test_a_model_file_outside_a_version_directory_is_logged_with_where_it_belongs(aws, caplog):
-    from lambdaserve.publishing.registrar import EventBatch
+    from lambdaserve.publishing.events import EventBatch
 
     # Given a model file uploaded straight into the model's folder
     caplog.set_level(logging.WARNING, logger="lambdaserve")

@@ -237,8 +237,15 @@ def test_manage_roles_touch_only_the_model_repository_and_the_catalog_calls_made
         # Given the code's calls: GetItem, PutItem, UpdateItem, Query, and the revision check
         # of its state transactions; S3 reads under models/
         assert "requests/" not in text and "results/" not in text, name
-        for forbidden in ("DeleteItem", "Scan", "BatchWriteItem", "BatchGetItem", "s3:PutObject"):
+        for forbidden in ("DeleteItem", "Scan", "BatchWriteItem", "BatchGetItem"):
             assert forbidden not in text, (name, forbidden)
+        # only the events function writes, and only under models/: an uploaded TorchServe
+        # archive unpacked into a version directory
+        writes = [s for s in statements if "s3:PutObject" in json.dumps(s["Action"])]
+        expected = ['{"Fn::Sub": "${ModelBucket.Arn}/models/*"}']
+        assert [json.dumps(s["Resource"]) for s in writes] == (
+            expected if name == "ManageEventsFunctionRole" else []
+        ), name
         dynamo = {a for s in statements for a in s["Action"] if a.startswith("dynamodb:")}
         assert dynamo == {
             "dynamodb:GetItem",

@@ -44,6 +44,11 @@ class ModelNotReady(LambdaServeError):
     """The model or version exists but is not serving."""
 
 
+class ModelCodeFailed(ModelNotReady):
+    """The model's own code (a handler, a Python model) failed to load where it serves: a
+    fact about the version, reported back to the catalog so it is not READY."""
+
+
 class Conflict(LambdaServeError):
     """The request is valid but contradicts the current state."""
 

@@ -45,7 +45,15 @@ class VersionFileKey:
     path: str
 
 
-RepositoryKey = ConfigKey | VersionFileKey
+@dataclass(frozen=True)
+class ArchiveKey:
+    """A TorchServe archive uploaded beside the models (``models/mnist.mar``)."""
+
+    filename: str
+
+
+RepositoryKey = ConfigKey | VersionFileKey | ArchiveKey
+ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz")
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,8 @@ def parse_key(key: str, prefix: str = "models/") -> RepositoryKey | None:
     if not key.startswith(prefix):
         return None
     parts = key[len(prefix) :].split("/")
+    if len(parts) == 1 and parts[0].endswith(ARCHIVE_SUFFIXES) and _safe_relative_path(parts):
+        return ArchiveKey(parts[0])
     if len(parts) < 2 or not is_valid_model_name(parts[0]):
         return None
     model, rest = parts[0], parts[1:]
@@ -217,6 +227,33 @@ class ModelRepository:
         """Download one object to a local path (ranged, concurrent parts for big files);
         ``progress`` is told each chunk's byte count."""
         self._s3.download_file(self.bucket, key, path, Config=_TRANSFER, Callback=progress)
+
+    def head(self, key: str) -> ObjectInfo | None:
+        """The object's size and etag, or None when it is not there."""
+        try:
+            head = self._s3.head_object(Bucket=self.bucket, Key=key)
+        except self._s3.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        return ObjectInfo(
+            key, int(head["ContentLength"]), head["ETag"].strip('"'), head["LastModified"]
+        )
+
+    def metadata(self, key: str) -> dict[str, str]:
+        """The object's user metadata ({} when absent)."""
+        try:
+            head = self._s3.head_object(Bucket=self.bucket, Key=key)
+        except self._s3.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return {}
+            raise
+        return dict(head.get("Metadata") or {})
+
+    def put(self, key: str, body: Any, metadata: dict[str, str] | None = None) -> None:
+        """Write one object from a readable stream (multipart when large)."""
+        extra = {"Metadata": metadata} if metadata else None
+        self._s3.upload_fileobj(body, self.bucket, key, ExtraArgs=extra, Config=_TRANSFER)
 
     def delete_version(self, model: str, version: int) -> int:
         """Delete every object of a version; returns how many were deleted."""

@@ -223,6 +223,36 @@ class Catalog:
             raise
         return True
 
+    def record_load_failure(self, model: str, version: int, fingerprint: str, reason: str) -> bool:
+        """Where it serves, the version's own code failed to load: the version is not
+        READY (until its files change), with the code's error as the reason. Only the
+        validated bytes that failed are marked; False when the version moved on."""
+        try:
+            self._db.update_item(
+                TableName=self.table,
+                Key=key(model_pk(model), VERSION_SK.format(version)),
+                UpdateExpression=(
+                    "SET #state = :unavailable, reason = :reason, valid = :no, "
+                    "validation_error = :reason, updated_at = :now"
+                ),
+                ConditionExpression="fingerprint = :fp AND #state = :ready",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues=values(
+                    unavailable="UNAVAILABLE",
+                    reason=reason,
+                    no=False,
+                    now=now_iso(),
+                    fp=fingerprint,
+                    ready="READY",
+                ),
+            )
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+        self._bump(model)
+        return True
+
     def revision(self, model: str) -> int:
         """The model's fact revision; read it before the facts a state is derived from."""
         item = self._get(model_pk(model), REVISION_SK)

@@ -57,7 +57,10 @@ def version_state(
 ) -> tuple[str, str]:
     """(state, reason) as Triton's repository index reports a version."""
     if not facts.present:
-        return UNAVAILABLE, "removed: the version has no objects in the repository"
+        # an upload that never became a version (a refused archive) keeps its reason
+        return UNAVAILABLE, facts.validation_error or (
+            "removed: the version has no objects in the repository"
+        )
     if config_error:
         return UNAVAILABLE, f"model config is invalid: {config_error}"
     if not facts.valid:

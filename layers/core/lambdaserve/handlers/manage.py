@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
     from mangum import Mangum
 from lambdaserve.catalog.repository import decode_event_key
+from lambdaserve.publishing.events import EventBatch
 from lambdaserve.publishing.management import ModelManager
-from lambdaserve.publishing.registrar import EventBatch
 from lambdaserve.services.manage import ManageServices, build_manage_services
 from lambdaserve.settings import get_settings
 
@@ -68,7 +68,7 @@ class _Delivery:
 def record_handler(record: SQSRecord) -> None:
     """Reconcile what one queued S3 notification points at; raising retries the record."""
     logger.append_keys(message_id=record.message_id)
-    batch = _Delivery.current or services().registrar.batch()
+    batch = _Delivery.current or EventBatch(services().registrar)
     for key in object_keys(record.json_body):
         batch.on_object_event(key)
         metrics.add_metric(name="RepositoryEvents", unit=MetricUnit.Count, value=1)
@@ -79,7 +79,7 @@ def record_handler(record: SQSRecord) -> None:
 def events_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """SQS event source mapping of the repository-events queue (partial batch failures)."""
     metrics.add_metric(name="EventBatches", unit=MetricUnit.Count, value=1)
-    _Delivery.current = services().registrar.batch()
+    _Delivery.current = EventBatch(services().registrar)
     try:
         return dict(
             process_partial_response(

@@ -21,6 +21,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
 
+from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.metrics.stats import StatsRegistry
 
 LABELS = ("model", "version")
@@ -136,4 +137,5 @@ def metrics_registry(
     servers in one process each answer for their own ``StatsRegistry``."""
     registry = CollectorRegistry()
     registry.register(TritonMetrics(stats, pending))
+    registry.register(CUSTOM_METRICS)
     return registry

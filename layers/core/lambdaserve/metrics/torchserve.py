@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import Metric, UnknownMetricFamily
 from prometheus_client.utils import floatToGoString
 
+from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.metrics.stats import StatsRegistry
 
 MODEL_LABELS = ("model_name", "model_version", "hostname")
@@ -133,6 +134,7 @@ def torchserve_registry(
 ) -> CollectorRegistry:
     registry = CollectorRegistry()
     registry.register(TorchServeMetrics(stats, responses, disk_path))
+    registry.register(CUSTOM_METRICS)
     return registry
 
 

@@ -1,6 +1,7 @@
 """Publishing a model: what the manage function does with an upload. Validation with
 the runtime that will serve it (``validation``), reconciling the catalog with the bucket
-(``registrar``), and the management API's domain: load, unload, default version, labels,
+(``registrar``), one delivery of events (``events``), TorchServe archives unpacked into
+versions (``archives``), and the management API's domain: load, unload, default version, labels,
 config overrides (``management``).
 
 Imports ``pipelines``, ``serving`` (the same warm-up check), ``catalog`` and below; never

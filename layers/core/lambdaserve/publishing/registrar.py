@@ -19,7 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.catalog.configs import ConfigReader, effective_config
-from lambdaserve.catalog.repository import ConfigKey, ModelRepository, ObjectInfo, parse_key
+from lambdaserve.catalog.repository import ModelRepository, ObjectInfo
 from lambdaserve.catalog.store import (
     Catalog,
     ModelRecord,
@@ -29,7 +29,7 @@ from lambdaserve.catalog.store import (
     now_iso,
 )
 from lambdaserve.config.model_config import ModelConfig
-from lambdaserve.config.model_files import MODEL_FILES, selects_runtime
+from lambdaserve.config.model_files import selects_runtime
 from lambdaserve.errors import ModelRejected, RuntimeMissing
 from lambdaserve.pipelines.ensemble_registry import EnsembleRegistry
 from lambdaserve.publishing.validation import VersionValidator
@@ -65,13 +65,13 @@ class Registrar:
         self._retired: set[str] = set()  # models with a version just removed
         self._clock = clock
 
-    def on_object_event(self, key: str) -> None:
-        """React to one created/removed object (key already URL-decoded)."""
-        self.batch().on_object_event(key)
+    @property
+    def repository(self) -> ModelRepository:
+        return self._repository
 
-    def batch(self) -> EventBatch:
-        """A memo for the events of one delivery (one SQS batch)."""
-        return EventBatch(self)
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
 
     def on_version_change(self, model: str, version: int) -> None:
         """Reconcile one version against the bucket, then re-apply the model's version_policy."""
@@ -284,44 +284,6 @@ class Registrar:
             if (state, reason) != (version.state, version.reason):
                 changes.append((version, state, reason))
         return changes
-
-
-class EventBatch:
-    """Reconciles each target at most once per delivery.
-
-    Every event in a batch was emitted before the batch was received, so one
-    reconcile after receiving sees everything any of them announces: duplicates and
-    bursts for the same version (or model) cost one reconcile, not one each.
-    """
-
-    def __init__(self, registrar: Registrar) -> None:
-        self._registrar = registrar
-        self._models: set[str] = set()
-        self._versions: set[tuple[str, int]] = set()
-
-    def on_object_event(self, key: str) -> None:
-        parsed = parse_key(key, self._registrar._repository.prefix)
-        if parsed is None:
-            logger.info("ignoring %s: outside the models/<model>/<version>/ layout", key)
-            return
-        if isinstance(parsed, ConfigKey) and parsed.filename in MODEL_FILES:
-            prefix = self._registrar._repository.prefix
-            logger.warning(
-                "ignoring %s: a model file belongs in a version directory, e.g. %s%s/1/%s",
-                key,
-                prefix,
-                parsed.model,
-                parsed.filename,
-            )
-        if parsed.model in self._models:
-            return
-        if isinstance(parsed, ConfigKey):
-            self._registrar.reconcile_model(parsed.model)
-            self._models.add(parsed.model)
-            return
-        if (parsed.model, parsed.version) not in self._versions:
-            self._registrar.on_version_change(parsed.model, parsed.version)
-            self._versions.add((parsed.model, parsed.version))
 
 
 def _fingerprint(objects: list[ObjectInfo], config: ModelConfig) -> str:

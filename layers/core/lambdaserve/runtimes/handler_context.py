@@ -1,7 +1,9 @@
 """What a TorchServe handler sees of its server: the ``context`` and how answers are sent.
 
-Available as in TorchServe: ``model_name``, ``manifest``, ``system_properties``
-(``model_dir``, ``gpu_id``, ``batch_size``, ``server_name``, ``server_version``),
+Used where TorchServe's ``ts`` package is not installed (where it is, TorchServe's own
+``Context`` is). Available as in TorchServe: ``model_name``, ``manifest``, ``model_yaml_config``,
+``system_properties`` (``model_dir``, ``gpu_id``, ``batch_size``, ``limit_max_image_pixels``,
+``server_name``, ``server_version``),
 ``get_request_header``, ``get_all_request_header``, ``set_response_content_type``,
 ``get_response_content_type``, ``set_response_status``. Not available: ``context.metrics``
 (None; lambdaserve's own metrics cover each call) and ``request_processor`` internals.
@@ -33,23 +35,29 @@ class Context:
 
     metrics = None
 
-    def __init__(self, model: str, version: int, model_dir: Path, batch_size: int) -> None:
+    def __init__(
+        self,
+        model: str,
+        version: int,
+        model_dir: Path,
+        batch_size: int,
+        manifest: dict[str, Any] | None = None,
+    ) -> None:
         self.model_name = model
-        self.manifest: dict[str, Any] = {
-            "model": {
-                "modelName": model,
-                "modelVersion": str(version),
-                "handler": "handler.py",
-            },
+        self.model_dir = model_dir
+        self.manifest: dict[str, Any] = manifest or {
+            "model": {"modelName": model, "modelVersion": str(version), "handler": "handler.py"},
             "runtime": "python",
         }
         self.system_properties: dict[str, Any] = {
             "model_dir": str(model_dir),
             "gpu_id": None,
             "batch_size": max(1, batch_size),
+            "limit_max_image_pixels": True,
             "server_name": "lambdaserve",
             "server_version": __version__,
         }
+        self.model_yaml_config = _model_yaml_config(self.manifest, model_dir)
         self._headers: list[Mapping[str, str]] = []
         self._content_types: dict[int, str] = {}
         self._statuses: dict[int, tuple[int, str]] = {}
@@ -87,3 +95,14 @@ class Context:
             return Answer(result.encode(), chosen or "text/plain; charset=utf-8", status)
         body = orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY)
         return Answer(body, chosen or "application/json", status)
+
+
+def _model_yaml_config(manifest: dict[str, Any], model_dir: Path) -> dict[str, Any]:
+    """The archive's ``model-config.yaml`` (manifest ``configFile``), as TorchServe reads it."""
+    name = (manifest.get("model") or {}).get("configFile")
+    if not name:
+        return {}
+    import yaml
+
+    document = yaml.safe_load((model_dir / name).read_bytes())
+    return document if isinstance(document, dict) else {}

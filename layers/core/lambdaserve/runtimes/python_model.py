@@ -24,6 +24,7 @@ from lambdaserve.errors import (
     InferenceError,
     InvalidInput,
     LambdaServeError,
+    ModelCodeFailed,
     ModelNotReady,
     ModelRejected,
 )
@@ -74,7 +75,7 @@ class PythonModelRuntime:
             if hasattr(instance, "initialize"):
                 instance.initialize(_initialize_args(config, options.version, version_dir))
         except Exception as exc:
-            raise ModelNotReady(
+            raise ModelCodeFailed(
                 f"model.py of {config.name!r} failed to load: {type(exc).__name__}: {exc}"
             ) from exc
         finally:

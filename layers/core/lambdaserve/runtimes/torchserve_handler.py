@@ -1,31 +1,48 @@
-"""TorchServe custom handlers, unchanged: ``<v>/handler.py`` with a module-level
-``handle(data, context)``, or one class with ``initialize(context)`` and ``handle`` (or
-``preprocess`` / ``inference`` / ``postprocess``, called in that order as TorchServe's
-BaseHandler does).
+"""TorchServe handlers, unchanged: an unpacked archive (``MAR-INF/MANIFEST.json`` with the
+files torch-model-archiver packed: a custom ``handler.py``, a ``BaseHandler`` subclass or a
+built-in handler name, an eager ``model.py`` with its state dict, ``model-config.yaml``), or
+a bare ``<v>/handler.py``.
+
+Where TorchServe's ``ts`` package is installed (``lambdaserve[torchserve]``), TorchServe's own
+loader and ``Context`` run the handler (``torchserve_worker``). Without it, handlers that do not
+import ``ts`` still run: a module-level ``handle(data, context)`` (called with ``None`` at load,
+as TorchServe's worker does) or one class with ``initialize(context)`` and ``handle`` (or
+``preprocess`` / ``inference`` / ``postprocess``), over a context of the same shape.
 
 ``data`` is TorchServe's: one dict per request, ``{"body": ...}`` for a raw body (parsed
-JSON for ``application/json``) or one key per multipart field. Handlers that import ``ts``
-internals (``ts.torch_handler.*``, ``ts.context``) are not supported: nothing of ``ts`` is
-installed. Like Python models, handlers run only where they serve and only when
-``LAMBDASERVE_PYTHON_MODELS`` allows it; publishing checks them statically.
+JSON for ``application/json``) or one key per multipart field. Like Python models, handlers
+run only where they serve and only when ``LAMBDASERVE_PYTHON_MODELS`` allows it; publishing
+reads them without running them.
 """
 
 from __future__ import annotations
 
-import ast
 import inspect
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import orjson
 
 from lambdaserve.config.model_config import ModelConfig
-from lambdaserve.errors import InferenceError, LambdaServeError, ModelNotReady, ModelRejected
+from lambdaserve.errors import (
+    InferenceError,
+    LambdaServeError,
+    ModelCodeFailed,
+    ModelNotReady,
+)
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.handler_context import Answer, Context
-from lambdaserve.runtimes.model_code import DISABLED, new_module, parse_source, run_one
+from lambdaserve.runtimes.model_code import DISABLED, new_module, run_one
+from lambdaserve.runtimes.torchserve_manifest import (
+    MANIFEST,
+    Manifest,
+    check_archive,
+    check_handler,
+    read_manifest,
+    synthesized_manifest,
+)
 from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
 
 # The tensor face of a handler (v2 infer, queues): one BYTES element per request body in,
@@ -37,27 +54,29 @@ SIGNATURE = Signature(
 _STAGES = ("preprocess", "inference", "postprocess")
 
 
+class Session(Protocol):
+    """The context of one call: what the handler is given, and how its answers are read."""
+
+    handler_context: Any
+
+    def begin(self, headers: list[Mapping[str, str]]) -> None: ...
+
+    def call(self, rows: list[dict[str, Any]], context: Any) -> Any: ...
+
+    def answer(self, idx: int, result: Any) -> Answer: ...
+
+    def close(self) -> None: ...
+
+
 class TorchServeHandlerRuntime:
     name = "torchserve_handler"
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         """Static checks only: the manage function never runs handler code."""
-        tree = parse_source(model_path)
-        for node in ast.walk(tree):
-            for module in _imported_modules(node):
-                if module != "ts" and not module.startswith("ts."):
-                    continue
-                raise ModelRejected(
-                    f"handler.py imports {module}: TorchServe's internals are not available "
-                    "here; define handle(data, context) or a plain class instead"
-                )
-        functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-        classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
-        if "handle" not in functions and not any(_handler_class(c) for c in classes):
-            raise ModelRejected(
-                "handler.py defines neither handle(data, context) nor a class with "
-                "handle (or preprocess, inference and postprocess), as TorchServe requires"
-            )
+        if model_path.name == Path(MANIFEST).name:
+            check_archive(read_manifest(model_path), _model_dir(model_path))
+        else:
+            check_handler(model_path)
         return SIGNATURE
 
     def load(
@@ -65,16 +84,66 @@ class TorchServeHandlerRuntime:
     ) -> HandlerModel:
         if not options.python_models:
             raise ModelNotReady(DISABLED)
-        module, loader = new_module(model_path, config.name)
-        context = Context(config.name, options.version, model_path.parent, config.max_batch_size)
+        model_dir = _model_dir(model_path)
+        manifest = _manifest(model_path, config.name, options.version)
         try:
-            loader.exec_module(module)
-            entry = _entry_point(module, context)
+            session: Session = _load_session(manifest, model_dir, config, options.version)
+        except LambdaServeError:
+            raise
         except Exception as exc:
-            raise ModelNotReady(
-                f"handler.py of {config.name!r} failed to load: {type(exc).__name__}: {exc}"
+            raise ModelCodeFailed(
+                f"the handler of {config.name!r} failed to load: {type(exc).__name__}: {exc}"
             ) from exc
-        return HandlerModel(entry, context)
+        return HandlerModel(session)
+
+
+def _load_session(manifest: Manifest, model_dir: Path, config: ModelConfig, version: int) -> Any:
+    from lambdaserve.runtimes import torchserve_worker
+
+    if torchserve_worker.installed():
+        service = torchserve_worker.load_service(manifest, model_dir, config.max_batch_size)
+        return torchserve_worker.TorchServeSession(service)
+    if not manifest.handler_file:
+        raise ModelNotReady(torchserve_worker.MISSING)
+    context = Context(config.name, version, model_dir, config.max_batch_size, manifest.document)
+    with torchserve_worker.imports_from(model_dir):
+        module, loader = new_module(model_dir / manifest.handler_file, config.name)
+        loader.exec_module(module)
+        entry = _entry_point(module, context, manifest.handler)
+    return _PlainSession(entry, context)
+
+
+def _model_dir(model_path: Path) -> Path:
+    return model_path.parent.parent if model_path.name == Path(MANIFEST).name else model_path.parent
+
+
+def _manifest(model_path: Path, model: str, version: int) -> Manifest:
+    if model_path.name == Path(MANIFEST).name:
+        return read_manifest(model_path)
+    document = synthesized_manifest(model, version)
+    return Manifest(document, model, str(version), "handler.py", "", "", "")
+
+
+class _PlainSession:
+    """A handler run without ``ts``: its entry point over lambdaserve's context."""
+
+    def __init__(self, entry: Any, context: Context) -> None:
+        self._entry = entry
+        self.handler_context = context
+
+    def call(self, rows: list[dict[str, Any]], context: Any) -> Any:
+        return self._entry(rows, context)
+
+    def close(self) -> None:
+        from lambdaserve.runtimes import torchserve_worker
+
+        torchserve_worker.forget(self.handler_context.model_dir)
+
+    def begin(self, headers: list[Mapping[str, str]]) -> None:
+        self.handler_context.begin(headers)
+
+    def answer(self, idx: int, result: Any) -> Answer:
+        return self.handler_context.answer(idx, result)
 
 
 class HandlerModel:
@@ -82,17 +151,20 @@ class HandlerModel:
 
     device = "cpu"
 
-    def __init__(self, entry: Any, context: Context) -> None:
-        self._entry = entry
-        self._context = context
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def close(self) -> None:
+        self._session.close()
 
     def handle_rows(
         self, rows: list[dict[str, Any]], headers: list[Mapping[str, str]] | None = None
     ) -> list[Answer]:
         """TorchServe's call: one dict per request in, one answer per request out."""
-        self._context.begin(headers or [{} for _ in rows])
+        session = self._session
+        session.begin(headers or [{} for _ in rows])
         try:
-            results = self._entry(rows, self._context)
+            results = session.call(rows, session.handler_context)
         except Exception as exc:
             raise InferenceError(f"the handler raised {type(exc).__name__}: {exc}") from exc
         if not isinstance(results, list) or len(results) != len(rows):
@@ -102,7 +174,7 @@ class HandlerModel:
                 f"{len(rows)} and returned {got}"
             )
         try:
-            return [self._context.answer(i, result) for i, result in enumerate(results)]
+            return [session.answer(i, result) for i, result in enumerate(results)]
         except TypeError as exc:
             raise InferenceError(f"the handler's answer cannot be sent as JSON: {exc}") from exc
 
@@ -140,10 +212,14 @@ def _body(element: Any) -> Any:
         return bytearray(raw)
 
 
-def _entry_point(module: Any, context: Context) -> Any:
-    """TorchServe's rule: a module-level ``handle`` wins, else the module's handler class."""
-    if callable(getattr(module, "handle", None)):
-        return module.handle
+def _entry_point(module: Any, context: Context, handler: str) -> Any:
+    """TorchServe's rule: the named (or a module-level ``handle``) function, called once with
+    ``None`` at load; else the module's one handler class, initialized."""
+    function = handler.split(":", 1)[1] if ":" in handler else "handle"
+    if callable(getattr(module, function, None)):
+        entry = getattr(module, function)
+        entry(None, context)
+        return entry
     classes = [
         c
         for _, c in inspect.getmembers(module, inspect.isclass)
@@ -165,16 +241,3 @@ def _entry_point(module: Any, context: Context) -> Any:
 
 def _has_stages(cls: type) -> bool:
     return all(callable(getattr(cls, stage, None)) for stage in _STAGES)
-
-
-def _handler_class(node: ast.ClassDef) -> bool:
-    methods = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
-    return "handle" in methods or set(_STAGES) <= methods
-
-
-def _imported_modules(node: ast.AST) -> list[str]:
-    if isinstance(node, ast.ImportFrom):
-        return [node.module or ""]
-    if isinstance(node, ast.Import):
-        return [alias.name for alias in node.names]
-    return []

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from lambdaserve.batching.assembly import BatchResult, assemble, check_invariant
-from lambdaserve.errors import LambdaServeError
+from lambdaserve.errors import LambdaServeError, ModelCodeFailed
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions
@@ -227,7 +227,27 @@ class ModelServer:
             _release(item, "shutdown")
 
     def _load(self, served: ServedVersion) -> LoadedModel:
-        return load_version(served, self._cache, replace(self._options, version=served.version))
+        try:
+            return load_version(served, self._cache, replace(self._options, version=served.version))
+        except ModelCodeFailed as exc:
+            self._report_load_failure(served, exc)
+            raise
+        finally:
+            with self._lock:
+                self._loading.pop((served.model, served.version, served.record.fingerprint), None)
+
+    def _report_load_failure(self, served: ServedVersion, exc: ModelCodeFailed) -> None:
+        """READY means it answers: the version's own code failed here, so the catalog says
+        UNAVAILABLE with the code's error, and the next request fails fast with it."""
+        reason = f"failed to load where it serves: {exc.message}"
+        logger.error("%s version %s %s", served.model, served.version, reason)
+        try:
+            self.resolver.catalog.record_load_failure(
+                served.model, served.version, served.record.fingerprint, reason[:1000]
+            )
+        except Exception:
+            logger.exception("could not record the load failure of %s", served.model)
+        self.resolver.forget(served.model)
 
 
 def _release(item: tuple[tuple[str, int, str], LoadedModel], why: str) -> None:

@@ -1,0 +1,100 @@
+"""Metrics that model code records (a TorchServe handler's ``context.metrics``), kept in this
+process and exposed on ``/metrics`` beside Triton's families.
+
+TorchServe's frontend turns a handler's metric lines into Prometheus series by type: a
+counter adds, a gauge sets, a histogram observes. The same here, with the metric's own name
+and dimensions as labels, so a dashboard over TorchServe's custom metrics reads these.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
+
+COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
+_INVALID = re.compile(r"[^a-zA-Z0-9_:]")
+
+
+@dataclass
+class _Series:
+    kind: str
+    unit: str
+    labels: tuple[str, ...]
+    values: dict[tuple[str, ...], list[float]] = field(default_factory=dict)
+
+
+class CustomMetrics:
+    """Every custom metric of the process: recorded from any thread, read when scraped."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._series: dict[str, _Series] = {}
+
+    def record(
+        self,
+        name: str,
+        *,
+        kind: str,
+        unit: str,
+        labels: Sequence[str],
+        values: Sequence[str],
+        value: float,
+    ) -> None:
+        """Add (counter), set (gauge) or observe (histogram) ``value`` for one label set."""
+        if len(labels) != len(values):
+            raise ValueError(f"metric {name!r} has dimensions {list(labels)}, got {list(values)}")
+        with self._lock:
+            series = self._series.setdefault(name, _Series(kind, unit, tuple(labels)))
+            if series.labels != tuple(labels) or series.kind != kind:
+                raise ValueError(
+                    f"metric {name!r} was first recorded as a {series.kind} with dimensions "
+                    f"{list(series.labels)}; record it the same way every time"
+                )
+            current = series.values.setdefault(tuple(values), [0.0, 0.0])
+            if kind == GAUGE:
+                current[0] = value
+            elif kind == HISTOGRAM:
+                current[0] += 1
+                current[1] += value
+            else:
+                current[0] += value
+
+    def describe(self) -> Iterable[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        with self._lock:
+            snapshot = {
+                name: (s.kind, s.unit, s.labels, {k: list(v) for k, v in s.values.items()})
+                for name, s in self._series.items()
+            }
+        for name, (kind, unit, labels, values) in sorted(snapshot.items()):
+            exposed = _INVALID.sub("_", name)
+            documentation = f"{name} ({unit or 'no unit'}), recorded by the model's code"
+            if kind == HISTOGRAM:
+                summary = SummaryMetricFamily(exposed, documentation, labels=list(labels))
+                for key, (count, total) in values.items():
+                    summary.add_metric(list(key), int(count), total)
+                yield summary
+                continue
+            family: CounterMetricFamily | GaugeMetricFamily
+            if kind == GAUGE:
+                family = GaugeMetricFamily(exposed, documentation, labels=list(labels))
+            else:
+                family = CounterMetricFamily(exposed, documentation, labels=list(labels))
+            for key, (number, _) in values.items():
+                family.add_metric(list(key), number)
+            yield family
+
+
+# One per process, as TorchServe's frontend keeps one per server
+CUSTOM_METRICS = CustomMetrics()

@@ -1,0 +1,90 @@
+"""One delivery of repository events: which versions and models to reconcile, once each,
+and TorchServe archives uploaded beside the models."""
+
+from __future__ import annotations
+
+import logging
+
+from lambdaserve.catalog import version_policy
+from lambdaserve.catalog.repository import (
+    ArchiveKey,
+    ConfigKey,
+    is_valid_model_name,
+    parse_key,
+)
+from lambdaserve.config.model_files import MODEL_FILES
+from lambdaserve.errors import ModelRejected
+from lambdaserve.publishing.archives import archive_stem, publish_archive, rejected_archive
+from lambdaserve.publishing.registrar import Registrar
+
+logger = logging.getLogger("lambdaserve.publishing.registrar")
+
+
+class EventBatch:
+    """Reconciles each target at most once per delivery.
+
+    Every event in a batch was emitted before the batch was received, so one
+    reconcile after receiving sees everything any of them announces: duplicates and
+    bursts for the same version (or model) cost one reconcile, not one each.
+    """
+
+    def __init__(self, registrar: Registrar) -> None:
+        self._registrar = registrar
+        self._models: set[str] = set()
+        self._versions: set[tuple[str, int]] = set()
+
+    def on_object_event(self, key: str) -> None:
+        parsed = parse_key(key, self._registrar.repository.prefix)
+        if isinstance(parsed, ArchiveKey):
+            publish_uploaded_archive(self._registrar, key, parsed.filename)
+            return
+        if parsed is None:
+            logger.info("ignoring %s: outside the models/<model>/<version>/ layout", key)
+            return
+        if isinstance(parsed, ConfigKey) and parsed.filename in MODEL_FILES:
+            prefix = self._registrar.repository.prefix
+            logger.warning(
+                "ignoring %s: a model file belongs in a version directory, e.g. %s%s/1/%s",
+                key,
+                prefix,
+                parsed.model,
+                parsed.filename,
+            )
+        if parsed.model in self._models:
+            return
+        if isinstance(parsed, ConfigKey):
+            self._registrar.reconcile_model(parsed.model)
+            self._models.add(parsed.model)
+            return
+        if (parsed.model, parsed.version) not in self._versions:
+            self._registrar.on_version_change(parsed.model, parsed.version)
+            self._versions.add((parsed.model, parsed.version))
+
+
+def publish_uploaded_archive(registrar: Registrar, key: str, filename: str) -> None:
+    """A TorchServe archive uploaded at ``models/<file>.mar``: unpacked into a new version
+    of the model its manifest names, validated, and labelled with its ``modelVersion``
+    once it serves (a label never moves to a version that does not)."""
+    try:
+        published = publish_archive(registrar.repository, registrar.catalog, key, filename)
+    except ModelRejected as exc:
+        model = archive_stem(filename)
+        if not is_valid_model_name(model):
+            logger.warning("archive %s rejected: %s", key, exc.message)
+            return
+        registrar.catalog.get_model(model) or registrar.refresh_config(model)
+        registrar.catalog.put_version(
+            rejected_archive(registrar.catalog, model, filename, exc.message)
+        )
+        registrar.apply_policy(model)
+        return
+    except FileNotFoundError:
+        return  # deleted since the event: nothing to publish
+    model, version = published.model, published.version
+    registrar.on_version_change(model, version)
+    record = registrar.catalog.get_version(model, version)
+    if record is not None and record.state == version_policy.READY:
+        current = registrar.catalog.get_model(model)
+        labels = {**(current.version_labels if current else {}), published.label: version}
+        registrar.catalog.update_model(model, version_labels=labels)
+        logger.info("%s version %s is labelled %s", model, version, published.label)

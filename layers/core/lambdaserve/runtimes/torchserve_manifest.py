@@ -1,0 +1,158 @@
+"""TorchServe's ``MAR-INF/MANIFEST.json``, read without running anything: what the archive
+says its model is, checked against the files it ships (at publish, in the manage function).
+
+A version directory holding a manifest is an unpacked ``.mar`` (TorchServe's ``no-archive``
+format); a bare ``handler.py`` gets the manifest TorchServe's archiver would have written.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lambdaserve.errors import ModelRejected
+from lambdaserve.runtimes.model_code import parse_source
+
+MANIFEST = "MAR-INF/MANIFEST.json"
+# The handlers TorchServe ships (``--handler image_classifier``), run from its ``ts`` package.
+BUILTIN_HANDLERS = frozenset(
+    {
+        "base_handler",
+        "image_classifier",
+        "image_segmenter",
+        "object_detector",
+        "text_classifier",
+        "densenet_handler",
+        "vision_handler",
+        "text_handler",
+    }
+)
+_STAGES = ("preprocess", "inference", "postprocess")
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The fields of TorchServe's manifest that decide how the model is loaded."""
+
+    document: dict[str, Any]
+    model_name: str
+    model_version: str
+    handler: str
+    serialized_file: str
+    model_file: str
+    config_file: str
+
+    @property
+    def handler_file(self) -> str:
+        """The handler's Python file, or "" for one of TorchServe's built-in handlers."""
+        module = self.handler.split(":", 1)[0]
+        if module in BUILTIN_HANDLERS:
+            return ""
+        return module if module.endswith(".py") else f"{module}.py"
+
+
+def read_manifest(path: Path) -> Manifest:
+    """The manifest at ``path`` (``<model_dir>/MAR-INF/MANIFEST.json``), or ModelRejected."""
+    try:
+        document = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise ModelRejected(f"{MANIFEST} is not JSON: {exc}") from None
+    model = document.get("model") if isinstance(document, dict) else None
+    if not isinstance(model, dict):
+        raise ModelRejected(
+            f'{MANIFEST} has no "model" object; build the archive with torch-model-archiver'
+        )
+    fields = {k: model.get(k) for k in ("modelName", "modelVersion", "handler")}
+    missing = [k for k, v in fields.items() if not isinstance(v, str) or not v]
+    if missing:
+        raise ModelRejected(f"{MANIFEST} has no model {', '.join(missing)}")
+    return Manifest(
+        document=document,
+        model_name=model["modelName"],
+        model_version=model["modelVersion"],
+        handler=model["handler"],
+        serialized_file=str(model.get("serializedFile") or ""),
+        model_file=str(model.get("modelFile") or ""),
+        config_file=str(model.get("configFile") or ""),
+    )
+
+
+def synthesized_manifest(model: str, version: int) -> dict[str, Any]:
+    """What torch-model-archiver writes for ``--handler handler.py`` and nothing else."""
+    return {
+        "createdOn": "",
+        "runtime": "python",
+        "model": {"modelName": model, "handler": "handler.py", "modelVersion": str(version)},
+        "archiverVersion": "",
+    }
+
+
+def check_archive(manifest: Manifest, model_dir: Path) -> None:
+    """Every file the manifest names is shipped and readable; the handler parses and defines
+    what TorchServe's loader looks for. Nothing is imported or run."""
+    for what, name in (
+        ("serializedFile", manifest.serialized_file),
+        ("modelFile", manifest.model_file),
+        ("configFile", manifest.config_file),
+    ):
+        if name and not _inside(model_dir, name).is_file():
+            raise ModelRejected(
+                f"{MANIFEST} names {what} {name!r}, which the archive does not contain; "
+                "rebuild it with that file"
+            )
+    if manifest.config_file:
+        _check_yaml(model_dir / manifest.config_file)
+    if manifest.handler_file:
+        check_handler(_inside(model_dir, manifest.handler_file), manifest.handler)
+
+
+def check_handler(path: Path, handler: str = "handler.py") -> None:
+    """TorchServe's rule, statically: the named function, a module-level ``handle``, or one
+    class with ``handle`` (a BaseHandler subclass inherits it)."""
+    if not path.is_file():
+        raise ModelRejected(f"the handler {path.name!r} is not in the archive")
+    tree = parse_source(path)
+    function = handler.split(":", 1)[1] if ":" in handler else "handle"
+    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    if function in functions:
+        return
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    if ":" in handler:
+        raise ModelRejected(f"{path.name} defines no function {function!r}")
+    if not classes:
+        raise ModelRejected(
+            f"{path.name} defines neither handle(data, context) nor a handler class, as "
+            "TorchServe requires"
+        )
+    if not any(_can_handle(c) for c in classes):
+        raise ModelRejected(
+            f"{path.name}: no class has handle (or preprocess, inference and postprocess) "
+            "or subclasses one of TorchServe's handlers"
+        )
+
+
+def _can_handle(node: ast.ClassDef) -> bool:
+    methods = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+    return "handle" in methods or set(_STAGES) <= methods or bool(node.bases)
+
+
+def _inside(model_dir: Path, name: str) -> Path:
+    path = (model_dir / name).resolve()
+    if not path.is_relative_to(model_dir.resolve()):
+        raise ModelRejected(f"{MANIFEST} names {name!r}, outside the archive")
+    return path
+
+
+def _check_yaml(path: Path) -> None:
+    import yaml
+
+    try:
+        document = yaml.safe_load(path.read_bytes())
+    except yaml.YAMLError as exc:
+        raise ModelRejected(f"{path.name} is not YAML: {str(exc).splitlines()[0]}") from None
+    if document is not None and not isinstance(document, dict):
+        raise ModelRejected(f"{path.name} must be a mapping (batchSize: 4, handler: ...)")

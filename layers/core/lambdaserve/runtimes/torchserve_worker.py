@@ -1,0 +1,207 @@
+"""A handler loaded by TorchServe's own worker code (the ``ts`` package, ``torchserve`` on
+PyPI): ``TsModelLoader`` reads the manifest, imports the handler from the model directory
+(helper modules beside it import too), builds TorchServe's ``Context`` (manifest,
+``system_properties``, ``model_yaml_config`` from the archive's ``model-config.yaml``) and
+calls ``initialize(context)`` / ``handle(None, context)``, as TorchServe's worker does.
+
+Differences from a TorchServe worker, and why: one process serves every model, so each
+handler's modules are imported from its own directory under a lock and the names it ships
+are taken out of ``sys.modules`` first (two archives may both ship ``handler.py``);
+``context.metrics`` records into this process's ``/metrics`` instead of log lines; state
+dicts load with ``weights_only`` forced on (``TORCH_FORCE_WEIGHTS_ONLY_LOAD``), never as
+pickles.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lambdaserve.errors import ModelNotReady
+from lambdaserve.metrics.custom import CUSTOM_METRICS, CustomMetrics
+from lambdaserve.runtimes.handler_context import Answer
+from lambdaserve.runtimes.torchserve_manifest import Manifest
+
+MISSING = (
+    "this model is a TorchServe archive and TorchServe's handler code is not installed where "
+    "it serves: install lambdaserve[torchserve] (torchserve==0.12.0 and torch==2.13.0), or use "
+    "the PyTorch infer image"
+)
+_IMPORTS = threading.Lock()
+logger = logging.getLogger(__name__)
+
+
+class TorchServeSession:
+    """TorchServe's context around one call: request headers in, statuses and content
+    types out, as the worker reads them after ``handle``."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+        self.handler_context = service.context
+
+    def call(self, rows: list[dict[str, Any]], context: Any) -> Any:
+        return self.service._entry_point(rows, context)
+
+    def close(self) -> None:
+        forget(Path(str(self.handler_context.system_properties["model_dir"])))
+
+    def begin(self, headers: list[Mapping[str, str]]) -> None:
+        from ts.context import RequestProcessor
+
+        context = self.handler_context
+        ids = {i: str(uuid.uuid4()) for i in range(len(headers))}
+        context.request_ids = ids
+        context.request_processor = [RequestProcessor(dict(h)) for h in headers]
+        if context.metrics is not None:
+            context.metrics.set_request_ids(ids)
+
+    def answer(self, idx: int, result: Any) -> Answer:
+        """As TorchServe's worker encodes: bytes as they are, text as UTF-8, else JSON."""
+        context = self.handler_context
+        status, _ = context.get_response_status(idx)
+        chosen = context.get_response_content_type(idx)
+        if isinstance(result, bytes | bytearray | memoryview):
+            return Answer(bytes(result), chosen or "application/octet-stream", status)
+        if isinstance(result, str):
+            return Answer(result.encode(), chosen or "text/plain; charset=utf-8", status)
+        body = orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY)
+        return Answer(body, chosen or "application/json", status)
+
+
+def installed() -> bool:
+    """Whether TorchServe's ``ts`` package can be imported here."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("ts.model_loader") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
+    """TorchServe's ``Service`` for the archive in ``model_dir``, initialized."""
+    try:
+        from ts.model_loader import TsModelLoader
+    except ImportError:
+        raise ModelNotReady(MISSING) from None
+    os.environ.setdefault("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "1")
+    with imports_from(model_dir):
+        return TsModelLoader().load(
+            manifest.model_name,
+            str(model_dir),
+            manifest.handler,
+            gpu_id=_gpu_id(),
+            batch_size=max(1, batch_size),
+            envelope=None,
+            limit_max_image_pixels=True,
+            metrics_cache=metrics_cache(manifest.model_name),
+        )
+
+
+@contextmanager
+def imports_from(model_dir: Path) -> Iterator[None]:
+    """The model directory first on ``sys.path`` while its handler is imported (and after:
+    handlers import lazily), the modules it ships imported afresh from it."""
+    shipped = {p.stem for p in model_dir.glob("*.py")} | {
+        p.name for p in model_dir.iterdir() if p.is_dir() and (p / "__init__.py").is_file()
+    }
+    with _IMPORTS:
+        for name in shipped:
+            module = sys.modules.get(name)
+            if module is not None and not _from(module, model_dir):
+                del sys.modules[name]
+        directory = str(model_dir)
+        if directory in sys.path:
+            sys.path.remove(directory)
+        sys.path.insert(0, directory)
+        yield
+
+
+def forget(model_dir: Path) -> None:
+    """Take an unloaded model's directory off ``sys.path``."""
+    with _IMPORTS:
+        while str(model_dir) in sys.path:
+            sys.path.remove(str(model_dir))
+
+
+def _from(module: Any, model_dir: Path) -> bool:
+    location = getattr(module, "__file__", None)
+    if not location:
+        return False
+    return Path(location).resolve().is_relative_to(model_dir.resolve())
+
+
+def _gpu_id() -> int | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    wanted = os.environ.get("LAMBDASERVE_DEVICE", "")
+    return 0 if wanted != "cpu" and torch.cuda.is_available() else None
+
+
+def metrics_cache(model: str, metrics: CustomMetrics = CUSTOM_METRICS) -> Any:
+    """TorchServe's metrics cache interface over this process's custom metrics."""
+    from ts.metrics.metric_cache_abstract import MetricCacheAbstract
+    from ts.metrics.metric_cache_errors import MetricsCacheKeyError
+
+    class RecordedMetric:
+        def __init__(self, name: str, unit: str, labels: list[str], kind: str) -> None:
+            self.metric_name, self.unit, self.labels, self.kind = name, unit, labels, kind
+
+        def add_or_update(
+            self, value: float, dimension_values: list[str] | None = None, request_id: str = ""
+        ) -> None:
+            values = [str(v) for v in dimension_values or []]
+            try:
+                metrics.record(
+                    self.metric_name,
+                    kind=self.kind,
+                    unit=self.unit,
+                    labels=self.labels,
+                    values=values,
+                    value=value,
+                )
+            except ValueError as exc:  # as TorchServe: a bad metric is logged, never raised
+                logger.error("[METRICS] %s", exc)
+
+        def update(self, value: float, request_id: str = "", dimensions: Any = None) -> None:
+            self.add_or_update(value, [d.value for d in dimensions or []], request_id)
+
+    class ProcessMetricsCache(MetricCacheAbstract):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__(config_file_path="")
+            self.model_name = model
+
+        def initialize_cache(self) -> None:
+            return None
+
+        def get_metric(self, metric_name: str, metric_type: Any = None) -> Any:
+            kind = getattr(metric_type, "value", "counter")
+            try:
+                return self.cache[(kind, metric_name)]
+            except KeyError:
+                raise MetricsCacheKeyError(f"no metric {metric_name!r}") from None
+
+        def add_metric_to_cache(
+            self,
+            metric_name: str,
+            unit: str,
+            dimension_names: list[str] | None = None,
+            metric_type: Any = None,
+        ) -> Any:
+            kind = getattr(metric_type, "value", "counter")
+            metric = RecordedMetric(metric_name, unit, list(dimension_names or []), kind)
+            self.cache[(kind, metric_name)] = metric
+            return metric
+
+    return ProcessMetricsCache()

@@ -1,0 +1,232 @@
+"""TorchServe's archives as its users have them: built by torch-model-archiver from a
+BaseHandler subclass, an eager model and a helper module, uploaded as ``models/<name>.mar``,
+served by TorchServe's own worker code; hostile archives refused with the reason; a handler
+that fails to load is never READY."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from lambdaserve.catalog import version_policy
+from lambdaserve.errors import ModelNotReady
+from lambdaserve.metrics.custom import CUSTOM_METRICS
+from lambdaserve.publishing.events import EventBatch
+from lambdaserve.services.inference import build_model_server
+from lambdaserve.serving.raw_predictions import RawRequest, predict_raw
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("ts")
+pytestmark = pytest.mark.torch
+
+HANDLERS = Path(__file__).parent.parent / "fixtures" / "torchserve"
+
+
+def archive(tmp_path: Path, name: str, version: str = "1.0", fmt: str = "default") -> Path:
+    """``torch-model-archiver`` as TorchServe's users run it, on the fixture's files."""
+    source = HANDLERS / name
+    args = ["--model-name", name, "--version", version, "--handler", str(source / "handler.py")]
+    if (source / "model.py").exists():
+        weights = tmp_path / f"{name}.pt"
+        torch.manual_seed(0)
+        sys.path.insert(0, str(source))
+        try:
+            from model import TinyClassifier  # the fixture's model.py, as TorchServe imports it
+        finally:
+            sys.path.remove(str(source))
+            sys.modules.pop("model", None)
+        torch.save(TinyClassifier().state_dict(), weights)
+        args += ["--model-file", str(source / "model.py"), "--serialized-file", str(weights)]
+        args += ["--extra-files", str(source / "helpers.py")]
+        args += ["--config-file", str(source / "model-config.yaml")]
+    export = tmp_path / "export"
+    export.mkdir(exist_ok=True)
+    archiver = Path(sys.executable).parent / "torch-model-archiver"
+    subprocess.run(
+        [str(archiver), *args, "--export-path", str(export), "--archive-format", fmt, "-f"],
+        check=True,
+        timeout=120,
+    )
+    suffix = {"default": ".mar", "tgz": ".tar.gz"}[fmt]
+    return export / f"{name}{suffix}"
+
+
+@pytest.fixture
+def enabled(aws):
+    aws.services.registrar._validator._python_models = True
+    aws.settings = replace(aws.settings, python_models=True, max_model_bytes=50_000_000)
+    return aws
+
+
+def upload(aws, key: str, body: bytes) -> None:
+    aws.put(key, body)
+    EventBatch(aws.services.registrar).on_object_event(key)
+
+
+def expected(tmp_path: Path, rows: list[list[float]]) -> list[dict]:
+    """The same eager model, by hand: state dict, scale 2.0 from model-config.yaml, softmax."""
+    sys.path.insert(0, str(HANDLERS / "tiny"))
+    try:
+        from model import TinyClassifier
+    finally:
+        sys.path.remove(str(HANDLERS / "tiny"))
+        sys.modules.pop("model", None)
+    net = TinyClassifier()
+    net.load_state_dict(torch.load(tmp_path / "tiny.pt", weights_only=True))
+    with torch.no_grad():
+        probabilities = torch.softmax(net(torch.tensor(rows) * 2.0), dim=1)
+    return [
+        {"class": int(p.argmax()), "probabilities": [round(float(v), 6) for v in p]}
+        for p in probabilities
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["default", "tgz"])
+def test_an_uploaded_mar_serves_its_handler_under_its_model_version(enabled, tmp_path, fmt):
+    # Given an archive built by torch-model-archiver (BaseHandler subclass, eager model.py
+    # with its state dict, a helper module, model-config.yaml)
+    mar = archive(tmp_path, "tiny", "1.0", fmt)
+    # When it is uploaded beside the models, as `aws s3 cp tiny.mar s3://<bucket>/models/`
+    upload(enabled, f"models/{mar.name}", mar.read_bytes())
+    # Then the model its manifest names has a READY version labelled with its modelVersion
+    record = enabled.services.catalog.get_version("tiny", 1)
+    assert (record.state, record.runtime) == (version_policy.READY, "torchserve_handler")
+    assert enabled.services.catalog.get_model("tiny").version_labels == {"1.0": 1}
+    # When a request reaches it, as TorchServe's /predictions/tiny/1.0 would send it
+    server = build_model_server(enabled.settings, enabled.clients)
+    body = json.dumps({"values": [0.5, -1.0, 2.0, 0.25]}).encode()
+    answer = predict_raw(server, "tiny", 1, RawRequest((("body", json.loads(body)),), {}))
+    # Then the answer is the eager model's, as computed by hand
+    assert json.loads(answer.body) == expected(tmp_path, [[0.5, -1.0, 2.0, 0.25]])[0]
+    # And the handler's custom metric reached this process's metrics
+    families = {f.name: f for f in CUSTOM_METRICS.collect()}
+    assert families["TinyRows"].samples[0].value >= 1
+
+
+def test_the_same_upload_delivered_twice_is_one_version(enabled, tmp_path):
+    mar = archive(tmp_path, "tiny").read_bytes()
+    upload(enabled, "models/tiny.mar", mar)
+    upload(enabled, "models/tiny.mar", mar)
+    assert [v.version for v in enabled.services.catalog.versions("tiny")] == [1]
+
+
+def test_a_function_handler_is_initialized_with_none_at_load(enabled, tmp_path):
+    # Given a module-level handle(data, context), as TorchServe's docs show
+    upload(enabled, "models/function.mar", archive(tmp_path, "function", "2.1").read_bytes())
+    assert enabled.services.catalog.get_model("function").version_labels == {"2.1": 1}
+    server = build_model_server(enabled.settings, enabled.clients)
+    # When it is called, it was initialized first with handle(None, context)
+    answer = predict_raw(server, "function", None, RawRequest((("body", b"abc"),), {}))
+    assert json.loads(answer.body)["initialized_for"] == "function"
+
+
+def test_a_handler_failing_to_load_is_unavailable_with_its_error(enabled, tmp_path):
+    # Given a handler whose initialize raises (code never runs in the manage function)
+    upload(enabled, "models/broken.mar", archive(tmp_path, "broken").read_bytes())
+    assert enabled.services.catalog.get_version("broken", 1).state == version_policy.READY
+    server = build_model_server(enabled.settings, enabled.clients)
+    # When the first request loads it where it serves
+    with pytest.raises(ModelNotReady, match="the tokenizer file is missing"):
+        predict_raw(server, "broken", None, RawRequest((("body", b"x"),), {}))
+    # Then the catalog says UNAVAILABLE with the handler's error, and the next request says so
+    record = enabled.services.catalog.get_version("broken", 1)
+    assert record.state == version_policy.UNAVAILABLE
+    assert "the tokenizer file is missing" in record.reason
+    with pytest.raises(ModelNotReady, match="tokenizer"):
+        predict_raw(server, "broken", None, RawRequest((("body", b"x"),), {}))
+
+
+def _zip(entries: dict[str, bytes], links: tuple[str, ...] = ()) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as out:
+        for name, data in entries.items():
+            info = zipfile.ZipInfo(name)
+            if name in links:
+                info.external_attr = 0o120777 << 16
+            out.writestr(info, data, zipfile.ZIP_DEFLATED)
+    return buffer.getvalue()
+
+
+MANIFEST = json.dumps(
+    {"model": {"modelName": "hostile", "modelVersion": "1.0", "handler": "handler.py"}}
+).encode()
+HANDLER = (HANDLERS / "function" / "handler.py").read_bytes()
+
+
+@pytest.mark.parametrize(
+    ("entries", "links", "why"),
+    [
+        (
+            {"MAR-INF/MANIFEST.json": MANIFEST, "handler.py": HANDLER, "../escape.py": b"x"},
+            (),
+            "points outside the archive",
+        ),
+        (
+            {"MAR-INF/MANIFEST.json": MANIFEST, "handler.py": HANDLER, "/etc/passwd": b"x"},
+            (),
+            "points outside the archive",
+        ),
+        (
+            {"MAR-INF/MANIFEST.json": MANIFEST, "handler.py": HANDLER, "link": b"/etc/passwd"},
+            ("link",),
+            "link or special file",
+        ),
+        (
+            {"MAR-INF/MANIFEST.json": MANIFEST, "handler.py": HANDLER, "zeros": bytes(50 << 20)},
+            (),
+            "decompression bomb",
+        ),
+        ({"MAR-INF/MANIFEST.json": MANIFEST}, (), "names 'handler.py', which the archive"),
+        ({"handler.py": HANDLER}, (), "has no MAR-INF/MANIFEST.json"),
+    ],
+)
+def test_hostile_archives_are_unavailable_with_the_reason(enabled, entries, links, why):
+    # When a crafted .mar is uploaded
+    upload(enabled, "models/hostile.mar", _zip(entries, links))
+    # Then nothing was unpacked, and the index shows the archive's rejection
+    assert enabled.services.repository.versions("hostile") == []
+    [record] = enabled.services.catalog.versions("hostile")
+    assert record.state == version_policy.UNAVAILABLE
+    assert record.reason.startswith("archive hostile.mar: ") and why in record.reason
+
+
+def test_a_tar_with_a_symlink_is_refused(enabled):
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as out:
+        for name, data in (("MAR-INF/MANIFEST.json", MANIFEST), ("handler.py", HANDLER)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            out.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("weights.pt")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/shadow"
+        out.addfile(link)
+    upload(enabled, "models/hostile.tar.gz", buffer.getvalue())
+    [record] = enabled.services.catalog.versions("hostile")
+    assert "link or special file" in record.reason
+
+
+def test_an_unpacked_archive_in_a_version_directory_serves_too(enabled, tmp_path):
+    # Given TorchServe's no-archive format: the archive's files, MAR-INF included
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(archive(tmp_path, "tiny")) as mar:
+        mar.extractall(unpacked)
+    for path in sorted(p for p in unpacked.rglob("*") if p.is_file()):
+        enabled.put(f"models/tiny/3/{path.relative_to(unpacked).as_posix()}", path.read_bytes())
+    enabled.services.registrar.reconcile_model("tiny")
+    assert enabled.services.catalog.get_version("tiny", 3).state == version_policy.READY
+    server = build_model_server(enabled.settings, enabled.clients)
+    rows = [[1.0, 2.0, 3.0, 4.0]]
+    answer = predict_raw(server, "tiny", 3, RawRequest((("body", {"values": rows[0]}),), {}))
+    assert json.loads(answer.body) == expected(tmp_path, rows)[0]
+    shutil.rmtree(unpacked)
+    assert os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD") == "1"
