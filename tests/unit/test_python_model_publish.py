@@ -91,6 +91,33 @@ def test_a_load_failure_where_it_serves_is_a_503_with_the_reason(enabled):
     )
     with pytest.raises(ModelNotReady, match="failed to load: KeyError: 'labels.txt'"):
         server.infer("py", None, request, lambda _, outputs: outputs)
+    # and READY means it answers: the catalog now says so too, with the reason
+    record = enabled.services.catalog.get_version("py", 1)
+    assert record.state == version_policy.UNAVAILABLE and "labels.txt" in record.reason
+
+
+@pytest.mark.parametrize("warmup", [False, True])
+def test_model_code_is_warmed_up_only_with_model_warmup(enabled, tmp_path: Path, warmup):
+    # Given a Python model whose execute() has a side effect (it writes a file)
+    marker = tmp_path / "executed"
+    source = SOURCE.replace(
+        b"    def execute(self, requests):",
+        f"    def execute(self, requests):\n        open({str(marker)!r}, 'a').write('x')".encode(),
+    )
+    assert source != SOURCE
+    config = CONFIG
+    if warmup:  # Triton's model_warmup: the one case Triton runs a Python model at load
+        config += (
+            b'model_warmup [{ name: "ones" batch_size: 1 inputs [{ key: "INPUT0" value: '
+            b'{ data_type: TYPE_FP32 dims: [4] zero_data: true }}, { key: "INPUT1" value: '
+            b"{ data_type: TYPE_FP32 dims: [4] zero_data: true }}] }]"
+        )
+    assert publish(enabled, "py", source, config)[0] == version_policy.READY
+    # When it is loaded where it serves
+    server = build_model_server(enabled.settings, enabled.clients)
+    server.load(server.resolver.resolve("py", None))
+    # Then its code ran only when the config asked for warm-up, as in Triton
+    assert marker.exists() == warmup
 
 
 COUNTING_CONFIG = b"""

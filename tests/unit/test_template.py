@@ -175,6 +175,7 @@ def test_inference_routes_take_their_authorisation_from_the_parameter(cfn):
         "ANY /v2/{proxy+}",
         "GET /v2",
         "ANY /predictions/{proxy+}",  # TorchServe's POST and curl -T's PUT
+        "ANY /explanations/{proxy+}",  # TorchServe's explanations API
         "GET /ping",
         "ANY /v1/{proxy+}",  # TF Serving's REST API
         "POST /{name}/prediction",  # Paddle Serving's pipeline HTTP API

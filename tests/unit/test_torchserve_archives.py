@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from lambdaserve.catalog import version_policy
-from lambdaserve.errors import ModelNotReady
+from lambdaserve.errors import InvalidInput, ModelNotReady
 from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.publishing.events import EventBatch
 from lambdaserve.services.inference import build_model_server
-from lambdaserve.serving.raw_predictions import RawRequest, predict_raw
+from lambdaserve.serving.raw_predictions import RawRequest, explain_raw, predict_raw
+from tests import builders
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("ts")
@@ -230,3 +231,25 @@ def test_an_unpacked_archive_in_a_version_directory_serves_too(enabled, tmp_path
     assert json.loads(answer.body) == expected(tmp_path, rows)[0]
     shutil.rmtree(unpacked)
     assert os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD") == "1"
+
+
+def test_explanations_reach_the_handlers_explain_handle(enabled, tmp_path):
+    # Given an archive whose handler defines get_insights (BaseHandler's explain_handle)
+    upload(enabled, "models/tiny.mar", archive(tmp_path, "tiny").read_bytes())
+    server = build_model_server(enabled.settings, enabled.clients)
+    row = [0.5, -1.0, 2.0, 0.25]
+    # When TorchServe's explanations API is asked, for target class 2
+    fields = (("data", {"values": row}), ("target", 2))  # TorchServe's rows: one key per field
+    answer = explain_raw(server, "tiny", None, RawRequest(fields, {"explain": "True"}))
+    # Then the answer is input x gradient of that class's logit, as computed by hand
+    weights = torch.load(tmp_path / "tiny.pt", weights_only=True)["layer.weight"]
+    scaled = torch.tensor(row) * 2.0
+    assert json.loads(answer.body) == pytest.approx((weights[2] * scaled).tolist(), rel=1e-5)
+
+
+def test_explanations_of_a_tensor_model_say_where_they_apply(aws):
+    aws.put("models/mlp/1/model.onnx", builders.onnx_mlp())
+    aws.services.registrar.reconcile_model("mlp")
+    server = build_model_server(aws.settings, aws.clients)
+    with pytest.raises(InvalidInput, match="explanations reach TorchServe handlers"):
+        explain_raw(server, "mlp", None, RawRequest((("body", b"{}"),), {}))

@@ -18,7 +18,7 @@ from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol import torchserve
 from lambdaserve.serving.model_server import ModelServer
-from lambdaserve.serving.raw_predictions import RawRequest, predict_raw, takes_raw
+from lambdaserve.serving.raw_predictions import RawRequest, explain_raw, predict_raw, takes_raw
 
 T = TypeVar("T")
 Call = Callable[[str, "int | None", Callable[[], Any]], Awaitable[Any]]
@@ -69,9 +69,33 @@ def install_predictions(
         result: Response = await call(model, number, run)
         return result
 
+    async def explanations(request: Request) -> Response:
+        """TorchServe's explanations API: the handler's ``explain_handle`` (BaseHandler's
+        reads the ``explain`` request header TorchServe's frontend sets)."""
+        model = check_model_name(request.path_params["model"])
+        number = await number_of(model, request.path_params.get("version"))
+        body = await read_body(request)
+        content_type = request.headers.get("content-type", "").lower()
+        fields = (
+            await _form_fields(request.headers, body)
+            if content_type.startswith("multipart/form-data")
+            else None
+        )
+        headers = {k.lower(): v for k, v in request.headers.items()} | {"explain": "True"}
+
+        def run() -> Response:
+            raw = RawRequest(fields or (("body", _body(body, content_type)),), headers)
+            answer = explain_raw(server(), model, number, raw)
+            return Response(answer.body, answer.status, media_type=answer.content_type)
+
+        result: Response = await call(model, number, run)
+        return result
+
     for path in ("/predictions/{model}", "/predictions/{model}/{version}"):
         # PUT is what `curl -T file` sends, as TorchServe's documentation uses it.
         app.add_route(path, predictions, methods=["POST", "PUT"])
+    for path in ("/explanations/{model}", "/explanations/{model}/{version}"):
+        app.add_route(path, explanations, methods=["POST", "PUT"])
 
 
 def _is_json(content_type: str, served: Any) -> bool:

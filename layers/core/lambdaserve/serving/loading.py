@@ -7,6 +7,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from lambdaserve.config.model_files import CODE_FILES
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions, RequestsModel
 from lambdaserve.runtimes.registry import runtime_named
 from lambdaserve.serving.cache import ArtifactCache, CachedFile
@@ -38,7 +39,8 @@ def load_version(served: ServedVersion, cache: ArtifactCache, options: LoadOptio
     if config.reshapes and not isinstance(loaded, RequestsModel):
         loaded = ReshapedModel(loaded, config.reshapes, batched)
     created = time.perf_counter()
-    warm_up(loaded, served.signature, directory, config.warmup, batched)
+    code = served.record.model_file in CODE_FILES
+    warm_up(loaded, served.signature, directory, config.warmup, batched, zeros=not code)
     done = time.perf_counter()
     logger.info(
         "loaded %s version %s on %s in %.0f ms (files %s: %.0f ms, %s: %.0f ms, warm-up: %.0f ms)",

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from lambdaserve.errors import InvalidInput, LambdaServeError
+from lambdaserve.errors import InferenceError, InvalidInput, LambdaServeError
 from lambdaserve.metrics.stats import Execution
 from lambdaserve.protocol.torchserve import encode_prediction
 from lambdaserve.protocol.v2 import InferInput, InferRequest
@@ -69,6 +69,34 @@ def predict_raw(
         InferRequest(inputs=(tensor,)),
         lambda _, outputs: Answer(encode_prediction(outputs, single), "application/json"),
     )
+
+
+def explain_raw(
+    server: ModelServer, model: str, version: int | None, request: RawRequest
+) -> Answer:
+    """TorchServe's explanations: the request reaches the handler with its ``explain``
+    header set, and the handler's ``explain_handle`` answers."""
+    served = server.resolver.resolve(model, version)
+    if served.record.runtime != HANDLER_RUNTIME:
+        raise InvalidInput(
+            f"model {model!r} is a {served.record.runtime} model: explanations reach "
+            "TorchServe handlers (their explain_handle); ask /predictions for an answer"
+        )
+    try:
+        return _handle(server, served, request)
+    except InferenceError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, ModuleNotFoundError) and cause.name == "captum":
+            raise InvalidInput(
+                "this handler explains with Captum, which is not installed where it serves: "
+                "install captum beside lambdaserve[torchserve]"
+            ) from None
+        if isinstance(cause, AttributeError) and "get_insights" in str(cause):
+            raise InvalidInput(
+                f"the handler of {model!r} does not explain: define get_insights(tensor, "
+                "data, target) (BaseHandler's explain_handle calls it), or explain_handle"
+            ) from None
+        raise
 
 
 def _handle(server: ModelServer, served: ServedVersion, request: RawRequest) -> Answer:

@@ -52,14 +52,18 @@ def warm_up(
     directory: Path,
     samples: Sequence[WarmupSample] = (),
     batched: bool = False,
+    *,
+    zeros: bool = True,
 ) -> None:
-    """Run the samples (or zeros) once; a failure is logged, never raised."""
+    """Run the samples (or zeros) once; a failure is logged, never raised. Model code
+    (``zeros=False``) runs only on samples it was given, as Triton warms a Python model only
+    with ``model_warmup``: zeros would run user code with side effects on nothing."""
     names = [t.name for t in signature.outputs]
     # each sample's tensors are built once (up to 64 MiB) and run ``count`` times
     runs = (
         ((sample_inputs(s, directory, batched), s.count) for s in samples)
         if samples
-        else ((inputs, 1) for inputs in _warmup_inputs(directory, signature))
+        else ((inputs, 1) for inputs in _warmup_inputs(directory, signature, zeros))
     )
     for inputs, count in runs:
         for _ in range(count):
@@ -89,14 +93,14 @@ def zero_inputs(specs: Sequence[TensorSpec]) -> Inputs | None:
     return inputs
 
 
-def _warmup_inputs(directory: Path, signature: Signature) -> list[Inputs]:
+def _warmup_inputs(directory: Path, signature: Signature, zeros_allowed: bool) -> list[Inputs]:
     batches = []
     for sample in _samples(directory):
         try:
             batches.append(bind_inputs(parse_infer_request(sample.read_bytes()), signature))
         except (LambdaServeError, OSError) as exc:
             logger.warning("skipping warm-up sample %s: %s", sample.name, exc)
-    if batches:
+    if batches or not zeros_allowed:
         return batches
     zeros = zero_inputs(signature.inputs)
     if zeros is None:
