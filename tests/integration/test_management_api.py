@@ -88,7 +88,9 @@ def test_describe_all_versions_and_one_version(published):
     assert one["modelVersion"] == "2" and one["versionPolicy"] == {"all": {}}
     # TorchServe's describe fields sit beside ours
     assert {"modelName", "modelUrl", "engine", "minWorkers", "maxWorkers", "batchSize"} <= set(one)
-    assert one["engine"] == "OnnxRuntime" and one["workers"] == []
+    assert one["engine"] == "OnnxRuntime"
+    # a TorchServe script reads readiness from workers: one READY entry while it serves
+    assert [w["status"] for w in one["workers"]] == ["READY"]
 
 
 @pytest.mark.parametrize(

@@ -9,12 +9,9 @@ import io
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tarfile
 import zipfile
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -25,41 +22,11 @@ from lambdaserve.publishing.events import EventBatch
 from lambdaserve.services.inference import build_model_server
 from lambdaserve.serving.raw_predictions import RawRequest, explain_raw, predict_raw
 from tests import builders
+from tests.torchserve_archives import HANDLERS, archive, expected
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("ts")
 pytestmark = pytest.mark.torch
-
-HANDLERS = Path(__file__).parent.parent / "fixtures" / "torchserve"
-
-
-def archive(tmp_path: Path, name: str, version: str = "1.0", fmt: str = "default") -> Path:
-    """``torch-model-archiver`` as TorchServe's users run it, on the fixture's files."""
-    source = HANDLERS / name
-    args = ["--model-name", name, "--version", version, "--handler", str(source / "handler.py")]
-    if (source / "model.py").exists():
-        weights = tmp_path / f"{name}.pt"
-        torch.manual_seed(0)
-        sys.path.insert(0, str(source))
-        try:
-            from model import TinyClassifier  # the fixture's model.py, as TorchServe imports it
-        finally:
-            sys.path.remove(str(source))
-            sys.modules.pop("model", None)
-        torch.save(TinyClassifier().state_dict(), weights)
-        args += ["--model-file", str(source / "model.py"), "--serialized-file", str(weights)]
-        args += ["--extra-files", str(source / "helpers.py")]
-        args += ["--config-file", str(source / "model-config.yaml")]
-    export = tmp_path / "export"
-    export.mkdir(exist_ok=True)
-    archiver = Path(sys.executable).parent / "torch-model-archiver"
-    subprocess.run(
-        [str(archiver), *args, "--export-path", str(export), "--archive-format", fmt, "-f"],
-        check=True,
-        timeout=120,
-    )
-    suffix = {"default": ".mar", "tgz": ".tar.gz"}[fmt]
-    return export / f"{name}{suffix}"
 
 
 @pytest.fixture
@@ -72,24 +39,6 @@ def enabled(aws):
 def upload(aws, key: str, body: bytes) -> None:
     aws.put(key, body)
     EventBatch(aws.services.registrar).on_object_event(key)
-
-
-def expected(tmp_path: Path, rows: list[list[float]]) -> list[dict]:
-    """The same eager model, by hand: state dict, scale 2.0 from model-config.yaml, softmax."""
-    sys.path.insert(0, str(HANDLERS / "tiny"))
-    try:
-        from model import TinyClassifier
-    finally:
-        sys.path.remove(str(HANDLERS / "tiny"))
-        sys.modules.pop("model", None)
-    net = TinyClassifier()
-    net.load_state_dict(torch.load(tmp_path / "tiny.pt", weights_only=True))
-    with torch.no_grad():
-        probabilities = torch.softmax(net(torch.tensor(rows) * 2.0), dim=1)
-    return [
-        {"class": int(p.argmax()), "probabilities": [round(float(v), 6) for v in p]}
-        for p in probabilities
-    ]
 
 
 @pytest.mark.parametrize("fmt", ["default", "tgz"])
@@ -109,6 +58,10 @@ def test_an_uploaded_mar_serves_its_handler_under_its_model_version(enabled, tmp
     answer = predict_raw(server, "tiny", 1, RawRequest((("body", json.loads(body)),), {}))
     # Then the answer is the eager model's, as computed by hand
     assert json.loads(answer.body) == expected(tmp_path, [[0.5, -1.0, 2.0, 0.25]])[0]
+    # And TorchServe's context carries model-config.yaml's batchSize and handler section
+    context = server.load(server.resolver.resolve("tiny", 1))._session.handler_context
+    assert context.system_properties["batch_size"] == 4
+    assert context.model_yaml_config["handler"] == {"scale": 2.0}
     # And the handler's custom metric reached this process's metrics
     families = {f.name: f for f in CUSTOM_METRICS.collect()}
     assert families["TinyRows"].samples[0].value >= 1

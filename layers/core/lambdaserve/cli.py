@@ -86,12 +86,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     dev.add_argument(
         "--model-repository",
+        "--model-store",  # TorchServe's name for its folder of .mar files
+        dest="model_repository",
         type=_directory,
         default=None,
         metavar="DIR",
-        help="a folder in the repository layout (<model>/<version>/model.onnx): uploaded at "
-        "start and watched, so adding, changing or deleting files publishes, updates or "
-        "retires versions",
+        help="a folder in the repository layout (<model>/<version>/model.onnx), or holding "
+        "TorchServe .mar archives (TorchServe's --model-store): uploaded at start and "
+        "watched, so adding, changing or deleting files publishes, updates or retires versions",
     )
     _logging_flags(dev, access_log_default=True)
 

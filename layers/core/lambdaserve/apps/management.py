@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -190,9 +191,11 @@ def describe_version_record(
 ) -> dict[str, Any]:
     """One version as TorchServe's describe-model answer lists it (and lambdaserve's facts)."""
     batching = view.config.dynamic_batching
+    labels = sorted(k for k, v in view.record.version_labels.items() if v == record.version)
     return {
         "modelName": view.record.name,
-        "modelVersion": str(record.version),
+        # a TorchServe archive's modelVersion ("1.0") is a label on its version
+        "modelVersion": next((k for k in labels if _VERSION_STRING.match(k)), str(record.version)),
         "modelUrl": manager.repository.url(view.record.name, record.version),
         "runtime": record.runtime,
         # TorchServe's describe fields: serverless, so no standing workers (min 0, and the
@@ -201,11 +204,13 @@ def describe_version_record(
         "minWorkers": 0,
         "maxWorkers": 0,
         "loadedAtStartup": False,
-        "workers": [],
+        # One entry while the version serves, as a TorchServe script reads readiness
+        # (workers[0].status == "READY"): the serving side loads it on demand, wherever it runs
+        "workers": _workers(record),
         "state": record.state,
         "reason": record.reason,
         "isDefault": record.version == view.default_version,
-        "labels": sorted(k for k, v in view.record.version_labels.items() if v == record.version),
+        "labels": labels,
         "signature": record.signature,
         "sha256": record.sha256,
         "size": record.size,
@@ -224,3 +229,22 @@ def describe_version_record(
         "preload": view.record.preload,
         "notes": record.notes,
     }
+
+
+_VERSION_STRING = re.compile(r"^[0-9]+(\.[0-9]+)*$")
+
+
+def _workers(record: VersionRecord) -> list[dict[str, Any]]:
+    if record.state != "READY":
+        return []
+    return [
+        {
+            "id": "on-demand",
+            "startTime": record.validated_at,
+            "status": "READY",
+            "memoryUsage": 0,
+            "pid": 0,
+            "gpu": False,
+            "gpuUsage": "N/A",
+        }
+    ]

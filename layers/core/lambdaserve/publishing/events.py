@@ -12,6 +12,7 @@ from lambdaserve.catalog.repository import (
     is_valid_model_name,
     parse_key,
 )
+from lambdaserve.config.model_config import parse_overrides
 from lambdaserve.config.model_files import MODEL_FILES
 from lambdaserve.errors import ModelRejected
 from lambdaserve.publishing.archives import archive_stem, publish_archive, rejected_archive
@@ -81,6 +82,7 @@ def publish_uploaded_archive(registrar: Registrar, key: str, filename: str) -> N
     except FileNotFoundError:
         return  # deleted since the event: nothing to publish
     model, version = published.model, published.version
+    _serve_every_version(registrar, model)
     registrar.on_version_change(model, version)
     record = registrar.catalog.get_version(model, version)
     if record is not None and record.state == version_policy.READY:
@@ -88,3 +90,13 @@ def publish_uploaded_archive(registrar: Registrar, key: str, filename: str) -> N
         labels = {**(current.version_labels if current else {}), published.label: version}
         registrar.catalog.update_model(model, version_labels=labels)
         logger.info("%s version %s is labelled %s", model, version, published.label)
+
+
+def _serve_every_version(registrar: Registrar, model: str) -> None:
+    """TorchServe serves every registered version of a model (one is the default); a model
+    published from archives without a config of its own does too, unless told otherwise."""
+    record = registrar.catalog.get_model(model) or registrar.refresh_config(model)
+    if record.config_source or "version_policy" in record.overrides:
+        return
+    overrides = {**record.overrides, **parse_overrides({"version_policy": {"all": {}}})}
+    registrar.catalog.update_model(model, overrides=overrides)

@@ -100,11 +100,22 @@ def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
             str(model_dir),
             manifest.handler,
             gpu_id=_gpu_id(),
-            batch_size=max(1, batch_size),
+            batch_size=_yaml_batch_size(manifest, model_dir) or max(1, batch_size),
             envelope=None,
             limit_max_image_pixels=True,
             metrics_cache=metrics_cache(manifest.model_name),
         )
+
+
+def _yaml_batch_size(manifest: Manifest, model_dir: Path) -> int:
+    """``batchSize`` of the archive's model-config.yaml, as TorchServe's frontend passes it."""
+    if not manifest.config_file:
+        return 0
+    import yaml
+
+    document = yaml.safe_load((model_dir / manifest.config_file).read_bytes()) or {}
+    size = document.get("batchSize") if isinstance(document, dict) else None
+    return size if isinstance(size, int) and size > 0 else 0
 
 
 @contextmanager

@@ -1,0 +1,100 @@
+"""A TorchServe user's day, unchanged: torch-model-archiver builds the .mar, `aws s3 cp`
+publishes it, curl calls /predictions and /explanations as TorchServe documents, the
+management API's describe, set-default and unregister take the archive's version string."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_handlers_and_images import curl
+from tests.torchserve_archives import archive, expected
+
+pytest.importorskip("ts")
+pytestmark = pytest.mark.torch
+
+
+def aws_s3_cp(stack, source: Path, key: str) -> None:
+    """The AWS CLI, as a user publishes (its endpoint is the stack's emulator)."""
+    aws = shutil.which("aws") or str(Path(sys.executable).parent / "aws")
+    subprocess.run(
+        [aws, "s3", "cp", str(source), f"s3://{stack.settings.bucket}/{key}"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test",
+            "AWS_DEFAULT_REGION": stack.settings.region,
+        },
+    )
+
+
+@pytest.fixture
+def url(stack) -> str:
+    return str(stack.inference.base_url).rstrip("/")
+
+
+def test_a_mar_published_with_aws_s3_cp_answers_curl_as_torchserve_does(stack, url, tmp_path: Path):
+    # Given tiny.mar, built by torch-model-archiver, copied to the bucket with the AWS CLI
+    aws_s3_cp(stack, archive(tmp_path, "tiny", "1.0"), "models/tiny.mar")
+    stack.wait_state("tiny", 1, "READY", timeout_s=60)
+    # When curl posts JSON to the archive's version, as TorchServe's docs do
+    row = [0.5, -1.0, 2.0, 0.25]
+    status, body, _ = curl(
+        "-X", "POST", f"{url}/predictions/tiny/1.0", "-H", "Content-Type: application/json",
+        "-d", json.dumps({"values": row}),
+    )  # fmt: skip
+    # Then the handler's answer is the eager model's, computed by hand
+    assert status == 200, body
+    assert json.loads(body) == expected(tmp_path, [row])[0]
+    # And explanations reach its explain_handle (target as a multipart field)
+    status, body, _ = curl(
+        "-X", "POST", f"{url}/explanations/tiny", "-F", f"data={json.dumps({'values': row})}",
+        "-F", "target=1",
+    )  # fmt: skip
+    assert status == 200 and len(json.loads(body)) == 4, body
+    # And the handler's custom metric is on /metrics
+    metrics = stack.inference.get("/metrics").text
+    assert "TinyRows_total" in metrics
+
+
+def test_describe_set_default_and_unregister_take_the_archive_version(stack, tmp_path: Path):
+    # Given two uploads of tiny: modelVersion 1.0, then 2.0
+    aws_s3_cp(stack, archive(tmp_path, "tiny", "1.0"), "models/tiny.mar")
+    stack.wait_state("tiny", 1, "READY", timeout_s=60)
+    aws_s3_cp(stack, archive(tmp_path, "tiny", "2.0"), "models/tiny.mar")
+    stack.wait_state("tiny", 2, "READY", timeout_s=60)
+    # When a TorchServe script describes the model
+    entries = stack.api.get("/models/tiny").json()
+    # Then each version shows its archive's version string, and a READY worker
+    assert [e["modelVersion"] for e in entries] == ["1.0", "2.0"]
+    assert all(e["workers"][0]["status"] == "READY" for e in entries)
+    # When it sets 1.0 as the default, then unregisters 2.0
+    assert stack.api.put("/models/tiny/1.0/set-default").status_code == 200
+    [default] = [e for e in stack.api.get("/models/tiny").json() if e["isDefault"]]
+    assert default["modelVersion"] == "1.0"
+    assert stack.api.delete("/models/tiny/2.0").status_code == 202  # the objects go; events follow
+    stack.wait_state("tiny", 2, "UNAVAILABLE", timeout_s=60)
+
+
+def test_a_hostile_archive_is_unavailable_in_the_index(stack, tmp_path: Path):
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as out:
+        manifest = {"model": {"modelName": "evil", "modelVersion": "1.0", "handler": "h.py"}}
+        out.writestr("MAR-INF/MANIFEST.json", json.dumps(manifest))
+        out.writestr("h.py", "def handle(data, context):\n    return data\n")
+        out.writestr("../../outside.py", "x = 1\n")
+    stack.put("models/evil.mar", buffer.getvalue())
+    reason = stack.wait_state("evil", 1, "UNAVAILABLE", timeout_s=60)
+    assert reason.startswith("archive evil.mar: ") and "outside the archive" in reason
