@@ -57,3 +57,24 @@ def expected(tmp_path: Path, rows: list[list[float]]) -> list[dict]:
         {"class": int(p.argmax()), "probabilities": [round(float(v), 6) for v in p]}
         for p in probabilities
     ]
+
+
+def workflow_archive(tmp_path: Path, name: str = "pipeline") -> Path:
+    """``torch-workflow-archiver`` on the workflow fixture (spec + function nodes)."""
+    source = HANDLERS / "workflow"
+    export = tmp_path / "export"
+    export.mkdir(exist_ok=True)
+    archiver = Path(sys.executable).parent / "torch-workflow-archiver"
+    subprocess.run(
+        [
+            str(archiver),
+            "--workflow-name", name,
+            "--spec-file", str(source / "spec.yaml"),
+            "--handler", str(source / "workflow_handler.py"),
+            "--export-path", str(export),
+            "-f",
+        ],
+        check=True,
+        timeout=120,
+    )  # fmt: skip
+    return export / f"{name}.war"

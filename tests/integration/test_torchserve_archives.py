@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_handlers_and_images import curl
-from tests.torchserve_archives import archive, expected
+from tests.torchserve_archives import archive, expected, workflow_archive
 
 pytest.importorskip("ts")
 pytestmark = pytest.mark.torch
@@ -98,3 +98,31 @@ def test_a_hostile_archive_is_unavailable_in_the_index(stack, tmp_path: Path):
     stack.put("models/evil.mar", buffer.getvalue())
     reason = stack.wait_state("evil", 1, "UNAVAILABLE", timeout_s=60)
     assert reason.startswith("archive evil.mar: ") and "outside the archive" in reason
+
+
+def test_a_workflow_answers_wfpredict_and_the_workflow_apis(stack, url, tmp_path: Path):
+    # Given tiny.mar and pipeline.war (pre_processing -> tiny -> post_processing), copied up
+    aws_s3_cp(stack, archive(tmp_path, "tiny", "1.0"), "models/tiny.mar")
+    aws_s3_cp(stack, workflow_archive(tmp_path), "models/pipeline.war")
+    stack.wait_state("pipeline", 1, "READY", timeout_s=60)
+    stack.wait_state("tiny", 1, "READY", timeout_s=60)
+    # When curl posts to TorchServe's workflow inference API
+    row = [0.25, 0.5, -2.0, 1.0]
+    status, body, _ = curl(
+        "-X", "POST", f"{url}/wfpredict/pipeline", "-H", "Content-Type: application/json",
+        "-d", json.dumps({"raw": row}),
+    )  # fmt: skip
+    # Then the function nodes ran around the model
+    assert status == 200, body
+    by_hand = expected(tmp_path, [row])[0]
+    assert json.loads(body)["label"] == ["cat", "dog", "bird"][by_hand["class"]]
+    # And the workflow management API lists, describes, refuses URLs and unregisters
+    listed = stack.api.get("/workflows").json()["workflows"]
+    assert [w["workflowName"] for w in listed] == ["pipeline"]
+    [described] = stack.api.get("/workflows/pipeline").json()
+    assert described["state"] == ["READY"]
+    refused = stack.api.post("/workflows", params={"url": "https://example.com/x.war"})
+    assert refused.status_code == 400 and "aws s3 cp pipeline.war" in refused.json()["error"]
+    assert stack.api.get("/workflows/tiny").status_code == 404
+    assert stack.api.delete("/workflows/pipeline").status_code == 200
+    stack.wait_state("pipeline", 1, "UNAVAILABLE", timeout_s=60)

@@ -161,7 +161,13 @@ def _routes_in_body(cfn: dict[str, Any]) -> dict[str, Any]:
 
 def test_management_routes_are_iam_authorised(cfn):
     paths = _routes_in_body(cfn)
-    assert set(paths) == {"/models", "/models/{proxy+}", "/v2/repository/{proxy+}"}
+    assert set(paths) == {
+        "/models",
+        "/models/{proxy+}",
+        "/v2/repository/{proxy+}",
+        "/workflows",
+        "/workflows/{proxy+}",
+    }
     for path in paths.values():
         operation = path["x-amazon-apigateway-any-method"]
         assert operation["security"] == [{"AWS_IAM": []}]
@@ -176,6 +182,7 @@ def test_inference_routes_take_their_authorisation_from_the_parameter(cfn):
         "GET /v2",
         "ANY /predictions/{proxy+}",  # TorchServe's POST and curl -T's PUT
         "ANY /explanations/{proxy+}",  # TorchServe's explanations API
+        "ANY /wfpredict/{proxy+}",  # TorchServe's workflow inference API
         "GET /ping",
         "ANY /v1/{proxy+}",  # TF Serving's REST API
         "POST /{name}/prediction",  # Paddle Serving's pipeline HTTP API

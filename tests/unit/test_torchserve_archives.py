@@ -22,7 +22,7 @@ from lambdaserve.publishing.events import EventBatch
 from lambdaserve.services.inference import build_model_server
 from lambdaserve.serving.raw_predictions import RawRequest, explain_raw, predict_raw
 from tests import builders
-from tests.torchserve_archives import HANDLERS, archive, expected
+from tests.torchserve_archives import HANDLERS, archive, expected, workflow_archive
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("ts")
@@ -206,3 +206,32 @@ def test_explanations_of_a_tensor_model_say_where_they_apply(aws):
     server = build_model_server(aws.settings, aws.clients)
     with pytest.raises(InvalidInput, match="explanations reach TorchServe handlers"):
         explain_raw(server, "mlp", None, RawRequest((("body", b"{}"),), {}))
+
+
+def test_a_workflow_runs_its_function_nodes_around_its_model(enabled, tmp_path):
+    # Given tiny.mar and a .war whose dag is pre_processing -> tiny -> post_processing
+    upload(enabled, "models/tiny.mar", archive(tmp_path, "tiny").read_bytes())
+    upload(enabled, "models/pipeline.war", workflow_archive(tmp_path).read_bytes())
+    assert enabled.services.catalog.get_version("pipeline", 1).state == version_policy.READY
+    server = build_model_server(enabled.settings, enabled.clients)
+    # When a request reaches the workflow (TorchServe's /wfpredict/pipeline)
+    row = [0.25, 0.5, -2.0, 1.0]
+    answer = predict_raw(server, "pipeline", None, RawRequest((("body", {"raw": row}),), {}))
+    # Then the function nodes ran around the model, as computed by hand
+    by_hand = expected(tmp_path, [row])[0]
+    labels = ["cat", "dog", "bird"]
+    assert json.loads(answer.body) == {
+        "label": labels[by_hand["class"]],
+        "p": max(by_hand["probabilities"]),
+    }
+
+
+def test_a_workflow_naming_an_unknown_node_is_refused(enabled, tmp_path):
+    war = workflow_archive(tmp_path)
+    with zipfile.ZipFile(war) as original:
+        files = {i.filename: original.read(i) for i in original.infolist()}
+    files["spec.yaml"] = files["spec.yaml"].replace(b"[post_processing]", b"[missing_step]")
+    upload(enabled, "models/pipeline.war", _zip(files))
+    record = enabled.services.catalog.get_version("pipeline", 1)
+    assert record.state == version_policy.UNAVAILABLE
+    assert "dag node 'missing_step' is neither a model" in record.reason

@@ -18,6 +18,7 @@ from lambdaserve.apps.torchserve_management import (
     install_torchserve_management,
     refuse_scaling,
 )
+from lambdaserve.apps.workflows import install_workflow_management
 from lambdaserve.catalog.repository import check_model_name, parse_version
 from lambdaserve.catalog.store import VersionRecord
 from lambdaserve.errors import InvalidInput, ModelNotFound
@@ -32,6 +33,7 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
     install_docs(app)
     install_api_description(app)
     install_torchserve_management(app, manager)
+    install_workflow_management(app, manager)
 
     @app.get("/models")
     def list_models(

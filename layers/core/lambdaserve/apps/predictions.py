@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request, Response
 from starlette.datastructures import Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
+from lambdaserve.apps.workflows import install_workflow_predictions
 from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol import torchserve
@@ -75,16 +76,11 @@ def install_predictions(
         model = check_model_name(request.path_params["model"])
         number = await number_of(model, request.path_params.get("version"))
         body = await read_body(request)
-        content_type = request.headers.get("content-type", "").lower()
-        fields = (
-            await _form_fields(request.headers, body)
-            if content_type.startswith("multipart/form-data")
-            else None
-        )
+        fields = await raw_fields(request, body)
         headers = {k.lower(): v for k, v in request.headers.items()} | {"explain": "True"}
 
         def run() -> Response:
-            raw = RawRequest(fields or (("body", _body(body, content_type)),), headers)
+            raw = RawRequest(fields, headers)
             answer = explain_raw(server(), model, number, raw)
             return Response(answer.body, answer.status, media_type=answer.content_type)
 
@@ -96,6 +92,15 @@ def install_predictions(
         app.add_route(path, predictions, methods=["POST", "PUT"])
     for path in ("/explanations/{model}", "/explanations/{model}/{version}"):
         app.add_route(path, explanations, methods=["POST", "PUT"])
+    install_workflow_predictions(app, server, read_body, call, raw_fields)
+
+
+async def raw_fields(request: Request, body: bytes) -> tuple[tuple[str, Any], ...]:
+    """TorchServe's data row of a request: its multipart fields, or its body."""
+    content_type = request.headers.get("content-type", "").lower()
+    if content_type.startswith("multipart/form-data"):
+        return await _form_fields(request.headers, body)
+    return (("body", _body(body, content_type)),)
 
 
 def _is_json(content_type: str, served: Any) -> bool:

@@ -47,13 +47,14 @@ class VersionFileKey:
 
 @dataclass(frozen=True)
 class ArchiveKey:
-    """A TorchServe archive uploaded beside the models (``models/mnist.mar``)."""
+    """A TorchServe archive uploaded beside the models (``models/mnist.mar``, a workflow's
+    ``models/pipeline.war``)."""
 
     filename: str
 
 
 RepositoryKey = ConfigKey | VersionFileKey | ArchiveKey
-ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz")
+ARCHIVE_SUFFIXES = (".mar", ".tar.gz", ".tgz", ".war")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ MODEL_FILES = {
     "handler.py": "torchserve_handler",
     # an unpacked TorchServe archive (torch-model-archiver's files, TorchServe's no-archive)
     "MAR-INF/MANIFEST.json": "torchserve_handler",
+    # an unpacked TorchServe workflow (torch-workflow-archiver's .war)
+    "WAR-INF/MANIFEST.json": "torchserve_handler",
 }
 # A config's backend choosing another runtime for a file: Triton's OpenVINO backend reads
 # model.onnx too (backend: "openvino"), and so does lambdaserve's.
@@ -30,10 +32,11 @@ OPENVINO_PLATFORMS = {
     "model.pdmodel": "paddle",
 }
 # Model files whose code runs where they serve (opt-in: LAMBDASERVE_PYTHON_MODELS).
-CODE_FILES = frozenset({"model.py", "handler.py", "MAR-INF/MANIFEST.json"})
+CODE_FILES = frozenset({"model.py", "handler.py", "MAR-INF/MANIFEST.json", "WAR-INF/MANIFEST.json"})
 # A file that says how the version is served, whatever else it ships (an archive's handler
 # may be handler.py, its model model.py or model.pt)
 MANIFEST_FILE = "MAR-INF/MANIFEST.json"
+WORKFLOW_MANIFEST_FILE = "WAR-INF/MANIFEST.json"
 
 
 def runtime_name_for(filename: str, config: ModelConfig | None = None) -> str:

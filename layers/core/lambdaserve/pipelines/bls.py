@@ -1,6 +1,6 @@
 """Models calling models in this process: BLS (``pb_utils.InferenceRequest(...).exec()``
-inside a Python model) and ensemble steps, with the same resolution, cache and runtimes as
-an HTTP call."""
+inside a Python model), ensemble steps and TorchServe workflow nodes, with the same
+resolution, cache and runtimes as an HTTP call."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import numpy as np
 
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
-from lambdaserve.runtimes import ensemble, pb_utils
+from lambdaserve.runtimes import ensemble, pb_utils, torchserve_workflow
+from lambdaserve.runtimes.handler_context import Answer
 from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.raw_predictions import RawRequest, predict_raw
 from lambdaserve.tensors import encoding
 from lambdaserve.tensors.signature import Signature
 
@@ -51,6 +53,11 @@ def install_bls(server: ModelServer) -> None:
         return server.resolver.resolve(model, version).signature
 
     ensemble.install(run_step, resolve)
+
+    def run_node(model: str, fields: tuple[tuple[str, Any], ...], headers: Any) -> Answer:
+        return predict_raw(server, model, None, RawRequest(fields, headers))
+
+    torchserve_workflow.install(run_node)
 
 
 def _input(name: str, array: np.ndarray[Any, Any]) -> InferInput:

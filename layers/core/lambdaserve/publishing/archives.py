@@ -31,7 +31,7 @@ from lambdaserve.catalog.repository import (
     is_valid_model_name,
 )
 from lambdaserve.catalog.store import Catalog
-from lambdaserve.config.model_files import MANIFEST_FILE
+from lambdaserve.config.model_files import MANIFEST_FILE, WORKFLOW_MANIFEST_FILE
 from lambdaserve.errors import ModelRejected
 
 logger = logging.getLogger(__name__)
@@ -87,14 +87,15 @@ def publish_archive(
             version = max([*repository.versions(model), *_catalog_versions(catalog, model), 0]) + 1
             prefix = f"{repository.prefix}{model}/{version}/"
             for member in members.values():
-                if member.path == MANIFEST_FILE:
+                if member.path in (MANIFEST_FILE, WORKFLOW_MANIFEST_FILE):
                     continue
                 with member.open() as body:
                     repository.put(prefix + member.path, _Bounded(body, member))
             # The manifest last, marked with the upload it came from: once it is there the
             # version is whole, and a redelivered event finds it instead of unpacking again.
-            with members[MANIFEST_FILE].open() as body:
-                repository.put(prefix + MANIFEST_FILE, body, {ARCHIVE_ETAG: head.etag})
+            manifest_file = _manifest_file(members)
+            with members[manifest_file].open() as body:
+                repository.put(prefix + manifest_file, body, {ARCHIVE_ETAG: head.etag})
     logger.info("unpacked %s into %s (modelVersion %s)", key, prefix, label)
     return Published(model, version, label, fresh=True)
 
@@ -125,24 +126,32 @@ def _catalog_versions(catalog: Catalog, model: str) -> list[int]:
 
 def _version_of_upload(repository: ModelRepository, model: str, etag: str) -> int | None:
     for version in reversed(repository.versions(model)):
-        metadata = repository.metadata(f"{repository.prefix}{model}/{version}/{MANIFEST_FILE}")
-        if metadata.get(ARCHIVE_ETAG) == etag:
-            return version
+        for manifest in (MANIFEST_FILE, WORKFLOW_MANIFEST_FILE):
+            key = f"{repository.prefix}{model}/{version}/{manifest}"
+            if repository.metadata(key).get(ARCHIVE_ETAG) == etag:
+                return version
     return None
 
 
+def _manifest_file(members: dict[str, Member]) -> str:
+    return WORKFLOW_MANIFEST_FILE if WORKFLOW_MANIFEST_FILE in members else MANIFEST_FILE
+
+
 def _manifest(members: dict[str, Member], filename: str) -> dict[str, str]:
-    if MANIFEST_FILE not in members:
+    manifest_file = _manifest_file(members)
+    if manifest_file not in members:
         raise ModelRejected(
             f"{filename} has no {MANIFEST_FILE}: build it with torch-model-archiver "
-            "(--archive-format default or tgz)"
+            "(--archive-format default or tgz), or a workflow with torch-workflow-archiver"
         )
-    with members[MANIFEST_FILE].open() as body:
+    with members[manifest_file].open() as body:
         raw = body.read(1024**2 + 1)
     try:
         document = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise ModelRejected(f"{MANIFEST_FILE} is not JSON: {exc}") from None
+        raise ModelRejected(f"{manifest_file} is not JSON: {exc}") from None
+    if manifest_file == WORKFLOW_MANIFEST_FILE:
+        return _workflow_manifest(document, members)
     model = document.get("model") if isinstance(document, dict) else None
     if not isinstance(model, dict):
         raise ModelRejected(f'{MANIFEST_FILE} has no "model" object')
@@ -160,6 +169,21 @@ def _manifest(members: dict[str, Member], filename: str) -> dict[str, str]:
                 f"{MANIFEST_FILE} names {path!r}, which the archive does not contain"
             )
     return {"modelName": name, "modelVersion": str(label)}
+
+
+def _workflow_manifest(document: Any, members: dict[str, Member]) -> dict[str, str]:
+    workflow = document.get("workflow") if isinstance(document, dict) else None
+    if not isinstance(workflow, dict):
+        raise ModelRejected(f'{WORKFLOW_MANIFEST_FILE} has no "workflow" object')
+    name = workflow.get("workflowName")
+    if not isinstance(name, str) or not is_valid_model_name(name):
+        raise ModelRejected(f"{WORKFLOW_MANIFEST_FILE} names no valid workflowName ({name!r})")
+    for path in (workflow.get("specFile"), workflow.get("handler")):
+        if isinstance(path, str) and path and path not in members:
+            raise ModelRejected(
+                f"{WORKFLOW_MANIFEST_FILE} names {path!r}, which the archive does not contain"
+            )
+    return {"modelName": name, "modelVersion": ""}
 
 
 @contextmanager
@@ -248,7 +272,12 @@ def _checked(
 def _without_top_folder(members: dict[str, Member]) -> dict[str, Member]:
     """``--archive-format tgz`` packs the files under a ``<model-name>/`` folder."""
     tops = {path.split("/", 1)[0] for path in members}
-    if MANIFEST_FILE in members or len(tops) != 1 or "/" not in next(iter(members), ""):
+    if (
+        MANIFEST_FILE in members
+        or WORKFLOW_MANIFEST_FILE in members
+        or len(tops) != 1
+        or "/" not in next(iter(members), "")
+    ):
         return members
     top = tops.pop() + "/"
     return {p[len(top) :]: Member(p[len(top) :], m.size, m.open) for p, m in members.items()}

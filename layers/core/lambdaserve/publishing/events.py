@@ -85,7 +85,7 @@ def publish_uploaded_archive(registrar: Registrar, key: str, filename: str) -> N
     _serve_every_version(registrar, model)
     registrar.on_version_change(model, version)
     record = registrar.catalog.get_version(model, version)
-    if record is not None and record.state == version_policy.READY:
+    if published.label and record is not None and record.state == version_policy.READY:
         current = registrar.catalog.get_model(model)
         labels = {**(current.version_labels if current else {}), published.label: version}
         registrar.catalog.update_model(model, version_labels=labels)

@@ -76,6 +76,9 @@ class ModelManager:
             return names[start:end], (str(end) if end < len(names) else None)
         return self._catalog.list_models(limit, page_token)
 
+    def all_model_names(self) -> list[str]:
+        return self._catalog.all_model_names()
+
     def view(self, name: str) -> ModelView:
         record = self._record(name)
         effective = effective_config(record, name)

@@ -11,7 +11,12 @@ from pathlib import Path
 from lambdaserve.catalog.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
 from lambdaserve.config.checks import check_platform, check_tensors
 from lambdaserve.config.model_config import ModelConfig
-from lambdaserve.config.model_files import CODE_FILES, MANIFEST_FILE, MODEL_FILES
+from lambdaserve.config.model_files import (
+    CODE_FILES,
+    MANIFEST_FILE,
+    MODEL_FILES,
+    WORKFLOW_MANIFEST_FILE,
+)
 from lambdaserve.config.reshape import client_signature
 from lambdaserve.config.warmup_samples import check_samples
 from lambdaserve.errors import ModelRejected, RuntimeMissing, first_line
@@ -182,8 +187,9 @@ def _by_relative_path(objects: list[ObjectInfo], prefix: str) -> dict[str, Objec
 def _model_file(by_path: dict[str, ObjectInfo]) -> str:
     """The file that serves the version. Code (model.py, handler.py) may bring model files
     of its own to load, as Triton's Python models and TorchServe's handlers do."""
-    if MANIFEST_FILE in by_path:
-        return MANIFEST_FILE  # a TorchServe archive: its manifest names handler and model
+    for manifest in (MANIFEST_FILE, WORKFLOW_MANIFEST_FILE):
+        if manifest in by_path:
+            return manifest  # a TorchServe archive: its manifest names what serves
     present = [name for name in MODEL_FILES if name in by_path]
     if not present:
         raise ModelRejected(_no_model_file(by_path))

@@ -32,6 +32,7 @@ from lambdaserve.errors import (
     ModelCodeFailed,
     ModelNotReady,
 )
+from lambdaserve.runtimes import torchserve_workflow
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.handler_context import Answer, Context
 from lambdaserve.runtimes.model_code import DISABLED, new_module, run_one
@@ -73,7 +74,9 @@ class TorchServeHandlerRuntime:
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         """Static checks only: the manage function never runs handler code."""
-        if model_path.name == Path(MANIFEST).name:
+        if _is_workflow(model_path):
+            torchserve_workflow.read_spec(model_path)
+        elif model_path.name == Path(MANIFEST).name:
             check_archive(read_manifest(model_path), _model_dir(model_path))
         else:
             check_handler(model_path)
@@ -85,9 +88,17 @@ class TorchServeHandlerRuntime:
         if not options.python_models:
             raise ModelNotReady(DISABLED)
         model_dir = _model_dir(model_path)
-        manifest = _manifest(model_path, config.name, options.version)
         try:
-            session: Session = _load_session(manifest, model_dir, config, options.version)
+            session: Session = (
+                _load_workflow(model_path, model_dir, config, options.version)
+                if _is_workflow(model_path)
+                else _load_session(
+                    _manifest(model_path, config.name, options.version),
+                    model_dir,
+                    config,
+                    options.version,
+                )
+            )
         except LambdaServeError:
             raise
         except Exception as exc:
@@ -111,6 +122,19 @@ def _load_session(manifest: Manifest, model_dir: Path, config: ModelConfig, vers
         loader.exec_module(module)
         entry = _entry_point(module, context, manifest.handler)
     return _PlainSession(entry, context)
+
+
+def _is_workflow(model_path: Path) -> bool:
+    return model_path.parent.name == Path(torchserve_workflow.WORKFLOW_MANIFEST).parent.name
+
+
+def _load_workflow(model_path: Path, model_dir: Path, config: ModelConfig, version: int) -> Any:
+    from lambdaserve.runtimes import torchserve_worker
+
+    spec = torchserve_workflow.read_spec(model_path)
+    context = Context(config.name, version, model_dir, config.max_batch_size)
+    with torchserve_worker.imports_from(model_dir):
+        return torchserve_workflow.WorkflowSession(spec, model_dir, context)
 
 
 def _model_dir(model_path: Path) -> Path:

@@ -1,0 +1,241 @@
+"""TorchServe workflows (``.war``, torch-workflow-archiver): a spec YAML whose ``dag`` joins
+model nodes (``models: {m1: {url: m1.mar}}``) and function nodes (functions of the workflow
+handler file, ``def pre(data, context)``), run as TorchServe's frontend runs them.
+
+As in TorchServe's DagExecutor: the start nodes get the request's fields and headers; a node's
+answer (bytes) reaches a child with one parent as ``{"body": bytes}`` and a child with several
+as ``{parent_name: bytes}``; one leaf's answer is the workflow's, several leaves answer a JSON
+object by leaf name. Per-node ``retry-attempts`` and ``timeout-ms`` apply (the spec's
+top-level values are the defaults). A model node calls the model its ``url`` names (the
+archive's stem: ``m1.mar`` -> model ``m1``, published by its own upload), through the same
+server as any request; TorchServe registers it privately as ``<workflow>__m1`` instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lambdaserve.errors import InferenceError, LambdaServeError, ModelRejected
+from lambdaserve.runtimes.handler_context import Answer, Context
+from lambdaserve.runtimes.model_code import new_module, parse_source
+
+WORKFLOW_MANIFEST = "WAR-INF/MANIFEST.json"
+_DEFAULT_TIMEOUT_MS = 60_000
+# (model, fields, headers) -> the model's answer; installed by the server (pipelines.bls)
+NodeRunner = Callable[[str, tuple[tuple[str, Any], ...], Mapping[str, str]], Answer]
+_runners: dict[str, NodeRunner] = {}
+
+
+def install(runner: NodeRunner) -> None:
+    _runners["server"] = runner
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    model: str = ""  # empty for a function node
+    retries: int = 0
+    timeout_ms: int = _DEFAULT_TIMEOUT_MS
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    handler: str
+    nodes: dict[str, Node]
+    children: dict[str, tuple[str, ...]]
+    parents: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def order(self) -> list[str]:
+        """The nodes in an order where every parent runs before its children."""
+        waiting = {n: len(self.parents.get(n, ())) for n in self.nodes}
+        ready = sorted(n for n, count in waiting.items() if count == 0)
+        ordered: list[str] = []
+        while ready:
+            name = ready.pop(0)
+            ordered.append(name)
+            for child in self.children.get(name, ()):
+                waiting[child] -= 1
+                if waiting[child] == 0:
+                    ready.append(child)
+        if len(ordered) != len(self.nodes):
+            raise ModelRejected("the workflow's dag has a cycle; a workflow must be acyclic")
+        return ordered
+
+
+def read_spec(manifest_path: Path) -> Spec:
+    """The workflow's manifest and spec, checked without running anything."""
+    root = manifest_path.parent.parent
+    name, spec_file, handler = _manifest(manifest_path, root)
+    document = _document(root / spec_file)
+    models = document.get("models") or {}
+    defaults = {k: v for k, v in models.items() if not isinstance(v, dict)}
+    children = _children(document["dag"], spec_file)
+    names = set(children) | {k for kids in children.values() for k in kids}
+    functions = _functions(root / handler) if handler else set()
+    nodes = {n: _node(n, models.get(n), defaults, functions, spec_file) for n in sorted(names)}
+    parents: dict[str, list[str]] = {}
+    for parent, kids in children.items():
+        for kid in kids:
+            parents.setdefault(kid, []).append(parent)
+    spec = Spec(name, handler, nodes, children, {k: tuple(v) for k, v in parents.items()})
+    spec.order()
+    return spec
+
+
+def _manifest(manifest_path: Path, root: Path) -> tuple[str, str, str]:
+    try:
+        manifest = orjson.loads(manifest_path.read_bytes())["workflow"]
+        name, spec_file = manifest["workflowName"], manifest["specFile"]
+        handler = manifest.get("handler") or ""
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        raise ModelRejected(
+            f"{WORKFLOW_MANIFEST} is not a workflow manifest; build the archive with "
+            "torch-workflow-archiver"
+        ) from None
+    if not (root / spec_file).is_file():
+        raise ModelRejected(f"the workflow's spec file {spec_file!r} is not in the archive")
+    return str(name), str(spec_file), str(handler)
+
+
+def _document(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        document = yaml.safe_load(path.read_bytes())
+    except yaml.YAMLError as exc:
+        raise ModelRejected(f"{path.name} is not YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("dag"), dict):
+        raise ModelRejected(f"{path.name} has no dag: mapping each node to its children")
+    return document
+
+
+def _children(dag: dict[Any, Any], spec_file: str) -> dict[str, tuple[str, ...]]:
+    children: dict[str, tuple[str, ...]] = {}
+    for parent, kids in dag.items():
+        listed = kids or []
+        if not isinstance(listed, list):
+            raise ModelRejected(f"{spec_file}: dag {parent!r} must list its children")
+        children[str(parent)] = tuple(str(k) for k in listed)
+    return children
+
+
+def _node(
+    name: str, settings: Any, defaults: dict[str, Any], functions: set[str], spec_file: str
+) -> Node:
+    if isinstance(settings, dict):
+        url = str(settings.get("url") or "")
+        if not url.endswith(".mar"):
+            raise ModelRejected(f"{spec_file}: model {name!r} needs url: <name>.mar")
+        merged = {**defaults, **settings}
+        model = url[: -len(".mar")].rsplit("/", 1)[-1]
+    elif name in functions:
+        merged, model = defaults, ""
+    else:
+        raise ModelRejected(
+            f"{spec_file}: dag node {name!r} is neither a model under models: nor a function "
+            "of the workflow handler"
+        )
+    return Node(
+        name,
+        model=model,
+        retries=int(merged.get("retry-attempts", 0) or 0),
+        timeout_ms=int(merged.get("timeout-ms", _DEFAULT_TIMEOUT_MS) or 0),
+    )
+
+
+def _functions(path: Path) -> set[str]:
+    if not path.is_file():
+        raise ModelRejected(f"the workflow handler {path.name!r} is not in the archive")
+    return {n.name for n in parse_source(path).body if isinstance(n, ast.FunctionDef)}
+
+
+class WorkflowSession:
+    """One workflow, loaded: its handler module's functions, and the DAG to run per request."""
+
+    def __init__(self, spec: Spec, root: Path, context: Context) -> None:
+        self._spec = spec
+        self._order = spec.order()
+        self.handler_context = context
+        self._functions: dict[str, Any] = {}
+        if spec.handler:
+            module, loader = new_module(root / spec.handler, spec.name)
+            loader.exec_module(module)
+            self._functions = {
+                n: getattr(module, n) for n, node in spec.nodes.items() if not node.model
+            }
+        self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="workflow")
+
+    def begin(self, headers: list[Mapping[str, str]]) -> None:
+        self.handler_context.begin(headers)
+
+    def call(self, rows: list[dict[str, Any]], context: Any) -> list[Any]:
+        return [self._run(row, context.get_all_request_header(i)) for i, row in enumerate(rows)]
+
+    def answer(self, idx: int, result: Any) -> Answer:
+        answer: Answer = result
+        return answer
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run(self, row: dict[str, Any], headers: Mapping[str, str]) -> Answer:
+        inputs: dict[str, dict[str, Any]] = {}
+        answers: dict[str, Answer] = {}
+        for name in self._order:
+            parents = self._spec.parents.get(name, ())
+            if not parents:
+                fields = dict(row)
+            elif len(parents) == 1:
+                fields = {"body": answers[parents[0]].body}
+            else:
+                fields = {p: answers[p].body for p in parents}
+            inputs[name] = fields
+            answers[name] = self._node(self._spec.nodes[name], fields, headers)
+        leaves = [n for n in self._order if not self._spec.children.get(n)]
+        if len(leaves) == 1:
+            return answers[leaves[0]]
+        body = {leaf: _decoded(answers[leaf].body) for leaf in leaves}
+        return Answer(orjson.dumps(body), "application/json")
+
+    def _node(self, node: Node, fields: dict[str, Any], headers: Mapping[str, str]) -> Answer:
+        last: Exception | None = None
+        for _ in range(node.retries + 1):
+            future = self._pool.submit(self._invoke, node, fields, headers)
+            try:
+                return future.result(timeout=node.timeout_ms / 1000 if node.timeout_ms else None)
+            except concurrent.futures.TimeoutError:
+                last = InferenceError(f"node {node.name!r} took over {node.timeout_ms} ms")
+            except LambdaServeError as exc:
+                last = exc
+            except Exception as exc:
+                last = InferenceError(f"node {node.name!r} raised {type(exc).__name__}: {exc}")
+        message = getattr(last, "message", str(last))
+        raise InferenceError(
+            f"workflow {self._spec.name!r} failed at node {node.name!r} after "
+            f"{node.retries + 1} attempt(s): {message}"
+        )
+
+    def _invoke(self, node: Node, fields: dict[str, Any], headers: Mapping[str, str]) -> Answer:
+        if node.model:
+            if "server" not in _runners:
+                raise InferenceError("workflows run only where models serve")
+            return _runners["server"](node.model, tuple(fields.items()), headers)
+        result = self._functions[node.name]([fields], self.handler_context)
+        if not isinstance(result, list) or len(result) != 1:
+            raise InferenceError(f"function {node.name!r} must return a list of one answer")
+        return self.handler_context.answer(0, result[0])
+
+
+def _decoded(body: bytes) -> Any:
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body.decode(errors="replace")
