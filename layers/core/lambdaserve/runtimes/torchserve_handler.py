@@ -42,6 +42,7 @@ from lambdaserve.runtimes.torchserve_manifest import (
     check_archive,
     check_handler,
     read_manifest,
+    stages_only,
     synthesized_manifest,
 )
 from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
@@ -111,7 +112,8 @@ class TorchServeHandlerRuntime:
 def _load_session(manifest: Manifest, model_dir: Path, config: ModelConfig, version: int) -> Any:
     from lambdaserve.runtimes import torchserve_worker
 
-    if torchserve_worker.installed():
+    stage_class = bool(manifest.handler_file) and stages_only(model_dir / manifest.handler_file)
+    if torchserve_worker.installed() and not stage_class:
         service = torchserve_worker.load_service(manifest, model_dir, config.max_batch_size)
         return torchserve_worker.TorchServeSession(service)
     if not manifest.handler_file:

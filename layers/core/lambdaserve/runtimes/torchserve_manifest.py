@@ -156,3 +156,19 @@ def _check_yaml(path: Path) -> None:
         raise ModelRejected(f"{path.name} is not YAML: {str(exc).splitlines()[0]}") from None
     if document is not None and not isinstance(document, dict):
         raise ModelRejected(f"{path.name} must be a mapping (batchSize: 4, handler: ...)")
+
+
+def stages_only(path: Path) -> bool:
+    """A handler class with preprocess/inference/postprocess and no ``handle`` of its own or
+    inherited: TorchServe's loader refuses it, lambdaserve calls the stages in order."""
+    tree = parse_source(path)
+    if any(isinstance(n, ast.FunctionDef) and n.name == "handle" for n in tree.body):
+        return False
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    return bool(classes) and all(
+        not c.bases and "handle" not in _methods(c) and set(_STAGES) <= _methods(c) for c in classes
+    )
+
+
+def _methods(node: ast.ClassDef) -> set[str]:
+    return {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
