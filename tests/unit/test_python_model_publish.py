@@ -11,6 +11,7 @@ import pytest
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.errors import ModelNotReady
+from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.services.inference import build_model_server
 
@@ -174,3 +175,32 @@ def test_handlers_are_opt_in_too(aws):
     record = aws.services.catalog.get_version("h", 1)
     assert record.state == version_policy.UNAVAILABLE
     assert "LAMBDASERVE_PYTHON_MODELS=1" in record.reason
+
+
+def test_the_pb_utils_surface_of_pythons_backend_examples(enabled):
+    # Given add_sub, and a model calling it by a name read from a STRING tensor (bytes),
+    # counting requests in a MetricFamily, round-tripping BYTES and passing DLPack tensors
+    for model in ("add_sub", "pb_features"):
+        for file in sorted((MODELS / model).rglob("*")):
+            if file.is_file():
+                key = f"models/{model}/{file.relative_to(MODELS / model).as_posix()}"
+                enabled.put(key, file.read_bytes())
+        enabled.services.registrar.reconcile_model(model)
+    server = build_model_server(enabled.settings, enabled.clients)
+    a, b = np.arange(4, dtype=np.float32), np.full(4, 0.5, np.float32)
+    request = InferRequest(
+        inputs=(
+            InferInput("MODEL_NAME", "BYTES", (1,), np.array([b"add_sub"], dtype=object)),
+            InferInput("INPUT0", "FP32", (4,), a),
+            InferInput("INPUT1", "FP32", (4,), b),
+        )
+    )
+    # When it is called
+    outputs = server.infer("pb_features", None, request, lambda _, produced: produced)
+    # Then the BLS call reached add_sub, and each helper answered as Triton's does
+    np.testing.assert_allclose(outputs["OUTPUT0"], a + b)
+    assert outputs["ROUND_TRIP"].tolist() == [b"one", b"two"]
+    assert outputs["FACTS"].tolist() == [b"TYPE_FP32", b"True", b"False"]
+    counted = {f.name: f for f in CUSTOM_METRICS.collect()}["pb_features_requests"]
+    assert counted.samples[0].labels == {"model": "pb_features"}
+    assert counted.samples[0].value >= 1

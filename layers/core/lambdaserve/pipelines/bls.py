@@ -37,6 +37,15 @@ def install_bls(server: ModelServer) -> None:
 
     pb_utils._executor = execute
 
+    def ready(model: str, version: str) -> bool:
+        try:
+            server.resolver.resolve(model, int(version) if version else None)
+        except (LambdaServeError, ValueError):
+            return False
+        return True
+
+    pb_utils._readiness = ready
+
     def run_step(
         model: str, version: int | None, inputs: dict[str, np.ndarray[Any, Any]], wanted: Any
     ) -> dict[str, np.ndarray[Any, Any]]:

@@ -18,7 +18,24 @@ import numpy as np
 
 from lambdaserve.config.model_config import v2_datatype_of
 from lambdaserve.errors import LambdaServeError
+from lambdaserve.runtimes.pb_utils_support import (
+    Logger,
+    MetricFamily,
+    TritonModelException,
+    deserialize_bytes_tensor,
+    numpy_to_triton_type,
+    serialize_byte_tensor,
+)
 from lambdaserve.tensors.encoding import numpy_dtype
+
+__all__ = [
+    "Logger",
+    "MetricFamily",
+    "TritonModelException",
+    "deserialize_bytes_tensor",
+    "numpy_to_triton_type",
+    "serialize_byte_tensor",
+]
 
 TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
@@ -27,6 +44,8 @@ TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 
 # Set by the serving process: runs a BLS request against its model server.
 _executor: Callable[[InferenceRequest], InferenceResponse] | None = None
+# Set by the serving process: whether a model version is READY (is_model_ready).
+_readiness: Callable[[str, str], bool] | None = None
 # The model directory of the Python model being called (get_model_dir).
 _model_dir: ContextVar[str] = ContextVar("model_dir", default="")
 
@@ -47,13 +66,6 @@ class TritonError(Exception):
 
     def code(self) -> int:
         return self._code
-
-
-class TritonModelException(Exception):
-    """Raised by pb_utils calls that fail inside a model."""
-
-    def message(self) -> str:
-        return str(self)
 
 
 class Tensor:
@@ -78,6 +90,25 @@ class Tensor:
 
     def is_cpu(self) -> bool:
         return True
+
+    def to_dlpack(self) -> Any:
+        """A DLPack capsule over the tensor's memory (torch.from_dlpack reads it)."""
+        return self._array.__dlpack__()
+
+    @classmethod
+    def from_dlpack(cls, name: str, dlpack: Any) -> Tensor:
+        """A tensor over another framework's memory: an object with ``__dlpack__`` (a
+        torch tensor, a numpy array) or a DLPack capsule."""
+        if hasattr(dlpack, "__dlpack__"):
+            return cls(name, np.from_dlpack(dlpack))
+        try:
+            import torch.utils.dlpack
+        except ImportError:
+            raise TritonModelException(
+                "Tensor.from_dlpack got a bare DLPack capsule; pass the tensor itself "
+                "(anything with __dlpack__), or install torch to read capsules"
+            ) from None
+        return cls(name, torch.utils.dlpack.from_dlpack(dlpack).cpu().numpy())
 
 
 class InferenceResponse:
@@ -121,7 +152,8 @@ class InferenceRequest:
         parameters: dict[str, Any] | str | None = None,
         **_: Any,
     ) -> None:
-        self.model_name = model_name
+        # a model name read from a STRING tensor arrives as bytes (Triton's bls example)
+        self.model_name = model_name.decode() if isinstance(model_name, bytes) else model_name
         self._inputs = list(inputs or [])
         self._requested = list(requested_output_names or [])
         self.model_version = model_version
@@ -187,3 +219,11 @@ def triton_string_to_numpy(triton_type: str) -> Any:
 
 def get_model_dir() -> str:
     return _model_dir.get()
+
+
+def is_model_ready(model_name: str, model_version: str = "") -> bool:
+    """Whether the model (the version, if given) is READY to serve BLS requests."""
+    if _readiness is None:
+        raise TritonModelException("is_model_ready works only inside a serving process")
+    name = model_name.decode() if isinstance(model_name, bytes) else model_name
+    return _readiness(name, str(model_version))

@@ -1,0 +1,156 @@
+"""The rest of ``triton_python_backend_utils`` as Python models use it: BYTES tensor
+(de)serialization, type names, ``Logger`` and custom metrics (``MetricFamily``), written from
+the module's public behaviour. ``pb_utils`` re-exports these names."""
+
+from __future__ import annotations
+
+import logging
+import struct
+from typing import Any
+
+import numpy as np
+
+from lambdaserve.metrics.custom import COUNTER, CUSTOM_METRICS, GAUGE, HISTOGRAM, CustomMetrics
+
+_logger = logging.getLogger("lambdaserve.python_model")
+
+_TRITON_TYPES = {
+    np.bool_: "TYPE_BOOL",
+    np.uint8: "TYPE_UINT8",
+    np.uint16: "TYPE_UINT16",
+    np.uint32: "TYPE_UINT32",
+    np.uint64: "TYPE_UINT64",
+    np.int8: "TYPE_INT8",
+    np.int16: "TYPE_INT16",
+    np.int32: "TYPE_INT32",
+    np.int64: "TYPE_INT64",
+    np.float16: "TYPE_FP16",
+    np.float32: "TYPE_FP32",
+    np.float64: "TYPE_FP64",
+    np.object_: "TYPE_STRING",
+    np.bytes_: "TYPE_STRING",
+}
+
+
+class TritonModelException(Exception):
+    """Raised by pb_utils calls that fail inside a model."""
+
+    def message(self) -> str:
+        return str(self)
+
+
+def serialize_byte_tensor(input_tensor: np.ndarray[Any, Any]) -> Any:
+    """Triton's wire form of a BYTES tensor: each element as a 4-byte little-endian length
+    and its bytes, in C order, as one object element."""
+    if input_tensor.size == 0:
+        return ()
+    if input_tensor.dtype != np.object_ and input_tensor.dtype.type != np.bytes_:
+        raise TritonModelException("cannot serialize bytes tensor: invalid datatype")
+    parts = []
+    for element in input_tensor.reshape(-1):
+        item = element.item() if isinstance(element, np.generic) else element
+        raw = item if isinstance(item, bytes) else str(item).encode("utf-8")
+        parts += [struct.pack("<I", len(raw)), raw]
+    return np.asarray(b"".join(parts), dtype=np.object_)
+
+
+def deserialize_bytes_tensor(encoded_tensor: bytes) -> np.ndarray[Any, Any]:
+    """The elements of a serialized BYTES tensor, as a 1-D object array of bytes."""
+    strings, offset = [], 0
+    buffer = bytes(encoded_tensor)
+    while offset < len(buffer):
+        (length,) = struct.unpack_from("<I", buffer, offset)
+        offset += 4
+        strings.append(buffer[offset : offset + length])
+        offset += length
+    return np.array(strings, dtype=np.object_)
+
+
+def numpy_to_triton_type(data_type: Any) -> str | None:
+    """``np.float32`` -> ``"TYPE_FP32"`` (None for a type Triton has no name for)."""
+    return _TRITON_TYPES.get(np.dtype(data_type).type)
+
+
+class Logger:
+    """``pb_utils.Logger``: a model's log lines, in the server's log."""
+
+    INFO, WARNING, ERROR, VERBOSE = 0, 1, 2, 3
+
+    @staticmethod
+    def log(message: str, level: int = 0) -> None:
+        levels = {0: logging.INFO, 1: logging.WARNING, 2: logging.ERROR, 3: logging.DEBUG}
+        _logger.log(levels.get(level, logging.INFO), "%s", message)
+
+    @staticmethod
+    def log_info(message: str) -> None:
+        _logger.info("%s", message)
+
+    @staticmethod
+    def log_warn(message: str) -> None:
+        _logger.warning("%s", message)
+
+    @staticmethod
+    def log_error(message: str) -> None:
+        _logger.error("%s", message)
+
+    @staticmethod
+    def log_verbose(message: str) -> None:
+        _logger.debug("%s", message)
+
+
+class Metric:
+    """One labelled series of a ``MetricFamily``."""
+
+    def __init__(self, family: MetricFamily, labels: dict[str, str]) -> None:
+        self._family = family
+        self._labels = {str(k): str(v) for k, v in labels.items()}
+        self._value = 0.0
+
+    def increment(self, value: float) -> None:
+        if self._family.kind == COUNTER and value < 0:
+            raise TritonModelException("a counter cannot be decremented")
+        self._value += value
+        self._record(value if self._family.kind == COUNTER else self._value)
+
+    def set(self, value: float) -> None:
+        if self._family.kind != GAUGE:
+            raise TritonModelException("only a gauge can be set")
+        self._value = value
+        self._record(value)
+
+    def observe(self, value: float) -> None:
+        if self._family.kind != HISTOGRAM:
+            raise TritonModelException("only a histogram observes")
+        self._record(value)
+
+    def value(self) -> float:
+        return self._value
+
+    def _record(self, value: float) -> None:
+        family = self._family
+        family.store.record(
+            family.name,
+            kind=family.kind,
+            unit="",
+            labels=sorted(self._labels),
+            values=[self._labels[k] for k in sorted(self._labels)],
+            value=value,
+        )
+
+
+class MetricFamily:
+    """``pb_utils.MetricFamily(name, description, kind)``: custom metrics on ``/metrics``."""
+
+    COUNTER, GAUGE, HISTOGRAM = COUNTER, GAUGE, HISTOGRAM
+
+    def __init__(
+        self, name: str, description: str, kind: str, store: CustomMetrics = CUSTOM_METRICS
+    ) -> None:
+        if kind not in (COUNTER, GAUGE, HISTOGRAM):
+            raise TritonModelException(f"unknown metric kind {kind!r}")
+        self.name, self.description, self.kind, self.store = name, description, kind, store
+
+    def Metric(
+        self, labels: dict[str, str] | None = None, buckets: list[float] | None = None
+    ) -> Metric:
+        return Metric(self, labels or {})
