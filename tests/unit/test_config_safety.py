@@ -6,10 +6,12 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.errors import InvalidInput
+from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.services.inference import build_model_server
 from tests import builders
@@ -206,3 +208,49 @@ class ValidationRacedByEvent:
     def reconcile_model(self, model: str) -> None:
         self._registrar.reconcile_model(model)
         self._catalog.put_version(self._in_progress)
+
+
+def test_every_field_a_config_sets_is_applied_or_named(aws):
+    # Given a config setting nested fields lambdaserve does not apply
+    config = GOOD + (
+        b"\ninstance_group [{ count: 4 kind: KIND_GPU gpus: [0, 1] "
+        b'rate_limiter { resources [{ name: "R" count: 1 }] } }]\n'
+        b"dynamic_batching { preserve_ordering: true }\n"
+        b'metric_tags { key: "team" value: "vision" }\n'
+    )
+    aws.put("models/mlp/config.pbtxt", config)
+    aws.put("models/mlp/1/model.onnx", builders.onnx_mlp(4, 3))
+    aws.services.registrar.reconcile_model("mlp")
+    # Then the version serves, and each of them is named in the catalog's warnings
+    warnings = aws.services.catalog.get_model("mlp").config_warnings
+    for field in (
+        "instance_group count 4",
+        "instance_group.gpus",
+        "instance_group.rate_limiter is not applied",
+        "dynamic_batching.preserve_ordering",
+        "metric_tags",
+    ):
+        assert field in warnings, field
+    assert "rate_limiter.resources" not in warnings
+    assert states(aws, "mlp")[1][0] == version_policy.READY
+
+
+def test_default_model_filename_chooses_the_model_file_as_in_triton(aws):
+    # Given a version whose ONNX file is named as its config's default_model_filename says
+    aws.put("models/named/config.pbtxt", b'default_model_filename: "resnet_small.onnx"')
+    aws.put("models/named/1/resnet_small.onnx", builders.onnx_mlp(4, 3))
+    aws.services.registrar.reconcile_model("named")
+    # Then it validates with ONNX Runtime, and serves
+    record = aws.services.catalog.get_version("named", 1)
+    assert (record.state, record.runtime) == (version_policy.READY, "onnxruntime")
+    server = build_model_server(aws.settings, aws.clients)
+    request = InferRequest(
+        inputs=(InferInput("INPUT__0", "FP32", (1, 4), np.ones((1, 4), np.float32)),)
+    )
+    outputs = server.infer("named", None, request, lambda _, produced: produced)
+    assert outputs["OUTPUT__0"].shape == (1, 3)
+    # And a name the version does not have is refused saying so
+    aws.put("models/other/config.pbtxt", b'default_model_filename: "missing.onnx"')
+    aws.put("models/other/1/model.onnx", builders.onnx_mlp(4, 3))
+    aws.services.registrar.reconcile_model("other")
+    assert "names a file the version does not have" in states(aws, "other")[1][1]

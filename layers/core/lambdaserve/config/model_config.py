@@ -106,6 +106,7 @@ class ModelConfig:
     warmup: tuple[WarmupSample, ...] = ()
     # Triton's input ``format`` (FORMAT_NCHW, ...) where the config declares one.
     input_formats: tuple[tuple[str, str], ...] = ()
+    default_model_filename: str = ""
 
     @property
     def is_ensemble(self) -> bool:
@@ -196,7 +197,16 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         input_formats=tuple(
             (t.name, pb.ModelInput.Format.Name(t.format)) for t in message.input if t.format
         ),
+        default_model_filename=_default_model_filename(message.default_model_filename),
     )
+
+
+def _default_model_filename(name: str) -> str:
+    if name and ("/" in name or "\\" in name or name in (".", "..")):
+        raise InvalidInput(
+            f"default_model_filename {name!r} must name a file in the version directory, not a path"
+        )
+    return name
 
 
 def _label_files(message: Any) -> tuple[tuple[str, str], ...]:

@@ -48,3 +48,16 @@ def runtime_name_for(filename: str, config: ModelConfig | None = None) -> str:
 def selects_runtime(config: ModelConfig) -> bool:
     """Whether the config's backend may choose a runtime other than a file's own."""
     return any(backend == config.backend for backend, _ in BACKEND_RUNTIMES)
+
+
+# default_model_filename: a file named otherwise is served as the file its suffix stands for
+# (Triton's backends read default_model_filename instead of model.<ext>).
+ALIASES = {
+    ".onnx": "model.onnx",
+    ".pt": "model.pt",
+    ".xml": "model.xml",
+    ".pdmodel": "model.pdmodel",
+    ".py": "model.py",
+}
+# Files that travel with an aliased model file, by suffix: (its suffix, the name served)
+COMPANIONS = {".xml": (".bin", "model.bin"), ".pdmodel": (".pdiparams", "model.pdiparams")}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lambdaserve.config.unapplied_fields import unapplied
 from lambdaserve.errors import InvalidInput
 
 _IGNORED = {
@@ -61,4 +62,4 @@ def warnings_for(document: dict[str, Any]) -> list[str]:
                 f"instance_group count {count} is not applied: one instance per process "
                 "(deployed, concurrency scales instances; `lambdaserve serve --workers`)"
             )
-    return warnings
+    return warnings + unapplied(document)

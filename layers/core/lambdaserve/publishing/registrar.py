@@ -297,4 +297,6 @@ def _fingerprint(objects: list[ObjectInfo], config: ModelConfig) -> str:
     }
     if selects_runtime(config):
         material["backend"] = config.backend
+    if config.default_model_filename:
+        material["default_model_filename"] = config.default_model_filename
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()

@@ -12,7 +12,9 @@ from lambdaserve.catalog.repository import ModelRepository, ObjectInfo, VersionF
 from lambdaserve.config.checks import check_platform, check_tensors
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import (
+    ALIASES,
     CODE_FILES,
+    COMPANIONS,
     MANIFEST_FILE,
     MODEL_FILES,
     WORKFLOW_MANIFEST_FILE,
@@ -87,7 +89,9 @@ class VersionValidator:
 
         ``progress`` hears what is happening to a large version (sizes, rates) as it goes.
         """
-        by_path = _by_relative_path(objects, self._repository.prefix)
+        by_path = _aliased(
+            _by_relative_path(objects, self._repository.prefix), config.default_model_filename
+        )
         check_platform(config, by_path)
         model_file = _model_file(by_path)
         notes = _misplaced_configs(by_path, config.name)
@@ -182,6 +186,33 @@ def _by_relative_path(objects: list[ObjectInfo], prefix: str) -> dict[str, Objec
         if isinstance(parsed, VersionFileKey):
             by_path[parsed.path] = info
     return by_path
+
+
+def _aliased(by_path: dict[str, ObjectInfo], name: str) -> dict[str, ObjectInfo]:
+    """Triton's ``default_model_filename``: the named file is the model, served as the file
+    its suffix stands for (``resnet.onnx`` as ``model.onnx``)."""
+    if not name:
+        return by_path
+    suffix = Path(name).suffix
+    if suffix not in ALIASES:
+        raise ModelRejected(
+            f"default_model_filename {name!r}: lambdaserve serves "
+            f"{', '.join(sorted(ALIASES))} files under another name; rename the file to one "
+            "of model.onnx, model.pt, model.xml, model.pdmodel or model.py instead"
+        )
+    if name not in by_path:
+        raise ModelRejected(
+            f"default_model_filename {name!r} names a file the version does not have; "
+            f"upload it into the version directory"
+        )
+    aliased = dict(by_path)
+    aliased[ALIASES[suffix]] = aliased.pop(name)
+    if suffix in COMPANIONS:
+        companion, served = COMPANIONS[suffix]
+        beside = str(Path(name).with_suffix(companion))
+        if beside in aliased:
+            aliased[served] = aliased.pop(beside)
+    return aliased
 
 
 def _model_file(by_path: dict[str, ObjectInfo]) -> str:

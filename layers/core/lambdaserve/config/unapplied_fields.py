@@ -1,0 +1,108 @@
+"""Every field a Triton config sets, walked through Triton's own ``ModelConfig`` message
+(tritonclient's descriptor), against what lambdaserve applies: whatever a config sets and
+lambdaserve does not apply is named, nested fields included (``instance_group.gpus``,
+``dynamic_batching.preserve_ordering``), so nothing a config says vanishes without a word."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from google.protobuf import json_format
+
+from lambdaserve.config.triton_proto import pb
+
+# Field paths applied as Triton applies them ("a.b" covers everything under a.b too)
+APPLIED = (
+    "name",
+    "platform",
+    "backend",
+    "max_batch_size",
+    "input.name",
+    "input.data_type",
+    "input.dims",
+    "input.reshape",
+    "input.format",
+    "output.name",
+    "output.data_type",
+    "output.dims",
+    "output.reshape",
+    "output.label_filename",
+    "version_policy",
+    "dynamic_batching.preferred_batch_size",
+    "dynamic_batching.max_queue_delay_microseconds",
+    "dynamic_batching.default_queue_policy",
+    "instance_group.name",
+    "instance_group.kind",
+    "ensemble_scheduling",
+    "parameters",
+    "model_warmup",
+    "default_model_filename",
+    # refused when they ask for what cannot be served (config/support.py)
+    "sequence_batching",
+    "model_transaction_policy",
+)
+# Said in their own words elsewhere (config/support.py)
+SAID_ELSEWHERE = (
+    "instance_group.count",
+    "optimization",
+    "response_cache",
+    "rate_limiter",
+    "model_repository_agents",
+    "batch_input",
+    "batch_output",
+    "model_operations",
+    "model_metrics",
+    "dynamic_batching.priority_queue_policy",
+    "dynamic_batching.priority_levels",
+)
+_WHY = {
+    "instance_group.gpus": "a process uses the one device it was given (LAMBDASERVE_DEVICE)",
+    "instance_group.rate_limiter": "Lambda concurrency and the dynamic batcher limit instead",
+    "instance_group.secondary_devices": "one device per process",
+    "instance_group.profile": "TensorRT profiles do not apply to these runtimes",
+    "instance_group.passive": "every instance here takes requests",
+    "instance_group.host_policy": "one host policy: the process's",
+    "dynamic_batching.preserve_ordering": "responses are always sent as each request completes",
+    "dynamic_batching.default_priority_level": "one priority per model",
+    "dynamic_batching.default_queue_policy_per_priority": "one priority per model",
+    "runtime": "the runtime is chosen by the model file (and backend: openvino)",
+    "cc_model_filenames": "a model file per GPU compute capability does not apply here",
+    "metric_tags": "metrics carry the model and version labels only",
+    "input.optional": "every declared input must be sent",
+    "input.allow_ragged_batch": "requests are batched only with equal shapes",
+}
+
+
+def unapplied(document: dict[str, Any]) -> list[str]:
+    """One warning per field path the config sets that lambdaserve does not apply."""
+    message = pb.ModelConfig()
+    try:
+        json_format.ParseDict(document, message, ignore_unknown_fields=True)
+    except json_format.ParseError:
+        return []  # the config is refused with its parse error elsewhere
+    warnings = []
+    for path in sorted(set(_set_paths(message, ""))):
+        if _covered(path, APPLIED) or _covered(path, SAID_ELSEWHERE):
+            continue
+        why = _WHY.get(path)
+        warnings.append(f"{path} is not applied" + (f": {why}" if why else ""))
+    return warnings
+
+
+def _covered(path: str, prefixes: tuple[str, ...]) -> bool:
+    return any(path == p or path.startswith(p + ".") for p in prefixes)
+
+
+def _set_paths(message: Any, prefix: str) -> Iterator[str]:
+    for descriptor, value in message.ListFields():
+        path = f"{prefix}{descriptor.name}"
+        if _covered(path, APPLIED) or _covered(path, SAID_ELSEWHERE) or path in _WHY:
+            yield path
+            continue
+        if descriptor.message_type is None or descriptor.message_type.GetOptions().map_entry:
+            yield path
+            continue
+        items = value if descriptor.is_repeated else [value]
+        nested = [p for item in items for p in _set_paths(item, path + ".")]
+        yield from nested or [path]
