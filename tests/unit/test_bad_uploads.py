@@ -179,3 +179,13 @@ def test_a_model_file_outside_a_version_directory_is_logged_with_where_it_belong
         "ignoring models/flat/model.onnx: a model file belongs in a version directory, "
         "e.g. models/flat/1/model.onnx"
     ) in [record.getMessage() for record in caplog.records]
+    # And the index and describe say so too, until the file is where it belongs
+    [record] = aws.services.catalog.versions("flat")
+    assert record.state == version_policy.UNAVAILABLE
+    assert record.reason == (
+        "models/flat/model.onnx is outside a version directory: upload it as "
+        "models/flat/1/model.onnx"
+    )
+    aws.put("models/flat/1/model.onnx", builders.onnx_mlp())
+    EventBatch(aws.services.registrar).on_object_event("models/flat/1/model.onnx")
+    assert aws.services.catalog.get_version("flat", 1).state == version_policy.READY

@@ -4,8 +4,10 @@ and TorchServe archives uploaded beside the models."""
 from __future__ import annotations
 
 import logging
+import time
 
 from lambdaserve.catalog import version_policy
+from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.catalog.repository import (
     ArchiveKey,
     ConfigKey,
@@ -43,14 +45,7 @@ class EventBatch:
             logger.info("ignoring %s: outside the models/<model>/<version>/ layout", key)
             return
         if isinstance(parsed, ConfigKey) and parsed.filename in MODEL_FILES:
-            prefix = self._registrar.repository.prefix
-            logger.warning(
-                "ignoring %s: a model file belongs in a version directory, e.g. %s%s/1/%s",
-                key,
-                prefix,
-                parsed.model,
-                parsed.filename,
-            )
+            _misplaced(self._registrar, key, parsed.model, parsed.filename)
         if parsed.model in self._models:
             return
         if isinstance(parsed, ConfigKey):
@@ -100,3 +95,28 @@ def _serve_every_version(registrar: Registrar, model: str) -> None:
         return
     overrides = {**record.overrides, **parse_overrides({"version_policy": {"all": {}}})}
     registrar.catalog.update_model(model, overrides=overrides)
+
+
+def _misplaced(registrar: Registrar, key: str, model: str, filename: str) -> None:
+    """A model file uploaded beside the versions: logged with where it belongs and, while
+    the model has no version, shown in the index and describe as its version 1's reason."""
+    belongs = f"{registrar.repository.prefix}{model}/1/{filename}"
+    logger.warning(
+        "ignoring %s: a model file belongs in a version directory, e.g. %s", key, belongs
+    )
+    if registrar.catalog.versions(model) or registrar.repository.head(key) is None:
+        return
+    registrar.catalog.get_model(model) or registrar.refresh_config(model)
+    reason = f"{key} is outside a version directory: upload it as {belongs}"
+    registrar.catalog.put_version(
+        VersionRecord(
+            model=model,
+            version=1,
+            present=False,
+            state=version_policy.UNAVAILABLE,
+            reason=reason,
+            validation_error=reason,
+            observed_at=time.time_ns(),
+        )
+    )
+    registrar.apply_policy(model)
