@@ -11,6 +11,8 @@ from typing import Any
 
 from starlette.types import ASGIApp
 
+from lambdaserve.catalog.store import Catalog
+from lambdaserve.local.catalog_state import CatalogState
 from lambdaserve.local.demo import DEMO_MODEL, demo_mlp_bytes
 from lambdaserve.local.emulator import Emulator, ensure_port_free
 from lambdaserve.local.mirror import RepositoryMirror
@@ -65,6 +67,7 @@ class DevStack:
         self.endpoint = options.aws_endpoint or ""
         self.mirror: RepositoryMirror | None = None
         self._mirror_stop: threading.Event | None = None
+        self._state_thread: threading.Thread | None = None
 
     def start(self) -> DevStack:
         options = self.options
@@ -138,11 +141,17 @@ class DevStack:
             ).start()
         )
         if options.model_repository is not None:
+            # the catalog's own facts first, so versions validate under the saved policy
+            state = CatalogState(
+                Catalog(clients.dynamodb, settings.table), options.model_repository
+            )
+            state.restore()
             self.mirror = RepositoryMirror(
                 options.model_repository, clients.s3, settings.bucket, settings.models_prefix
             )
             self.mirror.sync()
             _, self._mirror_stop = self.mirror.start()
+            self._state_thread = state.keep(self._mirror_stop)
         if options.demo:
             clients.s3.put_object(
                 Bucket=settings.bucket,
@@ -188,6 +197,8 @@ class DevStack:
     def stop(self) -> None:
         if self._mirror_stop is not None:
             self._mirror_stop.set()
+        if self._state_thread is not None:
+            self._state_thread.join(timeout=5)
         for server in self._servers:
             server.stop()
         self.stop_event_pumps()
@@ -226,7 +237,8 @@ class DevStack:
             )
         if not opts.aws_endpoint:
             where = (
-                "the model repository folder"
+                "the model repository folder, and the labels, defaults and overrides set "
+                "through the management API (in its .lambdaserve/catalog.json)"
                 if opts.model_repository is not None
                 else "nothing: use --model-repository DIR to keep models across restarts"
             )

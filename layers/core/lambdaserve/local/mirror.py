@@ -4,7 +4,7 @@ The folder is in Triton's repository layout (``<model>/config.pbtxt``,
 ``<model>/<version>/model.onnx``, ...). It is uploaded at start and watched: files added,
 changed or deleted there are put or deleted in the bucket, and the bucket's events take the
 same path to the manage handler as any upload. The embedded emulator keeps nothing across
-restarts; the folder is what survives.
+restarts; the folder is what survives (with the catalog's own facts: ``catalog_state``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,88 @@
+"""``lambdaserve dev --model-repository DIR`` keeps the catalog's own facts across restarts,
+as the deployed table does: version labels, the default version, config overrides, preload
+and unload, in ``DIR/.lambdaserve/catalog.json`` (a hidden folder the mirror leaves alone).
+The files are the folder's; what the management API set is this file's."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from lambdaserve.catalog.store import Catalog
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = Path(".lambdaserve") / "catalog.json"
+_FIELDS = ("version_labels", "default_version", "overrides", "preload", "unloaded")
+
+
+class CatalogState:
+    def __init__(self, catalog: Catalog, repository: Path) -> None:
+        self._catalog = catalog
+        self.path = repository / STATE_FILE
+        self._written = ""
+
+    def restore(self) -> int:
+        """Put the saved facts back into the (new, empty) catalog; returns how many models."""
+        if not self.path.is_file():
+            return 0
+        try:
+            saved = json.loads(self.path.read_text())
+        except (OSError, ValueError) as exc:
+            logger.warning("not restoring %s: %s", self.path, exc)
+            return 0
+        for model, fields in saved.get("models", {}).items():
+            known = {k: v for k, v in fields.items() if k in _FIELDS}
+            if known:
+                self._catalog.update_model(model, **known)
+        self._written = self.path.read_text()
+        logger.info("restored labels, defaults and overrides of %d model(s)", len(saved["models"]))
+        return len(saved.get("models", {}))
+
+    def save(self) -> None:
+        """Write the facts the management API owns, when they changed."""
+        models: dict[str, dict[str, Any]] = {}
+        for name in self._catalog.all_model_names():
+            record = self._catalog.get_model(name)
+            if record is None:
+                continue
+            fields = {
+                "version_labels": record.version_labels or None,
+                "default_version": record.default_version,
+                "overrides": record.overrides or None,
+                "preload": record.preload or None,
+                "unloaded": record.unloaded or None,
+            }
+            kept = {k: v for k, v in fields.items() if v is not None}
+            if kept:
+                models[name] = kept
+        text = json.dumps({"models": models}, indent=2, sort_keys=True)
+        if text == self._written:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_suffix(".json.part")
+        partial.write_text(text)
+        os.replace(partial, self.path)
+        self._written = text
+
+    def keep(self, stop: threading.Event, every_s: float = 1.0) -> threading.Thread:
+        """Save every ``every_s`` seconds until ``stop`` is set, and once more then."""
+
+        def loop() -> None:
+            while not stop.wait(every_s):
+                self._save_quietly()
+            self._save_quietly()
+
+        thread = threading.Thread(target=loop, name="catalog-state", daemon=True)
+        thread.start()
+        return thread
+
+    def _save_quietly(self) -> None:
+        try:
+            self.save()
+        except Exception:
+            logger.exception("saving %s failed; trying again", self.path)
