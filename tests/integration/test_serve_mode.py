@@ -235,3 +235,41 @@ def _tensor(data: np.ndarray) -> dict[str, object]:
         "shape": list(data.shape),
         "data": data.ravel().tolist(),
     }
+
+
+def test_every_protocols_route_meets_in_one_batch(stack):
+    # Given a model whose batcher waits for company
+    stack.put(
+        "models/mlp/config.pbtxt",
+        b"max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 500000 }",
+    )
+    stack.put("models/mlp/1/model.onnx", MLP)
+    stack.wait_state("mlp", 1, "READY")
+    rows = np.random.default_rng(11).random((4, 4), dtype=np.float32)
+    server = BackgroundServer(build_serving_app(batching=True), "127.0.0.1", free_port()).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            assert client.get("/v2/models/mlp/ready").status_code == 200  # loaded first
+            calls = [
+                ("/v2/models/mlp/infer", {"inputs": [
+                    {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4],
+                     "data": rows[0].tolist()}]}),
+                ("/predictions/mlp", [rows[1].tolist()]),
+                ("/v1/models/mlp:predict", {"instances": [rows[2].tolist()]}),
+                ("/mlp/prediction", {"key": ["INPUT__0"], "value": [str([rows[3].tolist()])]}),
+            ]  # fmt: skip
+            for path, body in calls:  # each route once: first calls import their codecs
+                assert client.post(path, json=body).status_code == 200
+            before = client.get("/v2/models/mlp/stats").json()["model_stats"][0]
+            # When one request comes through each protocol's route at the same time
+            with ThreadPoolExecutor(len(calls)) as pool:
+                answers = list(pool.map(lambda c: client.post(c[0], json=c[1]), calls))
+            assert [a.status_code for a in answers] == [200] * 4, [a.text for a in answers]
+            stats = client.get("/v2/models/mlp/stats").json()["model_stats"][0]
+    finally:
+        server.stop()
+    # Then the model ran once for all four: v2, TorchServe, TF Serving and Paddle batch together
+    assert stats["inference_count"] - before["inference_count"] == 4
+    assert stats["execution_count"] - before["execution_count"] == 1, stats["batch_stats"]
+    expected = ort.InferenceSession(MLP).run(None, {"INPUT__0": rows})[0]
+    np.testing.assert_allclose(answers[2].json()["predictions"][0], expected[2], rtol=1e-5)

@@ -76,6 +76,11 @@ class InferenceDataPlane:
             self.server().resolver.resolve, check_model_name(model), number
         )
 
+    async def served(self, model: str, number: int | None) -> ServedVersion:
+        """The version a request runs on (inline when loaded: the resolver's view is cached)."""
+        server = self.server()
+        return await self.call(model, number, lambda: server.resolver.resolve(model, number))
+
     async def model_metadata(self, model: str, version_text: str | None) -> dict[str, Any]:
         served = await self.resolve(model, version_text)
         ready = sorted(
@@ -112,7 +117,9 @@ class InferenceDataPlane:
         return self.server().stats.snapshot(model, await self.version_number(model, version_text))
 
     async def infer(self, model: str, version: int | None, request: InferRequest) -> Inferred:
-        """One decoded request through the batcher when there is one, else alone."""
+        """One decoded request through the batcher when there is one, else alone. ``version``
+        is the one the request asked for (None: the default), as every door passes it, so
+        requests for the same version meet in one lane whichever door they came in by."""
         if self.batcher is not None:
             outcome = await self.batcher.submit(model, version, request)
             if outcome.error is not None:

@@ -138,7 +138,7 @@ def create_inference_app(
     for path in ("/v2/models/{model}/infer", "/v2/models/{model}/versions/{version}/infer"):
         app.add_route(path, infer, methods=["POST"])
     for install in (install_predictions, install_tfserving, install_paddle_pipeline):
-        install(app, server, lambda r: read_limited_body(r, max_request_bytes()), call, number_of)
+        install(app, plane, lambda r: read_limited_body(r, max_request_bytes()))
 
     document_api(app, inference_paths())
     return app

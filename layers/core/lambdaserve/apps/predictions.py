@@ -14,11 +14,11 @@ from fastapi import FastAPI, Request, Response
 from starlette.datastructures import Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
+from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.apps.workflows import install_workflow_predictions
 from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol import torchserve
-from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.raw_predictions import RawRequest, explain_raw, predict_raw, takes_raw
 
 T = TypeVar("T")
@@ -27,12 +27,10 @@ _JSON_TYPES = ("application/json", "text/json")
 
 
 def install_predictions(
-    app: FastAPI,
-    server: Callable[[], ModelServer],
-    read_body: Callable[[Request], Awaitable[bytes]],
-    call: Call,
-    number_of: Callable[[str, str | None], Awaitable[int | None]],
+    app: FastAPI, plane: InferenceDataPlane, read_body: Callable[[Request], Awaitable[bytes]]
 ) -> None:
+    server, call, number_of = plane.server, plane.call, plane.version_number
+
     async def predictions(request: Request) -> Response:
         model = check_model_name(request.path_params["model"])
         # TorchServe's string versions ("1.0") are version labels here
@@ -46,29 +44,25 @@ def install_predictions(
         )
         headers = {k.lower(): v for k, v in request.headers.items()}
 
-        def run() -> Response:
-            served = server().resolver.resolve(model, number)
-            if (
-                fields is not None
-                or (takes_raw(served) and not _is_json(content_type, served))
-                or _is_binary(content_type)
-            ):
-                raw = RawRequest(fields or (("body", _body(body, content_type)),), headers)
+        served = await plane.served(model, number)
+        if (
+            fields is not None
+            or (takes_raw(served) and not _is_json(content_type, served))
+            or _is_binary(content_type)
+        ):
+            raw = RawRequest(fields or (("body", _body(body, content_type)),), headers)
+
+            def run() -> Response:
                 answer = predict_raw(server(), model, served.version, raw)
                 return Response(answer.body, answer.status, media_type=answer.content_type)
-            prediction = torchserve.parse_prediction(body, served.signature.inputs)
-            payload = server().infer(
-                model,
-                served.version,
-                prediction.request,
-                lambda _, outputs: torchserve.encode_prediction(
-                    outputs, prediction.single_instance
-                ),
-            )
-            return Response(payload, media_type="application/json")
 
-        result: Response = await call(model, number, run)
-        return result
+            result: Response = await call(model, served.version, run)
+            return result
+        # tensors: through the dynamic batcher where there is one (serve), as v2 infer
+        prediction = torchserve.parse_prediction(body, served.signature.inputs)
+        inferred = await plane.infer(model, number, prediction.request)
+        payload = torchserve.encode_prediction(inferred.outputs, prediction.single_instance)
+        return Response(payload, media_type="application/json")
 
     async def explanations(request: Request) -> Response:
         """TorchServe's explanations API: the handler's ``explain_handle`` (BaseHandler's

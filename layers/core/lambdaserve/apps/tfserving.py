@@ -11,12 +11,11 @@ import orjson
 from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from lambdaserve.apps.predictions import Call
+from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.catalog.repository import check_model_name, parse_version
 from lambdaserve.errors import InvalidInput, ModelNotFound
 from lambdaserve.protocol import tfserving
 from lambdaserve.protocol.limits import json_document
-from lambdaserve.serving.model_server import ModelServer
 
 # {m}, {m}/versions/{v} or {m}/labels/{l}, then /metadata or :verb
 _TARGET = re.compile(
@@ -26,12 +25,10 @@ _TARGET = re.compile(
 
 
 def install_tfserving(
-    app: FastAPI,
-    server: Callable[[], ModelServer],
-    read_body: Callable[[Request], Awaitable[bytes]],
-    call: Call,
-    number_of: Callable[[str, str | None], Awaitable[int | None]],
+    app: FastAPI, plane: InferenceDataPlane, read_body: Callable[[Request], Awaitable[bytes]]
 ) -> None:
+    server, number_of = plane.server, plane.version_number
+
     async def version_of(match: re.Match[str]) -> int | None:
         model = check_model_name(match["model"])
         if match["version"] is not None:
@@ -70,17 +67,11 @@ def install_tfserving(
         model, number = match["model"], await version_of(match)
         document = json_document(await read_body(request))
 
-        def run() -> dict[str, Any]:
-            served = server().resolver.resolve(model, number)
-            parsed = tfserving.parse_predict(document, served.signature)
-            return server().infer(
-                model,
-                served.version,
-                parsed.request,
-                lambda _, outputs: tfserving.encode_predict(outputs, parsed.format),
-            )
-
-        answer = await call(model, number, run)
+        # through the dynamic batcher where there is one (serve), as v2 infer
+        served = await plane.served(model, number)
+        parsed = tfserving.parse_predict(document, served.signature)
+        inferred = await plane.infer(model, number, parsed.request)
+        answer = tfserving.encode_predict(inferred.outputs, parsed.format)
         return Response(orjson.dumps(answer), media_type="application/json")
 
 

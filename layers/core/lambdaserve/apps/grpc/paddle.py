@@ -51,7 +51,7 @@ class PipelineServicer(services.PipelineServiceServicer):
         parsed = rest.parse_request(
             {"key": list(request.key), "value": list(request.value)}, served.signature
         )
-        inferred = await self._plane.infer(model, served.version, parsed)
+        inferred = await self._plane.infer(model, None, parsed)
         return rest.encode_response(inferred.outputs)
 
     async def _only_model(self) -> str:

@@ -47,7 +47,7 @@ class PredictionServicer(services.PredictionServiceServicer):
         model, number = await _target(self._plane, request.model_spec)
         served = await asyncio.to_thread(self._plane.server().resolver.resolve, model, number)
         decoded = codec.predict_request(request, served.signature)
-        inferred = await self._plane.infer(model, served.version, decoded)
+        inferred = await self._plane.infer(model, number, decoded)
         return codec.predict_response(model, inferred.version, inferred.outputs)
 
     @unary

@@ -91,7 +91,7 @@ class InferenceServicer(inference.InferenceAPIsServiceServicer):
                 f"that POST /predictions/{model} takes; got {len(fields)} fields"
             )
         prediction = rest.parse_prediction(bytes(fields[0][1]), served.signature.inputs)
-        inferred = await self._plane.infer(model, served.version, prediction.request)
+        inferred = await self._plane.infer(model, number, prediction.request)
         body = rest.encode_prediction(dict(inferred.outputs), prediction.single_instance)
         return pb.PredictionResponse(prediction=body, sequence_id=request.sequence_id)
 
