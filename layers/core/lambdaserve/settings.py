@@ -54,6 +54,12 @@ class Settings:
     preload_bytes: int = 0
     # Background prefetch of newly READY default versions (serve, worker); 0 turns it off.
     prefetch_interval_s: float = 10.0
+    # Server mode: the `lambdaserve serve` service (behind its load balancer) that answers
+    # synchronous requests for KIND_GPU models; empty: none, they run here.
+    server_url: str = ""
+    # How long a request for a server-mode model waits for the queue when the service has
+    # no capacity, before answering 202 with its status URL (inside API Gateway's 29 s).
+    server_wait_s: float = 25.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -87,6 +93,8 @@ class Settings:
             max_request_bytes=int(
                 env.get("LAMBDASERVE_MAX_REQUEST_BYTES", str(defaults.max_request_bytes))
             ),
+            server_url=env.get("LAMBDASERVE_SERVER_URL", defaults.server_url).rstrip("/"),
+            server_wait_s=float(env.get("LAMBDASERVE_SERVER_WAIT_S", str(defaults.server_wait_s))),
             max_response_bytes=int(
                 env.get("LAMBDASERVE_MAX_RESPONSE_BYTES", str(defaults.max_response_bytes))
             ),

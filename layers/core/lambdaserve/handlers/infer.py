@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from lambdaserve.queued.invokers import Answered
     from lambdaserve.queued.results import PayloadStore, RequestEnvelope
+    from lambdaserve.queued.server_mode import ServerModeRouter
     from lambdaserve.queued.submit import AsyncSubmitter
 
 logger = Logger(service="lambdaserve-infer")
@@ -101,13 +102,61 @@ def asgi() -> Mangum:
     return Mangum(ResponseLimit(fastapi_app(), get_settings().max_response_bytes), lifespan="off")
 
 
+@cache
+def server_mode() -> ServerModeRouter | None:
+    """Where synchronous requests for KIND_GPU models go (LAMBDASERVE_SERVER_URL), or None."""
+    settings = get_settings()
+    if not settings.server_url:
+        return None
+    from lambdaserve.queued.server_mode import Queue, ServerModeRouter
+
+    def wants_server(model: str) -> bool:
+        return server().resolver.config(model).instance_kind == "GPU"
+
+    # looked up per call: the singletons are built lazily (and swapped by tests)
+    queue = Queue(
+        submit=lambda *args: submitter().submit(*args),
+        result=lambda request_id: submitter().result(request_id),
+        number=lambda model, text: server().resolver.number(model, text),  # noqa: PLW0108
+    )
+    return ServerModeRouter(settings.server_url, wants_server, queue, wait_s=settings.server_wait_s)
+
+
 def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """API Gateway (HTTP API): v2 infer answered directly, every other route via FastAPI."""
+    """API Gateway (HTTP API): requests for server-mode models forwarded, v2 infer answered
+    directly, every other route via FastAPI."""
     try:
+        routed = _server_mode(APIGatewayProxyEventV2(event))
+        if routed is not None:
+            return routed
         direct = _direct_infer(APIGatewayProxyEventV2(event))
         return direct if direct is not None else dict(asgi()(event, context))
     finally:
         invocation_metrics.flush()
+
+
+def _server_mode(event: APIGatewayProxyEventV2) -> dict[str, Any] | None:
+    """A request for a model that server mode serves, answered there (or queued)."""
+    router = server_mode()
+    if router is None or event.get("version") != "2.0":
+        return None
+    from lambdaserve.queued.server_mode import HttpCall
+
+    try:
+        answer = router.route(
+            HttpCall(
+                method=event.request_context.http.method,
+                path=event.raw_path,
+                query=event.raw_query_string or "",
+                headers={k.lower(): v for k, v in (event.headers or {}).items()},
+                body=_body_bytes(event),
+            )
+        )
+    except LambdaServeError as exc:
+        return _http_response(status_for(exc), orjson.dumps({"error": exc.message}), {})
+    if answer is None:
+        return None
+    return _http_response(answer.status, answer.body, answer.headers)
 
 
 def _direct_infer(event: APIGatewayProxyEventV2) -> dict[str, Any] | None:
