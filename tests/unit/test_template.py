@@ -464,3 +464,82 @@ def test_python_models_are_off_unless_the_deployment_enables_them(cfn, sam):
         variables = function["Properties"].get("Environment", {}).get("Variables", {})
         if name.startswith(("Infer", "Manage", "Reconcile")):
             assert variables["LAMBDASERVE_PYTHON_MODELS"] == {"Ref": "EnablePythonModels"}, name
+
+
+def test_server_mode_is_reached_only_through_its_load_balancer(cfn):
+    resources = cfn["Resources"]
+    # Given EnableServerMode: everything below is conditional on it
+    for name in (
+        "ServerModeLoadBalancer",
+        "ServerModeService",
+        "ServerModeTaskDefinition",
+        "InferFunctionSecurityGroup",
+    ):
+        assert resources[name]["Condition"] in ("ServerMode", "ServerModeTls"), name
+    # The ALB takes connections only from the infer function; the tasks only from the ALB
+    [alb_in] = resources["ServerModeLoadBalancerSecurityGroup"]["Properties"][
+        "SecurityGroupIngress"
+    ]
+    assert alb_in["SourceSecurityGroupId"] == {"Ref": "InferFunctionSecurityGroup"}
+    assert "CidrIp" not in alb_in
+    [task_in] = resources["ServerModeTaskSecurityGroup"]["Properties"]["SecurityGroupIngress"]
+    assert task_in["SourceSecurityGroupId"] == {"Ref": "ServerModeLoadBalancerSecurityGroup"}
+    assert (task_in["FromPort"], task_in["ToPort"]) == (8000, 8001)
+    assert resources["ServerModeLoadBalancer"]["Properties"]["Scheme"] == {
+        "Ref": "ServerModeScheme"
+    }
+    # The infer function joins the VPC and is told where the service is
+    infer = resources["InferFunction"]["Properties"]
+    assert "ServerMode" in json.dumps(infer["VpcConfig"])
+    url = json.dumps(infer["Environment"]["Variables"]["LAMBDASERVE_SERVER_URL"])
+    assert "ServerModeLoadBalancer.DNSName" in url
+
+
+def test_server_mode_targets_check_readiness_and_carry_grpc_over_https(cfn):
+    resources = cfn["Resources"]
+    http = resources["ServerModeHttpTargets"]["Properties"]
+    assert (http["Port"], http["HealthCheckPath"], http["TargetType"]) == (
+        8000,
+        "/v2/health/ready",
+        "ip",
+    )
+    grpc = resources["ServerModeGrpcTargets"]
+    assert grpc["Condition"] == "ServerModeTls"
+    assert grpc["Properties"]["ProtocolVersion"] == "GRPC"
+    assert grpc["Properties"]["HealthCheckPath"] == "/grpc.health.v1.Health/Check"
+    assert grpc["Properties"]["Matcher"] == {"GrpcCode": "0"}
+    listener = resources["ServerModeGrpcListener"]
+    assert listener["Condition"] == "ServerModeTls"
+    assert listener["Properties"]["Protocol"] == "HTTPS"
+    assert listener["Properties"]["Certificates"] == [
+        {"CertificateArn": {"Ref": "ServerModeCertificateArn"}}
+    ]
+    assert resources["ServerModeHttpListener"]["Condition"] == "ServerModePlain"
+
+
+def test_server_mode_scales_between_its_bounds_and_from_zero_on_the_gpu_queue(cfn):
+    resources = cfn["Resources"]
+    target = resources["ServerModeScalableTarget"]["Properties"]
+    assert target["MinCapacity"] == {"Ref": "ServerModeMinTasks"}
+    assert target["MaxCapacity"] == {"Ref": "ServerModeMaxTasks"}
+    assert cfn["Parameters"]["ServerModeMinTasks"]["Default"] == 0
+    tracking = resources["ServerModeRequestTracking"]["Properties"]
+    metric = tracking["TargetTrackingScalingPolicyConfiguration"]["PredefinedMetricSpecification"]
+    assert metric["PredefinedMetricType"] == "ALBRequestCountPerTarget"
+    alarm = resources["ServerModeBacklogAlarm"]["Properties"]
+    assert alarm["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["GpuRequestsQueue", "QueueName"]}
+    assert alarm["AlarmActions"] == [{"Ref": "ServerModeFromZero"}]
+    service = resources["ServerModeService"]["Properties"]
+    assert service["NetworkConfiguration"]["AwsvpcConfiguration"]["AssignPublicIp"] == "DISABLED"
+    command = resources["ServerModeTaskDefinition"]["Properties"]["ContainerDefinitions"][0][
+        "Command"
+    ]
+    assert command[:2] == ["lambdaserve", "serve"] and "--grpc-port" in command
+
+
+def test_the_server_mode_task_reads_models_and_the_catalog_only(cfn):
+    role = cfn["Resources"]["ServerModeTaskRole"]
+    text = json.dumps(_statements(role))
+    assert "requests/" not in text and "results/" not in text and "sqs:" not in text
+    assert "s3:PutObject" not in text and "DeleteItem" not in text
+    assert "models/*" in text
