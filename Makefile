@@ -7,7 +7,7 @@ TORCH  ?= 0
 
 .PHONY: help dev test test-localstack validate lint install-dev install-test install-torch \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
-	bench-pipelines bench-validate bench-grpc robustness clean
+	bench-pipelines bench-validate bench-grpc bench-server-mode robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -107,6 +107,9 @@ bench-grpc: install-test ## gRPC: lambdaserve serve vs Triton's gRPC front end (
 
 # A 3-step ensemble (Python pre -> ONNX -> Python post) vs its steps called directly, the
 # Lambda warm path, and `serve` beside a TorchServe workflow and a pytriton callable at c=1, 32.
+bench-server-mode: install-test ## server mode: the infer function forwarding to serve, vs serve directly
+	$(BIN)/python scripts/bench_server_mode.py $(ARGS)
+
 bench-pipelines: install-test ## 3-step pipeline: overhead per step, vs TorchServe workflow, pytriton
 	command -v wrk >/dev/null || apt-get install -y -q wrk >/dev/null 2>&1 \
 	  || echo "bench-pipelines: no wrk; using the Python load generator"

@@ -144,6 +144,8 @@ def start_stack() -> tuple[subprocess.Popen[bytes], str]:
             str(management_port),
             "--inference-port",
             str(free_port()),
+            "--grpc-port",
+            "0",  # the servers under test may take gRPC's default port
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -165,7 +167,9 @@ def start_server(endpoint: str, batching: bool, work: str) -> tuple[subprocess.P
         "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
     }
-    command = [sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(port)]
+    command = [
+        sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(port), "--grpc-port", "0"
+    ]  # fmt: skip
     if not batching:
         command.append("--no-batching")
     process = subprocess.Popen(
