@@ -254,3 +254,12 @@ def test_default_model_filename_chooses_the_model_file_as_in_triton(aws):
     aws.put("models/other/1/model.onnx", builders.onnx_mlp(4, 3))
     aws.services.registrar.reconcile_model("other")
     assert "names a file the version does not have" in states(aws, "other")[1][1]
+
+
+def test_decoupled_is_for_python_models_only(aws):
+    aws.put("models/d/config.pbtxt", GOOD + b"\nmodel_transaction_policy { decoupled: true }")
+    aws.put("models/d/1/model.onnx", builders.onnx_mlp(4, 3))
+    aws.services.registrar.reconcile_model("d")
+    [(state, reason)] = states(aws, "d").values()
+    assert state == version_policy.UNAVAILABLE
+    assert 'served for Python models (backend: "python") only' in reason

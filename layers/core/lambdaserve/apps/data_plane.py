@@ -8,7 +8,7 @@ dynamic batcher when the server has one, so requests from every door meet in its
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -21,6 +21,7 @@ from lambdaserve.catalog.repository import check_model_name, parse_version
 from lambdaserve.config.model_config import triton_data_type
 from lambdaserve.errors import InferenceError
 from lambdaserve.protocol.v2 import InferRequest
+from lambdaserve.serving import streaming
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tensors.signature import TensorSpec
@@ -134,6 +135,26 @@ class InferenceDataPlane:
             lambda: server.infer(
                 model, version, request, lambda s, outputs: Inferred(model, s.version, outputs)
             ),
+        )
+
+    async def stream(
+        self, model: str, version: int | None, request: InferRequest
+    ) -> AsyncIterator[Inferred]:
+        """Every response to one request (a decoupled model's many; another's one), each as
+        the model sends it: the model runs in a thread, the loop only waits."""
+        served, responses = await run_in_threadpool(
+            streaming.stream, self.server(), model, version, request
+        )
+        while True:
+            outputs = await run_in_threadpool(next, responses, None)
+            if outputs is None:
+                return
+            yield Inferred(model, served.version, outputs)
+
+    async def decoupled(self, model: str, version: int | None) -> bool:
+        server = self.server()
+        return await self.call(
+            model, version, lambda: streaming.is_decoupled(server, model, version)
         )
 
     async def call(self, model: str, version: int | None, work: Callable[[], T]) -> T:

@@ -12,6 +12,7 @@ from starlette.concurrency import run_in_threadpool
 from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.apps.docs_page import install_docs
 from lambdaserve.apps.errors import install_error_handlers
+from lambdaserve.apps.generate import install_generate
 from lambdaserve.apps.metrics_route import install_metrics, queued_in
 from lambdaserve.apps.openapi import document_api, inference_paths
 from lambdaserve.apps.paddle_pipeline import install_paddle_pipeline
@@ -137,7 +138,12 @@ def create_inference_app(
     # parameters cost more than running a small model.
     for path in ("/v2/models/{model}/infer", "/v2/models/{model}/versions/{version}/infer"):
         app.add_route(path, infer, methods=["POST"])
-    for install in (install_predictions, install_tfserving, install_paddle_pipeline):
+    for install in (
+        install_predictions,
+        install_tfserving,
+        install_paddle_pipeline,
+        install_generate,
+    ):
         install(app, plane, lambda r: read_limited_body(r, max_request_bytes()))
 
     document_api(app, inference_paths())

@@ -107,6 +107,8 @@ class ModelConfig:
     # Triton's input ``format`` (FORMAT_NCHW, ...) where the config declares one.
     input_formats: tuple[tuple[str, str], ...] = ()
     default_model_filename: str = ""
+    # Triton's model_transaction_policy.decoupled: any number of responses per request
+    decoupled: bool = False
 
     @property
     def is_ensemble(self) -> bool:
@@ -143,6 +145,8 @@ class ModelConfig:
             doc["parameters"] = {k: {"string_value": v} for k, v in self.parameters}
         if self.dynamic_batching is not None:
             doc["dynamic_batching"] = self.dynamic_batching.to_document()
+        if self.decoupled:
+            doc["model_transaction_policy"] = {"decoupled": True}
         return doc
 
 
@@ -198,6 +202,7 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
             (t.name, pb.ModelInput.Format.Name(t.format)) for t in message.input if t.format
         ),
         default_model_filename=_default_model_filename(message.default_model_filename),
+        decoupled=bool(message.model_transaction_policy.decoupled),
     )
 
 

@@ -1,8 +1,8 @@
 """Which parts of a Triton config lambdaserve applies, refuses, or accepts and ignores.
 
 Refused (the model cannot serve as its config says, so it never becomes READY and fails
-later): sequence batching and decoupled transactions. Accepted but not applied: said in the
-catalog entry as warnings, so nothing is silently ignored.
+later): sequence batching, and decoupled transactions outside Python models. Accepted but
+not applied: said in the catalog entry as warnings, so nothing is silently ignored.
 """
 
 from __future__ import annotations
@@ -32,10 +32,11 @@ def check_supported(document: dict[str, Any]) -> None:
             "START/END/CORRID control tensors, no sequence pinned to an instance); remove it "
             "to serve the model statelessly"
         )
-    if (document.get("model_transaction_policy") or {}).get("decoupled"):
+    decoupled = (document.get("model_transaction_policy") or {}).get("decoupled")
+    if decoupled and document.get("backend") != "python":
         raise InvalidInput(
-            "decoupled models (model_transaction_policy.decoupled) are not supported: each "
-            "request gets exactly one response here"
+            "decoupled models (model_transaction_policy.decoupled) are served for Python "
+            'models (backend: "python") only: other runtimes give one response per request'
         )
 
 

@@ -4,6 +4,7 @@ resolution, cache and runtimes as an HTTP call."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from lambdaserve.runtimes import ensemble, pb_utils, torchserve_workflow
 from lambdaserve.runtimes.handler_context import Answer
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.raw_predictions import RawRequest, predict_raw
+from lambdaserve.serving.streaming import stream
 from lambdaserve.tensors import encoding
 from lambdaserve.tensors.signature import Signature
 
@@ -36,6 +38,27 @@ def install_bls(server: ModelServer) -> None:
         return pb_utils.InferenceResponse([pb_utils.Tensor(n, a) for n, a in outputs.items()])
 
     pb_utils._executor = execute
+
+    def execute_decoupled(
+        request: pb_utils.InferenceRequest,
+    ) -> Iterator[pb_utils.InferenceResponse]:
+        """``exec(decoupled=True)``: every response, then (as Triton) an empty final one."""
+        version = request.model_version if request.model_version > 0 else None
+        v2 = InferRequest(
+            inputs=tuple(_input(t.name(), t.as_numpy()) for t in request.inputs()),
+            outputs=tuple(RequestedOutput(n) for n in request.requested_output_names()),
+        )
+        try:
+            _, responses = stream(server, request.model_name, version, v2)
+            for outputs in responses:
+                yield pb_utils.InferenceResponse(
+                    [pb_utils.Tensor(n, a) for n, a in outputs.items()]
+                )
+        except LambdaServeError as exc:
+            yield pb_utils.InferenceResponse(error=pb_utils.TritonError(exc.message))
+        yield pb_utils.InferenceResponse()
+
+    pb_utils._stream_executor = execute_decoupled
 
     def ready(model: str, version: str) -> bool:
         try:

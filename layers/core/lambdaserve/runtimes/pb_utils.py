@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -42,8 +42,10 @@ TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 
 
-# Set by the serving process: runs a BLS request against its model server.
+# Set by the serving process: runs a BLS request against its model server (one response),
+# and streams a decoupled one (every response).
 _executor: Callable[[InferenceRequest], InferenceResponse] | None = None
+_stream_executor: Callable[[InferenceRequest], Iterator[InferenceResponse]] | None = None
 # Set by the serving process: whether a model version is READY (is_model_ready).
 _readiness: Callable[[str, str], bool] | None = None
 # The model directory of the Python model being called (get_model_dir).
@@ -136,6 +138,27 @@ class InferenceResponse:
         return value if isinstance(value, str) else json.dumps(value)
 
 
+class InferenceResponseSender:
+    """A decoupled model's way to answer: any number of ``send(response)``, the last one
+    with ``flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL`` (its response may be None)."""
+
+    def __init__(self, deliver: Callable[[InferenceResponse | None, int], None]) -> None:
+        self._deliver = deliver
+        self._closed = False
+
+    def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
+        if self._closed:
+            raise TritonModelException("the response sender was closed by a final flag")
+        if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            self._closed = True
+        elif response is None:
+            raise TritonModelException("send needs a response unless flags is FINAL")
+        self._deliver(response, flags)
+
+    def is_cancelled(self) -> bool:
+        return False
+
+
 class InferenceRequest:
     """A request handed to ``execute``, or a BLS request a model sends to another model."""
 
@@ -161,6 +184,16 @@ class InferenceRequest:
         self._correlation_id = correlation_id
         self._flags = flags
         self._parameters = parameters or {}
+        self._sender: InferenceResponseSender | None = None
+
+    def get_response_sender(self) -> InferenceResponseSender:
+        """The sender of a decoupled model's responses to this request."""
+        if self._sender is None:
+            raise TritonModelException(
+                "get_response_sender is for decoupled models: set model_transaction_policy "
+                "{ decoupled: true } in the model's config"
+            )
+        return self._sender
 
     def inputs(self) -> list[Tensor]:
         return self._inputs
@@ -181,16 +214,19 @@ class InferenceRequest:
         value = self._parameters
         return value if isinstance(value, str) else json.dumps(value)
 
-    def exec(self, decoupled: bool = False) -> InferenceResponse:
-        """BLS: run this request on ``model_name`` in this process."""
-        if _executor is None:
+    def exec(self, decoupled: bool = False) -> Any:
+        """BLS: run this request on ``model_name`` in this process; with ``decoupled=True``
+        an iterator of every response the model sends (a decoupled model's many)."""
+        if _executor is None or _stream_executor is None:
             raise TritonModelException("BLS requests run only inside a serving process")
         if not self.model_name:
             raise TritonModelException("a BLS request needs model_name")
+        if decoupled:
+            return _stream_executor(self)
         return _executor(self)
 
-    async def async_exec(self, decoupled: bool = False) -> InferenceResponse:
-        return await asyncio.get_running_loop().run_in_executor(None, self.exec)
+    async def async_exec(self, decoupled: bool = False) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(None, self.exec, decoupled)
 
 
 def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | None:

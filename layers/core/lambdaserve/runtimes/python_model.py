@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from lambdaserve.errors import (
 )
 from lambdaserve.runtimes import pb_utils
 from lambdaserve.runtimes.base import LoadOptions
+from lambdaserve.runtimes.decoupled import one_response, stream_responses
 from lambdaserve.runtimes.model_code import DISABLED, new_module, parse_source, run_one
 from lambdaserve.tensors.signature import Arrays, Signature
 
@@ -80,7 +81,7 @@ class PythonModelRuntime:
             ) from exc
         finally:
             pb_utils._model_dir.reset(token)
-        return PythonModel(instance, signature, str(version_dir))
+        return PythonModel(instance, signature, str(version_dir), decoupled=config.decoupled)
 
 
 class PythonModel:
@@ -88,11 +89,14 @@ class PythonModel:
 
     device = "cpu"
 
-    def __init__(self, instance: Any, signature: Signature, model_dir: str) -> None:
+    def __init__(
+        self, instance: Any, signature: Signature, model_dir: str, *, decoupled: bool = False
+    ) -> None:
         self._instance = instance
         self._signature = signature
         self._model_dir = model_dir
         self._closed = False
+        self.decoupled = decoupled
 
     def close(self) -> None:
         """``finalize()``, once, as Triton calls it when the model is unloaded."""
@@ -110,9 +114,17 @@ class PythonModel:
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
         return run_one(self, inputs, outputs)
 
+    def stream(
+        self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]
+    ) -> Iterator[Arrays]:
+        """A decoupled model's responses to one request, as it sends them."""
+        return stream_responses(self._instance, self._model_dir, inputs, outputs, _answer)
+
     def run_requests(
         self, requests: Sequence[tuple[Mapping[str, np.ndarray[Any, Any]], Sequence[str]]]
     ) -> list[Arrays | LambdaServeError]:
+        if self.decoupled:
+            return [one_response(self.stream(inputs, outputs)) for inputs, outputs in requests]
         batch = [
             pb_utils.InferenceRequest(
                 inputs=[pb_utils.Tensor(name, array) for name, array in inputs.items()],

@@ -98,12 +98,12 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
 
         async def answer(request: pb.ModelInferRequest) -> None:
             try:
-                response = pb.ModelStreamInferResponse(infer_response=await self._infer(request))
+                async for response in self._stream(request):
+                    await answers.put(pb.ModelStreamInferResponse(infer_response=response))
             except Exception as exc:
-                response = pb.ModelStreamInferResponse(error_message=error_text(exc))
+                await answers.put(pb.ModelStreamInferResponse(error_message=error_text(exc)))
             finally:
                 window.release()
-            await answers.put(response)
 
         async def read() -> None:
             try:
@@ -125,6 +125,34 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
             reader.cancel()
             for task in list(running):
                 task.cancel()
+
+    async def _stream(self, request: pb.ModelInferRequest) -> AsyncIterator[pb.ModelInferResponse]:
+        """A stream's answers to one request: a decoupled model's every response, then (when
+        the client asked, as tritonclient's enable_empty_final_response does) an empty one
+        flagged final; any other model's one response, flagged final when asked."""
+        model = check_model_name(request.model_name)
+        number = await self._plane.version_number(model, request.model_version)
+        flagged = request.parameters["triton_enable_empty_final_response"].bool_param
+        if not await self._plane.decoupled(model, number):
+            response = await self._infer(request)
+            if flagged:
+                response.parameters["triton_final_response"].bool_param = True
+            yield response
+            return
+        decoded = kserve.infer_request(request)
+        version = number
+        async for inferred in self._plane.stream(model, number, decoded):
+            version = inferred.version
+            response = kserve.infer_response(model, version, decoded.id, inferred.outputs)
+            if flagged:
+                response.parameters["triton_final_response"].bool_param = False
+            yield response
+        if flagged:
+            final = pb.ModelInferResponse(
+                model_name=model, model_version=str(version or ""), id=decoded.id or ""
+            )
+            final.parameters["triton_final_response"].bool_param = True
+            yield final
 
     async def _infer(self, request: pb.ModelInferRequest) -> pb.ModelInferResponse:
         model = check_model_name(request.model_name)

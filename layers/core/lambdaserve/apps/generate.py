@@ -1,0 +1,73 @@
+"""Triton's generate extension on the inference port: ``POST /v2/models/{m}[/versions/{v}]/
+generate`` (one answer) and ``.../generate_stream`` (server-sent events, one ``data:`` line per
+response: a decoupled model's every response as it sends it)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import StreamingResponse
+
+from lambdaserve.apps.data_plane import InferenceDataPlane
+from lambdaserve.catalog.repository import check_model_name
+from lambdaserve.errors import InferenceError, LambdaServeError
+from lambdaserve.protocol.generate import encode_generate, parse_generate
+from lambdaserve.protocol.limits import json_document
+from lambdaserve.protocol.v2 import InferRequest
+
+
+def install_generate(
+    app: FastAPI, plane: InferenceDataPlane, read_body: Callable[[Request], Awaitable[bytes]]
+) -> None:
+    async def decoded(request: Request) -> tuple[str, int | None, InferRequest]:
+        model = check_model_name(request.path_params["model"])
+        number = await plane.version_number(model, request.path_params.get("version"))
+        served = await plane.served(model, number)
+        document = json_document(await read_body(request))
+        return model, number, parse_generate(document, served.signature)
+
+    async def generate(request: Request) -> Response:
+        model, number, infer_request = await decoded(request)
+        answers = [a async for a in plane.stream(model, number, infer_request)]
+        if len(answers) != 1:
+            raise InferenceError(
+                f"the model sent {len(answers)} responses: ask .../generate_stream for them"
+            )
+        [answer] = answers
+        body = encode_generate(model, answer.version, answer.outputs)
+        return Response(
+            orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY),
+            200,
+            media_type="application/json",
+        )
+
+    async def generate_stream(request: Request) -> Response:
+        model, number, infer_request = await decoded(request)  # bad input: 4xx before streaming
+
+        async def events() -> AsyncIterator[bytes]:
+            try:
+                async for answer in plane.stream(model, number, infer_request):
+                    body = encode_generate(model, answer.version, answer.outputs)
+                    yield (
+                        b"data: " + orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n\n"
+                    )
+            except LambdaServeError as exc:  # after the first byte, errors travel in-band
+                yield b"data: " + orjson.dumps({"error": exc.message}) + b"\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    for suffix, route in (("generate", generate), ("generate_stream", generate_stream)):
+        for prefix in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):
+            app.add_route(f"{prefix}/{suffix}", route, methods=["POST"])
+
+
+def _json(body: dict[str, Any]) -> bytes:
+    return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def _event(body: dict[str, Any]) -> bytes:
+    """One server-sent event, as Triton's generate_stream writes it."""
+    return b"data: " + _json(body) + b"\n\n"
