@@ -210,12 +210,9 @@ class ModelRepository:
         """A model-level file (``models/<model>/<filename>``) up to ``limit`` bytes; None if
         absent. InvalidInput when larger: such files are read whole into the catalog."""
         key = f"{model_prefix(model, self.prefix)}{filename}"
-        try:
-            head = self._s3.head_object(Bucket=self.bucket, Key=key)
-        except self._s3.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return None
-            raise
+        head = self._head_object(key)
+        if head is None:
+            return None
         if head["ContentLength"] > limit:
             raise InvalidInput(
                 f"{filename} is {head['ContentLength']} bytes; a model-level file named by the "
@@ -229,27 +226,28 @@ class ModelRepository:
         ``progress`` is told each chunk's byte count."""
         self._s3.download_file(self.bucket, key, path, Config=_TRANSFER, Callback=progress)
 
-    def head(self, key: str) -> ObjectInfo | None:
-        """The object's size and etag, or None when it is not there."""
+    def _head_object(self, key: str) -> dict[str, Any] | None:
         try:
-            head = self._s3.head_object(Bucket=self.bucket, Key=key)
+            head: dict[str, Any] = self._s3.head_object(Bucket=self.bucket, Key=key)
         except self._s3.exceptions.ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return None
             raise
+        return head
+
+    def head(self, key: str) -> ObjectInfo | None:
+        """The object's size and etag, or None when it is not there."""
+        head = self._head_object(key)
+        if head is None:
+            return None
         return ObjectInfo(
             key, int(head["ContentLength"]), head["ETag"].strip('"'), head["LastModified"]
         )
 
     def metadata(self, key: str) -> dict[str, str]:
         """The object's user metadata ({} when absent)."""
-        try:
-            head = self._s3.head_object(Bucket=self.bucket, Key=key)
-        except self._s3.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
-                return {}
-            raise
-        return dict(head.get("Metadata") or {})
+        head = self._head_object(key)
+        return dict(head.get("Metadata") or {}) if head is not None else {}
 
     def put(self, key: str, body: Any, metadata: dict[str, str] | None = None) -> None:
         """Write one object from a readable stream (multipart when large)."""

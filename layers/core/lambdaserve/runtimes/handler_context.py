@@ -88,13 +88,18 @@ class Context:
         """Row ``idx``'s result as sent: bytes as they are, text as text, anything else as
         JSON (TorchServe's defaults), unless the handler set the content type or status."""
         status = self._statuses.get(idx, (200, ""))[0]
-        chosen = self._content_types.get(idx)
-        if isinstance(result, bytes | bytearray | memoryview):
-            return Answer(bytes(result), chosen or "application/octet-stream", status)
-        if isinstance(result, str):
-            return Answer(result.encode(), chosen or "text/plain; charset=utf-8", status)
-        body = orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY)
-        return Answer(body, chosen or "application/json", status)
+        return encode_answer(result, self._content_types.get(idx), status)
+
+
+def encode_answer(result: Any, chosen: str | None, status: int) -> Answer:
+    """A handler's result as TorchServe's worker sends it: bytes as they are, text as UTF-8,
+    anything else as JSON; ``chosen`` is the content type the handler set, if any."""
+    if isinstance(result, bytes | bytearray | memoryview):
+        return Answer(bytes(result), chosen or "application/octet-stream", status)
+    if isinstance(result, str):
+        return Answer(result.encode(), chosen or "text/plain; charset=utf-8", status)
+    body = orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY)
+    return Answer(body, chosen or "application/json", status)
 
 
 def _model_yaml_config(manifest: dict[str, Any], model_dir: Path) -> dict[str, Any]:

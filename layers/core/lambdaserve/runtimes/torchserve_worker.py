@@ -24,11 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from lambdaserve.errors import ModelNotReady
 from lambdaserve.metrics.custom import CUSTOM_METRICS, CustomMetrics
-from lambdaserve.runtimes.handler_context import Answer
+from lambdaserve.runtimes.handler_context import Answer, encode_answer
 from lambdaserve.runtimes.torchserve_manifest import Manifest
 
 MISSING = (
@@ -65,16 +63,10 @@ class TorchServeSession:
             context.metrics.set_request_ids(ids)
 
     def answer(self, idx: int, result: Any) -> Answer:
-        """As TorchServe's worker encodes: bytes as they are, text as UTF-8, else JSON."""
+        """As TorchServe's worker encodes, with the status and type the handler set."""
         context = self.handler_context
         status, _ = context.get_response_status(idx)
-        chosen = context.get_response_content_type(idx)
-        if isinstance(result, bytes | bytearray | memoryview):
-            return Answer(bytes(result), chosen or "application/octet-stream", status)
-        if isinstance(result, str):
-            return Answer(result.encode(), chosen or "text/plain; charset=utf-8", status)
-        body = orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY)
-        return Answer(body, chosen or "application/json", status)
+        return encode_answer(result, context.get_response_content_type(idx), status)
 
 
 def installed() -> bool:
