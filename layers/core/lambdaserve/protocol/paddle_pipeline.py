@@ -3,14 +3,15 @@
 
 Values are strings, as Paddle's ``PipelineClient`` sends them: a numpy repr
 (``array([[1., 2.]], dtype=float32)``), a JSON or Python list literal, or comma-separated
-numbers; read with ``ast.literal_eval`` (never ``eval``). A key names a model input; a value
-with the input's elements but not its rank gets a batch dimension of one. Outputs are JSON
+numbers; read as JSON after Python's and numpy's spellings (tuples, ``1.``, nan, inf,
+None), never ``eval``. A key names a model input; a value with the input's elements but
+not its rank gets a batch dimension of one. Outputs are JSON
 text. Errors keep HTTP 200 with Paddle's error numbers, as its gateway answers.
 """
 
 from __future__ import annotations
 
-import ast
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -78,12 +79,33 @@ def _array(spec: TensorSpec, value: str) -> np.ndarray[Any, Any]:
     repr_match = _NUMPY_REPR.match(value)
     text = repr_match["body"] if repr_match else value
     try:
-        parsed = ast.literal_eval(text.strip())
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        parsed = json.loads(_as_json(text.strip()))
+    except (ValueError, RecursionError):
         parsed = _separated(spec.name, text)
-    if isinstance(parsed, tuple):
-        parsed = list(parsed)
     return array_from_json(spec.name, spec.datatype, parsed)
+
+
+def _as_json(literal: str) -> str:
+    """A Python list/tuple literal of numbers as JSON (Python's nan and inf as json reads
+    them): no ast.literal_eval, which builds AST objects and is not safe beside other
+    threads' parsing on CPython 3.11."""
+    for python, written in _PYTHON_TOKENS:
+        literal = python.sub(written, literal)
+    return literal
+
+
+_PYTHON_TOKENS = (
+    (re.compile(r"\("), "["),
+    (re.compile(r"\)"), "]"),
+    (re.compile(r",\s*\]"), "]"),  # (1,) and [1, 2,]
+    (re.compile(r"(\d)\.(?![\d])"), r"\1.0"),  # numpy's 1. and 2.
+    (re.compile(r"(?<![\d])\.(\d)"), r"0.\1"),  # .5
+    (re.compile(r"\bnan\b"), "NaN"),
+    (re.compile(r"\bNone\b"), "null"),
+    (re.compile(r"\binf\b"), "Infinity"),
+    (re.compile(r"\bTrue\b"), "true"),
+    (re.compile(r"\bFalse\b"), "false"),
+)
 
 
 def _separated(name: str, text: str) -> list[float]:

@@ -3,10 +3,12 @@ publish), imported where it serves, and one request served through the batch cal
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import importlib.util
+import re
+import symtable
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -24,14 +26,41 @@ DISABLED = (
 )
 
 
-def parse_source(path: Path) -> ast.Module:
-    """The file's syntax tree, or ModelRejected saying where it does not parse."""
+@dataclass(frozen=True)
+class Outline:
+    """What model code defines at its top level, read without running it."""
+
+    functions: frozenset[str]
+    # class name -> the methods it defines itself
+    classes: dict[str, frozenset[str]]
+    # classes declared with base classes (``class H(BaseHandler):``)
+    derived: frozenset[str]
+
+
+def outline(path: Path) -> Outline:
+    """The file's top-level functions and classes, or ModelRejected saying where it does not
+    parse. Read through ``symtable``, not ``ast.parse``: CPython 3.11 keeps the AST object
+    builder's recursion depth per interpreter, so ``ast.parse`` in two threads at once (a
+    validation beside a traceback being formatted) fails with "AST constructor recursion
+    depth mismatch"; the symbol table is built without AST objects."""
+    source = path.read_bytes()
     try:
-        return ast.parse(path.read_bytes(), filename=path.name)
+        table = symtable.symtable(source.decode("utf-8"), path.name, "exec")
     except SyntaxError as exc:
         raise ModelRejected(f"{path.name} line {exc.lineno}: {exc.msg}") from None
-    except ValueError as exc:
+    except (ValueError, UnicodeDecodeError) as exc:
         raise ModelRejected(f"{path.name} is not Python source: {exc}") from None
+    functions, classes = set(), {}
+    for child in table.get_children():
+        if child.get_type() == "function":
+            functions.add(child.get_name())
+        elif child.get_type() == "class":
+            classes[child.get_name()] = frozenset(
+                c.get_name() for c in child.get_children() if c.get_type() == "function"
+            )
+    text = source.decode("utf-8")
+    derived = {name for name in classes if re.search(rf"^class\s+{name}\s*\(\s*[^)\s]", text, re.M)}
+    return Outline(frozenset(functions), classes, frozenset(derived))
 
 
 def new_module(path: Path, model: str) -> tuple[ModuleType, Any]:

@@ -7,7 +7,6 @@ class with ``execute``, and the config declares the tensors — and never import
 
 from __future__ import annotations
 
-import ast
 import asyncio
 import inspect
 import json
@@ -31,7 +30,7 @@ from lambdaserve.errors import (
 from lambdaserve.runtimes import pb_utils
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.decoupled import one_response, stream_responses
-from lambdaserve.runtimes.model_code import DISABLED, new_module, parse_source, run_one
+from lambdaserve.runtimes.model_code import DISABLED, new_module, outline, run_one
 from lambdaserve.tensors.signature import Arrays, Signature
 
 
@@ -40,18 +39,9 @@ class PythonModelRuntime:
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         """Static checks only: the manage function never runs model code."""
-        tree = parse_source(model_path)
-        model_class = next(
-            (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "TritonPythonModel"),
-            None,
-        )
-        if model_class is None:
+        methods = outline(model_path).classes.get("TritonPythonModel")
+        if methods is None:
             raise ModelRejected("model.py defines no class TritonPythonModel")
-        methods = {
-            n.name
-            for n in model_class.body
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-        }
         if "execute" not in methods:
             raise ModelRejected("TritonPythonModel in model.py has no execute(self, requests)")
         if not config.inputs or not config.outputs:

@@ -42,7 +42,6 @@ from lambdaserve.runtimes.torchserve_manifest import (
     check_archive,
     check_handler,
     read_manifest,
-    stages_only,
     synthesized_manifest,
 )
 from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
@@ -112,10 +111,15 @@ class TorchServeHandlerRuntime:
 def _load_session(manifest: Manifest, model_dir: Path, config: ModelConfig, version: int) -> Any:
     from lambdaserve.runtimes import torchserve_worker
 
-    stage_class = bool(manifest.handler_file) and stages_only(model_dir / manifest.handler_file)
-    if torchserve_worker.installed() and not stage_class:
-        service = torchserve_worker.load_service(manifest, model_dir, config.max_batch_size)
-        return torchserve_worker.TorchServeSession(service)
+    if torchserve_worker.installed():
+        try:
+            service = torchserve_worker.load_service(manifest, model_dir, config.max_batch_size)
+            return torchserve_worker.TorchServeSession(service)
+        except ValueError as exc:
+            # TorchServe's loader refuses a class of stages only (no handle); lambdaserve
+            # runs its stages in order, as it always has
+            if not manifest.handler_file or "Expect handle method" not in str(exc):
+                raise
     if not manifest.handler_file:
         raise ModelNotReady(torchserve_worker.MISSING)
     context = Context(config.name, version, model_dir, config.max_batch_size, manifest.document)
@@ -133,7 +137,7 @@ def _is_workflow(model_path: Path) -> bool:
 def _load_workflow(model_path: Path, model_dir: Path, config: ModelConfig, version: int) -> Any:
     from lambdaserve.runtimes import torchserve_worker
 
-    spec = torchserve_workflow.read_spec(model_path)
+    spec = torchserve_workflow.read_spec(model_path, parse_handler=False)
     context = Context(config.name, version, model_dir, config.max_batch_size)
     with torchserve_worker.imports_from(model_dir):
         return torchserve_workflow.WorkflowSession(spec, model_dir, context)

@@ -7,7 +7,6 @@ format); a bare ``handler.py`` gets the manifest TorchServe's archiver would hav
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import orjson
 
 from lambdaserve.errors import ModelRejected
-from lambdaserve.runtimes.model_code import parse_source
+from lambdaserve.runtimes.model_code import outline
 
 MANIFEST = "MAR-INF/MANIFEST.json"
 # The handlers TorchServe ships (``--handler image_classifier``), run from its ``ts`` package.
@@ -115,29 +114,25 @@ def check_handler(path: Path, handler: str = "handler.py") -> None:
     class with ``handle`` (a BaseHandler subclass inherits it)."""
     if not path.is_file():
         raise ModelRejected(f"the handler {path.name!r} is not in the archive")
-    tree = parse_source(path)
+    code = outline(path)
     function = handler.split(":", 1)[1] if ":" in handler else "handle"
-    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    if function in functions:
+    if function in code.functions:
         return
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
     if ":" in handler:
         raise ModelRejected(f"{path.name} defines no function {function!r}")
-    if not classes:
+    if not code.classes:
         raise ModelRejected(
             f"{path.name} defines neither handle(data, context) nor a handler class, as "
             "TorchServe requires"
         )
-    if not any(_can_handle(c) for c in classes):
+    if not any(
+        "handle" in methods or set(_STAGES) <= methods or name in code.derived
+        for name, methods in code.classes.items()
+    ):
         raise ModelRejected(
             f"{path.name}: no class has handle (or preprocess, inference and postprocess) "
             "or subclasses one of TorchServe's handlers"
         )
-
-
-def _can_handle(node: ast.ClassDef) -> bool:
-    methods = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
-    return "handle" in methods or set(_STAGES) <= methods or bool(node.bases)
 
 
 def _inside(model_dir: Path, name: str) -> Path:
@@ -156,19 +151,3 @@ def _check_yaml(path: Path) -> None:
         raise ModelRejected(f"{path.name} is not YAML: {str(exc).splitlines()[0]}") from None
     if document is not None and not isinstance(document, dict):
         raise ModelRejected(f"{path.name} must be a mapping (batchSize: 4, handler: ...)")
-
-
-def stages_only(path: Path) -> bool:
-    """A handler class with preprocess/inference/postprocess and no ``handle`` of its own or
-    inherited: TorchServe's loader refuses it, lambdaserve calls the stages in order."""
-    tree = parse_source(path)
-    if any(isinstance(n, ast.FunctionDef) and n.name == "handle" for n in tree.body):
-        return False
-    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
-    return bool(classes) and all(
-        not c.bases and "handle" not in _methods(c) and set(_STAGES) <= _methods(c) for c in classes
-    )
-
-
-def _methods(node: ast.ClassDef) -> set[str]:
-    return {n.name for n in node.body if isinstance(n, ast.FunctionDef)}

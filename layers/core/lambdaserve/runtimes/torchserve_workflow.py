@@ -13,7 +13,6 @@ server as any request; TorchServe registers it privately as ``<workflow>__m1`` i
 
 from __future__ import annotations
 
-import ast
 import concurrent.futures
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ import orjson
 
 from lambdaserve.errors import InferenceError, LambdaServeError, ModelRejected
 from lambdaserve.runtimes.handler_context import Answer, Context
-from lambdaserve.runtimes.model_code import new_module, parse_source
+from lambdaserve.runtimes.model_code import new_module, outline
 
 WORKFLOW_MANIFEST = "WAR-INF/MANIFEST.json"
 _DEFAULT_TIMEOUT_MS = 60_000
@@ -70,8 +69,9 @@ class Spec:
         return ordered
 
 
-def read_spec(manifest_path: Path) -> Spec:
-    """The workflow's manifest and spec, checked without running anything."""
+def read_spec(manifest_path: Path, *, parse_handler: bool = True) -> Spec:
+    """The workflow's manifest and spec, checked without running anything (at publish the
+    handler file is parsed for its functions; where it serves, its import finds them)."""
     root = manifest_path.parent.parent
     name, spec_file, handler = _manifest(manifest_path, root)
     document = _document(root / spec_file)
@@ -79,7 +79,7 @@ def read_spec(manifest_path: Path) -> Spec:
     defaults = {k: v for k, v in models.items() if not isinstance(v, dict)}
     children = _children(document["dag"], spec_file)
     names = set(children) | {k for kids in children.values() for k in kids}
-    functions = _functions(root / handler) if handler else set()
+    functions = _functions(root / handler) if handler and parse_handler else None
     nodes = {n: _node(n, models.get(n), defaults, functions, spec_file) for n in sorted(names)}
     parents: dict[str, list[str]] = {}
     for parent, kids in children.items():
@@ -128,7 +128,11 @@ def _children(dag: dict[Any, Any], spec_file: str) -> dict[str, tuple[str, ...]]
 
 
 def _node(
-    name: str, settings: Any, defaults: dict[str, Any], functions: set[str], spec_file: str
+    name: str,
+    settings: Any,
+    defaults: dict[str, Any],
+    functions: set[str] | None,
+    spec_file: str,
 ) -> Node:
     if isinstance(settings, dict):
         url = str(settings.get("url") or "")
@@ -136,7 +140,7 @@ def _node(
             raise ModelRejected(f"{spec_file}: model {name!r} needs url: <name>.mar")
         merged = {**defaults, **settings}
         model = url[: -len(".mar")].rsplit("/", 1)[-1]
-    elif name in functions:
+    elif functions is None or name in functions:
         merged, model = defaults, ""
     else:
         raise ModelRejected(
@@ -154,7 +158,7 @@ def _node(
 def _functions(path: Path) -> set[str]:
     if not path.is_file():
         raise ModelRejected(f"the workflow handler {path.name!r} is not in the archive")
-    return {n.name for n in parse_source(path).body if isinstance(n, ast.FunctionDef)}
+    return set(outline(path).functions)
 
 
 class WorkflowSession:
@@ -169,8 +173,18 @@ class WorkflowSession:
             module, loader = new_module(root / spec.handler, spec.name)
             loader.exec_module(module)
             self._functions = {
-                n: getattr(module, n) for n, node in spec.nodes.items() if not node.model
+                n: getattr(module, n, None) for n, node in spec.nodes.items() if not node.model
             }
+        missing = [
+            n
+            for n, node in spec.nodes.items()
+            if not node.model and not callable(self._functions.get(n))
+        ]
+        if missing:  # the runtime reports it as the version's load failure
+            raise TypeError(
+                f"the workflow handler {spec.handler or '(none)'} defines no function "
+                f"{missing[0]!r}, which the dag names"
+            )
         self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="workflow")
 
     def begin(self, headers: list[Mapping[str, str]]) -> None:
