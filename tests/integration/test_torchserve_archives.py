@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_handlers_and_images import curl
+from tests.support import wait_until
 from tests.torchserve_archives import archive, expected, workflow_archive
 
 pytest.importorskip("ts")
@@ -37,6 +38,12 @@ def aws_s3_cp(stack, source: Path, key: str) -> None:
     )
 
 
+def wait_published(stack, model: str, version: int, label: str) -> None:
+    """READY, then labelled with the archive's modelVersion (the label follows READY)."""
+    stack.wait_state(model, version, "READY", timeout_s=60)
+    wait_until(lambda: stack.api.get(f"/models/{model}/{label}").status_code == 200, 30)
+
+
 @pytest.fixture
 def url(stack) -> str:
     return str(stack.inference.base_url).rstrip("/")
@@ -45,7 +52,7 @@ def url(stack) -> str:
 def test_a_mar_published_with_aws_s3_cp_answers_curl_as_torchserve_does(stack, url, tmp_path: Path):
     # Given tiny.mar, built by torch-model-archiver, copied to the bucket with the AWS CLI
     aws_s3_cp(stack, archive(tmp_path, "tiny", "1.0"), "models/tiny.mar")
-    stack.wait_state("tiny", 1, "READY", timeout_s=60)
+    wait_published(stack, "tiny", 1, "1.0")
     # When curl posts JSON to the archive's version, as TorchServe's docs do
     row = [0.5, -1.0, 2.0, 0.25]
     status, body, _ = curl(
@@ -69,9 +76,9 @@ def test_a_mar_published_with_aws_s3_cp_answers_curl_as_torchserve_does(stack, u
 def test_describe_set_default_and_unregister_take_the_archive_version(stack, tmp_path: Path):
     # Given two uploads of tiny: modelVersion 1.0, then 2.0
     aws_s3_cp(stack, archive(tmp_path, "tiny", "1.0"), "models/tiny.mar")
-    stack.wait_state("tiny", 1, "READY", timeout_s=60)
+    wait_published(stack, "tiny", 1, "1.0")
     aws_s3_cp(stack, archive(tmp_path, "tiny", "2.0"), "models/tiny.mar")
-    stack.wait_state("tiny", 2, "READY", timeout_s=60)
+    wait_published(stack, "tiny", 2, "2.0")
     # When a TorchServe script describes the model
     entries = stack.api.get("/models/tiny").json()
     # Then each version shows its archive's version string, and a READY worker
