@@ -40,13 +40,16 @@ Series = dict[tuple[str, str, str], float]
 
 
 def scrape(client: httpx.Client) -> Series:
-    """``/metrics`` parsed: value by (family, model, version); failures also by
-    (family, model, "<version>/<reason>")."""
+    """Triton's families of ``/metrics`` (``nv_*``) parsed: value by (family, model, version);
+    failures also by (family, model, "<version>/<reason>"). Custom metrics that model code
+    recorded in this process (other names, their own labels) are left out."""
     response = client.get("/metrics")
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
     found: Series = {}
     for family in text_string_to_metric_families(response.text):
+        if not family.name.startswith("nv_"):
+            continue
         for sample in family.samples:
             labels = dict(sample.labels)
             reason = labels.pop("reason", None)
