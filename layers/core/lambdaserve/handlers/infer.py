@@ -126,10 +126,11 @@ def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
     """API Gateway (HTTP API): requests for server-mode models forwarded, v2 infer answered
     directly, every other route via FastAPI."""
     try:
-        routed = _server_mode(APIGatewayProxyEventV2(event))
+        parsed = APIGatewayProxyEventV2(event)
+        routed = _server_mode(parsed)
         if routed is not None:
             return routed
-        direct = _direct_infer(APIGatewayProxyEventV2(event))
+        direct = _direct_infer(parsed)
         return direct if direct is not None else dict(asgi()(event, context))
     finally:
         invocation_metrics.flush()

@@ -207,9 +207,7 @@ def _zip_members(archive: zipfile.ZipFile) -> Iterator[tuple[str, int, int, Call
             continue
         mode = info.external_attr >> 16
         if mode and (mode & 0o170000) not in (0, 0o100000):
-            raise ModelRejected(
-                f"{info.filename!r} is a link or special file; archives may hold regular files only"
-            )
+            raise _not_a_file(info.filename)
         yield info.filename, info.file_size, info.compress_size, _opener(archive, info)
 
 
@@ -217,14 +215,18 @@ def _opener(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Callable[[], IO[
     return lambda: archive.open(info)
 
 
+def _not_a_file(name: str) -> ModelRejected:
+    return ModelRejected(
+        f"{name!r} is a link or special file; archives may hold regular files only"
+    )
+
+
 def _tar_members(archive: tarfile.TarFile) -> Iterator[tuple[str, int, int, Callable[[], Any]]]:
     for info in archive.getmembers():
         if info.isdir():
             continue
         if not info.isreg():
-            raise ModelRejected(
-                f"{info.name!r} is a link or special file; archives may hold regular files only"
-            )
+            raise _not_a_file(info.name)
         yield info.name, info.size, info.size, _tar_opener(archive, info)
 
 

@@ -197,13 +197,18 @@ class ModelServer:
             with self._lock:
                 if key in self._loaded:
                     return self._loaded[key]
-            loaded = self._load(served)
             evicted = []
-            with self._lock:
-                self._loaded[key] = loaded
-                self._loading.pop(key, None)
-                while len(self._loaded) > self._max_loaded:
-                    evicted.append(self._loaded.popitem(last=False))
+            try:
+                loaded = self._load(served)
+                with self._lock:
+                    self._loaded[key] = loaded
+                    while len(self._loaded) > self._max_loaded:
+                        evicted.append(self._loaded.popitem(last=False))
+            finally:
+                # only once the model is in _loaded (or failed): a caller arriving between
+                # would otherwise take a fresh lock and load it a second time
+                with self._lock:
+                    self._loading.pop(key, None)
         for dropped in evicted:
             _release(dropped, "LRU")
         return loaded
@@ -232,9 +237,6 @@ class ModelServer:
         except ModelCodeFailed as exc:
             self._report_load_failure(served, exc)
             raise
-        finally:
-            with self._lock:
-                self._loading.pop((served.model, served.version, served.record.fingerprint), None)
 
     def _report_load_failure(self, served: ServedVersion, exc: ModelCodeFailed) -> None:
         """READY means it answers: the version's own code failed here, so the catalog says
