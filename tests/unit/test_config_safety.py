@@ -4,6 +4,7 @@ checked against the model as Triton checks them; a missing runtime is not rememb
 from __future__ import annotations
 
 import sys
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -13,6 +14,7 @@ from lambdaserve.catalog import version_policy
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.publishing.management import ModelManager
+from lambdaserve.publishing.registrar import Registrar
 from lambdaserve.services.inference import build_model_server
 from tests import builders
 
@@ -208,6 +210,46 @@ class ValidationRacedByEvent:
     def reconcile_model(self, model: str) -> None:
         self._registrar.reconcile_model(model)
         self._catalog.put_version(self._in_progress)
+
+
+def test_a_load_validates_again_while_another_thread_reconciles_the_model(aws):
+    # Given a version an S3 event is validating in another thread (a runtime was missing)
+    aws.put("models/m/1/model.onnx", builders.onnx_mlp())
+    services = aws.services
+    validator = HeldValidator(services.registrar._validator)
+    registrar = Registrar(services.repository, services.catalog, validator)
+    event = threading.Thread(target=registrar.reconcile_model, args=("m",))
+    event.start()
+    assert validator.entered.wait(10)
+    # When a load reconciles the same model in this thread
+    try:
+        services.catalog.put_version(
+            replace(services.catalog.get_version("m", 1), pending=False, fingerprint="")
+        )
+        registrar.reconcile_model("m")
+    finally:
+        validator.release.set()
+        event.join(10)
+    # Then the load validated the version itself instead of skipping the model
+    assert validator.calls == 2
+    assert services.catalog.get_version("m", 1).state == version_policy.READY
+
+
+class HeldValidator:
+    """The real validator; its first call waits until released (an event in progress)."""
+
+    def __init__(self, validator) -> None:
+        self._validator = validator
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.calls = 0
+
+    def validate(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls == 1:
+            self.entered.set()
+            self.release.wait(10)
+        return self._validator.validate(*args, **kwargs)
 
 
 def test_every_field_a_config_sets_is_applied_or_named(aws):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -61,7 +62,9 @@ class Registrar:
         self._validator = validator
         self.configs = ConfigReader(repository, catalog, clock, on_config_rejected)
         self._ensembles = ensembles
-        self._reconciling: set[str] = set()  # models in reconcile_model now (ensemble loops)
+        # Models this thread is reconciling (an ensemble among its steps' dependents).
+        # Per thread: a load must not skip a model an S3 event reconciles meanwhile.
+        self._in_thread = threading.local()
         self._retired: set[str] = set()  # models with a version just removed
         self._clock = clock
 
@@ -88,9 +91,10 @@ class Registrar:
 
     def reconcile_model(self, model: str) -> None:
         """Refresh the config, reconcile every version, then apply the version_policy."""
-        if model in self._reconciling:
+        reconciling = self._reconciling()
+        if model in reconciling:
             return  # an ensemble among its own steps' dependents: once is enough
-        self._reconciling.add(model)
+        reconciling.add(model)
         try:
             record = self.refresh_config(model)
             versions = set(self._repository.versions(model))
@@ -101,7 +105,13 @@ class Registrar:
                 self.reconcile_version(model, version, record)
             self.apply_policy(model)
         finally:
-            self._reconciling.discard(model)
+            reconciling.discard(model)
+
+    def _reconciling(self) -> set[str]:
+        models: set[str] | None = getattr(self._in_thread, "models", None)
+        if models is None:
+            models = self._in_thread.models = set()
+        return models
 
     def refresh_config(self, model: str) -> ModelRecord:
         """Read the model's config file from the bucket into the catalog (last good kept)."""
