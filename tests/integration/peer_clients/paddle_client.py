@@ -28,7 +28,9 @@ def main() -> None:
     request.name = call.get("name", "")
     for key, value in call["feed"].items():
         request.key.append(key)
-        request.value.append(np.array(value, dtype=np.float32).__repr__())
+        # PipelineClient sends str values as they are, arrays as their repr
+        text = value if isinstance(value, str) else np.array(value, dtype=np.float32).__repr__()
+        request.value.append(text)
     with grpc.insecure_channel(url) as channel:
         response = pipeline_service_pb2_grpc.PipelineServiceStub(channel).inference(request)
     print(

@@ -184,6 +184,7 @@ _ENGINES = {
     "torchscript": "Torch",
     "python": "Python",
     "torchserve_handler": "Python",
+    "paddle_pipeline": "Python",
     "ensemble": "Ensemble",
 }
 

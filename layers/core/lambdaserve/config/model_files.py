@@ -17,6 +17,8 @@ MODEL_FILES = {
     "model.pdmodel": "openvino",
     "model.py": "python",
     "handler.py": "torchserve_handler",
+    # a Paddle Serving pipeline: the user's web_service.py with its config.yml
+    "web_service.py": "paddle_pipeline",
     # an unpacked TorchServe archive (torch-model-archiver's files, TorchServe's no-archive)
     "MAR-INF/MANIFEST.json": "torchserve_handler",
     # an unpacked TorchServe workflow (torch-workflow-archiver's .war)
@@ -32,7 +34,9 @@ OPENVINO_PLATFORMS = {
     "model.pdmodel": "paddle",
 }
 # Model files whose code runs where they serve (opt-in: LAMBDASERVE_PYTHON_MODELS).
-CODE_FILES = frozenset({"model.py", "handler.py", "MAR-INF/MANIFEST.json", "WAR-INF/MANIFEST.json"})
+CODE_FILES = frozenset(
+    {"model.py", "handler.py", "web_service.py", "MAR-INF/MANIFEST.json", "WAR-INF/MANIFEST.json"}
+)
 # A file that says how the version is served, whatever else it ships (an archive's handler
 # may be handler.py, its model model.py or model.pt)
 MANIFEST_FILE = "MAR-INF/MANIFEST.json"

@@ -7,6 +7,10 @@ numbers; read as JSON after Python's and numpy's spellings (tuples, ``1.``, nan,
 None), never ``eval``. A key names a model input; a value with the input's elements but
 not its rank gets a batch dimension of one. Outputs are JSON
 text. Errors keep HTTP 200 with Paddle's error numbers, as its gateway answers.
+
+A model whose inputs are BYTES ``key`` and ``value`` (a Paddle pipeline: web_service.py with
+its Ops) gets the lists as they came, and answers with its own ``key``, ``value``, ``err_no``
+and ``err_msg``.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ def parse_request(document: Any, signature: Signature) -> InferRequest:
     keys, values = document.get("key"), document.get("value")
     if not isinstance(keys, list) or not isinstance(values, list) or len(keys) != len(values):
         raise InvalidInput('"key" and "value" must be lists of the same length')
+    if takes_key_value(signature):
+        return _key_value_request(keys, values)
     specs = {spec.name: spec for spec in signature.inputs}
     inputs = []
     for key, value in zip(keys, values, strict=True):
@@ -52,7 +58,33 @@ def parse_request(document: Any, signature: Signature) -> InferRequest:
     return InferRequest(tuple(inputs))
 
 
+def takes_key_value(signature: Signature) -> bool:
+    """A pipeline's own face: Paddle's key and value lists, unparsed."""
+    return [(s.name, s.datatype) for s in signature.inputs] == PIPELINE_INPUTS
+
+
+PIPELINE_INPUTS = [("key", "BYTES"), ("value", "BYTES")]
+PIPELINE_OUTPUTS = frozenset({"key", "value", "err_no", "err_msg"})
+
+
+def _key_value_request(keys: list[Any], values: list[Any]) -> InferRequest:
+    if not all(isinstance(v, str) for v in [*keys, *values]):
+        raise InvalidInput('"key" and "value" must be lists of strings, as PipelineClient sends')
+    inputs = tuple(
+        InferInput(name, "BYTES", (len(items),), np.array([i.encode() for i in items], object))
+        for name, items in (("key", keys), ("value", values))
+    )
+    return InferRequest(inputs)
+
+
 def encode_response(outputs: Mapping[str, np.ndarray[Any, Any]]) -> dict[str, Any]:
+    if set(outputs) >= PIPELINE_OUTPUTS:
+        return {
+            "err_no": int(np.asarray(outputs["err_no"]).reshape(-1)[0]),
+            "err_msg": _decoded(outputs["err_msg"])[0],
+            "key": _decoded(outputs["key"]),
+            "value": _decoded(outputs["value"]),
+        }
     return {
         "err_no": OK,
         "err_msg": "",
@@ -139,3 +171,10 @@ def _text(array: np.ndarray[Any, Any]) -> str:
         ]
         return orjson.dumps(np.array(values, dtype=object).reshape(array.shape).tolist()).decode()
     return orjson.dumps(array.tolist()).decode()
+
+
+def _decoded(array: np.ndarray[Any, Any]) -> list[str]:
+    return [
+        v.decode(errors="replace") if isinstance(v, bytes) else str(v)
+        for v in np.asarray(array).reshape(-1).tolist()
+    ]

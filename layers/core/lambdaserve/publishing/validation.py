@@ -242,8 +242,9 @@ def _no_model_file(by_path: dict[str, ObjectInfo]) -> str:
         "no model file: upload model.onnx (ONNX), model.pt (TorchScript), model.xml with "
         "model.bin (OpenVINO IR), model.savedmodel/ (a TF SavedModel), model.pdmodel with "
         "model.pdiparams (Paddle), model.py (a Triton Python model), handler.py (a "
-        "TorchServe handler) or a TorchServe archive (a .mar at models/, or its files with "
-        "MAR-INF/MANIFEST.json) into the version directory"
+        "TorchServe handler), web_service.py with config.yml (a Paddle Serving pipeline) "
+        "or a TorchServe archive (a .mar at models/, or its files with MAR-INF/MANIFEST.json) "
+        "into the version directory"
     )
 
 

@@ -100,6 +100,23 @@ class OpenVinoRuntime:
         return OpenVinoModel(ov, compiled)
 
 
+def compile_file(read: Any, path: Path) -> tuple[OpenVinoModel, Signature]:
+    """A model file read by ``read(core, path)`` and compiled for CPU, with its signature
+    (the local models of Paddle pipeline Ops)."""
+    ov = _openvino()
+    core = ov.Core()
+    model = read(core, path)
+    signature = Signature(
+        inputs=tuple(_spec(p, "input", i) for i, p in enumerate(model.inputs)),
+        outputs=tuple(_spec(p, "output", i) for i, p in enumerate(model.outputs)),
+    )
+    try:
+        compiled = core.compile_model(model, "CPU", dict(_COMPILE))
+    except Exception as exc:
+        raise ModelRejected(f"OpenVINO cannot compile {path.name} for CPU: {reason(exc)}") from exc
+    return OpenVinoModel(ov, compiled), signature
+
+
 class OpenVinoModel:
     """A compiled model on CPU. Infer requests are not thread-safe: each run takes one from
     a pool (created on demand, so as many as runs at once) and gives it back."""

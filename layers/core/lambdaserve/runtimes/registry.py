@@ -12,7 +12,7 @@ def runtime_for(filename: str, config: ModelConfig | None = None) -> Runtime:
     return runtime_named(runtime_name_for(filename, config))
 
 
-def runtime_named(backend: str) -> Runtime:
+def runtime_named(backend: str) -> Runtime:  # noqa: PLR0911 (one lazy import per backend)
     """The runtime a catalog version records (``onnxruntime``, ``torchscript``, ``openvino``,
     ``python``...)."""
     if backend == "onnxruntime":
@@ -35,6 +35,10 @@ def runtime_named(backend: str) -> Runtime:
         from lambdaserve.runtimes.torchserve_handler import TorchServeHandlerRuntime
 
         return TorchServeHandlerRuntime()
+    if backend == "paddle_pipeline":
+        from lambdaserve.runtimes.paddle_pipeline import PaddlePipelineRuntime
+
+        return PaddlePipelineRuntime()
     from lambdaserve.runtimes.torchscript import TorchScriptRuntime
 
     return TorchScriptRuntime()

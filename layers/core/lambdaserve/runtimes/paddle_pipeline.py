@@ -1,0 +1,241 @@
+"""Paddle Serving pipelines, unchanged: a version directory holding the user's
+``web_service.py`` and ``config.yml`` (and the model folders its Ops name in
+``local_service_conf.model_config``) serves as Paddle's pipeline server serves it.
+
+At publish nothing of the user's code runs: config.yml is read (YAML, safely), web_service.py
+outlined, and each Op's local model read and compiled by OpenVINO (Paddle 2 inference models:
+``*.pdmodel`` + ``*.pdiparams``; Paddle 1.x ``__model__`` folders are refused with the command
+that re-saves them). Where it serves (model code enabled), web_service.py is imported over
+``paddle_ops`` and its DAG run by ``paddle_dag``.
+
+The tensor face (v2 infer, queues, the batcher): BYTES ``key`` and ``value`` in, BYTES ``key``
+and ``value`` with INT32 ``err_no`` and BYTES ``err_msg`` out, one request per call, as
+Paddle's ``Request`` and ``Response`` carry them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.errors import LambdaServeError, ModelCodeFailed, ModelNotReady, ModelRejected
+from lambdaserve.runtimes import paddle_ops
+from lambdaserve.runtimes.base import LoadOptions
+from lambdaserve.runtimes.model_code import DISABLED, new_module, outline, run_one
+from lambdaserve.runtimes.paddle_dag import OpSettings, PipelineExecutor, model_folder
+from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
+
+CONFIG_FILE = "config.yml"
+SIGNATURE = Signature(
+    inputs=(TensorSpec("key", "BYTES", (-1,)), TensorSpec("value", "BYTES", (-1,))),
+    outputs=(
+        TensorSpec("key", "BYTES", (-1,)),
+        TensorSpec("value", "BYTES", (-1,)),
+        TensorSpec("err_no", "INT32", (1,)),
+        TensorSpec("err_msg", "BYTES", (1,)),
+    ),
+)
+PADDLE_1X = (
+    "Paddle 1.x inference models (__model__) are not read by OpenVINO; re-save it as a Paddle 2 "
+    'inference model where PaddlePaddle is installed: python -c "import paddle; '
+    "paddle.enable_static(); exe = paddle.static.Executor(); "
+    "prog, feeds, fetches = paddle.static.load_inference_model('{folder}', exe, "
+    "model_filename='__model__', params_filename='__params__'); "
+    "paddle.static.save_inference_model('{folder}/inference', "
+    '[prog.global_block().var(n) for n in feeds], fetches, exe, program=prog)" '
+    "and upload inference.pdmodel with inference.pdiparams"
+)
+
+
+class PaddlePipelineRuntime:
+    name = "paddle_pipeline"
+
+    def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
+        """config.yml read, web_service.py outlined, each Op's model compiled: no user code."""
+        base = model_path.parent
+        document = read_config(base)
+        if not any(methods for methods in outline(model_path).classes.values()):
+            raise ModelRejected(
+                "web_service.py defines no class: subclass Op and WebService as Paddle "
+                "Serving's pipeline examples do"
+            )
+        for name, section in (document.get("op") or {}).items():
+            folder = ((section or {}).get("local_service_conf") or {}).get("model_config")
+            if folder:
+                try:
+                    LocalPredictor.open(model_folder(base, str(folder)))
+                except ModelRejected as exc:
+                    raise ModelRejected(f"op {name!r}: {exc.message}") from None
+                except ValueError as exc:
+                    raise ModelRejected(f"op {name!r}: {exc}") from None
+        return SIGNATURE
+
+    def load(
+        self, model_path: Path, config: ModelConfig, signature: Signature, options: LoadOptions
+    ) -> PipelineModel:
+        if not options.python_models:
+            raise ModelNotReady(DISABLED)
+        from lambdaserve.runtimes.torchserve_worker import imports_from
+
+        base = model_path.parent
+        paddle_ops.install_modules()
+        try:
+            with paddle_ops.collecting(base) as found, imports_from(base):
+                module, loader = new_module(model_path, config.name)
+                loader.exec_module(module)
+            if len(found) != 1:
+                raise ValueError(
+                    f"web_service.py prepared {len(found)} pipelines; call "
+                    "prepare_pipeline_config once, as Paddle's server runs one"
+                )
+            executor = PipelineExecutor(found[0], _predictors(base))
+        except LambdaServeError:
+            raise
+        except Exception as exc:
+            raise ModelCodeFailed(
+                f"web_service.py of {config.name!r} failed to load: {type(exc).__name__}: {exc}"
+            ) from exc
+        return PipelineModel(executor)
+
+
+def read_config(base: Path) -> dict[str, Any]:
+    import yaml
+
+    path = base / CONFIG_FILE
+    if not path.is_file():
+        raise ModelRejected(
+            "web_service.py needs its config.yml beside it (the DAG and the op: sections)"
+        )
+    try:
+        document = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ModelRejected(f"config.yml is not YAML: {exc}") from None
+    if not isinstance(document, dict) or not isinstance(document.get("op") or {}, dict):
+        raise ModelRejected("config.yml must be a mapping whose op: section maps op names")
+    return document
+
+
+def _predictors(base: Path) -> Any:
+    def predictor_for(op: str, settings: OpSettings) -> LocalPredictor:
+        return LocalPredictor.open(model_folder(base, str(settings.model_config)))
+
+    return predictor_for
+
+
+class LocalPredictor:
+    """Paddle's ``local_predictor`` client over OpenVINO: ``predict(feed, fetch, batch)``,
+    names as ``serving_server_conf.prototxt`` aliases them."""
+
+    def __init__(self, model: Any, signature: Signature, aliases: dict[str, str]) -> None:
+        self._model = model
+        self._inputs = [spec.name for spec in signature.inputs]
+        self._outputs = [spec.name for spec in signature.outputs]
+        self._aliases = aliases  # alias_name -> the model's own name
+
+    @classmethod
+    def open(cls, folder: Path) -> LocalPredictor:
+        from lambdaserve.runtimes.openvino import compile_file
+        from lambdaserve.runtimes.openvino_readers import read_paddle
+
+        if not folder.is_dir():
+            raise ModelRejected(f"model_config folder {folder.name!r} is not in the version")
+        if (folder / "__model__").is_file():
+            raise ModelRejected(PADDLE_1X.format(folder=folder.name))
+        models = sorted(p for p in folder.glob("*.pdmodel") if p.is_file())
+        if not models or not models[0].with_suffix(".pdiparams").is_file():
+            raise ModelRejected(
+                f"model_config folder {folder.name!r} holds no Paddle inference model: upload "
+                "inference.pdmodel with inference.pdiparams (paddle.jit.save, or "
+                "paddle.static.save_inference_model, with FLAGS_enable_pir_api=0)"
+            )
+        model, signature = compile_file(read_paddle, models[0])
+        return cls(model, signature, _aliases(folder / "serving_server_conf.prototxt"))
+
+    def predict(
+        self,
+        feed: Mapping[str, Any],
+        fetch: Sequence[str] | None = None,
+        batch: bool = True,
+        log_id: int = 0,
+    ) -> dict[str, np.ndarray[Any, Any]]:
+        inputs = {}
+        for alias, value in feed.items():
+            if alias.endswith(".lod"):
+                continue
+            inputs[self._aliases.get(alias, alias)] = np.asarray(value)
+        results = self._model.run(inputs, self._outputs)
+        if not fetch:
+            return dict(results)
+        real = [self._aliases.get(name, name) for name in fetch]
+        if all(name in results for name in real):
+            return {name: results[own] for name, own in zip(fetch, real, strict=True)}
+        # Paddle's local predictor falls back to the outputs' order
+        return {name: results[self._outputs[i]] for i, name in enumerate(fetch)}
+
+
+_VAR = re.compile(r"(feed|fetch)_var\s*\{(?P<body>[^}]*)\}", re.S)
+_FIELD = re.compile(r'\b(name|alias_name)\s*:\s*"([^"]*)"')
+
+
+def _aliases(prototxt: Path) -> dict[str, str]:
+    if not prototxt.is_file():
+        return {}
+    aliases = {}
+    for match in _VAR.finditer(prototxt.read_text(errors="replace")):
+        fields = dict(_FIELD.findall(match["body"]))
+        if "name" in fields and "alias_name" in fields:
+            aliases[fields["alias_name"]] = fields["name"]
+    return aliases
+
+
+class PipelineModel:
+    """A served pipeline: each request through the DAG; requests of one call run at once,
+    so Ops with batch_size can gather them."""
+
+    device = "cpu"
+
+    def __init__(self, executor: PipelineExecutor) -> None:
+        self._executor = executor
+        self._pool = ThreadPoolExecutor(8, thread_name_prefix="paddle-pipeline")
+
+    def close(self) -> None:
+        self._executor.close()
+        self._pool.shutdown(wait=False)
+
+    def call(self, request: paddle_ops.PipelineRequest) -> paddle_ops.PipelineResponse:
+        return self._executor.call(request)
+
+    def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
+        return run_one(self, inputs, outputs)
+
+    def run_requests(
+        self, requests: Sequence[tuple[Mapping[str, np.ndarray[Any, Any]], Sequence[str]]]
+    ) -> list[Arrays | LambdaServeError]:
+        calls = [_request(inputs) for inputs, _ in requests]
+        responses = (
+            [self.call(calls[0])] if len(calls) == 1 else list(self._pool.map(self.call, calls))
+        )
+        answers: list[Arrays | LambdaServeError] = []
+        for response, (_, names) in zip(responses, requests, strict=True):
+            arrays = {
+                "key": np.array([k.encode() for k in response.key], dtype=object),
+                "value": np.array([v.encode() for v in response.value], dtype=object),
+                "err_no": np.array([response.err_no], dtype=np.int32),
+                "err_msg": np.array([response.err_msg.encode()], dtype=object),
+            }
+            answers.append({name: arrays[name] for name in names} if names else arrays)
+        return answers
+
+
+def _request(inputs: Mapping[str, np.ndarray[Any, Any]]) -> paddle_ops.PipelineRequest:
+    def texts(name: str) -> list[str]:
+        values = np.asarray(inputs.get(name, np.array([], dtype=object))).reshape(-1)
+        return [v.decode() if isinstance(v, bytes) else str(v) for v in values.tolist()]
+
+    return paddle_ops.PipelineRequest(key=texts("key"), value=texts("value"))
