@@ -1,10 +1,12 @@
 """infer function (container image).
 
-Handlers: ``app.api_handler`` (API Gateway HTTP API) and ``app.batch_handler`` (the batcher).
+Handlers: ``app.api_handler`` (API Gateway HTTP API), ``app.batch_handler`` (the batcher) and
+``app.code_validator_handler`` (model code's auto_complete_config at publish).
 """
 
 from __future__ import annotations
 
+from lambdaserve.handlers.code_validator import handler as code_validator_handler
 from lambdaserve.handlers.infer import api_handler, batch_handler
 
-__all__ = ["api_handler", "batch_handler"]
+__all__ = ["api_handler", "batch_handler", "code_validator_handler"]

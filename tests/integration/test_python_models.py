@@ -13,6 +13,7 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 from tests import builders
+from tests.support import wait_until
 
 MODELS = Path(__file__).parent.parent / "fixtures" / "python_models"
 MLP = builders.onnx_mlp(4, 3)
@@ -171,3 +172,34 @@ def test_finalize_runs_on_unload_eviction_and_shutdown(stack, monkeypatch, tmp_p
     assert after_unload == ["finalize 1"]
     assert after_eviction == ["finalize 1"] * 2
     assert finalized() == ["finalize 1"] * 3
+
+
+def test_auto_complete_config_fills_in_a_config_less_model(stack, client):
+    # Given a model.py with auto_complete_config and no config file (python_backend's example)
+    publish(stack, "auto_complete")
+    # Then it validates with what its auto_complete_config declared
+    stack.wait_state("auto_complete", 1, "READY", timeout_s=60)
+    config = client.get_model_config("auto_complete")
+    assert [i["name"] for i in config["input"]] == ["INPUT0", "INPUT1"]
+    assert config["max_batch_size"] == 4 and "dynamic_batching" in config
+    # and answers batched requests as Triton would
+    a = np.arange(8, dtype=np.float32).reshape(2, 4)
+    b = np.ones((2, 4), np.float32)
+    inputs = []
+    for name, value in (("INPUT0", a), ("INPUT1", b)):
+        tensor = triton.InferInput(name, [2, 4], "FP32")
+        tensor.set_data_from_numpy(value)
+        inputs.append(tensor)
+    result = client.infer("auto_complete", inputs)
+    assert result.as_numpy("OUTPUT0").tolist() == (a + b).tolist()
+    # When a config file then declares a datatype the model's version contradicts
+    stack.put(
+        "models/auto_complete/config.pbtxt",
+        b'backend: "python"\ninput [{ name: "INPUT0", data_type: TYPE_INT32, dims: [4] }]\n',
+    )
+    # Then the config is refused, saying why, and the version keeps serving
+    reason = wait_until(
+        lambda: "rejected" in (r := stack.wait_state("auto_complete", 1, "READY")) and r, 30
+    )
+    assert "INT32" in reason and "FP32" in reason
+    assert client.infer("auto_complete", inputs).as_numpy("OUTPUT1").tolist() == (a - b).tolist()

@@ -77,6 +77,7 @@ def test_the_transform_produces_every_function_with_its_role(cfn):
         "BatcherFunction",
         "InferFunction",
         "InferBatchFunction",
+        "CodeValidatorFunction",
     }
     for name, function in functions.items():
         assert function["Properties"]["Role"] == {"Fn::GetAtt": [f"{name}Role", "Arn"]}
@@ -295,6 +296,7 @@ def test_zip_functions_share_the_core_layer_and_images_use_none(cfn):
                 {"Ref": "InferEphemeralStorage"},
                 snapstart_size,
                 10240,  # the manage functions: a 2 GiB version, downloaded and loaded
+                512,  # the code validator: one model.py
             )
         else:
             assert properties["Runtime"] == "python3.12"
@@ -543,3 +545,26 @@ def test_the_server_mode_task_reads_models_and_the_catalog_only(cfn):
     assert "requests/" not in text and "results/" not in text and "sqs:" not in text
     assert "s3:PutObject" not in text and "DeleteItem" not in text
     assert "models/*" in text
+
+
+def test_model_code_runs_at_publish_only_in_a_function_that_can_read_nothing(cfn):
+    # The code validator's role: its logs and traces, nothing of the stack's
+    role = cfn["Resources"]["CodeValidatorFunctionRole"]
+    assert _statements(role) == []
+    assert cfn["Resources"]["CodeValidatorFunction"]["Condition"] == "PythonModels"
+    # The functions that validate versions invoke it, only where model code is enabled
+    for name in ("ManageEventsFunction", "ReconcileFunction", "ManageApiFunction"):
+        function = cfn["Resources"][name]["Properties"]
+        assert function["Environment"]["Variables"]["LAMBDASERVE_CODE_VALIDATOR_FUNCTION"] == {
+            "Fn::If": ["PythonModels", {"Ref": "CodeValidatorFunction"}, ""]
+        }
+        policies = cfn["Resources"][f"{name}Role"]["Properties"]["Policies"]
+        invoke = [p for p in policies if "Fn::If" in p and p["Fn::If"][0] == "PythonModels"]
+        statement = invoke[0]["Fn::If"][1]["PolicyDocument"]["Statement"]
+        assert statement == [
+            {
+                "Effect": "Allow",
+                "Action": ["lambda:InvokeFunction"],
+                "Resource": {"Fn::GetAtt": ["CodeValidatorFunction", "Arn"]},
+            }
+        ]

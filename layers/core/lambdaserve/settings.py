@@ -47,6 +47,9 @@ class Settings:
     reply_to_allowed: tuple[str, ...] = ()
     client_timeout_s: float = 30.0
     python_models: bool = False
+    # The code-validator Lambda (template: EnablePythonModels) that runs a Python model's
+    # auto_complete_config at publish; empty: a child process without credentials.
+    code_validator_function: str = ""
     # none | snapstart | provisioned (template parameter InferColdStart)
     cold_start: str = "none"
     # What the SnapStart hook may load before the snapshot (model file bytes); 0: half the
@@ -120,6 +123,7 @@ class Settings:
                 if entry.strip()
             ),
             python_models=env.get("LAMBDASERVE_PYTHON_MODELS", "").lower() in ("1", "true", "yes"),
+            code_validator_function=env.get("LAMBDASERVE_CODE_VALIDATOR_FUNCTION", ""),
             client_timeout_s=float(
                 env.get("LAMBDASERVE_CLIENT_TIMEOUT_S", str(defaults.client_timeout_s))
             ),

@@ -33,13 +33,15 @@ class EffectiveConfig:
 
 
 def effective_config(record: ModelRecord | None, name: str) -> EffectiveConfig:
-    """The model's config (file merged with overrides), or defaults and the reason."""
+    """The model's config (file, what its auto_complete_config filled in, overrides), or
+    defaults and the reason."""
     if record is None:
         return EffectiveConfig(ModelConfig(name=name))
     if record.config_error:
         return EffectiveConfig(ModelConfig(name=name), record.config_error)
     try:
-        return EffectiveConfig(build(merge(record.file_config, record.overrides), name))
+        document = merge(merge(record.file_config, record.auto_completed), record.overrides)
+        return EffectiveConfig(build(document, name))
     except InvalidInput as exc:
         return EffectiveConfig(ModelConfig(name=name), exc.message)
 

@@ -43,6 +43,8 @@ class ModelRecord:
     # Version labels (``stable``, ``canary``, TorchServe's ``1.0``) -> integer versions.
     version_labels: dict[str, int] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
+    # What the model's auto_complete_config filled in (Triton JSON fields), under overrides
+    auto_completed: dict[str, Any] = field(default_factory=dict)
     default_version: int | None = None
     unloaded: bool = False
     # Load the default version before a SnapStart snapshot (PUT /models/{m} {"preload": true}).
@@ -76,6 +78,8 @@ class VersionRecord:
     created_at: str = ""
     updated_at: str = ""
     validated_at: str = ""
+    # What the version's auto_complete_config filled into the config (Triton JSON fields)
+    auto_completed: dict[str, Any] = field(default_factory=dict)
 
 
 def loading_version(
@@ -155,6 +159,7 @@ def model_from_item(item: dict[str, Any]) -> ModelRecord:
         class_labels=json.loads(item["class_labels"]) if item.get("class_labels") else {},
         version_labels=json.loads(item["version_labels"]) if item.get("version_labels") else {},
         overrides=json.loads(item["overrides"]) if item.get("overrides") else {},
+        auto_completed=json.loads(item["auto_completed"]) if item.get("auto_completed") else {},
         default_version=item.get("default_version"),
         unloaded=bool(item.get("unloaded", False)),
         preload=bool(item.get("preload", False)),
@@ -164,7 +169,7 @@ def model_from_item(item: dict[str, Any]) -> ModelRecord:
     )
 
 
-_JSON_VERSION_FIELDS = ("signature", "files")
+_JSON_VERSION_FIELDS = ("signature", "files", "auto_completed")
 
 
 def version_to_item(record: VersionRecord) -> dict[str, Any]:
@@ -189,4 +194,5 @@ def version_from_item(fields_of_item: dict[str, Any]) -> VersionRecord:
     }
     fields["signature"] = json.loads(fields.get("signature") or "{}")
     fields["files"] = tuple(json.loads(fields.get("files") or "[]"))
+    fields["auto_completed"] = json.loads(fields.get("auto_completed") or "{}")
     return VersionRecord(**fields)

@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 MODELS_INDEX = "models"
-_JSON_MODEL_FIELDS = ("overrides", "version_labels")
+_JSON_MODEL_FIELDS = ("overrides", "version_labels", "auto_completed")
 # DynamoDB allows 100 items per transaction; one is the revision check.
 _STATES_PER_TRANSACTION = 99
 

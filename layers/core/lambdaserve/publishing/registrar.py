@@ -131,7 +131,8 @@ class Registrar:
         observed_at = self._clock()
         objects = self._repository.version_objects(model, version)
         existing = self._catalog.get_version(model, version)
-        config = effective_config(record, model).config
+        # validated against the config as written: auto_complete_config fills it in again
+        config = effective_config(replace(record, auto_completed={}), model).config
         if (
             config.is_ensemble
             and self._ensembles is not None
@@ -162,7 +163,17 @@ class Registrar:
         loading = loading_version(model, version, fingerprint, observed_at, existing)
         if not self._catalog.put_version(loading):
             return
-        self._catalog.put_version(self._validate(loading, objects, config))
+        validated = self._validate(loading, objects, config)
+        if self._catalog.put_version(validated) and validated.valid:
+            self._record_completion(record, validated)
+
+    def _record_completion(self, record: ModelRecord, validated: VersionRecord) -> None:
+        """What auto_complete_config filled in becomes part of the model's config (Triton
+        keeps one config per model: the version validated last says)."""
+        if validated.auto_completed != record.auto_completed:
+            self._catalog.update_model(
+                validated.model, auto_completed=validated.auto_completed or None
+            )
 
     def _ensemble_present(self, model: str, version: int, objects: list[ObjectInfo]) -> bool:
         return bool(objects) or (version == 1 and not self._repository.versions(model))
@@ -208,6 +219,7 @@ class Registrar:
             files=tuple(f.__dict__ for f in validated.files),
             notes=validated.notes,
             validated_at=now_iso(),
+            auto_completed=validated.completed_config,
         )
 
     def _record_bucket_error(self, loading: VersionRecord, exc: Exception) -> None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lambdaserve.catalog.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
 from lambdaserve.config.checks import check_platform, check_tensors
@@ -22,6 +23,13 @@ from lambdaserve.config.model_files import (
 from lambdaserve.config.reshape import client_signature
 from lambdaserve.config.warmup_samples import check_samples
 from lambdaserve.errors import ModelRejected, RuntimeMissing, first_line
+from lambdaserve.publishing.auto_complete import (
+    Completer,
+    IsolatedProcess,
+    apply_completion,
+    completed_fields,
+    declares_auto_complete,
+)
 from lambdaserve.runtimes.model_code import DISABLED
 from lambdaserve.runtimes.registry import runtime_for
 from lambdaserve.serving.progress import TransferProgress, human_bytes
@@ -53,6 +61,8 @@ class ValidatedVersion:
     signature: Signature
     files: tuple[FileRecord, ...]
     notes: str = ""
+    # What the model's auto_complete_config filled in (Triton JSON fields)
+    completed_config: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sha256(self) -> str:
@@ -73,11 +83,13 @@ class VersionValidator:
         work_dir: str,
         *,
         python_models: bool = False,
+        completer: Completer | None = None,
     ) -> None:
         self._repository = repository
         self._max_bytes = max_bytes
         self._work_dir = work_dir
         self._python_models = python_models
+        self._completer = completer or IsolatedProcess()
 
     def validate(
         self,
@@ -118,6 +130,8 @@ class VersionValidator:
                 report(transfer.finished())
                 report(f"validating {human_bytes(total)} with {runtime.name}")
             try:
+                completed = self._auto_complete(root / model_file, config)
+                config = apply_completion(config, completed) if completed else config
                 signature = runtime.inspect(root / model_file, config)
                 check_tensors(config, signature)
                 signature = client_signature(signature, config.reshapes)
@@ -132,7 +146,14 @@ class VersionValidator:
                     f"{runtime.name} cannot load {model_file}: "
                     f"{scrub(first_line(exc, 500), root)} ({type(exc).__name__})"
                 ) from exc
-        return ValidatedVersion(runtime.name, model_file, signature, files, notes)
+        return ValidatedVersion(runtime.name, model_file, signature, files, notes, completed)
+
+    def _auto_complete(self, model_file: Path, config: ModelConfig) -> dict[str, Any]:
+        """Triton calls a Python model's auto_complete_config before loading it."""
+        if model_file.name != "model.py" or not declares_auto_complete(model_file):
+            return {}
+        returned = self._completer.complete(model_file.read_bytes(), config.to_triton_json())
+        return completed_fields(config, returned)
 
     def _fetch(
         self, root: Path, path: str, info: ObjectInfo, progress: TransferProgress | None

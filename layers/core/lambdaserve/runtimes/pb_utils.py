@@ -18,6 +18,7 @@ import numpy as np
 
 from lambdaserve.config.model_config import v2_datatype_of
 from lambdaserve.errors import LambdaServeError
+from lambdaserve.runtimes.auto_complete_config import ModelConfig
 from lambdaserve.runtimes.pb_utils_support import (
     Logger,
     MetricFamily,
@@ -31,6 +32,7 @@ from lambdaserve.tensors.encoding import numpy_dtype
 __all__ = [
     "Logger",
     "MetricFamily",
+    "ModelConfig",
     "TritonModelException",
     "deserialize_bytes_tensor",
     "numpy_to_triton_type",

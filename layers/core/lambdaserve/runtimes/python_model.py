@@ -47,7 +47,8 @@ class PythonModelRuntime:
         if not config.inputs or not config.outputs:
             raise ModelRejected(
                 "a Python model declares its inputs and outputs (name, data_type, dims) in "
-                "config.pbtxt, as Triton requires"
+                "config.pbtxt, or adds them in TritonPythonModel.auto_complete_config, as Triton "
+                "requires"
             )
         return Signature(config.inputs, config.outputs)
 

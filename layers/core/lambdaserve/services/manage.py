@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from lambdaserve.catalog.repository import ModelRepository
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.pipelines.ensemble_registry import Dependents, EnsembleRegistry
+from lambdaserve.publishing.auto_complete import IsolatedProcess, ValidatorFunction
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.publishing.registrar import Registrar
 from lambdaserve.publishing.validation import VersionValidator
@@ -39,6 +40,11 @@ def build_manage_services(
         settings.max_model_bytes,
         settings.work_dir,
         python_models=settings.python_models,
+        completer=(
+            ValidatorFunction(clients.client("lambda"), settings.code_validator_function)
+            if settings.code_validator_function
+            else IsolatedProcess()
+        ),
     )
     registrar = Registrar(
         repository,

@@ -1,0 +1,29 @@
+"""The code-validator function: a Python model's ``auto_complete_config``, run for the manage
+functions with a role that allows nothing (``publishing.auto_complete``)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from lambdaserve.errors import ModelRejected
+from lambdaserve.publishing.auto_complete import IsolatedProcess
+
+
+class CompletionEvent(BaseModel):
+    model_py: str  # base64
+    config: dict[str, Any]
+
+
+def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    try:
+        parsed = CompletionEvent.model_validate(event)
+        source = base64.b64decode(parsed.model_py, validate=True)
+    except (ValidationError, ValueError) as exc:
+        return {"error": f"not a code-validator event: {exc}"}
+    try:
+        return {"config": IsolatedProcess().complete(source, parsed.config)}
+    except ModelRejected as exc:
+        return {"error": exc.message}

@@ -1,0 +1,42 @@
+"""The process that runs a Python model's ``auto_complete_config``: started by
+``publishing.auto_complete`` with no credentials in its environment, in a scratch directory
+holding only the model's ``model.py``. Reads ``{"config": {...}}`` on stdin and writes the
+completed config as one JSON line on stdout (or the error on stderr, exit status 1).
+
+    python -m lambdaserve.runtimes.auto_complete_child < request.json
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.read())
+    from lambdaserve.runtimes import pb_utils
+    from lambdaserve.runtimes.model_code import new_module
+
+    sys.modules["triton_python_backend_utils"] = pb_utils
+    path = Path("model.py").resolve()
+    try:
+        module, loader = new_module(path, str(request["config"].get("name", "")))
+        loader.exec_module(module)
+        completed = module.TritonPythonModel.auto_complete_config(
+            pb_utils.ModelConfig(request["config"])
+        )
+        if not isinstance(completed, pb_utils.ModelConfig):
+            raise TypeError(
+                "auto_complete_config must return the ModelConfig it was given (Triton uses "
+                f"its return value), not {type(completed).__name__}"
+            )
+        print(json.dumps(completed.as_dict()))
+    except Exception as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
