@@ -156,13 +156,15 @@ def test_leftovers_of_a_killed_download_are_cleaned_on_start(tmp_path, bucket):
     sha = hashlib.sha256(b"A" * 1000).hexdigest()
     partial = tmp_path / "blobs" / f"{sha}.0123.part"
     partial.write_bytes(b"A" * 400)
+    in_flight = tmp_path / "blobs" / f"{sha}.4567.part.a1B2c3D4"  # boto3's temporary name
+    in_flight.write_bytes(b"A" * 300)
     staging = tmp_path / "views" / "abcd.0123.tmp"
     (staging / "sub").mkdir(parents=True)
     (staging / "sub" / "model.onnx").write_bytes(b"A" * 100)
     # When a new process opens the cache
     fresh = ArtifactCache(tmp_path, 10_000, bucket.fetch)
     # Then they are gone, and the freed bytes are counted
-    assert not partial.exists() and not staging.exists()
+    assert not partial.exists() and not in_flight.exists() and not staging.exists()
     assert fresh.clean_leftovers() == 0
     assert cache.bytes_used() == 0
 
@@ -185,3 +187,17 @@ def test_a_download_in_progress_elsewhere_is_left_alone(tmp_path, bucket):
         assert partial.exists()
     assert ArtifactCache(tmp_path, 10_000, bucket.fetch).clean_leftovers() == 0
     assert not partial.exists()
+
+
+def test_a_completed_blob_takes_its_orphaned_partials_with_it(tmp_path, bucket):
+    # Given a partial download of a blob that a killed process left while this one runs
+    cache = ArtifactCache(tmp_path, 10_000, bucket.fetch)
+    body = bucket.objects["m/1/model.onnx"]
+    sha = hashlib.sha256(body).hexdigest()
+    orphan = tmp_path / "blobs" / f"{sha}.89ab.part.Zz9Yy8Xx"
+    orphan.write_bytes(body[:500])
+    # When the same blob is downloaded to completion
+    cache.materialize([entry("model.onnx", "m/1/model.onnx", body)])
+    # Then the orphan is gone: nothing outside the LRU budget stays on disk
+    assert not orphan.exists()
+    assert sorted(p.name for p in (tmp_path / "blobs").iterdir() if "lock" not in p.name) == [sha]

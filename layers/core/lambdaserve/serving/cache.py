@@ -71,7 +71,8 @@ class ArtifactCache:
         temporary whose lock is free has no writer. Returns the bytes freed.
         """
         freed = 0
-        for partial in self._blobs.glob("*.part"):
+        # boto3 downloads ``x.part`` through ``x.part.<8 characters>``: both may be left
+        for partial in self._blobs.glob("*.part*"):
             sha256 = partial.name.split(".", 1)[0]
             freed += _remove_unlocked(partial, self._blobs / f"{sha256}.lock")
         for staging in self._views.glob("*.tmp"):
@@ -137,6 +138,7 @@ class ArtifactCache:
                         os.replace(partial, blob)
                         with self._verified_lock:
                             self._verified.add(item.sha256)
+                        self._remove_orphans_of(item.sha256)
                         return blob
                 finally:
                     partial.unlink(missing_ok=True)
@@ -144,6 +146,13 @@ class ArtifactCache:
             f"{item.key} changed since it was validated (sha256 differs); the catalog "
             "revalidates it from the repository event, retry shortly"
         )
+
+    def _remove_orphans_of(self, sha256: str) -> None:
+        """Partial downloads of a blob now complete: their writers are gone (this one holds
+        the blob's lock), killed before they could clean up."""
+        for orphan in self._blobs.glob(f"{sha256}.*.part*"):
+            logger.info("removed %s, left by an interrupted download", orphan.name)
+            orphan.unlink(missing_ok=True)
 
     def _is_verified(self, blob: Path, sha256: str) -> bool:
         with self._verified_lock:
