@@ -135,8 +135,9 @@ def test_warm_up_failures_are_logged_never_raised(tmp_path: Path, caplog):
     signature = Signature.from_json(
         {"inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 2]}], "outputs": []}
     )
-    warm_up(Failing(), signature, tmp_path)
-    assert "warm-up run failed" in caplog.text
+    warm_up(Failing(), signature, tmp_path, label="big version 3")
+    # said with the model and version, as every log line about a version is
+    assert "big version 3: warm-up run failed: no room" in caplog.text
     assert np.zeros((1, 2), np.float32).nbytes <= MAX_WARMUP_BYTES
 
 

@@ -50,3 +50,30 @@ def test_a_rejected_models_reason_names_no_build_or_scratch_path(tmp_path: Path)
 )
 def test_paths_become_their_last_part_and_keys_and_urls_stay(text, expected):
     assert first_line(ValueError(text)) == expected
+
+
+def test_model_code_that_fails_to_load_names_no_path_of_ours(tmp_path: Path):
+    # Given model code whose initialize fails on a file of its version directory
+    version = tmp_path / "cache" / "views" / "3f2a" / "1"
+    version.mkdir(parents=True)
+    (version / "model.py").write_text(
+        "import os\n"
+        "class TritonPythonModel:\n"
+        "    def initialize(self, args):\n"
+        "        open(os.path.join(os.path.dirname(__file__), 'labels.txt'))\n"
+        "    def execute(self, requests):\n"
+        "        return []\n"
+    )
+    config = ModelConfig(name="m", backend="python")
+    from lambdaserve.errors import ModelCodeFailed
+    from lambdaserve.runtimes.base import LoadOptions
+    from lambdaserve.tensors.signature import Signature
+
+    # When it loads where it serves
+    with pytest.raises(ModelCodeFailed) as failed:
+        runtime_named("python").load(
+            version / "model.py", config, Signature((), ()), LoadOptions(python_models=True)
+        )
+    # Then the reason names the user's file, not where the cache keeps it
+    assert "labels.txt" in failed.value.message
+    assert str(tmp_path) not in failed.value.message

@@ -35,7 +35,6 @@ APPLIED = (
     "instance_group.name",
     "instance_group.kind",
     "ensemble_scheduling",
-    "parameters",
     "model_warmup",
     "default_model_filename",
     # refused when they ask for what cannot be served (config/support.py)
@@ -71,6 +70,11 @@ _WHY = {
     "metric_tags": "metrics carry the model and version labels only",
     "input.optional": "every declared input must be sent",
     "input.allow_ragged_batch": "requests are batched only with equal shapes",
+    "parameters": (
+        "they reach Python models (args['model_config']); Triton's ONNX Runtime, PyTorch and "
+        "OpenVINO backend parameters (thread counts, execution modes, EXECUTION_ENV_PATH) "
+        "are not read here"
+    ),
 }
 
 
@@ -85,6 +89,8 @@ def unapplied(document: dict[str, Any]) -> list[str]:
     for path in sorted(set(_set_paths(message, ""))):
         if _covered(path, APPLIED) or _covered(path, SAID_ELSEWHERE):
             continue
+        if path == "parameters" and message.backend == "python":
+            continue  # model code reads them (args["model_config"]), as in Triton
         why = _WHY.get(path)
         warnings.append(f"{path} is not applied" + (f": {why}" if why else ""))
     return warnings

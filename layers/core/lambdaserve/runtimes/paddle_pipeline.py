@@ -24,7 +24,13 @@ from typing import Any
 import numpy as np
 
 from lambdaserve.config.model_config import ModelConfig
-from lambdaserve.errors import LambdaServeError, ModelCodeFailed, ModelNotReady, ModelRejected
+from lambdaserve.errors import (
+    LambdaServeError,
+    ModelCodeFailed,
+    ModelNotReady,
+    ModelRejected,
+    first_line,
+)
 from lambdaserve.runtimes import paddle_ops
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.model_code import DISABLED, new_module, outline, run_one
@@ -99,7 +105,8 @@ class PaddlePipelineRuntime:
             raise
         except Exception as exc:
             raise ModelCodeFailed(
-                f"web_service.py of {config.name!r} failed to load: {type(exc).__name__}: {exc}"
+                f"web_service.py of {config.name!r} failed to load: "
+                f"{type(exc).__name__}: {first_line(exc, 500)}"
             ) from exc
         return PipelineModel(executor)
 

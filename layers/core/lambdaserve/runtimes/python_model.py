@@ -26,6 +26,7 @@ from lambdaserve.errors import (
     ModelCodeFailed,
     ModelNotReady,
     ModelRejected,
+    first_line,
 )
 from lambdaserve.runtimes import pb_utils
 from lambdaserve.runtimes.base import LoadOptions
@@ -68,7 +69,8 @@ class PythonModelRuntime:
                 instance.initialize(_initialize_args(config, options.version, version_dir))
         except Exception as exc:
             raise ModelCodeFailed(
-                f"model.py of {config.name!r} failed to load: {type(exc).__name__}: {exc}"
+                f"model.py of {config.name!r} failed to load: "
+                f"{type(exc).__name__}: {first_line(exc, 500)}"
             ) from exc
         finally:
             pb_utils._model_dir.reset(token)

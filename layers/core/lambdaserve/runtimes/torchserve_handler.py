@@ -31,6 +31,7 @@ from lambdaserve.errors import (
     LambdaServeError,
     ModelCodeFailed,
     ModelNotReady,
+    first_line,
 )
 from lambdaserve.runtimes import torchserve_workflow
 from lambdaserve.runtimes.base import LoadOptions
@@ -103,7 +104,8 @@ class TorchServeHandlerRuntime:
             raise
         except Exception as exc:
             raise ModelCodeFailed(
-                f"the handler of {config.name!r} failed to load: {type(exc).__name__}: {exc}"
+                f"the handler of {config.name!r} failed to load: "
+                f"{type(exc).__name__}: {first_line(exc, 500)}"
             ) from exc
         return HandlerModel(session)
 

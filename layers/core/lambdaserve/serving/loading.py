@@ -40,7 +40,15 @@ def load_version(served: ServedVersion, cache: ArtifactCache, options: LoadOptio
         loaded = ReshapedModel(loaded, config.reshapes, batched)
     created = time.perf_counter()
     code = served.record.model_file in CODE_FILES
-    warm_up(loaded, served.signature, directory, config.warmup, batched, zeros=not code)
+    warm_up(
+        loaded,
+        served.signature,
+        directory,
+        config.warmup,
+        batched,
+        zeros=not code,
+        label=f"{served.model} version {served.version}",
+    )
     done = time.perf_counter()
     logger.info(
         "loaded %s version %s on %s in %.0f ms (files %s: %.0f ms, %s: %.0f ms, warm-up: %.0f ms)",

@@ -54,16 +54,18 @@ def warm_up(
     batched: bool = False,
     *,
     zeros: bool = True,
+    label: str = "the model",
 ) -> None:
     """Run the samples (or zeros) once; a failure is logged, never raised. Model code
     (``zeros=False``) runs only on samples it was given, as Triton warms a Python model only
-    with ``model_warmup``: zeros would run user code with side effects on nothing."""
+    with ``model_warmup``: zeros would run user code with side effects on nothing.
+    ``label`` names the model and version in the log lines."""
     names = [t.name for t in signature.outputs]
     # each sample's tensors are built once (up to 64 MiB) and run ``count`` times
     runs = (
         ((sample_inputs(s, directory, batched), s.count) for s in samples)
         if samples
-        else ((inputs, 1) for inputs in _warmup_inputs(directory, signature, zeros))
+        else ((inputs, 1) for inputs in _warmup_inputs(directory, signature, zeros, label))
     )
     for inputs, count in runs:
         for _ in range(count):
@@ -71,7 +73,7 @@ def warm_up(
                 loaded.run(inputs, names)
             except Exception as exc:
                 # A model with data-dependent shapes may refuse zeros; it still serves.
-                logger.warning("warm-up run failed: %s", getattr(exc, "message", exc))
+                logger.warning("%s: warm-up run failed: %s", label, getattr(exc, "message", exc))
 
 
 def zero_inputs(specs: Sequence[TensorSpec]) -> Inputs | None:
@@ -93,18 +95,22 @@ def zero_inputs(specs: Sequence[TensorSpec]) -> Inputs | None:
     return inputs
 
 
-def _warmup_inputs(directory: Path, signature: Signature, zeros_allowed: bool) -> list[Inputs]:
+def _warmup_inputs(
+    directory: Path, signature: Signature, zeros_allowed: bool, label: str
+) -> list[Inputs]:
     batches = []
     for sample in _samples(directory):
         try:
             batches.append(bind_inputs(parse_infer_request(sample.read_bytes()), signature))
         except (LambdaServeError, OSError) as exc:
-            logger.warning("skipping warm-up sample %s: %s", sample.name, exc)
+            logger.warning("%s: skipping warm-up sample %s: %s", label, sample.name, exc)
     if batches or not zeros_allowed:
         return batches
     zeros = zero_inputs(signature.inputs)
     if zeros is None:
-        logger.warning("no warm-up: zero inputs would take over %d bytes", MAX_WARMUP_BYTES)
+        logger.warning(
+            "%s: no warm-up, zero inputs would take over %d bytes", label, MAX_WARMUP_BYTES
+        )
         return []
     return [zeros]
 
