@@ -249,3 +249,14 @@ def test_a_load_that_serves_nothing_is_a_400_with_the_reason(stack):
     response = stack.inference.post("/v2/repository/models/junk/load")
     assert response.status_code == 400
     assert "failed to load 'junk': version 1:" in response.json()["error"]
+
+
+def test_describing_a_model_with_a_config_and_no_versions_says_where_they_go(stack):
+    # Given a config uploaded before any version
+    stack.put("models/early/config.pbtxt", b"max_batch_size: 4\n")
+    wait_until(lambda: stack.api.get("/models").json()["models"], 30)
+    # Then describe answers 404 naming the upload that is missing, not an empty list
+    answer = stack.api.get("/models/early")
+    assert answer.status_code == 404
+    assert "has a config but no versions" in answer.text
+    assert "/models/early/1/model.onnx" in answer.text

@@ -53,6 +53,11 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
     @app.get("/models/{model}/all")
     def describe_model(model: str) -> list[dict[str, Any]]:
         view = manager().view(check_model_name(model))
+        if not view.versions:  # a config alone: say where its versions go
+            raise ModelNotFound(
+                f"model {model!r} has a config but no versions: upload a version directory, "
+                f"e.g. {manager().repository.url(view.record.name, 1)}model.onnx"
+            )
         return [describe_version_record(view, v, manager()) for v in view.versions]
 
     @app.get("/models/{model}/{version}")
