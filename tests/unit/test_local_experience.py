@@ -242,3 +242,16 @@ def test_the_access_log_names_model_version_status_and_latency(caplog):
     assert line.startswith("POST /v2/models/mlp/infer 200 ") and line.endswith(
         " ms model=mlp version=3"
     )
+
+
+def test_dev_no_lambda_limits_lifts_both_of_lambdas_6_mb_limits():
+    from lambdaserve.local.dev import UNLIMITED_REQUEST_BYTES, lift_lambda_limits
+
+    environ: dict[str, str] = {}
+    lift_lambda_limits(environ)
+    assert environ["LAMBDASERVE_MAX_RESPONSE_BYTES"] == "0"
+    assert int(environ["LAMBDASERVE_MAX_REQUEST_BYTES"]) == UNLIMITED_REQUEST_BYTES
+    # a limit the user set stays theirs
+    chosen = {"LAMBDASERVE_MAX_REQUEST_BYTES": "1000"}
+    lift_lambda_limits(chosen)
+    assert chosen["LAMBDASERVE_MAX_REQUEST_BYTES"] == "1000"

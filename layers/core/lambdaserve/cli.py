@@ -79,10 +79,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     dev.add_argument("--no-demo", action="store_true", help="do not publish the demo model")
     dev.add_argument(
+        "--no-lambda-limits",
         "--no-response-limit",
+        dest="no_response_limit",
         action="store_true",
-        help="answer synchronously beyond Lambda's 6 MB (deployed, such answers are a 413: "
-        "ask for async or fewer rows)",
+        help="take requests and answer synchronously beyond Lambda's 6 MB (up to Triton's "
+        "64 MB requests); deployed, such requests and answers are a 413",
     )
     dev.add_argument(
         "--model-repository",

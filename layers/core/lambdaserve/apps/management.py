@@ -53,12 +53,7 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
     @app.get("/models/{model}/all")
     def describe_model(model: str) -> list[dict[str, Any]]:
         view = manager().view(check_model_name(model))
-        if not view.versions:  # a config alone: say where its versions go
-            raise ModelNotFound(
-                f"model {model!r} has a config but no versions: upload a version directory, "
-                f"e.g. {manager().repository.url(view.record.name, 1)}model.onnx"
-            )
-        return [describe_version_record(view, v, manager()) for v in view.versions]
+        return [describe_version_record(view, v, manager()) for v in _described(view, manager())]
 
     @app.get("/models/{model}/{version}")
     def describe_version(model: str, version: str) -> list[dict[str, Any]]:
@@ -192,6 +187,16 @@ _ENGINES = {
     "paddle_pipeline": "Python",
     "ensemble": "Ensemble",
 }
+
+
+def _described(view: ModelView, manager: ModelManager) -> tuple[VersionRecord, ...]:
+    """The versions describe lists; a config alone is a 404 saying where versions go."""
+    if not view.versions:
+        raise ModelNotFound(
+            f"model {view.record.name!r} has a config but no versions: upload a version "
+            f"directory, e.g. {manager.repository.url(view.record.name, 1)}model.onnx"
+        )
+    return view.versions
 
 
 def describe_version_record(

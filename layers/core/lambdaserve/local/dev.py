@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ class DevOptions:
     management_port: int = 8081
     metrics_port: int | None = None  # TorchServe's metrics API (the CLI's default: 8082)
     grpc_port: int = 0  # every peer's gRPC services (the CLI's default: 8001, Triton's)
-    # answers over Lambda's 6 MB are a 413, as deployed (--no-response-limit lifts it)
+    # requests and answers over Lambda's 6 MB are a 413, as deployed (--no-lambda-limits)
     response_limit: bool = True
     aws_port: int = 4566
     aws_endpoint: str | None = None
@@ -79,7 +80,7 @@ class DevStack:
             ensure_port_free(options.host, options.grpc_port, "--grpc-port")
         quiet_third_parties()
         if not options.response_limit:
-            os.environ["LAMBDASERVE_MAX_RESPONSE_BYTES"] = "0"
+            lift_lambda_limits(os.environ)
         if not options.aws_endpoint:
             self._emulator = Emulator(options.host, options.aws_port).start()
             self.endpoint = self._emulator.endpoint
@@ -283,3 +284,14 @@ def run_dev(options: DevOptions) -> None:
     finally:
         print("stopping ...", flush=True)
         stack.stop()
+
+
+# Triton's default limit on a request body, for local experiments past Lambda's
+UNLIMITED_REQUEST_BYTES = 64 * 1024**2
+
+
+def lift_lambda_limits(environ: MutableMapping[str, str]) -> None:
+    """``dev --no-lambda-limits``: no limit on a synchronous answer, and requests up to
+    Triton's 64 MB (unless the environment already says otherwise)."""
+    environ["LAMBDASERVE_MAX_RESPONSE_BYTES"] = "0"
+    environ.setdefault("LAMBDASERVE_MAX_REQUEST_BYTES", str(UNLIMITED_REQUEST_BYTES))
