@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lambdaserve.runtimes.op_threads import within
 from lambdaserve.runtimes.paddle_batching import Gatherer, merged_feeds, sliced
 from lambdaserve.runtimes.paddle_ops import (
     CustomException,
@@ -182,7 +183,7 @@ class OpRunner:
                     return self._failed(Code.UNKNOW.value, f"{type(exc).__name__}: {exc}")
             else:
                 try:
-                    result = _within(timeout, self.op.process, [merged], log_id)
+                    result = within(timeout, self.op.process, [merged], log_id)
                 except TimeoutError:
                     if attempt + 1 < self.settings.tries:
                         continue
@@ -205,30 +206,6 @@ class OpRunner:
             f"[{self.op.name}] failed to predict. {info}. Please check the input dict and "
             "the op's logs for more details.",
         )
-
-
-def _within(timeout_s: float, call: Callable[..., Any], *args: Any) -> Any:
-    """``call(*args)`` on a thread of its own, waited for ``timeout_s``: a call that overran
-    keeps no worker from the next try (Paddle's func_timeout runs each try on its own
-    thread too)."""
-    outcome: list[Any] = []
-    done = threading.Event()
-
-    def run() -> None:
-        try:
-            outcome.append((True, call(*args)))
-        except BaseException as exc:  # handed to the waiting caller
-            outcome.append((False, exc))
-        finally:
-            done.set()
-
-    threading.Thread(target=run, daemon=True, name="paddle-op-try").start()
-    if not done.wait(timeout_s):
-        raise TimeoutError
-    succeeded, value = outcome[0]
-    if not succeeded:
-        raise value
-    return value
 
 
 def _raised(exc: Exception, op: Op, stage: str, log_id: int) -> Failed:
