@@ -190,3 +190,24 @@ def test_a_model_file_outside_a_version_directory_is_logged_with_where_it_belong
     aws.put("models/flat/1/model.onnx", builders.onnx_mlp())
     EventBatch(aws.services.registrar).on_object_event("models/flat/1/model.onnx")
     assert aws.services.catalog.get_version("flat", 1).state == version_policy.READY
+
+
+@pytest.mark.parametrize(
+    ("key", "advice"),
+    [
+        ("models/resnet.onnx", "e.g. models/resnet/1/model.onnx"),
+        ("models/model.onnx", "e.g. models/<model>/1/model.onnx"),
+        ("models/mlp/v2/model.onnx", "upload it as models/mlp/2/model.onnx"),
+        ("models/mlp/latest/model.pt", "upload it as models/mlp/1/model.pt"),
+    ],
+)
+def test_a_key_outside_the_layout_is_logged_with_where_it_would_be_read(
+    aws, caplog, key, advice
+):
+    from lambdaserve.publishing.events import EventBatch
+
+    caplog.set_level(logging.WARNING, logger="lambdaserve")
+    aws.put(key, builders.onnx_mlp())
+    EventBatch(aws.services.registrar).on_object_event(key)
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ignoring")]
+    assert line.startswith(f"ignoring {key}: ") and advice in line

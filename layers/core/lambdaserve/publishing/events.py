@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from pathlib import Path
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.catalog.items import VersionRecord
@@ -15,7 +16,7 @@ from lambdaserve.catalog.repository import (
     parse_key,
 )
 from lambdaserve.config.model_config import parse_overrides
-from lambdaserve.config.model_files import MODEL_FILES
+from lambdaserve.config.model_files import ALIASES, MODEL_FILES
 from lambdaserve.errors import ModelRejected
 from lambdaserve.publishing.archives import archive_stem, publish_archive, rejected_archive
 from lambdaserve.publishing.registrar import Registrar
@@ -42,7 +43,9 @@ class EventBatch:
             publish_uploaded_archive(self._registrar, key, parsed.filename)
             return
         if parsed is None:
-            logger.info("ignoring %s: outside the models/<model>/<version>/ layout", key)
+            logger.warning(
+                "ignoring %s: %s", key, layout_advice(key, self._registrar.repository.prefix)
+            )
             return
         if isinstance(parsed, ConfigKey) and parsed.filename in MODEL_FILES:
             _misplaced(self._registrar, key, parsed.model, parsed.filename)
@@ -120,3 +123,23 @@ def _misplaced(registrar: Registrar, key: str, model: str, filename: str) -> Non
         )
     )
     registrar.apply_policy(model)
+
+
+def layout_advice(key: str, prefix: str) -> str:
+    """Where a key outside the layout would be read: ``models/<model>/<version>/<file>``."""
+    parts = key[len(prefix) :].split("/") if key.startswith(prefix) else []
+    if len(parts) == 1 and parts[0]:
+        stem = parts[0].rsplit(".", 1)[0]
+        model = stem if is_valid_model_name(stem) and parts[0] not in MODEL_FILES else "<model>"
+        filename = ALIASES.get(Path(parts[0]).suffix, parts[0])
+        return (
+            f"a model's files go in a version directory, e.g. {prefix}{model}/1/{filename} "
+            "(archives: .mar, .tar.gz, .war)"
+        )
+    if len(parts) >= 3 and is_valid_model_name(parts[0]):
+        digits = "".join(c for c in parts[1] if c.isdigit()).lstrip("0") or "1"
+        return (
+            f"version directories are numbers ({parts[1]!r} is not): upload it as "
+            f"{prefix}{parts[0]}/{digits}/{'/'.join(parts[2:])}"
+        )
+    return f"outside the {prefix}<model>/<version>/ layout"
