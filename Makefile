@@ -110,11 +110,12 @@ bench-grpc: install-test ## gRPC: lambdaserve serve vs Triton's gRPC front end (
 bench-server-mode: install-test ## server mode: the infer function forwarding to serve, vs serve directly
 	$(BIN)/python scripts/bench_server_mode.py $(ARGS)
 
-bench-pipelines: install-test ## 3-step pipeline vs TorchServe workflow, pytriton; a Paddle pipeline per Op
+bench-pipelines: install-test ## pipelines vs TorchServe workflow, pytriton; Paddle Ops; decoupled streams
 	command -v wrk >/dev/null || apt-get install -y -q wrk >/dev/null 2>&1 \
 	  || echo "bench-pipelines: no wrk; using the Python load generator"
 	$(BIN)/python scripts/bench_pipelines.py $(ARGS)
 	$(BIN)/python scripts/bench_paddle_pipeline.py
+	$(BIN)/python scripts/bench_decoupled.py
 
 bench-validate: install-test ## publish-time validation of large versions: seconds, memory
 	$(BIN)/python scripts/bench_validate.py $(ARGS)

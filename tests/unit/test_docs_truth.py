@@ -55,3 +55,53 @@ def test_the_command_lines_in_configuration_list_only_flags_the_cli_has():
         for flag in re.findall(r"--\[no-\]([\w-]+)|(--[\w-]+)", usage):
             option = f"--{flag[0]}" if flag[0] else flag[1]
             assert option in known, f"lambdaserve {name} has no {option}"
+
+
+# A route as the docs write it: `POST /v2/models/<m>/infer`, `/predictions/{model}/1.0`
+_ROUTE = re.compile(
+    r"`(?:(?:GET|POST|PUT|DELETE|HEAD|OPTIONS) )?"
+    r"(/(?:v1|v2|models|predictions|explanations|wfpredict|workflows|ping|metrics)\b[^`\s]*)"
+)
+
+
+def _served_routes() -> list[str]:
+    from lambdaserve.handlers import infer, manage
+
+    return [
+        route.path
+        for app in (infer.fastapi_app(), manage.management_app())
+        for route in app.routes
+        if getattr(route, "path", None)
+    ]
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    regex = re.sub(r"\\\{[^}]*:path\\\}", ".+", re.escape(template))
+    return re.compile(re.sub(r"\\\{[^}]*\\\}", "[^/]+", regex) + "$")
+
+
+def _variants(route: str) -> list[str]:
+    """`/v2/models[/{m}]/stats` as written with and without its optional parts."""
+    shortest = route
+    while "[" in shortest:
+        shortest = re.sub(r"\[[^\[\]]*\]", "", shortest)
+    return [shortest, route.replace("[", "").replace("]", "")]
+
+
+def _served(route: str, templates: list[str]) -> bool:
+    concrete = re.sub(r"<[^>]+>", "x", route)
+    return any(_pattern(t).match(concrete.rstrip("/") or "/") for t in templates) or any(
+        t.startswith(route)
+        for t in templates  # a prefix: `/predictions`, `/v2/repository/`
+    )
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_route_a_page_names_is_served(page: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    templates = _served_routes()
+    named = {m.split("?")[0].rstrip(".,;:") for m in _ROUTE.findall(_text(page))}
+    missing = sorted(
+        route for route in named if not all(_served(v, templates) for v in _variants(route))
+    )
+    assert not missing, f"{page.name} names routes lambdaserve does not serve: {missing}"
