@@ -19,9 +19,14 @@ import numpy as np
 from lambdaserve.config.model_config import v2_datatype_of
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.runtimes.auto_complete_config import ModelConfig
+from lambdaserve.runtimes.op_threads import within
 from lambdaserve.runtimes.pb_utils_support import (
+    TRITONSERVER_MEMORY_CPU,
+    TRITONSERVER_MEMORY_CPU_PINNED,
+    TRITONSERVER_MEMORY_GPU,
     Logger,
     MetricFamily,
+    PreferredMemory,
     TritonModelException,
     deserialize_bytes_tensor,
     numpy_to_triton_type,
@@ -30,9 +35,13 @@ from lambdaserve.runtimes.pb_utils_support import (
 from lambdaserve.tensors.encoding import numpy_dtype
 
 __all__ = [
+    "TRITONSERVER_MEMORY_CPU",
+    "TRITONSERVER_MEMORY_CPU_PINNED",
+    "TRITONSERVER_MEMORY_GPU",
     "Logger",
     "MetricFamily",
     "ModelConfig",
+    "PreferredMemory",
     "TritonModelException",
     "deserialize_bytes_tensor",
     "numpy_to_triton_type",
@@ -175,6 +184,7 @@ class InferenceRequest:
         flags: int = 0,
         timeout: int = 0,
         parameters: dict[str, Any] | str | None = None,
+        preferred_memory: PreferredMemory | None = None,
         **_: Any,
     ) -> None:
         # a model name read from a STRING tensor arrives as bytes (Triton's bls example)
@@ -187,6 +197,9 @@ class InferenceRequest:
         self._flags = flags
         self._parameters = parameters or {}
         self._sender: InferenceResponseSender | None = None
+        # microseconds, as Triton's: a BLS call not answered by then answers with an error
+        self.timeout = timeout
+        self.preferred_memory = preferred_memory or PreferredMemory(TRITONSERVER_MEMORY_CPU)
 
     def get_response_sender(self) -> InferenceResponseSender:
         """The sender of a decoupled model's responses to this request."""
@@ -225,6 +238,13 @@ class InferenceRequest:
             raise TritonModelException("a BLS request needs model_name")
         if decoupled:
             return _stream_executor(self)
+        if self.timeout > 0:
+            try:
+                return within(self.timeout / 1e6, _executor, self)
+            except TimeoutError:
+                return InferenceResponse(
+                    error=TritonError("Request timeout expired", TritonError.UNAVAILABLE)
+                )
         return _executor(self)
 
     async def async_exec(self, decoupled: bool = False) -> Any:

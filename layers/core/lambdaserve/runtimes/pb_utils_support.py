@@ -154,3 +154,19 @@ class MetricFamily:
         self, labels: dict[str, str] | None = None, buckets: list[float] | None = None
     ) -> Metric:
         return Metric(self, labels or {})
+
+
+# Where a BLS response's tensors should live (python_backend's TRITONSERVER_MEMORY_*): here
+# every tensor is in CPU memory, which is what a model asking for the CPU gets; a GPU
+# preference is taken as a hint, as Triton takes it where the output is already on the CPU.
+TRITONSERVER_MEMORY_CPU = 0
+TRITONSERVER_MEMORY_CPU_PINNED = 1
+TRITONSERVER_MEMORY_GPU = 2
+
+
+class PreferredMemory:
+    """``pb_utils.PreferredMemory(TRITONSERVER_MEMORY_CPU, 0)`` for a BLS request."""
+
+    def __init__(self, preferred_memory_type: int, preferred_device_id: int = 0) -> None:
+        self.preferred_memory_type = preferred_memory_type
+        self.preferred_device_id = preferred_device_id
