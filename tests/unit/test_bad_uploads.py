@@ -201,9 +201,7 @@ def test_a_model_file_outside_a_version_directory_is_logged_with_where_it_belong
         ("models/mlp/latest/model.pt", "upload it as models/mlp/1/model.pt"),
     ],
 )
-def test_a_key_outside_the_layout_is_logged_with_where_it_would_be_read(
-    aws, caplog, key, advice
-):
+def test_a_key_outside_the_layout_is_logged_with_where_it_would_be_read(aws, caplog, key, advice):
     from lambdaserve.publishing.events import EventBatch
 
     caplog.set_level(logging.WARNING, logger="lambdaserve")
