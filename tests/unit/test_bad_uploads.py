@@ -209,3 +209,13 @@ def test_a_key_outside_the_layout_is_logged_with_where_it_would_be_read(aws, cap
     EventBatch(aws.services.registrar).on_object_event(key)
     [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ignoring")]
     assert line.startswith(f"ignoring {key}: ") and advice in line
+
+
+def test_a_paddle_1x_model_is_refused_with_the_command_that_re_saves_it(aws):
+    # Given Paddle Serving's uci_housing layout: Paddle 1.x's __model__ and __params__
+    state, reason = publish(aws, "uci", {"__model__": b"\x0a\x00", "__params__": b"\x00" * 8})
+    # Then the version says what to run, and what to upload after
+    assert state == version_policy.UNAVAILABLE
+    assert "Paddle 1.x inference models (__model__) are not read by OpenVINO" in reason
+    assert "paddle.static.save_inference_model('./model'" in reason
+    assert "upload model.pdmodel with model.pdiparams" in reason

@@ -31,6 +31,7 @@ from lambdaserve.publishing.auto_complete import (
     declares_auto_complete,
 )
 from lambdaserve.runtimes.model_code import DISABLED
+from lambdaserve.runtimes.openvino_readers import PADDLE_1X
 from lambdaserve.runtimes.registry import runtime_for
 from lambdaserve.serving.progress import TransferProgress, human_bytes
 from lambdaserve.serving.warmup import check_warmup
@@ -253,6 +254,8 @@ def _model_file(by_path: dict[str, ObjectInfo]) -> str:
 
 
 def _no_model_file(by_path: dict[str, ObjectInfo]) -> str:
+    if "__model__" in by_path:
+        return PADDLE_1X.format(folder=".", stem="model")
     if "model.json" in by_path and "model.pdiparams" in by_path:
         return (
             "model.json is Paddle 3's PIR format, which OpenVINO cannot read; save the model "

@@ -34,6 +34,7 @@ from lambdaserve.errors import (
 from lambdaserve.runtimes import paddle_ops
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.model_code import DISABLED, new_module, outline, run_one
+from lambdaserve.runtimes.openvino_readers import PADDLE_1X
 from lambdaserve.runtimes.paddle_dag import OpSettings, PipelineExecutor, model_folder
 from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
 
@@ -46,16 +47,6 @@ SIGNATURE = Signature(
         TensorSpec("err_no", "INT32", (1,)),
         TensorSpec("err_msg", "BYTES", (1,)),
     ),
-)
-PADDLE_1X = (
-    "Paddle 1.x inference models (__model__) are not read by OpenVINO; re-save it as a Paddle 2 "
-    'inference model where PaddlePaddle is installed: python -c "import paddle; '
-    "paddle.enable_static(); exe = paddle.static.Executor(); "
-    "prog, feeds, fetches = paddle.static.load_inference_model('{folder}', exe, "
-    "model_filename='__model__', params_filename='__params__'); "
-    "paddle.static.save_inference_model('{folder}/inference', "
-    '[prog.global_block().var(n) for n in feeds], fetches, exe, program=prog)" '
-    "and upload inference.pdmodel with inference.pdiparams"
 )
 
 
@@ -153,7 +144,7 @@ class LocalPredictor:
         if not folder.is_dir():
             raise ModelRejected(f"model_config folder {folder.name!r} is not in the version")
         if (folder / "__model__").is_file():
-            raise ModelRejected(PADDLE_1X.format(folder=folder.name))
+            raise ModelRejected(PADDLE_1X.format(folder=folder.name, stem="inference"))
         models = sorted(p for p in folder.glob("*.pdmodel") if p.is_file())
         if not models or not models[0].with_suffix(".pdiparams").is_file():
             raise ModelRejected(
