@@ -568,3 +568,27 @@ def test_model_code_runs_at_publish_only_in_a_function_that_can_read_nothing(cfn
                 "Resource": {"Fn::GetAtt": ["CodeValidatorFunction", "Arn"]},
             }
         ]
+
+
+def test_inference_takes_a_bearer_token_where_jwt_is_chosen(cfn, sam):
+    # InferenceAuth=JWT: one JWT authorizer on the Authorization header, used by every
+    # inference route; AWS_IAM and NONE leave routes without one
+    authorizer = cfn["Resources"]["InferenceJwtAuthorizer"]
+    assert authorizer["Condition"] == "InferenceJwt"
+    properties = authorizer["Properties"]
+    assert properties["AuthorizerType"] == "JWT"
+    assert properties["IdentitySource"] == ["$request.header.Authorization"]
+    assert properties["JwtConfiguration"] == {
+        "Issuer": {"Ref": "InferenceJwtIssuer"},
+        "Audience": {"Ref": "InferenceJwtAudience"},
+    }
+    routes = resources_of(cfn, "AWS::ApiGatewayV2::Route")
+    inference = {n: r for n, r in routes.items() if n.startswith("Infer")}
+    assert len(inference) >= 6
+    for route in inference.values():
+        assert route["Properties"]["AuthorizationType"] == {"Ref": "InferenceAuth"}
+        assert route["Properties"]["AuthorizerId"] == {
+            "Fn::If": ["InferenceJwt", {"Ref": "InferenceJwtAuthorizer"}, {"Ref": "AWS::NoValue"}]
+        }
+    assert "JWT" in sam["Parameters"]["InferenceAuth"]["AllowedValues"]
+    assert "JwtNeedsAnIssuer" in sam["Rules"]
