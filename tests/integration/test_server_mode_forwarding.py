@@ -5,6 +5,10 @@ then answered, or 202 with the status URL — never lost, never answered twice."
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -134,3 +138,63 @@ def test_a_bad_request_is_refused_before_it_is_queued(server_mode, published):
     bad = call("/v2/models/gpu/infer", b'{"inputs": [{"name": "nope"}]}')
     assert bad["statusCode"] == 400
     assert published.queue_depth(published.resources.requests.url) == 0
+
+
+# A GPU model whose first execution (the one `serve` runs) stays in execute until the test
+# has killed the service; later ones (the queued path) answer at once.
+SLOW_GPU_CONFIG = b"""
+backend: "python"
+max_batch_size: 0
+instance_group [{ kind: KIND_GPU }]
+input [{ name: "x", data_type: TYPE_FP32, dims: [4] }]
+output [{ name: "y", data_type: TYPE_FP32, dims: [4] }]
+"""
+SLOW_GPU_MODEL = b"""
+import os
+import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        marker = os.environ["SLOW_GPU_MARKER"]
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            time.sleep(30)  # the service dies before this returns
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("y", pb_utils.get_input_tensor_by_name(r, "x").as_numpy() * 2)]
+            )
+            for r in requests
+        ]
+"""
+
+
+def test_a_service_that_dies_mid_request_leaves_it_answered_once_through_the_queue(
+    server_mode, published, monkeypatch, tmp_path: Path
+):
+    # Given a GPU model served by a real `serve` that will die while running it
+    marker = tmp_path / "executing"
+    monkeypatch.setenv("SLOW_GPU_MARKER", str(marker))
+    published.put("models/slow/config.pbtxt", SLOW_GPU_CONFIG)
+    published.put("models/slow/1/model.py", SLOW_GPU_MODEL)
+    published.wait_state("slow", 1, "READY")
+    body = json.dumps(
+        {"inputs": [{"name": "x", "datatype": "FP32", "shape": [4], "data": [1, 2, 3, 4]}]}
+    ).encode()
+    answers: list[dict] = []
+    with lambdaserve_serve(killed=True) as served:
+        server_mode(f"http://127.0.0.1:{served.http}")
+        # When a request is forwarded, and the service is killed while it runs the model
+        caller = threading.Thread(
+            target=lambda: answers.append(call("/v2/models/slow/infer", body))
+        )
+        caller.start()
+        wait_until(marker.exists, 60)
+        os.killpg(served.process.pid, signal.SIGKILL)
+        caller.join(60)
+    # Then the client gets one answer, computed through the queue
+    [answer] = answers
+    assert answer["statusCode"] == 200, answer["body"]
+    assert json.loads(answer["body"])["outputs"][0]["data"] == [2, 4, 6, 8]
