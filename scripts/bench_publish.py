@@ -22,7 +22,8 @@ import boto3
 import httpx
 
 from lambdaserve.local.demo import demo_mlp_bytes
-from lambdaserve.local.dev import DevOptions, DevStack
+from lambdaserve.local.dev import DevStack
+from lambdaserve.local.dev_options import DevOptions
 from lambdaserve.local.emulator import free_port
 from lambdaserve.settings import get_settings
 

@@ -30,7 +30,8 @@ import onnx
 from onnx import TensorProto, helper
 
 from lambdaserve.local.demo import demo_mlp_bytes
-from lambdaserve.local.dev import DevOptions, DevStack
+from lambdaserve.local.dev import DevStack
+from lambdaserve.local.dev_options import DevOptions
 from lambdaserve.local.emulator import free_port
 from lambdaserve.server.background import BackgroundServer
 from lambdaserve.server.serve import build_serving_app

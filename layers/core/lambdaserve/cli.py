@@ -87,6 +87,20 @@ def _parser() -> argparse.ArgumentParser:
         "64 MB requests); deployed, such requests and answers are a 413",
     )
     dev.add_argument(
+        "--server-mode",
+        action="store_true",
+        help="run `lambdaserve serve` beside the Lambda emulation and the HTTP API as deployed "
+        "in front of the infer function: KIND_GPU models are forwarded to it, or queued when "
+        "it is down",
+    )
+    dev.add_argument("--server-port", type=_port, default=8090, help="--server-mode: serve's port")
+    dev.add_argument(
+        "--http-api-port",
+        type=_port,
+        default=9000,
+        help="--server-mode: the HTTP API as deployed (API Gateway events to the infer function)",
+    )
+    dev.add_argument(
         "--model-repository",
         "--model-store",  # TorchServe's name for its folder of .mar files
         dest="model_repository",
@@ -170,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "dev":
-            from lambdaserve.local.dev import DevOptions, run_dev
+            from lambdaserve.local.dev import run_dev
+            from lambdaserve.local.dev_options import DevOptions
 
             run_dev(
                 DevOptions(
@@ -186,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                     model_repository=args.model_repository,
                     log_level=args.log_level,
                     access_log=args.access_log,
+                    server_mode_port=args.server_port if args.server_mode else None,
+                    http_api_port=args.http_api_port,
                 )
             )
         elif args.command == "reconcile":

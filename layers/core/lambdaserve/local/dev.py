@@ -6,8 +6,6 @@ import os
 import signal
 import threading
 from collections.abc import MutableMapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from starlette.types import ASGIApp
@@ -15,6 +13,7 @@ from starlette.types import ASGIApp
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.local.catalog_state import CatalogState
 from lambdaserve.local.demo import DEMO_MODEL, demo_mlp_bytes
+from lambdaserve.local.dev_options import DevOptions
 from lambdaserve.local.emulator import Emulator, ensure_port_free
 from lambdaserve.local.mirror import RepositoryMirror
 from lambdaserve.local.resources import LocalResources, ensure_resources
@@ -23,23 +22,6 @@ from lambdaserve.server.event_pump import EventPump, PumpConfig
 from lambdaserve.server.logs import quiet_third_parties, use_text_logs
 from lambdaserve.services.aws import AwsClients
 from lambdaserve.settings import Settings, get_settings
-
-
-@dataclass(frozen=True)
-class DevOptions:
-    host: str = "127.0.0.1"
-    inference_port: int = 8080
-    management_port: int = 8081
-    metrics_port: int | None = None  # TorchServe's metrics API (the CLI's default: 8082)
-    grpc_port: int = 0  # every peer's gRPC services (the CLI's default: 8001, Triton's)
-    # requests and answers over Lambda's 6 MB are a 413, as deployed (--no-lambda-limits)
-    response_limit: bool = True
-    aws_port: int = 4566
-    aws_endpoint: str | None = None
-    demo: bool = True
-    model_repository: Path | None = None
-    log_level: str = "info"
-    access_log: bool = True
 
 
 def point_environment_at(endpoint: str, region: str = "us-east-1") -> Settings:
@@ -68,16 +50,17 @@ class DevStack:
         self.endpoint = options.aws_endpoint or ""
         self.mirror: RepositoryMirror | None = None
         self._mirror_stop: threading.Event | None = None
+        self._serve: Any = None  # --server-mode: the `serve` process
         self._state_thread: threading.Thread | None = None
 
     def start(self) -> DevStack:
         options = self.options
-        ensure_port_free(options.host, options.management_port, "--management-port")
-        ensure_port_free(options.host, options.inference_port, "--inference-port")
-        if options.metrics_port:
-            ensure_port_free(options.host, options.metrics_port, "--metrics-port")
-        if options.grpc_port:
-            ensure_port_free(options.host, options.grpc_port, "--grpc-port")
+        _check_ports(options)
+        if options.server_mode_port:
+            # read once by the infer function's settings: set before they are
+            os.environ["LAMBDASERVE_SERVER_URL"] = (
+                f"http://{options.host}:{options.server_mode_port}"
+            )
         quiet_third_parties()
         if not options.response_limit:
             lift_lambda_limits(os.environ)
@@ -153,6 +136,13 @@ class DevStack:
             self.mirror.sync()
             _, self._mirror_stop = self.mirror.start()
             self._state_thread = state.keep(self._mirror_stop)
+        if options.server_mode_port:
+            from lambdaserve.local.server_mode import start_server_mode
+
+            self._serve, api = start_server_mode(
+                options.host, options.server_mode_port, options.http_api_port, options.access_log
+            )
+            self._servers.append(api)
         if options.demo:
             clients.s3.put_object(
                 Bucket=settings.bucket,
@@ -200,6 +190,8 @@ class DevStack:
             self._mirror_stop.set()
         if self._state_thread is not None:
             self._state_thread.join(timeout=5)
+        if self._serve is not None:
+            self._serve.stop()
         for server in self._servers:
             server.stop()
         self.stop_event_pumps()
@@ -207,61 +199,28 @@ class DevStack:
             self._emulator.stop()
 
     def banner(self) -> str:
-        settings = get_settings()
-        opts = self.options
-        management = f"http://{opts.host}:{opts.management_port}"
-        inference = f"http://{opts.host}:{opts.inference_port}"
-        lines = [
-            "lambdaserve dev is running",
-            f"  AWS endpoint      {self.endpoint}"
-            f"  (region {settings.region}, credentials test/test)",
-            f"  model bucket      s3://{settings.bucket}/{settings.models_prefix}",
-            f"  catalog table     {settings.table}",
-            f"  inference API     {inference}/v2"
-            "  (KServe v2 + Triton extensions; /predictions/<model>; /docs)",
-            f"  management API    {management}/models  (/docs)",
+        from lambdaserve.local.dev_banner import dev_banner
+
+        serve_pid = self._serve.pid if self._serve is not None else None
+        return dev_banner(self.options, get_settings(), self.endpoint, serve_pid)
+
+
+def _check_ports(options: DevOptions) -> None:
+    """Every port dev would listen on is free (else a clear error naming its flag)."""
+    wanted = [
+        (options.management_port, "--management-port"),
+        (options.inference_port, "--inference-port"),
+        (options.metrics_port, "--metrics-port"),
+        (options.grpc_port, "--grpc-port"),
+    ]
+    if options.server_mode_port:
+        wanted += [
+            (options.server_mode_port, "--server-port"),
+            (options.http_api_port, "--http-api-port"),
         ]
-        if opts.grpc_port:
-            lines.append(
-                f"  gRPC              {opts.host}:{opts.grpc_port}  (KServe v2/Triton, TF Serving,"
-                " TorchServe, Paddle; grpc.health.v1)"
-            )
-        if opts.metrics_port:
-            lines.append(
-                f"  metrics           http://{opts.host}:{opts.metrics_port}/metrics (TorchServe's"
-                f" names); Triton's at {inference}/metrics"
-            )
-        if opts.model_repository is not None:
-            lines.append(
-                f"  model repository  {opts.model_repository}  (uploaded, and watched: add, "
-                "change or delete files to publish, update or retire versions)"
-            )
-        if not opts.aws_endpoint:
-            where = (
-                "the model repository folder, and the labels, defaults and overrides set "
-                "through the management API (in its .lambdaserve/catalog.json)"
-                if opts.model_repository is not None
-                else "nothing: use --model-repository DIR to keep models across restarts"
-            )
-            lines.append(
-                f"  persistence       the embedded emulator keeps nothing; what survives: {where}"
-            )
-        lines += [
-            "  for the aws CLI   export AWS_ENDPOINT_URL="
-            f"{self.endpoint} AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test "
-            f"AWS_DEFAULT_REGION={settings.region}",
-            f"  publish a model   aws s3 cp model.onnx s3://{settings.bucket}/"
-            f"{settings.models_prefix}<model>/1/model.onnx",
-            f"  then              curl -s -X POST {management}/v2/repository/index",
-        ]
-        if opts.demo:
-            lines.append(f"  demo model        {DEMO_MODEL} (version 1, published on start)")
-            lines.append(
-                f"  try               curl -s -X POST {inference}/predictions/{DEMO_MODEL} "
-                "-d '[0.1, 0.2, 0.3, 0.4]'"
-            )
-        lines.append("Ctrl-C stops everything.")
-        return "\n".join(lines)
+    for port, flag in wanted:
+        if port:
+            ensure_port_free(options.host, port, flag)
 
 
 def _as_is(app: ASGIApp) -> ASGIApp:
