@@ -4,8 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 TORCH  ?= 0
+VARIANT ?= cpu
 
-.PHONY: help dev test test-localstack validate lint install-dev install-test install-torch \
+.PHONY: help dev test test-localstack validate build gpu-image lint install-dev install-test install-torch \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
 	bench-pipelines bench-validate bench-grpc bench-server-mode robustness clean
 
@@ -61,7 +62,16 @@ $(SAM_VENV)/bin/sam:
 	$(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install -q aws-sam-cli==1.170.0
 
-validate: $(SAM_VENV)/bin/sam install-test ## sam validate --lint, sam build of the zip function, the manage image's validation
+# What `validate` proves offline: the template lints and transforms, the zip function and the
+# layer build and import under python3.12, the manage image's package validates every format.
+# What only `make build` (Docker) and a deploy prove: the images build, and the stack deploys.
+build: $(SAM_VENV)/bin/sam ## sam build of the Lambda images (Docker): VARIANT=cpu (default), torch or torchserve
+	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build -t $$($(PYTHON) scripts/image_variant.py $(VARIANT))
+
+gpu-image: ## docker build of the ECS GPU image (functions/infer/Dockerfile.gpu): push it, pass its URI as GpuImageUri
+	docker build -f functions/infer/Dockerfile.gpu -t lambdaserve-infer-gpu .
+
+validate: $(SAM_VENV)/bin/sam install-test ## offline: sam validate --lint, sam build of the zip function, the manage image's validation
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1
 	scripts/sam_build.sh $(SAM_VENV)/bin/sam
 	$(BIN)/python scripts/manage_image_check.py

@@ -4,7 +4,8 @@
 rewritten everywhere); every other command must exit 0 and no answer may be an error.
 Blocks fenced ```sh are the ones no test here can run, and they are only these:
 `make dev`/`make test` as the two commands (this suite is `make test`; `make dev` is what
-the bash blocks start), and the deploy commands (they need an AWS account).
+the bash blocks start), and the deploy commands (they need an AWS account; `make build`,
+a Docker engine).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ NOT_RUN_HERE = {
     "make dev",
     "make test",
     "make validate",
+    "make build",
     "sam deploy",
     "sam logs",
     "aws s3 cp model.onnx s3://<ModelBucketName>",

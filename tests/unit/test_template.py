@@ -592,3 +592,41 @@ def test_inference_takes_a_bearer_token_where_jwt_is_chosen(cfn, sam):
         }
     assert "JWT" in sam["Parameters"]["InferenceAuth"]["AllowedValues"]
     assert "JwtNeedsAnIssuer" in sam["Rules"]
+
+
+def test_one_argument_chooses_the_images_variant():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "image_variant", ROOT / "scripts" / "image_variant.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = TEMPLATE.read_text()
+    # cpu: the template as it is (the Dockerfiles' defaults)
+    assert module.variant_template("cpu", text) == text
+    for variant in ("torch", "torchserve"):
+        template = yaml_of(module.variant_template(variant, text))
+        images = {
+            name: r["Metadata"]
+            for name, r in template["Resources"].items()
+            if r.get("Properties", {}).get("PackageType") == "Image"
+        }
+        assert len(images) == 6
+        for name, metadata in images.items():
+            extras = metadata["DockerBuildArgs"]["EXTRAS"]
+            assert "torch" in extras and "openvino" in extras, name
+            assert metadata["DockerBuildArgs"]["TORCH_INDEX"].endswith("/whl/cpu"), name
+            assert metadata["DockerTag"].endswith(f"-{variant}"), name
+    infer = yaml_of(module.variant_template("torchserve", text))["Resources"]["InferFunction"]
+    assert infer["Metadata"]["DockerBuildArgs"]["EXTRAS"] == "images,openvino,torchserve"
+
+
+def yaml_of(text: str) -> dict[str, Any]:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as handle:
+        handle.write(text)
+        handle.flush()
+        return load_template(Path(handle.name))

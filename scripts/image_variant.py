@@ -1,0 +1,71 @@
+"""The stack's images in one variant, chosen by one argument: writes a copy of template.yaml
+whose image functions carry the Docker build arguments of that variant, for `sam build -t`.
+
+    python scripts/image_variant.py cpu|torch|torchserve   # prints the template's path
+
+- cpu (default): ONNX Runtime and OpenVINO (the Dockerfiles' defaults);
+- torch: PyTorch 2.13.0 (CPU wheels) beside them, for TorchScript versions;
+- torchserve: TorchServe's `ts` package and PyTorch, for handlers run by TorchServe's code.
+
+The GPU image for ECS (GpuImageUri, ServerModeImageUri) is functions/infer/Dockerfile.gpu,
+built with `make gpu-image`: SAM builds only the Lambda images.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+# variant -> Dockerfile -> EXTRAS
+VARIANTS: dict[str, dict[str, str]] = {
+    "cpu": {},
+    "torch": {
+        "functions/infer/Dockerfile": "images,openvino,torch",
+        "functions/manage/Dockerfile": "openvino,torch",
+    },
+    "torchserve": {
+        "functions/infer/Dockerfile": "images,openvino,torchserve",
+        "functions/manage/Dockerfile": "openvino,torch",
+    },
+}
+_METADATA = re.compile(
+    r"^(?P<indent> +)Dockerfile: (?P<dockerfile>\S+)\n(?P=indent)DockerContext: \.\n"
+    r"(?P=indent)DockerTag: (?P<tag>\S+)\n",
+    re.M,
+)
+
+
+def variant_template(variant: str, template: str) -> str:
+    """``template`` with each image function's build arguments for ``variant``."""
+    if variant not in VARIANTS:
+        raise SystemExit(f"unknown variant {variant!r}: one of {', '.join(VARIANTS)}")
+    extras = VARIANTS[variant]
+
+    def with_args(match: re.Match[str]) -> str:
+        wanted = extras.get(match["dockerfile"])
+        if not wanted:
+            return match[0]
+        indent, tag = match["indent"], match["tag"]
+        return (
+            match[0].replace(f"DockerTag: {tag}", f"DockerTag: {tag}-{variant}")
+            + f"{indent}DockerBuildArgs:\n"
+            f"{indent}  EXTRAS: {wanted}\n"
+            f"{indent}  TORCH_INDEX: {TORCH_INDEX}\n"
+        )
+
+    return _METADATA.sub(with_args, template)
+
+
+def main() -> None:
+    variant = sys.argv[1] if len(sys.argv) > 1 else "cpu"
+    out = ROOT / ".aws-sam" / f"template.{variant}.yaml"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(variant_template(variant, (ROOT / "template.yaml").read_text()))
+    print(out.relative_to(ROOT))
+
+
+if __name__ == "__main__":
+    main()
