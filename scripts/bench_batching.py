@@ -155,9 +155,9 @@ def start_stack() -> tuple[subprocess.Popen[bytes], str]:
     return process, f"http://127.0.0.1:{aws_port}"
 
 
-def start_server(endpoint: str, batching: bool, work: str) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
-    env = {
+def serve_environment(endpoint: str, work: str, **extra: str) -> dict[str, str]:
+    """The environment of a `lambdaserve serve` process against `start_stack`'s emulator."""
+    return {
         **os.environ,
         "AWS_ENDPOINT_URL": endpoint,
         "AWS_ACCESS_KEY_ID": "test",
@@ -166,7 +166,13 @@ def start_server(endpoint: str, batching: bool, work: str) -> tuple[subprocess.P
         "LAMBDASERVE_WORK_DIR": work,
         "POWERTOOLS_METRICS_DISABLED": "true",
         "POWERTOOLS_LOG_LEVEL": "WARNING",
+        **extra,
     }
+
+
+def start_server(endpoint: str, batching: bool, work: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    env = serve_environment(endpoint, work)
     command = [
         sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(port), "--grpc-port", "0"
     ]  # fmt: skip

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import queue
 import statistics
 import sys
@@ -29,7 +28,7 @@ from typing import Any
 import boto3
 import numpy as np
 import tritonclient.grpc as grpcclient
-from bench_batching import start_stack
+from bench_batching import serve_environment, start_stack
 from bench_peers import _spawn, _venv, pytriton_env
 from peers.pipeline_peers import PYTRITON
 
@@ -70,17 +69,7 @@ def start_ours(work: Path) -> Server:
             key = f"models/repeat_int32/{path.relative_to(MODEL).as_posix()}"
             s3.put_object(Bucket="lambdaserve-models", Key=key, Body=path.read_bytes())
     grpc_port = free_port()
-    env = {
-        **os.environ,
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "LAMBDASERVE_WORK_DIR": str(work / "ours"),
-        "LAMBDASERVE_PYTHON_MODELS": "1",
-        "POWERTOOLS_METRICS_DISABLED": "true",
-        "POWERTOOLS_LOG_LEVEL": "WARNING",
-    }
+    env = serve_environment(endpoint, str(work / "ours"), LAMBDASERVE_PYTHON_MODELS="1")
     command = [sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(free_port())]
     process = _spawn([*command, "--grpc-port", str(grpc_port)], env, work / "ours.out")
 

@@ -17,9 +17,10 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -62,8 +63,11 @@ def codec_gbps(body: bytes, header_length: int | None, count: int) -> float:
     return 2 * output.nbytes / seconds / 1e9  # decode + encode of one tensor each
 
 
-def lambda_warm_path_us(model: bytes, body: bytes, requests: int, work: str) -> float:
-    """p50 of the infer Lambda's warm path, in-process, for an API Gateway v2 infer event.
+def warm_infer_function(
+    files: dict[str, bytes], models: Sequence[str], work: str
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The infer function's handler, warm, in this process: ``files`` (bucket keys) published
+    to moto's bucket and ``models`` reconciled in that order (steps before their ensembles).
 
     Call inside ``mock_aws()``: the catalog and bucket are moto's, in this process.
     """
@@ -72,6 +76,7 @@ def lambda_warm_path_us(model: bytes, body: bytes, requests: int, work: str) -> 
         AWS_SECRET_ACCESS_KEY="test",
         AWS_DEFAULT_REGION="us-east-1",
         LAMBDASERVE_WORK_DIR=work,
+        LAMBDASERVE_PYTHON_MODELS="1",
         POWERTOOLS_METRICS_DISABLED="true",
         POWERTOOLS_LOG_LEVEL="WARNING",
     )
@@ -80,16 +85,25 @@ def lambda_warm_path_us(model: bytes, body: bytes, requests: int, work: str) -> 
     settings = get_settings()
     clients = AwsClients(settings)
     ensure_resources(clients, settings)
-    clients.s3.put_object(Bucket=settings.bucket, Key="models/mlp/1/model.onnx", Body=model)
-    build_manage_services(settings, clients).registrar.reconcile_model("mlp")
+    for key, body in files.items():
+        clients.s3.put_object(Bucket=settings.bucket, Key=key, Body=body)
+    registrar = build_manage_services(settings, clients).registrar
+    for model in models:
+        registrar.reconcile_model(model)
 
     from lambdaserve.handlers import infer
 
     infer.server.cache_clear()
     context = LocalContext("infer")
+    return lambda event: infer.api_handler(event, context)
+
+
+def lambda_warm_path_us(model: bytes, body: bytes, requests: int, work: str) -> float:
+    """p50 of the infer Lambda's warm path, in-process, for an API Gateway v2 infer event."""
+    handler = warm_infer_function({"models/mlp/1/model.onnx": model}, ["mlp"], work)
     event = http_api_event("POST", "/v2/models/mlp/infer", body)
-    assert infer.api_handler(event, context)["statusCode"] == 200
-    return statistics.median(per_call_us(lambda: infer.api_handler(event, context), requests))
+    assert handler(event)["statusCode"] == 200
+    return statistics.median(per_call_us(lambda: handler(event), requests))
 
 
 def main() -> None:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_infer import per_call_us
+from bench_infer import per_call_us, warm_infer_function
 
 from lambdaserve.config.model_config import build
 from lambdaserve.runtimes.base import LoadOptions
@@ -101,43 +101,19 @@ def lambda_warm_path_us(directory: Path, count: int) -> float:
     from moto import mock_aws
 
     from lambdaserve.local.http_api_event import http_api_event
-    from lambdaserve.local.resources import ensure_resources
-    from lambdaserve.server.event_pump import LocalContext
-    from lambdaserve.services.aws import AwsClients
-    from lambdaserve.services.manage import build_manage_services
-    from lambdaserve.settings import get_settings
 
+    files = {
+        f"models/{NAME}/1/{path.relative_to(directory).as_posix()}": path.read_bytes()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
     sink = open(os.devnull, "w", buffering=1)  # noqa: SIM115
     with tempfile.TemporaryDirectory() as work, mock_aws(), sink, contextlib.redirect_stdout(sink):
-        os.environ.update(
-            AWS_ACCESS_KEY_ID="test",
-            AWS_SECRET_ACCESS_KEY="test",
-            AWS_DEFAULT_REGION="us-east-1",
-            LAMBDASERVE_WORK_DIR=work,
-            LAMBDASERVE_PYTHON_MODELS="1",
-            POWERTOOLS_METRICS_DISABLED="true",
-            POWERTOOLS_LOG_LEVEL="WARNING",
-        )
-        os.environ.pop("AWS_ENDPOINT_URL", None)
-        get_settings.cache_clear()
-        settings = get_settings()
-        clients = AwsClients(settings)
-        ensure_resources(clients, settings)
-        for path in sorted(directory.rglob("*")):
-            if path.is_file():
-                key = f"models/{NAME}/1/{path.relative_to(directory).as_posix()}"
-                clients.s3.put_object(Bucket=settings.bucket, Key=key, Body=path.read_bytes())
-        build_manage_services(settings, clients).registrar.reconcile_model(NAME)
-
-        from lambdaserve.handlers import infer
-
-        infer.server.cache_clear()
-        context: Any = LocalContext("infer")
+        handler = warm_infer_function(files, [NAME], work)
         body = json.dumps({"key": REQUEST.key, "value": REQUEST.value}).encode()
         event = http_api_event("POST", f"/{NAME}/prediction", body)
-        response = infer.api_handler(event, context)
-        assert json.loads(response["body"])["err_no"] == 0, response
-        return statistics.median(per_call_us(lambda: infer.api_handler(event, context), count))
+        assert json.loads(handler(event)["body"])["err_no"] == 0
+        return statistics.median(per_call_us(lambda: handler(event), count))
 
 
 def main() -> None:

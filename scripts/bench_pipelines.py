@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
-from bench_infer import per_call_us
+from bench_infer import per_call_us, warm_infer_function
 from bench_peers import Running, _wait_answering, check, load, measure, rss_mb
 from peers.pipeline_peers import (
     Ours,
@@ -95,50 +95,21 @@ def lambda_warm_path_us(
     from moto import mock_aws
 
     from lambdaserve.local.http_api_event import http_api_event
-    from lambdaserve.local.resources import ensure_resources
-    from lambdaserve.server.event_pump import LocalContext
-    from lambdaserve.services.aws import AwsClients
-    from lambdaserve.services.manage import build_manage_services
-    from lambdaserve.settings import get_settings
 
     # the handler prints an EMF line per model per invocation, as in Lambda; one write each
     sink = open(os.devnull, "w", buffering=1)  # noqa: SIM115
     with tempfile.TemporaryDirectory() as work, mock_aws(), sink, contextlib.redirect_stdout(sink):
-        os.environ.update(
-            AWS_ACCESS_KEY_ID="test",
-            AWS_SECRET_ACCESS_KEY="test",
-            AWS_DEFAULT_REGION="us-east-1",
-            LAMBDASERVE_WORK_DIR=work,
-            LAMBDASERVE_PYTHON_MODELS="1",
-            POWERTOOLS_METRICS_DISABLED="true",
-            POWERTOOLS_LOG_LEVEL="WARNING",
-        )
-        os.environ.pop("AWS_ENDPOINT_URL", None)
-        get_settings.cache_clear()
-        settings = get_settings()
-        clients = AwsClients(settings)
-        ensure_resources(clients, settings)
-        for key, body in files.items():
-            clients.s3.put_object(Bucket=settings.bucket, Key=key, Body=body)
-        registrar = build_manage_services(settings, clients).registrar
-        for name in ("pre", "mlp", "post", "pipe"):  # steps first, as uploads would settle
-            registrar.reconcile_model(name)
-
-        from lambdaserve.handlers import infer
-
-        infer.server.cache_clear()
-        context: Any = LocalContext("infer")
+        # steps first, as uploads would settle
+        handler = warm_infer_function(files, ("pre", "mlp", "post", "pipe"), work)
         out: dict[str, float] = {}
         for name, body in bodies.items():
             event = http_api_event("POST", f"/v2/models/{name}/infer", body)
-            response = infer.api_handler(event, context)
+            response = handler(event)
             assert response["statusCode"] == 200, response
             if name == "pipe":
                 answer = json.loads(response["body"])["outputs"][0]["data"]
                 np.testing.assert_allclose(answer, expected.ravel(), rtol=1e-4, atol=1e-6)
-            out[name] = statistics.median(
-                per_call_us(lambda e=event: infer.api_handler(e, context), count)
-            )
+            out[name] = statistics.median(per_call_us(lambda e=event: handler(e), count))
     return out
 
 

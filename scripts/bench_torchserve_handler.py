@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_batching import start_stack
+from bench_batching import serve_environment, start_stack
 from bench_peers import (
     RESULTS,
     Call,
@@ -127,18 +127,12 @@ class OursWithArchive(Ours):
         )
         time.sleep(5)  # the event pump unpacks and validates it
         port = free_port()
-        env = {
-            **os.environ,
-            "AWS_ENDPOINT_URL": self._endpoint,
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "LAMBDASERVE_WORK_DIR": str(work / "ours"),
-            "LAMBDASERVE_PYTHON_MODELS": "1",
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "POWERTOOLS_LOG_LEVEL": "WARNING",
-            "OMP_NUM_THREADS": "1",
-        }
+        env = serve_environment(
+            self._endpoint,
+            str(work / "ours"),
+            LAMBDASERVE_PYTHON_MODELS="1",
+            OMP_NUM_THREADS="1",
+        )
         process = _spawn(
             [sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(port),
              "--grpc-port", "0"],

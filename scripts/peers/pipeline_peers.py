@@ -19,7 +19,7 @@ from pathlib import Path
 import boto3
 import numpy as np
 import onnx
-from bench_batching import JSON_HEADERS, start_stack
+from bench_batching import JSON_HEADERS, serve_environment, start_stack
 from bench_peers import Call, Running, _spawn, _tree, _venv, pytriton_env, stop, v2_answer
 
 from lambdaserve.local.demo import demo_mlp_bytes
@@ -96,17 +96,7 @@ class Ours:
 
     def start(self, work: Path, row: np.ndarray, workers: int) -> Running:
         port = free_port()
-        env = {
-            **os.environ,
-            "AWS_ENDPOINT_URL": self._endpoint,
-            "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test",
-            "AWS_DEFAULT_REGION": "us-east-1",
-            "LAMBDASERVE_WORK_DIR": str(work / "ours"),
-            "LAMBDASERVE_PYTHON_MODELS": "1",
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "POWERTOOLS_LOG_LEVEL": "WARNING",
-        }
+        env = serve_environment(self._endpoint, str(work / "ours"), LAMBDASERVE_PYTHON_MODELS="1")
         command = [sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(port)]
         process = _spawn([*command, "--workers", str(workers)], env, work / "ours.out")
         return Running(

@@ -106,10 +106,7 @@ def compile_file(read: Any, path: Path) -> tuple[OpenVinoModel, Signature]:
     ov = _openvino()
     core = ov.Core()
     model = read(core, path)
-    signature = Signature(
-        inputs=tuple(_spec(p, "input", i) for i, p in enumerate(model.inputs)),
-        outputs=tuple(_spec(p, "output", i) for i, p in enumerate(model.outputs)),
-    )
+    signature = _signature(model)
     try:
         compiled = core.compile_model(model, "CPU", dict(_COMPILE))
     except Exception as exc:
@@ -192,6 +189,13 @@ class OpenVinoModel:
             raw = np.array(tensor.data, copy=True).view(np.uint16)
             return raw.view(bfloat16()).reshape(tuple(tensor.shape))
         return np.array(tensor.data, copy=True)
+
+
+def _signature(model: Any) -> Signature:
+    return Signature(
+        inputs=tuple(_spec(p, "input", i) for i, p in enumerate(model.inputs)),
+        outputs=tuple(_spec(p, "output", i) for i, p in enumerate(model.outputs)),
+    )
 
 
 def _spec(port: Any, role: str, index: int) -> TensorSpec:
