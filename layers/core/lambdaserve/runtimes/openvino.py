@@ -68,10 +68,7 @@ class OpenVinoRuntime:
         ov = _openvino()
         core = ov.Core()
         model = reader(core, model_path)
-        signature = Signature(
-            inputs=tuple(_spec(p, "input", i) for i, p in enumerate(model.inputs)),
-            outputs=tuple(_spec(p, "output", i) for i, p in enumerate(model.outputs)),
-        )
+        signature = _signature(model)
         try:  # what the CPU plugin cannot compile fails here, not on the first request
             core.compile_model(model, "CPU", {**_COMPILE, "INFERENCE_NUM_THREADS": 1})
         except Exception as exc:
