@@ -31,3 +31,39 @@ def test_one_emf_line_per_model_version_with_its_counts():
     assert (pre["Inferences"], pre["InferenceErrors"], pre["InferenceMs"]) == (3, 0, 3.001)
     assert (mlp["Inferences"], mlp["InferenceErrors"]) == (0, 1)
     assert pre["service"] == "lambdaserve-infer" and isinstance(pre["_aws"]["Timestamp"], int)
+
+
+def test_custom_metrics_model_code_records_reach_cloudwatch_as_emf():
+    from lambdaserve.metrics.custom import CustomMetrics
+    from lambdaserve.runtimes import pb_utils
+
+    # Given the infer function listening to the custom metrics of model code
+    out = io.StringIO()
+    metrics = InvocationMetrics("lambdaserve-infer", out)
+    store = CustomMetrics()
+    store.add_listener(metrics.record_custom)
+    # When a Python model records with pb_utils' families during one invocation
+    requests = pb_utils.MetricFamily("requests_total", "requests", "counter", store=store)
+    latency = pb_utils.MetricFamily("pre_ms", "latency", "histogram", store=store)
+    depth = pb_utils.MetricFamily("queue_depth", "depth", "gauge", store=store)
+    requests.Metric(labels={"model": "pre"}).increment(2)
+    requests.Metric(labels={"model": "pre"}).increment(3)
+    latency.Metric(labels={"model": "pre"}).observe(1.5)
+    latency.Metric(labels={"model": "pre"}).observe(2.5)
+    depth.Metric(labels={"model": "pre"}).set(7)
+    depth.Metric(labels={"model": "pre"}).set(4)
+    metrics.flush()
+    # Then each series is one EMF line with its labels as dimensions
+    lines = {
+        next(m["Name"] for m in d["_aws"]["CloudWatchMetrics"][0]["Metrics"]): d
+        for d in map(json.loads, out.getvalue().splitlines())
+    }
+    assert lines["requests_total"]["requests_total"] == 5
+    assert lines["pre_ms"]["pre_ms"] == [1.5, 2.5]
+    assert lines["queue_depth"]["queue_depth"] == 4
+    directive = lines["requests_total"]["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Dimensions"] == [["model", "service"]]
+    assert lines["requests_total"]["model"] == "pre"
+    # and the next invocation starts from nothing
+    metrics.flush()
+    assert len(out.getvalue().splitlines()) == 3

@@ -19,6 +19,7 @@ from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput, LambdaServeError
 from lambdaserve.handlers.snapstart import register as register_snapstart_hooks
 from lambdaserve.handlers.snapstart import renew_randomness
+from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.metrics.emf import InvocationMetrics
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.protocol.content_encoding import decode_body
@@ -45,6 +46,7 @@ copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})
 
 
 invocation_metrics = InvocationMetrics("lambdaserve-infer")
+CUSTOM_METRICS.add_listener(invocation_metrics.record_custom)
 
 
 @cache

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client.core import (
@@ -21,6 +21,21 @@ from prometheus_client.core import (
 )
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One value model code recorded, as a listener hears it."""
+
+    name: str
+    kind: str
+    unit: str
+    labels: tuple[str, ...]
+    values: tuple[str, ...]
+    value: float
+
+
+Listener = Callable[[Recorded], None]
 _INVALID = re.compile(r"[^a-zA-Z0-9_:]")
 
 
@@ -38,6 +53,12 @@ class CustomMetrics:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._series: dict[str, _Series] = {}
+        self._listeners: list[Listener] = []
+
+    def add_listener(self, listener: Listener) -> None:
+        """Also tell ``listener`` each value (the infer function writes them as EMF)."""
+        with self._lock:
+            self._listeners.append(listener)
 
     def record(
         self,
@@ -67,6 +88,11 @@ class CustomMetrics:
                 current[1] += value
             else:
                 current[0] += value
+            listeners = list(self._listeners)
+        if listeners:
+            recorded = Recorded(name, kind, unit, tuple(labels), tuple(values), value)
+            for listener in listeners:
+                listener(recorded)
 
     def describe(self) -> Iterable[Metric]:
         return []
