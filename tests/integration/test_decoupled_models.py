@@ -83,3 +83,28 @@ def test_one_answer_routes_say_where_many_responses_go(stack):
     assert stack.inference.post("/v2/models/repeat_int32/infer", json=one).status_code == 200
     generated = stack.inference.post("/v2/models/repeat_int32/generate", json={"IN": [9]})
     assert generated.status_code == 200 and generated.json()["OUT"] == 9
+
+
+def test_through_the_http_apis_lambda_generate_answers_every_response_at_once(stack):
+    from lambdaserve.handlers import infer
+    from lambdaserve.local.http_api_event import http_api_event
+    from lambdaserve.server.event_pump import LocalContext
+
+    # Given a decoupled model, and the infer function as API Gateway invokes it
+    publish(stack, "repeat_int32")
+    stack.wait_state("repeat_int32", 1, "READY")
+    body = json.dumps({"IN": VALUES}).encode()
+
+    def invoke(route: str) -> dict:
+        event = http_api_event("POST", f"/v2/models/repeat_int32/{route}", body)
+        return infer.api_handler(event, LocalContext("infer"))
+
+    # When generate is asked: every response comes back at once, in order, as a list
+    collected = invoke("generate")
+    assert collected["statusCode"] == 200, collected["body"]
+    documents = json.loads(collected["body"])
+    assert [(d["OUT"], d["IDX"]) for d in documents] == [(v, i) for i, v in enumerate(VALUES)]
+    # When a stream is asked: a 400 saying where streams run
+    streamed = invoke("generate_stream")
+    assert streamed["statusCode"] == 400
+    assert "lambdaserve serve" in json.loads(streamed["body"])["error"]

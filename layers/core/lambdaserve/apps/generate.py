@@ -1,6 +1,10 @@
 """Triton's generate extension on the inference port: ``POST /v2/models/{m}[/versions/{v}]/
 generate`` (one answer) and ``.../generate_stream`` (server-sent events, one ``data:`` line per
-response: a decoupled model's every response as it sends it)."""
+response: a decoupled model's every response as it sends it).
+
+Through the HTTP API's Lambda (the request arrives as an API Gateway event, which answers
+once), ``generate`` answers a decoupled model's every response at once, as a JSON list, and
+``generate_stream`` is a 400 saying where streams run: ``serve`` and ``dev``."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ from fastapi.responses import StreamingResponse
 
 from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.catalog.repository import check_model_name
-from lambdaserve.errors import InferenceError, LambdaServeError
+from lambdaserve.errors import InferenceError, InvalidInput, LambdaServeError
 from lambdaserve.protocol.generate import encode_generate, parse_generate
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.protocol.v2 import InferRequest
@@ -32,30 +36,32 @@ def install_generate(
     async def generate(request: Request) -> Response:
         model, number, infer_request = await decoded(request)
         answers = [a async for a in plane.stream(model, number, infer_request)]
+        if len(answers) != 1 and _through_lambda(request):
+            documents = [encode_generate(model, a.version, a.outputs) for a in answers]
+            return Response(_json(documents), 200, media_type="application/json")
         if len(answers) != 1:
             raise InferenceError(
                 f"the model sent {len(answers)} responses: ask .../generate_stream for them"
             )
         [answer] = answers
         body = encode_generate(model, answer.version, answer.outputs)
-        return Response(
-            orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY),
-            200,
-            media_type="application/json",
-        )
+        return Response(_json(body), 200, media_type="application/json")
 
     async def generate_stream(request: Request) -> Response:
+        if _through_lambda(request):
+            raise InvalidInput(
+                "the HTTP API answers once (API Gateway buffers a Lambda's answer): streams "
+                "run on `lambdaserve serve` (server mode) and `lambdaserve dev`; here, POST "
+                ".../generate answers with every response at once, as a JSON list"
+            )
         model, number, infer_request = await decoded(request)  # bad input: 4xx before streaming
 
         async def events() -> AsyncIterator[bytes]:
             try:
                 async for answer in plane.stream(model, number, infer_request):
-                    body = encode_generate(model, answer.version, answer.outputs)
-                    yield (
-                        b"data: " + orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n\n"
-                    )
+                    yield _event(encode_generate(model, answer.version, answer.outputs))
             except LambdaServeError as exc:  # after the first byte, errors travel in-band
-                yield b"data: " + orjson.dumps({"error": exc.message}) + b"\n\n"
+                yield _event({"error": exc.message})
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
@@ -64,10 +70,15 @@ def install_generate(
             app.add_route(f"{prefix}/{suffix}", route, methods=["POST"])
 
 
-def _json(body: dict[str, Any]) -> bytes:
+def _json(body: dict[str, Any] | list[dict[str, Any]]) -> bytes:
     return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 def _event(body: dict[str, Any]) -> bytes:
     """One server-sent event, as Triton's generate_stream writes it."""
     return b"data: " + _json(body) + b"\n\n"
+
+
+def _through_lambda(request: Request) -> bool:
+    """Mangum puts the Lambda event in the scope: the answer goes back whole."""
+    return "aws.event" in request.scope
