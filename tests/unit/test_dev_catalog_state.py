@@ -40,3 +40,17 @@ def test_the_catalogs_own_facts_survive_a_restart(aws, tmp_path: Path):
     assert restored.version_labels == {"stable": 2} and restored.default_version == 2
     assert restored.overrides == {"version_policy": {"all": {}}} and restored.preload
     assert after.get_model("plain") is None
+
+
+def test_a_state_file_in_another_shape_is_left_alone_with_a_warning(aws, tmp_path: Path, caplog):
+    # Given a state file edited by hand into shapes the saver never writes
+    path = tmp_path / STATE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    catalog = aws.services.catalog
+    for text in ('{"labels": {}}', "[1, 2]", '{"models": {"m": 3, "n": {"default_version": 1}}}'):
+        path.write_text(text)
+        # When dev starts, Then it starts: what fits is restored, the rest is named
+        restored = CatalogState(catalog, tmp_path).restore()
+        assert restored == (1 if "default_version" in text else 0)
+    assert "holds no" in caplog.text
+    assert catalog.get_model("n").default_version == 1

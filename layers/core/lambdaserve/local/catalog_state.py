@@ -35,13 +35,23 @@ class CatalogState:
         except (OSError, ValueError) as exc:
             logger.warning("not restoring %s: %s", self.path, exc)
             return 0
-        for model, fields in saved.get("models", {}).items():
-            known = {k: v for k, v in fields.items() if k in _FIELDS}
+        models = saved.get("models") if isinstance(saved, dict) else None
+        if not isinstance(models, dict):
+            logger.warning('not restoring %s: it holds no {"models": {...}} object', self.path)
+            return 0
+        restored = 0
+        for model, fields in models.items():
+            known = (
+                {k: v for k, v in fields.items() if k in _FIELDS}
+                if isinstance(fields, dict)
+                else {}
+            )
             if known:
                 self._catalog.update_model(model, **known)
+                restored += 1
         self._written = self.path.read_text()
-        logger.info("restored labels, defaults and overrides of %d model(s)", len(saved["models"]))
-        return len(saved.get("models", {}))
+        logger.info("restored labels, defaults and overrides of %d model(s)", restored)
+        return restored
 
     def save(self) -> None:
         """Write the facts the management API owns, when they changed."""
