@@ -200,11 +200,15 @@ def restore_logging():
         if name.startswith("lambdaserve")
         and isinstance(lg := logging.getLogger(name), logging.Logger)
     }
+    captured = logging.getLogger("py.warnings")
+    saved_captured = (list(captured.handlers), captured.propagate)
     yield
     for name, (handlers, propagate, level) in saved.items():
         logger = logging.getLogger(name)
         logger.handlers[:] = handlers
         logger.propagate, logger.level = propagate, level
+    logging.captureWarnings(False)
+    captured.handlers[:], captured.propagate = saved_captured
 
 
 def test_text_logs_replace_json_locally(capfd, restore_logging):
@@ -216,6 +220,18 @@ def test_text_logs_replace_json_locally(capfd, restore_logging):
     err = capfd.readouterr().err
     assert "lambdaserve.serving.model_server  loaded mlp" in err
     assert "from the handler" in err and '"level"' not in err
+
+
+def test_a_librarys_warning_is_a_line_of_the_same_log(capfd, restore_logging):
+    import warnings
+
+    use_text_logs("info")
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.warn("a library's note", UserWarning, stacklevel=1)
+    err = capfd.readouterr().err
+    line = next(line for line in err.splitlines() if "a library's note" in line)
+    assert "py.warnings" in line and "WARNING" in line
 
 
 def test_the_access_log_names_model_version_status_and_latency(caplog):

@@ -2,7 +2,8 @@
 
 The handlers' Powertools loggers write JSON for CloudWatch; locally every ``lambdaserve``
 logger is routed to one text handler instead (rich's, with colour, when a terminal is
-attached; plain lines otherwise). The emulator's and PyTorch's warnings are not ours to show.
+attached; plain lines otherwise), and so are other libraries' warnings (Python's warnings
+module, captured). The emulator's and PyTorch's warnings are not ours to show.
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ def use_text_logs(level: str = "info") -> None:
             logger.addHandler(handler)
             logger.propagate = False
             logger.setLevel(level.upper())
+    # A library's warning (not silenced below) is a line of the same log, not a raw print
+    logging.captureWarnings(True)
+    captured = logging.getLogger("py.warnings")
+    for existing in list(captured.handlers):
+        captured.removeHandler(existing)
+    captured.addHandler(handler)
+    captured.propagate = False
     quiet_third_parties()
 
 
