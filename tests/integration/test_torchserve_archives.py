@@ -133,3 +133,30 @@ def test_a_workflow_answers_wfpredict_and_the_workflow_apis(stack, url, tmp_path
     assert stack.api.get("/workflows/tiny").status_code == 404
     assert stack.api.delete("/workflows/pipeline").status_code == 200
     stack.wait_state("pipeline", 1, "UNAVAILABLE", timeout_s=60)
+
+
+def test_serve_answers_the_archive_through_its_front_door_as_curl_sends(stack, tmp_path: Path):
+    from tests.integration.grpc_support import lambdaserve_serve
+
+    # Given tiny.mar published, and `lambdaserve serve` (whose front door answers
+    # /predictions before the app's router)
+    aws_s3_cp(stack, archive(tmp_path, "tiny", "1.0"), "models/tiny.mar")
+    wait_published(stack, "tiny", 1, "1.0")
+    row = [0.5, -1.0, 2.0, 0.25]
+    with lambdaserve_serve() as served:
+        base = f"http://127.0.0.1:{served.http}"
+        # When curl posts JSON, a raw body (-T) and a multipart field, by label and by default
+        answers = [
+            curl("-X", "POST", f"{base}/predictions/tiny/1.0", "-H",
+                 "Content-Type: application/json", "-d", json.dumps({"values": row})),
+            curl("-X", "POST", f"{base}/predictions/tiny", "-F",
+                 f"data={json.dumps({'values': row})}"),
+            curl("-X", "POST", f"{base}/predictions/nope", "-d", "{}"),
+            curl("-X", "POST", f"{base}/predictions/tiny/9.9", "-d", "{}"),
+        ]  # fmt: skip
+    # Then the handler answers as by hand, and errors name what is missing
+    want = expected(tmp_path, [row])[0]
+    assert answers[0][0] == 200 and json.loads(answers[0][1]) == want
+    assert answers[1][0] == 200 and json.loads(answers[1][1]) == want
+    assert answers[2][0] == 404 and b"nope" in answers[2][1]
+    assert answers[3][0] == 404 and b"9.9" in answers[3][1]

@@ -1,9 +1,10 @@
-"""An ASGI front door for the hot route of long-running servers.
+"""An ASGI front door for the hot routes of long-running servers.
 
-``POST /v2/models/{m}[/versions/{v}]/infer`` is answered here, before the framework's
-middleware stack and router (measured under load: they took a fifth of the server's time,
-more than parsing the request); every other request, and async submissions, go to the app.
-The answer is the app's own (``app.state.answer_v2_infer``), so both doors agree.
+``POST /v2/models/{m}[/versions/{v}]/infer`` and TorchServe's ``/predictions/{m}[/{v}]`` are
+answered here, before the framework's middleware stack and router (measured under load: they
+took a fifth of the server's time, more than parsing the request); every other request, and
+async submissions, go to the app. The answers are the app's own (``app.state.
+answer_v2_infer``, ``app.state.answer_prediction``), so both doors agree.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 import orjson
-from fastapi import FastAPI
+from fastapi import FastAPI, Response
 from starlette.types import Receive, Scope, Send
 
 from lambdaserve.apps.inference import read_limited
@@ -25,6 +26,8 @@ from lambdaserve.protocol.http_status import status_for
 from lambdaserve.protocol.v2 import HEADER_LENGTH, EncodedResponse
 
 Answer = Callable[[str, int | None, bytes, int | None], Awaitable[EncodedResponse]]
+AnswerPrediction = Callable[[str, str | None, bytes, dict[str, str]], Awaitable[Response]]
+PREDICTIONS = re.compile(r"^/predictions/([^/]+)(?:/([^/]+))?$")
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +38,18 @@ class FrontDoor:
     def __init__(self, app: FastAPI, max_request_bytes: Callable[[], int]) -> None:
         self.app = app
         self._answer: Answer = app.state.answer_v2_infer
+        self._answer_prediction: AnswerPrediction | None = getattr(
+            app.state, "answer_prediction", None
+        )
         self._max_request_bytes = max_request_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in ("POST", "PUT"):
+            prediction = PREDICTIONS.match(scope["path"])
+            if prediction is not None and self._answer_prediction is not None:
+                response = await self._predict(prediction, scope, receive)
+                await response(scope, receive, send)
+                return
         match = (
             V2_INFER.match(scope["path"])
             if scope["type"] == "http" and scope["method"] == "POST"
@@ -86,6 +98,25 @@ class FrontDoor:
             encoded.body,
             {**json_only, **{k.lower(): v for k, v in encoded.headers.items()}},
         )
+
+    async def _predict(self, match: re.Match[str], scope: Scope, receive: Receive) -> Response:
+        assert self._answer_prediction is not None
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            limit = self._max_request_bytes()
+            body = await read_limited(_chunks(receive), headers.get("content-length"), limit)
+            body = decode_body(body, headers.get("content-encoding"), limit)
+            return await self._answer_prediction(match.group(1), match.group(2), body, headers)
+        except LambdaServeError as exc:
+            return Response(
+                orjson.dumps({"error": exc.message}),
+                status_for(exc),
+                media_type="application/json",
+            )
+        except Exception:
+            logger.exception("unhandled error on %s %s", scope["method"], match.group(0))
+            error = {"error": "internal error; the server log has the details"}
+            return Response(orjson.dumps(error), 500, media_type="application/json")
 
 
 async def _chunks(receive: Receive) -> AsyncIterator[bytes]:

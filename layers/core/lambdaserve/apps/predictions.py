@@ -31,18 +31,20 @@ def install_predictions(
 ) -> None:
     server, call, number_of = plane.server, plane.call, plane.version_number
 
-    async def predictions(request: Request) -> Response:
-        model = check_model_name(request.path_params["model"])
+    async def answer_prediction(
+        model_text: str, version_text: str | None, body: bytes, headers: dict[str, str]
+    ) -> Response:
+        """One prediction; ``headers`` with lower-case names. The app's route and the front
+        door (``apps.front_door``) both answer through it."""
+        model = check_model_name(model_text)
         # TorchServe's string versions ("1.0") are version labels here
-        number = await number_of(model, request.path_params.get("version"))
-        body = await read_body(request)
-        content_type = request.headers.get("content-type", "").lower()
+        number = await number_of(model, version_text)
+        content_type = headers.get("content-type", "").lower()
         fields = (
-            await _form_fields(request.headers, body)
+            await _form_fields(Headers(headers), body)
             if content_type.startswith("multipart/form-data")
             else None
         )
-        headers = {k.lower(): v for k, v in request.headers.items()}
 
         served = await plane.served(model, number)
         if (
@@ -63,6 +65,15 @@ def install_predictions(
         inferred = await plane.infer(model, number, prediction.request)
         payload = torchserve.encode_prediction(inferred.outputs, prediction.single_instance)
         return Response(payload, media_type="application/json")
+
+    async def predictions(request: Request) -> Response:
+        body = await read_body(request)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        return await answer_prediction(
+            request.path_params["model"], request.path_params.get("version"), body, headers
+        )
+
+    app.state.answer_prediction = answer_prediction  # the front door's way in
 
     async def explanations(request: Request) -> Response:
         """TorchServe's explanations API: the handler's ``explain_handle`` (BaseHandler's
