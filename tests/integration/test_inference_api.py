@@ -265,3 +265,12 @@ def test_a_request_over_max_batch_size_is_refused_as_triton_refuses_it(stack, ap
         message = refused.json()["error"]
         assert "inference request batch-size must be <= 16 for 'sixteen'" in message
         assert f"{count} rows" in message and "max_batch_size" in message
+    # And every other door refuses the same way: TorchServe's, TF Serving's
+    seventeen = np.ones((17, 4)).tolist()
+    for path, body in (
+        ("/predictions/sixteen", seventeen),
+        ("/v1/models/sixteen:predict", {"instances": seventeen}),
+    ):
+        refused = api.post(path, json=body)
+        assert refused.status_code == 400, (path, refused.text)
+        assert "batch-size must be <= 16" in refused.text, path

@@ -31,7 +31,7 @@ from lambdaserve.catalog.store import (
 )
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import selects_runtime
-from lambdaserve.errors import ModelRejected, RuntimeMissing
+from lambdaserve.errors import ModelRejected, RuntimeMissing, first_line
 from lambdaserve.pipelines.ensemble_registry import EnsembleRegistry
 from lambdaserve.publishing.validation import VersionValidator
 
@@ -204,7 +204,7 @@ class Registrar:
         except Exception as exc:
             logger.exception("validation of %s/%s failed", loading.model, loading.version)
             return self._rejected(
-                loading, f"validation failed: {type(exc).__name__}: {str(exc)[:300]}"
+                loading, f"validation failed: {type(exc).__name__}: {first_line(exc)}"
             )
         return replace(
             loading,

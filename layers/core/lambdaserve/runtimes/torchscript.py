@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from lambdaserve.config.model_config import ModelConfig
-from lambdaserve.errors import InferenceError, ModelRejected, RuntimeMissing
+from lambdaserve.errors import InferenceError, ModelRejected, RuntimeMissing, first_line
 from lambdaserve.runtimes.base import LoadOptions, wants_gpu
 from lambdaserve.tensors.encoding import bfloat16
 from lambdaserve.tensors.signature import Arrays, Signature
@@ -40,8 +40,7 @@ class TorchScriptRuntime:
         try:
             module = torch.jit.load(str(model_path), map_location="cpu")
         except Exception as exc:  # torch raises RuntimeError subclasses with long texts
-            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-            raise ModelRejected(f"torch.jit.load cannot load model.pt: {first}") from exc
+            raise ModelRejected(f"torch.jit.load cannot load model.pt: {first_line(exc)}") from exc
         module.eval()
         if any(t.datatype == "BYTES" for t in (*config.inputs, *config.outputs)):
             raise ModelRejected(
@@ -60,7 +59,7 @@ class TorchScriptRuntime:
         try:
             module = torch.jit.load(str(model_path), map_location=device)
         except Exception as exc:
-            raise InferenceError(f"torch.jit.load failed: {exc}") from exc
+            raise InferenceError(f"torch.jit.load failed: {first_line(exc)}") from exc
         module.eval()
         return TorchScriptModule(module, device, signature)
 
@@ -84,8 +83,7 @@ class TorchScriptModule:
                 ]
                 result = self._module(*args)
         except (RuntimeError, TypeError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-            raise InferenceError(f"TorchScript model failed: {first}") from exc
+            raise InferenceError(f"TorchScript model failed: {first_line(exc)}") from exc
         values = list(result) if isinstance(result, list | tuple) else [result]
         if len(values) != len(self._signature.outputs):
             raise InferenceError(
