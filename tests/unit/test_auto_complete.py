@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 
 import pytest
 
@@ -113,3 +114,22 @@ def test_deployed_the_manage_function_asks_the_code_validator_function():
         "not a code-validator event"
         in code_validator.handler({"model_py": "%%%", "config": {}})["error"]
     )
+
+
+def test_what_model_code_starts_during_auto_complete_ends_with_it(tmp_path):
+    # Given auto_complete_config that starts a process meant to outlive it
+    marker = tmp_path / "alive"
+    later = f"import time, pathlib; time.sleep(2); pathlib.Path({str(marker)!r}).touch()"
+    source = (
+        "import subprocess, sys\n"
+        "class TritonPythonModel:\n"
+        "    @staticmethod\n"
+        "    def auto_complete_config(c):\n"
+        f"        subprocess.Popen([sys.executable, '-c', {later!r}])\n"
+        "        return c\n"
+    ).encode()
+    # When it completes
+    IsolatedProcess().complete(source, {"name": "m"})
+    # Then nothing it started is left to run later
+    time.sleep(3)
+    assert not marker.exists()

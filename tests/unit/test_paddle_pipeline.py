@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -147,3 +148,72 @@ def test_a_fan_in_op_left_with_the_default_preprocess_says_to_override_it():
     prepared = PreparedPipeline("p", paddle_ops.ResponseOp([Op(name="join", input_ops=[a, b])]), {})
     answer = PipelineExecutor(prepared, lambda op, s: None).call(PipelineRequest(["k"], ["v"]))
     assert answer.err_no == 3000 and "override preprocess" in answer.err_msg
+
+
+class Rows2(Rows):
+    """Rows whose width is the request's: feeds of two widths do not concatenate."""
+
+    def preprocess(self, input_dicts, data_id, log_id):
+        ((_, data),) = input_dicts.items()
+        width = int(data["width"])
+        return {"x": np.ones((1, width))}, False, None, ""
+
+
+def test_a_batch_that_fails_answers_each_of_its_requests_and_the_op_serves_on():
+    # Given an op that gathers two requests, whose feeds cannot be concatenated
+    model = Doubling()
+    read = RequestOp()
+    last = Rows2(name="rows", input_ops=[read])
+    section = {
+        "batch_size": 2,
+        "auto_batching_timeout": 10_000,
+        "concurrency": 2,
+        "local_service_conf": {"model_config": "m"},
+    }
+    prepared = PreparedPipeline("p", paddle_ops.ResponseOp([last]), {"op": {"rows": section}})
+    pipeline = PipelineExecutor(prepared, lambda op, settings: model)
+    answers: dict[int, int] = {}
+
+    def call(width: int) -> None:
+        answers[width] = pipeline.call(PipelineRequest(["width"], [str(width)])).err_no
+
+    def together(*widths: int) -> None:
+        threads = [threading.Thread(target=call, args=(w,)) for w in widths]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+
+    together(2, 3)
+    # Then both requests were answered with Paddle's UNKNOW, none left waiting
+    assert answers == {2: 10000, 3: 10000}
+    # And the op still answers the next pair (of one width)
+    answers.clear()
+    together(4, 4)
+    assert answers == {4: 0}
+
+
+def test_overrunning_tries_are_capped_then_time_out_at_once():
+    from lambdaserve.runtimes.op_threads import ReusedThreads
+
+    released = threading.Event()
+    threads = ReusedThreads(cap=1)
+    with pytest.raises(TimeoutError):
+        threads.run(0.05, released.wait, (5,))
+    # the one thread still runs the overrun: no second one is started
+    started = threading.active_count()
+    with pytest.raises(TimeoutError, match="still running"):
+        threads.run(5, lambda: 1, ())
+    assert threading.active_count() == started
+    released.set()
+    # the thread comes back once its call returns, and runs the next one
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            assert threads.run(1, lambda: 7, ()) == 7
+            break
+        except TimeoutError:
+            time.sleep(0.02)
+    else:
+        raise AssertionError("the thread never came back")
+    threads.close()

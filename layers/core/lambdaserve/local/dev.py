@@ -236,7 +236,12 @@ def run_dev(options: DevOptions) -> None:
 
     signal.signal(signal.SIGINT, _request_stop)
     signal.signal(signal.SIGTERM, _request_stop)
-    stack = DevStack(options).start()
+    stack = DevStack(options)
+    try:
+        stack.start()
+    except BaseException:
+        stack.stop()  # what started before the failure (a `serve` process, the emulator)
+        raise
     try:
         print(stack.banner(), flush=True)
         stop.wait()

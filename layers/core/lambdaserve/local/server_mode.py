@@ -21,6 +21,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,6 +40,9 @@ class HttpApiEmulation:
         self._handler = handler
         self._context = context
         self._max_body_bytes = max_body_bytes
+        # One invocation at a time, as one Lambda instance takes them (and Mangum keeps its
+        # event loop in the thread that first ran it)
+        self._instance = ThreadPoolExecutor(1, thread_name_prefix="infer-function")
 
     async def __call__(
         self,
@@ -66,7 +70,8 @@ class HttpApiEmulation:
             if not message.get("more_body"):
                 break
         event = http_api_event_of(scope, bytes(body))
-        result = await asyncio.to_thread(self._handler, event, self._context)
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(self._instance, self._handler, event, self._context)
         headers = {k.lower(): str(v) for k, v in (result.get("headers") or {}).items()}
         payload = result.get("body") or ""
         data = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
@@ -192,10 +197,14 @@ def start_server_mode(
     from lambdaserve.settings import get_settings
 
     serve = ServeProcess(host, server_port).start()
-    api = HttpApiEmulation(
-        infer.api_handler, LocalContext("infer"), get_settings().max_request_bytes
-    )
-    server = BackgroundServer(api, host, http_api_port, access_log=access_log).start()
+    try:
+        api = HttpApiEmulation(
+            infer.api_handler, LocalContext("infer"), get_settings().max_request_bytes
+        )
+        server = BackgroundServer(api, host, http_api_port, access_log=access_log).start()
+    except BaseException:
+        serve.stop()  # its own session: nothing else would stop it
+        raise
     return serve, server
 
 

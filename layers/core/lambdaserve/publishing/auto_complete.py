@@ -13,8 +13,10 @@ out: tensors, ``max_batch_size``, a dynamic batcher, ``decoupled``).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -79,27 +81,28 @@ class IsolatedProcess:
     def complete(self, model_py: bytes, config: dict[str, Any]) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="auto-complete-") as scratch:
             (Path(scratch) / "model.py").write_bytes(model_py)
-            try:
-                finished = subprocess.run(
+            with tempfile.TemporaryFile() as stdin:  # not in the scratch: model.py alone
+                stdin.write(json.dumps({"config": config}).encode())
+                stdin.seek(0)
+                process = subprocess.Popen(
                     [sys.executable, "-m", "lambdaserve.runtimes.auto_complete_child"],
-                    input=json.dumps({"config": config}),
-                    capture_output=True,
-                    text=True,
+                    stdin=stdin,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
                     cwd=scratch,
                     env=_bare_environment(scratch),
-                    timeout=self._timeout_s,
-                    check=False,
+                    start_new_session=True,  # its own group: whatever it starts ends with it
                 )
+            try:
+                process.wait(self._timeout_s)
             except subprocess.TimeoutExpired:
                 raise ModelRejected(
                     f"auto_complete_config of model.py ran over {self._timeout_s:.0f} s"
                 ) from None
-        if finished.returncode != 0:
-            lines = [line for line in finished.stderr.splitlines() if line.strip()]
-            reason = lines[-1] if lines else f"exit status {finished.returncode}"
-            raise ModelRejected(f"auto_complete_config of model.py failed: {reason[:500]}")
-        document: dict[str, Any] = json.loads(finished.stdout.strip().splitlines()[-1])
-        return document
+            finally:
+                _end_group(process)
+                _end_strays(scratch)
+            return _answer(Path(scratch), process.returncode)
 
 
 class ValidatorFunction:
@@ -132,3 +135,28 @@ def _bare_environment(scratch: str) -> dict[str, str]:
         PYTHONDONTWRITEBYTECODE="1",
     )
     return environment
+
+
+def _end_group(process: subprocess.Popen[Any]) -> None:
+    """The child and every process it started in its group, killed and reaped."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(5)
+
+
+def _end_strays(scratch: str) -> None:
+    """Processes that left the group (setsid) but still work in the scratch directory."""
+    for entry in Path("/proc").glob("[0-9]*"):
+        with contextlib.suppress(OSError):
+            if os.readlink(entry / "cwd").startswith(scratch):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+def _answer(scratch: Path, status: int | None) -> dict[str, Any]:
+    completed, error = scratch / "completed.json", scratch / "error.txt"
+    if status == 0 and completed.is_file():
+        document: dict[str, Any] = json.loads(completed.read_text())
+        return document
+    reason = error.read_text()[:500] if error.is_file() else f"exit status {status}"
+    raise ModelRejected(f"auto_complete_config of model.py failed: {reason}")

@@ -170,7 +170,8 @@ class Registrar:
     def _record_completion(self, record: ModelRecord, validated: VersionRecord) -> None:
         """What auto_complete_config filled in becomes part of the model's config (Triton
         keeps one config per model: the version validated last says)."""
-        if validated.auto_completed != record.auto_completed:
+        current = self._catalog.get_model(validated.model) or record
+        if validated.auto_completed != current.auto_completed:
             self._catalog.update_model(
                 validated.model, auto_completed=validated.auto_completed or None
             )

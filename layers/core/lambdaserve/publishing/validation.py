@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from lambdaserve.catalog.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
 from lambdaserve.config.checks import check_platform, check_tensors
 from lambdaserve.config.model_config import ModelConfig
@@ -142,6 +144,8 @@ class VersionValidator:
                 check_samples(config.warmup, root, signature, config.max_batch_size > 0)
             except ModelRejected as exc:
                 raise type(exc)(scrub(exc.message, root)) from exc
+            except (ClientError, BotoCoreError):
+                raise  # AWS, not the model (the code validator's invoke): the event retries
             except Exception as exc:  # whatever the runtime or the OS refused in the user's files
                 raise ModelRejected(
                     f"{runtime.name} cannot load {model_file}: "

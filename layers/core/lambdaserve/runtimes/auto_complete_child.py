@@ -1,7 +1,8 @@
 """The process that runs a Python model's ``auto_complete_config``: started by
 ``publishing.auto_complete`` with no credentials in its environment, in a scratch directory
 holding only the model's ``model.py``. Reads ``{"config": {...}}`` on stdin and writes the
-completed config as one JSON line on stdout (or the error on stderr, exit status 1).
+completed config to ``completed.json`` (or the error to ``error.txt``, exit status 1) beside
+it: files, not pipes, so a process the model's code starts cannot hold the answer back.
 
     python -m lambdaserve.runtimes.auto_complete_child < request.json
 """
@@ -31,9 +32,9 @@ def main() -> int:
                 "auto_complete_config must return the ModelConfig it was given (Triton uses "
                 f"its return value), not {type(completed).__name__}"
             )
-        print(json.dumps(completed.as_dict()))
+        Path("completed.json").write_text(json.dumps(completed.as_dict()))
     except Exception as exc:
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        Path("error.txt").write_text(f"{type(exc).__name__}: {exc}")
         return 1
     return 0
 

@@ -67,7 +67,9 @@ class Gatherer:
                 batch, self._queue = self._queue[: self._size], self._queue[self._size :]
                 self._cond.release()
                 try:
-                    results = self._call([i.feed for i in batch], log_id)
+                    results: Any = self._call([i.feed for i in batch], log_id)
+                except BaseException as exc:  # each waiter hears it; none waits forever
+                    results = exc
                 finally:
                     self._cond.acquire()
                 for index, waiting in enumerate(batch):
@@ -75,6 +77,8 @@ class Gatherer:
                     waiting.done = True
                 self._leading = False
                 self._cond.notify_all()
+        if isinstance(item.result, BaseException):
+            raise item.result
         return item.result
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lambdaserve.runtimes.op_threads import within
+from lambdaserve.runtimes.op_threads import ReusedThreads
 from lambdaserve.runtimes.paddle_batching import Gatherer, merged_feeds, sliced
 from lambdaserve.runtimes.paddle_ops import (
     CustomException,
@@ -122,18 +122,39 @@ class OpRunner:
             if settings.batch_size > 1
             else None
         )
+        # Tries that overran their timeout keep running (Python cannot stop a thread): at
+        # most as many as the Op's requests could leave, then a timeout answers at once.
+        self._threads = ReusedThreads(cap=settings.concurrency * settings.tries)
 
     def run(self, inputs: dict[str, Any], data_id: int, log_id: int) -> Any:
         """The Op's output dict for one request, or Failed."""
+        if self._batcher is None:  # a request holds one of the Op's slots throughout
+            with self._slots:
+                return self._stages(inputs, data_id, log_id)
+        # batching: the slots bound pre- and postprocess; process runs in the shared batch
         with self._slots:
             prepared = self._preprocess(inputs, data_id, log_id)
-            if isinstance(prepared, Failed):
-                return prepared
-            data, skip = prepared
-            fetched = data if skip or self.op.client is None else self._process(data, log_id)
-            if isinstance(fetched, Failed):
-                return fetched
+        if isinstance(prepared, Failed):
+            return prepared
+        data, skip = prepared
+        fetched = data if skip or self.op.client is None else self._process(data, log_id)
+        if isinstance(fetched, Failed):
+            return fetched
+        with self._slots:
             return self._postprocess(inputs, fetched, data_id, log_id)
+
+    def close(self) -> None:
+        self._threads.close()
+
+    def _stages(self, inputs: dict[str, Any], data_id: int, log_id: int) -> Any:
+        prepared = self._preprocess(inputs, data_id, log_id)
+        if isinstance(prepared, Failed):
+            return prepared
+        data, skip = prepared
+        fetched = data if skip or self.op.client is None else self._process(data, log_id)
+        if isinstance(fetched, Failed):
+            return fetched
+        return self._postprocess(inputs, fetched, data_id, log_id)
 
     def _preprocess(self, inputs: dict[str, Any], data_id: int, log_id: int) -> Any:
         try:
@@ -173,6 +194,12 @@ class OpRunner:
 
     def _process_batch(self, feeds: list[dict[str, Any]], log_id: int) -> Any:
         """Each feed's fetch dict (one process call for all of them), or Failed."""
+        try:
+            return self._tries(feeds, log_id)
+        except Exception as exc:  # feeds that do not concatenate, a process that returns junk
+            return self._failed(Code.UNKNOW.value, f"{type(exc).__name__}: {exc}")
+
+    def _tries(self, feeds: list[dict[str, Any]], log_id: int) -> Any:
         merged, bounds = merged_feeds(feeds)
         timeout = self.settings.timeout_s
         for attempt in range(self.settings.tries):
@@ -183,7 +210,7 @@ class OpRunner:
                     return self._failed(Code.UNKNOW.value, f"{type(exc).__name__}: {exc}")
             else:
                 try:
-                    result = within(timeout, self.op.process, [merged], log_id)
+                    result = self._threads.run(timeout, self.op.process, ([merged], log_id))
                 except TimeoutError:
                     if attempt + 1 < self.settings.tries:
                         continue
@@ -241,7 +268,9 @@ class PipelineExecutor:
         self._ids_lock = threading.Lock()
 
     def close(self) -> None:
-        """Nothing held: Op threads end with their calls."""
+        """The Ops' idle timed-call threads end; busy ones end with their calls."""
+        for runner in self.runners:
+            runner.close()
 
     def call(self, request: PipelineRequest) -> PipelineResponse:
         with self._ids_lock:
@@ -252,6 +281,12 @@ class PipelineExecutor:
             return PipelineResponse(Code.RPC_PACKAGE_ERROR.value, f"rpc package error: {exc}")
         if code is not None:
             return PipelineResponse(int(code), str(info))
+        try:
+            return self._run(data, data_id, log_id)
+        except Exception as exc:  # an Op's output that breaks the DAG's plumbing
+            return PipelineResponse(Code.UNKNOW.value, f"{type(exc).__name__}: {exc}")
+
+    def _run(self, data: Any, data_id: int, log_id: int) -> PipelineResponse:
         outputs: dict[str, Any] = {self._entry.name: data}
         for runner in self.runners:
             inputs = {i.name: outputs[i.name] for i in runner.op.get_input_ops()}

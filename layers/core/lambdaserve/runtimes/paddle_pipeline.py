@@ -99,7 +99,7 @@ class PaddlePipelineRuntime:
                 f"web_service.py of {config.name!r} failed to load: "
                 f"{type(exc).__name__}: {first_line(exc, 500)}"
             ) from exc
-        return PipelineModel(executor)
+        return PipelineModel(executor, base)
 
 
 def read_config(base: Path) -> dict[str, Any]:
@@ -198,13 +198,17 @@ class PipelineModel:
 
     device = "cpu"
 
-    def __init__(self, executor: PipelineExecutor) -> None:
+    def __init__(self, executor: PipelineExecutor, base: Path) -> None:
         self._executor = executor
+        self._base = base
         self._pool = ThreadPoolExecutor(8, thread_name_prefix="paddle-pipeline")
 
     def close(self) -> None:
+        from lambdaserve.runtimes.torchserve_worker import forget
+
         self._executor.close()
         self._pool.shutdown(wait=False)
+        forget(self._base)  # its helper modules no longer shadow anything
 
     def call(self, request: paddle_ops.PipelineRequest) -> paddle_ops.PipelineResponse:
         return self._executor.call(request)

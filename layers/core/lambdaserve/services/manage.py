@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from lambdaserve.catalog.repository import ModelRepository
 from lambdaserve.catalog.store import Catalog
@@ -41,7 +42,7 @@ def build_manage_services(
         settings.work_dir,
         python_models=settings.python_models,
         completer=(
-            ValidatorFunction(clients.client("lambda"), settings.code_validator_function)
+            ValidatorFunction(validator_client(settings), settings.code_validator_function)
             if settings.code_validator_function
             else IsolatedProcess()
         ),
@@ -55,4 +56,18 @@ def build_manage_services(
     )
     return ManageServices(
         repository, catalog, registrar, ModelManager(repository, catalog, registrar)
+    )
+
+
+def validator_client(settings: Settings) -> Any:
+    """The Lambda client that invokes the code validator: one try (user code must not run
+    twice), and a read timeout past the validator's own 90 s."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        "lambda",
+        region_name=settings.region,
+        endpoint_url=settings.endpoint_url,
+        config=Config(read_timeout=120, connect_timeout=5, retries={"max_attempts": 1}),
     )
