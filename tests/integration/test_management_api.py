@@ -260,3 +260,11 @@ def test_describing_a_model_with_a_config_and_no_versions_says_where_they_go(sta
     assert answer.status_code == 404
     assert "has a config but no versions" in answer.text
     assert "/models/early/1/model.onnx" in answer.text
+
+
+def test_customized_describe_is_refused_saying_where_model_code_runs(published):
+    # TorchServe's describe_handle is model code: never run beside the management API
+    answer = published.api.get("/models/m?customized=true")
+    assert answer.status_code == 400
+    assert "describe_handle" in answer.json()["error"]
+    assert published.api.get("/models/m?customized=false").status_code == 200

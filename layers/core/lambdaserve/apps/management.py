@@ -51,15 +51,14 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
 
     @app.get("/models/{model}")
     @app.get("/models/{model}/all")
-    def describe_model(model: str) -> list[dict[str, Any]]:
-        view = manager().view(check_model_name(model))
-        return [describe_version_record(view, v, manager()) for v in _described(view, manager())]
+    def describe_model(model: str, customized: bool = Query(False)) -> list[dict[str, Any]]:
+        return describe_answer(manager(), model, None, customized)
 
     @app.get("/models/{model}/{version}")
-    def describe_version(model: str, version: str) -> list[dict[str, Any]]:
-        name = check_model_name(model)
-        view, record = manager().version(name, manager().version_number(name, version))
-        return [describe_version_record(view, record, manager())]
+    def describe_version(
+        model: str, version: str, customized: bool = Query(False)
+    ) -> list[dict[str, Any]]:
+        return describe_answer(manager(), model, version, customized)
 
     @app.put("/models/{model}/labels/{label}")
     async def set_label(
@@ -187,6 +186,30 @@ _ENGINES = {
     "paddle_pipeline": "Python",
     "ensemble": "Ensemble",
 }
+
+
+def describe_answer(
+    manager: ModelManager, model: str, version: str | None, customized: bool = False
+) -> list[dict[str, Any]]:
+    """TorchServe's describe: every version (``version`` None), or one by number or label."""
+    refuse_customized(customized)
+    name = check_model_name(model)
+    if version is None:
+        view = manager.view(name)
+        return [describe_version_record(view, v, manager) for v in _described(view, manager)]
+    view, record = manager.version(name, manager.version_number(name, version))
+    return [describe_version_record(view, record, manager)]
+
+
+def refuse_customized(customized: bool) -> None:
+    """TorchServe's ``customized=true`` runs the handler's ``describe_handle``: model code,
+    which runs only where models serve, never beside the management API."""
+    if customized:
+        raise InvalidInput(
+            "customized=true runs the handler's describe_handle, and model code runs only "
+            "where models serve, not in the management API: describe without it (the "
+            "archive's modelVersion, handler and batch settings are in the answer)"
+        )
 
 
 def _described(view: ModelView, manager: ModelManager) -> tuple[VersionRecord, ...]:

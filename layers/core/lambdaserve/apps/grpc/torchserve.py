@@ -20,7 +20,7 @@ from google.protobuf import empty_pb2
 
 from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.apps.grpc.calls import Context, answered, unary
-from lambdaserve.apps.management import describe_version_record
+from lambdaserve.apps.management import describe_answer
 from lambdaserve.apps.torchserve_management import SCALING, refuse_scaling, registration_refusal
 from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput, ModelNotReady
@@ -103,18 +103,11 @@ class ManagementServicer(management.ManagementAPIsServiceServicer):
 
     @unary
     async def DescribeModel(self, request: mpb.DescribeModelRequest, context: Context) -> Any:
-        manager = self._manager()
-        name = check_model_name(request.model_name)
-
-        def describe() -> list[dict[str, Any]]:
-            if request.model_version in ("", "all"):
-                view = manager.view(name)
-                return [describe_version_record(view, v, manager) for v in view.versions]
-            number = manager.version_number(name, request.model_version)
-            view, record = manager.version(name, number)
-            return [describe_version_record(view, record, manager)]
-
-        return _answer(await asyncio.to_thread(describe))
+        version = None if request.model_version in ("", "all") else request.model_version
+        answer = await asyncio.to_thread(
+            describe_answer, self._manager(), request.model_name, version, request.customized
+        )
+        return _answer(answer)
 
     @unary
     async def ListModels(self, request: mpb.ListModelsRequest, context: Context) -> Any:
