@@ -105,3 +105,15 @@ def test_every_route_a_page_names_is_served(page: Path, monkeypatch: pytest.Monk
         route for route in named if not all(_served(v, templates) for v in _variants(route))
     )
     assert not missing, f"{page.name} names routes lambdaserve does not serve: {missing}"
+
+
+def test_every_template_parameter_the_docs_name_exists_and_each_is_documented():
+    from lambdaserve.local.template import load_template
+
+    parameters = set(load_template(ROOT / "template.yaml")["Parameters"])
+    text = _text(ROOT / "docs" / "configuration.md")
+    table = text[text.index("## `template.yaml` parameters") : text.index("## Command line")]
+    first_cells = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
+    named = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Za-z]+)`", cell)}
+    assert named - parameters == set(), f"documented, not in template.yaml: {named - parameters}"
+    assert parameters - named == set(), f"in template.yaml, not documented: {parameters - named}"
