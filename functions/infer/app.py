@@ -6,7 +6,15 @@ Handlers: ``app.api_handler`` (API Gateway HTTP API), ``app.batch_handler`` (the
 
 from __future__ import annotations
 
-from lambdaserve.handlers.code_validator import handler as code_validator_handler
+from typing import Any
+
 from lambdaserve.handlers.infer import api_handler, batch_handler
 
 __all__ = ["api_handler", "batch_handler", "code_validator_handler"]
+
+
+def code_validator_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """The code-validator function's entry (imported here, not at the infer functions' init)."""
+    from lambdaserve.handlers.code_validator import handler
+
+    return handler(event, context)

@@ -19,11 +19,15 @@ from tests import builders
 from tests.support import wait_until
 
 EVENT = Path(__file__).parent.parent / "events" / "apigw_v2_infer_json.json"
+APP = Path(__file__).parents[2] / "functions" / "infer" / "app.py"
+# As Lambda starts the image: the function's app.py (its handlers' module) imported first
 FIRST_REQUEST = """
-import json, sys
+import importlib.util, json, sys
 from pathlib import Path
-from lambdaserve.handlers import infer
-response = infer.api_handler(json.loads(Path(sys.argv[1]).read_text()), None)
+spec = importlib.util.spec_from_file_location("app", sys.argv[2])
+app = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(app)
+response = app.api_handler(json.loads(Path(sys.argv[1]).read_text()), None)
 heavy = ("fastapi", "starlette", "pydantic", "mangum", "onnx", "grpc")
 print(json.dumps({
     "status": response["statusCode"],
@@ -39,7 +43,7 @@ def test_the_direct_v2_path_answers_without_importing_the_web_framework(stack, t
     env = {**os.environ, "LAMBDASERVE_WORK_DIR": str(tmp_path / "instance")}
     # When its first request is a v2 infer through API Gateway
     done = subprocess.run(
-        [sys.executable, "-c", FIRST_REQUEST, str(EVENT)],
+        [sys.executable, "-c", FIRST_REQUEST, str(EVENT), str(APP)],
         env=env,
         capture_output=True,
         text=True,

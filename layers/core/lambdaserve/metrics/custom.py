@@ -12,13 +12,10 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    Metric,
-    SummaryMetricFamily,
-)
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 
@@ -98,6 +95,13 @@ class CustomMetrics:
         return []
 
     def collect(self) -> Iterable[Metric]:
+        # imported when scraped: the infer function records, and never scrapes
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            SummaryMetricFamily,
+        )
+
         with self._lock:
             snapshot = {
                 name: (s.kind, s.unit, s.labels, {k: list(v) for k, v in s.values.items()})
