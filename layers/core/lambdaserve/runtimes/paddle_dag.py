@@ -15,6 +15,7 @@ than blocking until the batch is full.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -127,34 +128,26 @@ class OpRunner:
         self._threads = ReusedThreads(cap=settings.concurrency * settings.tries)
 
     def run(self, inputs: dict[str, Any], data_id: int, log_id: int) -> Any:
-        """The Op's output dict for one request, or Failed."""
-        if self._batcher is None:  # a request holds one of the Op's slots throughout
-            with self._slots:
-                return self._stages(inputs, data_id, log_id)
-        # batching: the slots bound pre- and postprocess; process runs in the shared batch
-        with self._slots:
-            prepared = self._preprocess(inputs, data_id, log_id)
-        if isinstance(prepared, Failed):
-            return prepared
-        data, skip = prepared
-        fetched = data if skip or self.op.client is None else self._process(data, log_id)
-        if isinstance(fetched, Failed):
-            return fetched
-        with self._slots:
-            return self._postprocess(inputs, fetched, data_id, log_id)
+        """The Op's output dict for one request, or Failed. A request holds one of the
+        Op's slots throughout; with batching, only around pre- and postprocess (process runs
+        in the shared batch, which the slots would otherwise cap at ``concurrency``)."""
+        batching = self._batcher is not None
+        whole = contextlib.nullcontext() if batching else self._slots
+        stage = self._slots if batching else contextlib.nullcontext()
+        with whole:
+            with stage:
+                prepared = self._preprocess(inputs, data_id, log_id)
+            if isinstance(prepared, Failed):
+                return prepared
+            data, skip = prepared
+            fetched = data if skip or self.op.client is None else self._process(data, log_id)
+            if isinstance(fetched, Failed):
+                return fetched
+            with stage:
+                return self._postprocess(inputs, fetched, data_id, log_id)
 
     def close(self) -> None:
         self._threads.close()
-
-    def _stages(self, inputs: dict[str, Any], data_id: int, log_id: int) -> Any:
-        prepared = self._preprocess(inputs, data_id, log_id)
-        if isinstance(prepared, Failed):
-            return prepared
-        data, skip = prepared
-        fetched = data if skip or self.op.client is None else self._process(data, log_id)
-        if isinstance(fetched, Failed):
-            return fetched
-        return self._postprocess(inputs, fetched, data_id, log_id)
 
     def _preprocess(self, inputs: dict[str, Any], data_id: int, log_id: int) -> Any:
         try:
