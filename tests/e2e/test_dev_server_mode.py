@@ -65,7 +65,7 @@ def dev(tmp_path: Path) -> Iterator[tuple[dict[str, int], Path]]:
         },
     )
     try:
-        wait_until(lambda: "Ctrl-C stops everything" in log_path.read_text(), 90)
+        wait_until(lambda: "Ctrl-C stops everything" in log_path.read_text(), 180)
         yield ports, log_path
     finally:
         process.send_signal(signal.SIGINT)  # dev stops its `serve` too
@@ -110,8 +110,8 @@ def test_dev_server_mode_forwards_gpu_models_and_queues_when_serve_is_down(dev):
     )
     s3.put_object(Bucket="lambdaserve-models", Key="models/gpu/1/model.onnx", Body=MLP)
     index = f"http://127.0.0.1:{ports['management']}/v2/repository/index"
-    wait_until(lambda: any(e["state"] == "READY" for e in httpx.post(index).json()), 60)
-    wait_until(lambda: live(f"http://127.0.0.1:{ports['server']}/v2/health/ready"), 90)
+    wait_until(lambda: any(e["state"] == "READY" for e in httpx.post(index).json()), 180)
+    wait_until(lambda: live(f"http://127.0.0.1:{ports['server']}/v2/health/ready"), 180)
     want = ort.InferenceSession(MLP).run(None, {"INPUT__0": np.array(ROW, np.float32)})[0]
     # When the HTTP API as deployed is called, `serve` answers it
     forwarded = infer(ports["api"])
