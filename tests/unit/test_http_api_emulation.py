@@ -12,6 +12,16 @@ import httpx
 from lambdaserve.local.server_mode import HttpApiEmulation
 
 
+def on_a_private_loop(work):
+    """asyncio.run would leave the main thread without a loop, and later tests of the
+    Lambda handler (Mangum asks for the thread's loop) would fail."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(work)
+    finally:
+        loop.close()
+
+
 def test_a_request_and_its_answer_travel_as_api_gateway_carries_them():
     events: list[dict] = []
 
@@ -35,7 +45,7 @@ def test_a_request_and_its_answer_travel_as_api_gateway_carries_them():
                 headers={"content-type": "application/octet-stream", "cookie": "s=1; t=2"},
             )
 
-    answer = asyncio.run(run())
+    answer = on_a_private_loop(run())
     [event] = events
     assert event["version"] == "2.0" and event["rawPath"] == "/v2/models/m/infer"
     assert event["rawQueryString"] == "x=1&x=2"
@@ -56,4 +66,4 @@ def test_a_body_over_the_payload_limit_is_a_413_before_the_function_runs():
         async with httpx.AsyncClient(transport=transport, base_url="http://api") as client:
             return await client.post("/v2/models/m/infer", content=b"x" * 11)
 
-    assert asyncio.run(run()).status_code == 413 and not called
+    assert on_a_private_loop(run()).status_code == 413 and not called
