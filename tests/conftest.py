@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 
@@ -14,6 +16,18 @@ def _local_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "lambdaserve-tests")
+
+
+@pytest.fixture(autouse=True)
+def _main_thread_event_loop() -> None:
+    """The main thread has an open event loop, as Lambda's has when it calls the handler
+    (Mangum asks for it): a test that ran asyncio.run before leaves it without one."""
+    try:
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        loop = None
+    if loop is None or loop.is_closed():
+        asyncio.set_event_loop(asyncio.new_event_loop())
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
