@@ -3,10 +3,17 @@ fixtures' handlers, a state dict made here), and the answers computed by hand.""
 
 from __future__ import annotations
 
+import importlib.util
+import io
+import json
 import subprocess
 import sys
+import zipfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 
 HANDLERS = Path(__file__).parent / "fixtures" / "torchserve"
@@ -78,3 +85,86 @@ def workflow_archive(tmp_path: Path, name: str = "pipeline") -> Path:
         timeout=120,
     )  # fmt: skip
     return export / f"{name}.war"
+
+
+def eager_model(model_py: Path) -> type[torch.nn.Module]:
+    """The one ``nn.Module`` class a ``--model-file`` defines, as TorchServe finds it."""
+    spec = importlib.util.spec_from_file_location(f"fixture_{model_py.parent.name}", model_py)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    [model] = [
+        v for v in vars(module).values()
+        if isinstance(v, type) and issubclass(v, torch.nn.Module) and v is not torch.nn.Module
+        and v.__module__ == module.__name__
+    ]  # fmt: skip
+    return model
+
+
+def builtin_archive(tmp_path: Path, fixture: str, handler: str, version: str = "1.0") -> Path:
+    """torch-model-archiver with a built-in handler name (``--handler image_classifier``), the
+    fixture's eager model.py, its state dict made here, and its index_to_name.json."""
+    source = HANDLERS / fixture
+    weights = tmp_path / f"{fixture}.pt"
+    torch.manual_seed(0)
+    torch.save(eager_model(source / "model.py")().state_dict(), weights)
+    args = ["--model-name", fixture, "--version", version, "--handler", handler]
+    args += ["--model-file", str(source / "model.py"), "--serialized-file", str(weights)]
+    if (source / "index_to_name.json").exists():
+        args += ["--extra-files", str(source / "index_to_name.json")]
+    export = tmp_path / "export"
+    export.mkdir(exist_ok=True)
+    archiver = Path(sys.executable).parent / "torch-model-archiver"
+    subprocess.run(
+        [str(archiver), *args, "--export-path", str(export), "-f"], check=True, timeout=120
+    )
+    return export / f"{fixture}.mar"
+
+
+def torchserve_answers(mar: Path, bodies: list[bytes], workdir: Path) -> list[Any]:
+    """The same archive run by TorchServe's own code in this process: its ``TsModelLoader``
+    and handler, the model directory importable as TorchServe's worker has it."""
+    import ts
+    from ts.context import RequestProcessor
+    from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
+    from ts.model_loader import TsModelLoader
+
+    from lambdaserve.runtimes.torchvision_ops import import_torchvision
+
+    import_torchvision()  # PyPI's torchvision beside the CPU torch (see the module)
+    model_dir = workdir / f"torchserve-{mar.stem}"
+    with zipfile.ZipFile(mar) as packed:
+        packed.extractall(model_dir)
+    manifest = json.loads((model_dir / "MAR-INF" / "MANIFEST.json").read_text())["model"]
+    metrics = MetricsCacheYamlImpl(str(Path(ts.__file__).parent / "configs" / "metrics.yaml"))
+    metrics.initialize_cache()
+    with _worker_imports(model_dir):
+        service = TsModelLoader().load(
+            manifest["modelName"], str(model_dir), manifest["handler"], gpu_id=None,
+            batch_size=len(bodies), envelope=None, limit_max_image_pixels=True,
+            metrics_cache=metrics,
+        )  # fmt: skip
+        service.context.request_processor = [RequestProcessor({}) for _ in bodies]
+        return list(service._entry_point([{"body": bytearray(b)} for b in bodies], service.context))
+
+
+@contextmanager
+def _worker_imports(model_dir: Path):
+    """TorchServe's worker runs with its model directory on the path (and no other ``model``)."""
+    sys.modules.pop("model", None)
+    sys.path.insert(0, str(model_dir))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(model_dir))
+        sys.modules.pop("model", None)
+
+
+def jpeg(seed: int, size: tuple[int, int] = (300, 260)) -> bytes:
+    """A photo-sized JPEG of noise (PIL), as a user's kitten.jpg reaches the handler."""
+    from PIL import Image
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    out = io.BytesIO()
+    Image.fromarray(pixels).save(out, format="JPEG")
+    return out.getvalue()

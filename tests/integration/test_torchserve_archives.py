@@ -4,6 +4,7 @@ management API's describe, set-default and unregister take the archive's version
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -15,7 +16,14 @@ import pytest
 
 from tests.integration.test_handlers_and_images import curl
 from tests.support import wait_until
-from tests.torchserve_archives import archive, expected, workflow_archive
+from tests.torchserve_archives import (
+    archive,
+    builtin_archive,
+    expected,
+    jpeg,
+    torchserve_answers,
+    workflow_archive,
+)
 
 pytest.importorskip("ts")
 pytestmark = pytest.mark.torch
@@ -160,3 +168,32 @@ def test_serve_answers_the_archive_through_its_front_door_as_curl_sends(stack, t
     assert answers[1][0] == 200 and json.loads(answers[1][1]) == want
     assert answers[2][0] == 404 and b"nope" in answers[2][1]
     assert answers[3][0] == 404 and b"9.9" in answers[3][1]
+
+
+@pytest.mark.skipif(
+    not all(importlib.util.find_spec(m) for m in ("torchvision", "captum")),
+    reason="the built-in vision handlers need torchvision and captum (lambdaserve[torchserve])",
+)
+def test_the_builtin_image_classifier_answers_curl_T_of_a_jpeg(stack, url, tmp_path: Path):
+    from tests.integration.grpc_support import lambdaserve_serve
+
+    # Given an archive naming TorchServe's built-in image_classifier (eager model.py, its state
+    # dict, index_to_name.json), copied to the bucket with the AWS CLI
+    mar = builtin_archive(tmp_path, "classifier", "image_classifier", "2.0")
+    aws_s3_cp(stack, mar, "models/classifier.mar")
+    wait_published(stack, "classifier", 1, "2.0")
+    kitten = tmp_path / "kitten.jpg"
+    kitten.write_bytes(jpeg(seed=3))
+    # When curl uploads the JPEG as TorchServe's docs do, to the HTTP API and to `serve`
+    answers = [curl(f"{url}/predictions/classifier/2.0", "-T", str(kitten))]
+    with lambdaserve_serve() as served:
+        answers.append(
+            curl(f"http://127.0.0.1:{served.http}/predictions/classifier", "-T", str(kitten))
+        )
+    # Then both answer what TorchServe's own loader and handler answer in this process: the
+    # top five classes by the names in index_to_name.json
+    [want] = torchserve_answers(mar, [kitten.read_bytes()], tmp_path)
+    assert len(want) == 5
+    for status, body, _ in answers:
+        assert status == 200, body
+        assert json.loads(body) == json.loads(json.dumps(want))

@@ -26,6 +26,7 @@ from typing import Any
 
 from lambdaserve.errors import ModelNotReady
 from lambdaserve.metrics.custom import CUSTOM_METRICS, CustomMetrics
+from lambdaserve.runtimes import torchvision_ops
 from lambdaserve.runtimes.handler_context import Answer, encode_answer
 from lambdaserve.runtimes.torchserve_manifest import Manifest
 
@@ -86,7 +87,8 @@ def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
     except ImportError:
         raise ModelNotReady(MISSING) from None
     os.environ.setdefault("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "1")
-    with imports_from(model_dir):
+
+    def load() -> Any:
         return TsModelLoader().load(
             manifest.model_name,
             str(model_dir),
@@ -97,6 +99,16 @@ def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
             limit_max_image_pixels=True,
             metrics_cache=metrics_cache(manifest.model_name),
         )
+
+    with imports_from(model_dir):
+        try:
+            return load()
+        except RuntimeError as error:
+            if not torchvision_ops.missing_operators(error):
+                raise
+        # the built-in vision handlers import torchvision: its Python serves without its C++ ops
+        torchvision_ops.import_torchvision()
+        return load()
 
 
 def _yaml_batch_size(manifest: Manifest, model_dir: Path) -> int:
