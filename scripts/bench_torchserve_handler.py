@@ -1,9 +1,13 @@
-"""The same TorchServe archive on TorchServe 0.12 and on `lambdaserve serve`: a BaseHandler
-subclass with an eager model, a helper module and model-config.yaml (the tests' `tiny.mar`,
-built by torch-model-archiver), JSON rows to `/predictions/tiny`, c=1 and c=32, one run, this
-machine: requests per second, p50/p99 and the servers' resident memory.
+"""The same TorchServe archives on TorchServe 0.12 and on `lambdaserve serve`, c=1 and c=32,
+one run, this machine: requests per second, p50/p99 and the servers' resident memory.
 
-    python scripts/bench_torchserve_handler.py [--seconds 10]
+- tiny: a BaseHandler subclass with an eager model, a helper module and model-config.yaml
+  (the tests' `tiny.mar`), JSON rows to `/predictions/tiny`;
+- classifier: TorchServe's built-in `image_classifier` on an eager CNN with
+  index_to_name.json (the tests' `classifier.mar`), a JPEG body as `curl -T` sends it;
+- classifier-batched: the same with model-config.yaml `batchSize: 4`, `maxBatchDelay: 5`.
+
+    python scripts/bench_torchserve_handler.py [--seconds 10] [--workload tiny ...]
 
 Writes bench/results/torchserve-handler-<time>.json; `make bench-peers` runs it last.
 """
@@ -16,6 +20,8 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,22 +40,84 @@ from lambdaserve.local.emulator import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tests' archive builder: the same .mar the tests serve
-from tests.torchserve_archives import archive, expected  # noqa: E402
+from tests.torchserve_archives import (  # noqa: E402
+    archive,
+    builtin_archive,
+    expected,
+    jpeg,
+    torchserve_answers,
+)
 
 JSON_HEADERS = {"content-type": "application/json"}
 ROW = [0.5, -1.0, 2.0, 0.25]
+PEER_PACKAGES = [
+    "torchserve==0.12.0", "torch-model-archiver==0.12.0", "pyyaml", "torch==2.13.0", "numpy",
+    "torchvision==0.28.0", "captum>=0.8", "pillow",
+]  # fmt: skip
+# PyPI's torchvision is a CUDA build: beside the CPU torch its import fails on two operator
+# schemas (lambdaserve's runtimes/torchvision_ops.py explains); TorchServe's worker gets them
+# declared at interpreter start, as lambdaserve declares them when the import fails.
+TORCHVISION_SCHEMAS_PTH = (
+    "import torch; _tv = torch.library.Library('torchvision', 'DEF'); "
+    "_tv.define('nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor'); "
+    "_tv.define('qnms(Tensor qdets, Tensor scores, float iou_threshold) -> Tensor'); "
+    "torch._torchvision_schemas_for_the_benchmark = _tv\n"
+)
 
 
-def answer(raw: bytes) -> np.ndarray:
+@dataclass(frozen=True)
+class Workload:
+    """One archive, one request for it, and how to read and check its answer."""
+
+    mar: Path
+    call: Call
+    answer: Callable[[bytes], np.ndarray]
+    want: np.ndarray
+
+    @property
+    def model(self) -> str:
+        return self.mar.stem
+
+
+def _probabilities(raw: bytes) -> np.ndarray:
     return np.asarray(json.loads(raw)["probabilities"], np.float32)
 
 
-def start_torchserve(work: Path, mar: Path, workers: int) -> Running:
-    venv = _venv(
-        "torchserve",
-        ["torchserve==0.12.0", "torch-model-archiver==0.12.0", "pyyaml", "torch==2.13.0", "numpy"],
-    )
-    home = work / "torchserve"
+def _top5(raw: bytes) -> np.ndarray:
+    classes = json.loads(raw)
+    return np.asarray([classes[name] for name in sorted(classes)], np.float32)
+
+
+def workload(name: str, work: Path) -> Workload:
+    where = work / name
+    where.mkdir()
+    if name == "tiny":
+        want = np.asarray(expected(where, [ROW])[0]["probabilities"], np.float32)
+        body = json.dumps({"values": ROW}).encode()
+        mar = archive(where, "tiny", "1.0")
+        return Workload(mar, Call(body, JSON_HEADERS), _probabilities, want)
+    config = None
+    if name == "classifier-batched":
+        config = where / "model-config.yaml"
+        config.write_text("batchSize: 4\nmaxBatchDelay: 5\n")
+    mar = builtin_archive(where, "classifier", "image_classifier", "1.0", config)
+    image = jpeg(seed=3)
+    [want] = torchserve_answers(mar, [image], where)
+    call = Call(image, {"content-type": "image/jpeg"})
+    return Workload(mar, call, _top5, _top5(json.dumps(want).encode()))
+
+
+def torchserve_venv() -> Path:
+    venv = _venv("torchserve", PEER_PACKAGES)
+    [site] = (venv / "lib").glob("python3*/site-packages")
+    (site / "torchvision_schemas.pth").write_text(TORCHVISION_SCHEMAS_PTH)
+    return venv
+
+
+def start_torchserve(work: Path, job: Workload, workers: int) -> Running:
+    venv = torchserve_venv()
+    mar = job.mar
+    home = work / f"torchserve-{job.mar.parent.parent.name}"
     store = home / "model-store"
     store.mkdir(parents=True)
     (home / "tmp").mkdir()
@@ -93,24 +161,23 @@ def start_torchserve(work: Path, mar: Path, workers: int) -> Running:
         env,
         home / "torchserve.out",
     )
-    body = json.dumps({"values": ROW}).encode()
     return Running(
         "torchserve",
         process,
         inference,
-        "/predictions/tiny",
-        {"json": Call(body, JSON_HEADERS)},
-        answer,
+        f"/predictions/{job.model}",
+        {"http": job.call},
+        job.answer,
         extra={"workers": workers},
     )
 
 
 class OursWithArchive(Ours):
-    """`lambdaserve serve` with the archive uploaded as models/tiny.mar."""
+    """`lambdaserve serve` with the archive uploaded as models/<name>.mar."""
 
-    def __init__(self, mar: Path) -> None:
+    def __init__(self, job: Workload) -> None:
         self._stack, self._endpoint = start_stack()
-        self._mar = mar
+        self._job = job
 
     def start_archive(self, work: Path) -> Running:
         import boto3
@@ -122,8 +189,9 @@ class OursWithArchive(Ours):
             aws_access_key_id="test",
             aws_secret_access_key="test",
         )
+        job = self._job
         s3.put_object(
-            Bucket="lambdaserve-models", Key="models/tiny.mar", Body=self._mar.read_bytes()
+            Bucket="lambdaserve-models", Key=f"models/{job.mar.name}", Body=job.mar.read_bytes()
         )
         time.sleep(5)  # the event pump unpacks and validates it
         port = free_port()
@@ -137,38 +205,50 @@ class OursWithArchive(Ours):
             [sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(port),
              "--grpc-port", "0"],
             env,
-            work / "ours.out",
+            work / f"ours-{job.mar.parent.parent.name}.out",
         )  # fmt: skip
-        body = json.dumps({"values": ROW}).encode()
         return Running(
-            "lambdaserve", process, port, "/predictions/tiny", {"json": Call(body, JSON_HEADERS)},
-            answer,
+            "lambdaserve", process, port, f"/predictions/{job.model}", {"http": job.call},
+            job.answer,
         )  # fmt: skip
+
+
+WORKLOADS = ("tiny", "classifier", "classifier-batched")
+
+
+def compare(job: Workload, work: Path, args: argparse.Namespace) -> list[dict[str, object]]:
+    """TorchServe (two workers, its default on this machine) then ours, on one archive."""
+    points = run_server(lambda: start_torchserve(work, job, 2), job.want, args.seconds)
+    ours = OursWithArchive(job)
+    try:
+        points += run_server(lambda: ours.start_archive(work), job.want, args.seconds)
+    finally:
+        ours.close()
+    return points
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument(
+        "--workload", nargs="+", default=list(WORKLOADS), choices=WORKLOADS,
+        help="which archives (default: all)",
+    )  # fmt: skip
     args = parser.parse_args()
     import bench_peers
 
     bench_peers.CONCURRENCY = (1, 32)
+    points: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        mar = archive(work, "tiny", "1.0")
-        want = np.asarray(expected(work, [ROW])[0]["probabilities"], np.float32)
-        points = run_server(lambda: start_torchserve(work, mar, 2), want, args.seconds)
-        ours = OursWithArchive(mar)
-        try:
-            points += run_server(lambda: ours.start_archive(work), want, args.seconds)
-        finally:
-            ours.close()
+        for name in args.workload:
+            points += [{"workload": name, **p} for p in compare(workload(name, work), work, args)]
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"torchserve-handler-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(points, indent=2))
     for point in points:
         print(
-            f"{point['server']:12} c={point['concurrency']:<3} "
+            f"{point['workload']:19} {point['server']:12} c={point['concurrency']:<3} "
             f"{float(point['req_s']):8.0f} req/s  p50 {float(point['p50_ms']):6.2f} ms  "
             f"p99 {float(point['p99_ms']):6.2f} ms  rss {point['rss_mb']} MB"
         )

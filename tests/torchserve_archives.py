@@ -101,9 +101,12 @@ def eager_model(model_py: Path) -> type[torch.nn.Module]:
     return model
 
 
-def builtin_archive(tmp_path: Path, fixture: str, handler: str, version: str = "1.0") -> Path:
+def builtin_archive(
+    tmp_path: Path, fixture: str, handler: str, version: str = "1.0", config: Path | None = None
+) -> Path:
     """torch-model-archiver with a built-in handler name (``--handler image_classifier``), the
-    fixture's eager model.py, its state dict made here, and its index_to_name.json."""
+    fixture's eager model.py, its state dict made here, its index_to_name.json and, given one,
+    a model-config.yaml."""
     source = HANDLERS / fixture
     weights = tmp_path / f"{fixture}.pt"
     torch.manual_seed(0)
@@ -112,6 +115,8 @@ def builtin_archive(tmp_path: Path, fixture: str, handler: str, version: str = "
     args += ["--model-file", str(source / "model.py"), "--serialized-file", str(weights)]
     if (source / "index_to_name.json").exists():
         args += ["--extra-files", str(source / "index_to_name.json")]
+    if config is not None:
+        args += ["--config-file", str(config)]
     export = tmp_path / "export"
     export.mkdir(exist_ok=True)
     archiver = Path(sys.executable).parent / "torch-model-archiver"

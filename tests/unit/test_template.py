@@ -479,11 +479,17 @@ def test_server_mode_is_reached_only_through_its_load_balancer(cfn):
     ):
         assert resources[name]["Condition"] in ("ServerMode", "ServerModeTls"), name
     # The ALB takes connections only from the infer function; the tasks only from the ALB
-    [alb_in] = resources["ServerModeLoadBalancerSecurityGroup"]["Properties"][
+    alb_in, *direct = resources["ServerModeLoadBalancerSecurityGroup"]["Properties"][
         "SecurityGroupIngress"
     ]
     assert alb_in["SourceSecurityGroupId"] == {"Ref": "InferFunctionSecurityGroup"}
     assert "CidrIp" not in alb_in
+    # and direct clients only where ServerModeClientCidr names them (HTTPS and gRPC)
+    for rule in direct:
+        condition, allowed, otherwise = rule["Fn::If"]
+        assert (condition, otherwise) == ("ServerModeDirectClients", {"Ref": "AWS::NoValue"})
+        assert allowed["CidrIp"] == {"Ref": "ServerModeClientCidr"}
+        assert allowed["FromPort"] in (443, 50051)
     [task_in] = resources["ServerModeTaskSecurityGroup"]["Properties"]["SecurityGroupIngress"]
     assert task_in["SourceSecurityGroupId"] == {"Ref": "ServerModeLoadBalancerSecurityGroup"}
     assert (task_in["FromPort"], task_in["ToPort"]) == (8000, 8001)
@@ -516,7 +522,40 @@ def test_server_mode_targets_check_readiness_and_carry_grpc_over_https(cfn):
     assert listener["Properties"]["Certificates"] == [
         {"CertificateArn": {"Ref": "ServerModeCertificateArn"}}
     ]
-    assert resources["ServerModeHttpListener"]["Condition"] == "ServerModePlain"
+    # the infer function's hop: plain HTTP inside the VPC (the certificate names your domain)
+    assert resources["ServerModeHttpListener"]["Condition"] == "ServerMode"
+    url = resources["InferFunction"]["Properties"]["Environment"]["Variables"]
+    assert url["LAMBDASERVE_SERVER_URL"]["Fn::If"][1] == {
+        "Fn::Sub": "http://${ServerModeLoadBalancer.DNSName}"
+    }
+
+
+def test_direct_clients_of_the_alb_present_bearer_tokens_the_alb_checks(cfn):
+    resources = cfn["Resources"]
+    # Given InferenceAuth=JWT and a certificate: both direct listeners check the token first
+    for name, targets in (
+        ("ServerModeHttpsListener", "ServerModeHttpTargets"),
+        ("ServerModeGrpcListener", "ServerModeGrpcTargets"),
+    ):
+        condition, checked, plain = resources[name]["Properties"]["DefaultActions"]["Fn::If"]
+        assert condition == "ServerModeJwt"
+        validate, forward = checked
+        assert (validate["Type"], validate["Order"]) == ("jwt-validation", 1)
+        config = validate["JwtValidationConfig"]
+        assert config["Issuer"] == {"Ref": "InferenceJwtIssuer"}
+        assert config["JwksEndpoint"]["Fn::If"][2] == {
+            "Fn::Sub": "${InferenceJwtIssuer}/.well-known/jwks.json"
+        }
+        assert forward == {"Type": "forward", "Order": 2, "TargetGroupArn": {"Ref": targets}}
+        assert plain == [{"Type": "forward", "TargetGroupArn": {"Ref": targets}}]
+    assert cfn["Conditions"]["ServerModeJwt"] == {
+        "Fn::And": [{"Fn::Condition": "ServerModeTls"}, {"Fn::Condition": "InferenceJwt"}]
+    }
+    # And direct clients cannot be let in without a certificate and tokens
+    rule = cfn["Rules"]["DirectClientsNeedTokens"]
+    asserts = json.dumps(rule["Assertions"])
+    assert "ServerModeCertificateArn" in asserts and '"JWT"' in asserts
+    assert cfn["Parameters"]["ServerModeClientCidr"]["Default"] == ""
 
 
 def test_server_mode_scales_between_its_bounds_and_from_zero_on_the_gpu_queue(cfn):
