@@ -68,8 +68,10 @@ $(SAM_VENV)/bin/sam:
 build: $(SAM_VENV)/bin/sam ## sam build of the Lambda images (Docker): VARIANT=cpu (default), torch or torchserve
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build -t $$($(PYTHON) scripts/image_variant.py $(VARIANT))
 
-gpu-image: ## docker build of the ECS GPU image (functions/infer/Dockerfile.gpu): push it, pass its URI as GpuImageUri
-	docker build -f functions/infer/Dockerfile.gpu -t lambdaserve-infer-gpu .
+GPU_TORCHSERVE_EXTRAS := local,images,torchserve
+gpu-image: ## docker build of the ECS GPU image (functions/infer/Dockerfile.gpu): push it, pass its URI as GpuImageUri; VARIANT=torchserve adds TorchServe's ts
+	docker build -f functions/infer/Dockerfile.gpu -t lambdaserve-infer-gpu \
+	  $(if $(filter torchserve,$(VARIANT)),--build-arg EXTRAS=$(GPU_TORCHSERVE_EXTRAS)) .
 
 validate: $(SAM_VENV)/bin/sam install-test ## offline: sam validate --lint, sam build of the zip function, the manage image's validation
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1

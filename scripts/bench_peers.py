@@ -211,7 +211,7 @@ def _wait_answering(running: Running, expected: np.ndarray, timeout_s: float = 1
         if running.process.poll() is not None:
             raise RuntimeError(f"{running.name} exited ({running.process.returncode})")
         try:
-            check(running, expected)
+            check(running, expected, next(iter(running.calls)))
             return
         except (OSError, AssertionError, KeyError, ValueError, http.client.HTTPException) as exc:
             last = exc

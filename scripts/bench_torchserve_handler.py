@@ -75,6 +75,10 @@ class Workload:
     want: np.ndarray
 
     @property
+    def protocol(self) -> str:
+        return "json" if self.call.headers is JSON_HEADERS else "jpeg"
+
+    @property
     def model(self) -> str:
         return self.mar.stem
 
@@ -166,7 +170,7 @@ def start_torchserve(work: Path, job: Workload, workers: int) -> Running:
         process,
         inference,
         f"/predictions/{job.model}",
-        {"http": job.call},
+        {job.protocol: job.call},
         job.answer,
         extra={"workers": workers},
     )
@@ -175,9 +179,10 @@ def start_torchserve(work: Path, job: Workload, workers: int) -> Running:
 class OursWithArchive(Ours):
     """`lambdaserve serve` with the archive uploaded as models/<name>.mar."""
 
-    def __init__(self, job: Workload) -> None:
+    def __init__(self, job: Workload, workers: int) -> None:
         self._stack, self._endpoint = start_stack()
         self._job = job
+        self.workers = workers
 
     def start_archive(self, work: Path) -> Running:
         import boto3
@@ -203,13 +208,13 @@ class OursWithArchive(Ours):
         )
         process = _spawn(
             [sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(port),
-             "--grpc-port", "0"],
+             "--grpc-port", "0", "--workers", str(self.workers)],
             env,
             work / f"ours-{job.mar.parent.parent.name}.out",
         )  # fmt: skip
         return Running(
-            "lambdaserve", process, port, f"/predictions/{job.model}", {"http": job.call},
-            job.answer,
+            "lambdaserve", process, port, f"/predictions/{job.model}", {job.protocol: job.call},
+            job.answer, extra={"workers": self.workers},
         )  # fmt: skip
 
 
@@ -219,7 +224,7 @@ WORKLOADS = ("tiny", "classifier", "classifier-batched")
 def compare(job: Workload, work: Path, args: argparse.Namespace) -> list[dict[str, object]]:
     """TorchServe (two workers, its default on this machine) then ours, on one archive."""
     points = run_server(lambda: start_torchserve(work, job, 2), job.want, args.seconds)
-    ours = OursWithArchive(job)
+    ours = OursWithArchive(job, args.ours_workers)
     try:
         points += run_server(lambda: ours.start_archive(work), job.want, args.seconds)
     finally:
@@ -233,6 +238,10 @@ def main() -> None:
     parser.add_argument(
         "--workload", nargs="+", default=list(WORKLOADS), choices=WORKLOADS,
         help="which archives (default: all)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ours-workers", type=int, default=2,
+        help="`serve --workers` (default 2: TorchServe runs 2 workers, one per core here)",
     )  # fmt: skip
     args = parser.parse_args()
     import bench_peers
