@@ -96,9 +96,9 @@ def workload(name: str, work: Path) -> Workload:
     where = work / name
     where.mkdir()
     if name == "tiny":
+        mar = archive(where, "tiny", "1.0")  # writes the state dict `expected` reads
         want = np.asarray(expected(where, [ROW])[0]["probabilities"], np.float32)
         body = json.dumps({"values": ROW}).encode()
-        mar = archive(where, "tiny", "1.0")
         return Workload(mar, Call(body, JSON_HEADERS), _probabilities, want)
     config = None
     if name == "classifier-batched":
