@@ -46,6 +46,7 @@ from tests.torchserve_archives import (  # noqa: E402
     expected,
     jpeg,
     torchserve_answers,
+    torchserve_handler,
 )
 
 JSON_HEADERS = {"content-type": "application/json"}
@@ -221,9 +222,33 @@ class OursWithArchive(Ours):
 WORKLOADS = ("tiny", "classifier", "classifier-batched")
 
 
+def handler_floor(job: Workload, work: Path, calls: int = 300) -> dict[str, object]:
+    """The handler alone, called in this process by TorchServe's own code: its time a
+    request bounds any server's requests a second on these cores."""
+    import torch
+
+    torch.set_num_threads(1)  # as the servers run (OMP_NUM_THREADS=1): one core a worker
+    floor = work / f"floor-{job.mar.parent.parent.name}"
+    floor.mkdir()
+    with torchserve_handler(job.mar, floor) as handle:
+        for _ in range(20):
+            handle([job.call.body])
+        started = time.perf_counter()
+        for _ in range(calls):
+            handle([job.call.body])
+        per_call_ms = (time.perf_counter() - started) / calls * 1000
+    cores = len(os.sched_getaffinity(0))
+    return {
+        "server": "handler alone", "protocol": job.protocol, "concurrency": 0,
+        "req_s": round(cores * 1000 / per_call_ms, 1), "p50_ms": per_call_ms, "p99_ms": 0,
+        "rss_mb": 0, "cores": cores,
+    }  # fmt: skip
+
+
 def compare(job: Workload, work: Path, args: argparse.Namespace) -> list[dict[str, object]]:
     """TorchServe (two workers, its default on this machine) then ours, on one archive."""
-    points = run_server(lambda: start_torchserve(work, job, 2), job.want, args.seconds)
+    points = [handler_floor(job, work)]
+    points += run_server(lambda: start_torchserve(work, job, 2), job.want, args.seconds)
     ours = OursWithArchive(job, args.ours_workers)
     try:
         points += run_server(lambda: ours.start_archive(work), job.want, args.seconds)

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -127,8 +128,17 @@ def builtin_archive(
 
 
 def torchserve_answers(mar: Path, bodies: list[bytes], workdir: Path) -> list[Any]:
-    """The same archive run by TorchServe's own code in this process: its ``TsModelLoader``
-    and handler, the model directory importable as TorchServe's worker has it."""
+    """The same archive run by TorchServe's own code in this process (``torchserve_handler``)."""
+    with torchserve_handler(mar, workdir, len(bodies)) as handle:
+        return handle(bodies)
+
+
+@contextmanager
+def torchserve_handler(
+    mar: Path, workdir: Path, batch_size: int = 1
+) -> Iterator[Callable[[list[bytes]], list[Any]]]:
+    """The archive's handler loaded by TorchServe's own ``TsModelLoader`` in this process, the
+    model directory importable as TorchServe's worker has it; called as its worker calls it."""
     import ts
     from ts.context import RequestProcessor
     from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
@@ -146,11 +156,16 @@ def torchserve_answers(mar: Path, bodies: list[bytes], workdir: Path) -> list[An
     with _worker_imports(model_dir):
         service = TsModelLoader().load(
             manifest["modelName"], str(model_dir), manifest["handler"], gpu_id=None,
-            batch_size=len(bodies), envelope=None, limit_max_image_pixels=True,
+            batch_size=batch_size, envelope=None, limit_max_image_pixels=True,
             metrics_cache=metrics,
         )  # fmt: skip
-        service.context.request_processor = [RequestProcessor({}) for _ in bodies]
-        return list(service._entry_point([{"body": bytearray(b)} for b in bodies], service.context))
+
+        def handle(bodies: list[bytes]) -> list[Any]:
+            service.context.request_processor = [RequestProcessor({}) for _ in bodies]
+            rows = [{"body": bytearray(b)} for b in bodies]
+            return list(service._entry_point(rows, service.context))
+
+        yield handle
 
 
 @contextmanager
