@@ -20,8 +20,15 @@ import torch
 HANDLERS = Path(__file__).parent / "fixtures" / "torchserve"
 
 
-def archive(tmp_path: Path, name: str, version: str = "1.0", fmt: str = "default") -> Path:
-    """``torch-model-archiver`` as TorchServe's users run it, on the fixture's files."""
+def archive(
+    tmp_path: Path,
+    name: str,
+    version: str = "1.0",
+    fmt: str = "default",
+    config: Path | None = None,
+) -> Path:
+    """``torch-model-archiver`` as TorchServe's users run it, on the fixture's files (``config``
+    in place of the fixture's model-config.yaml)."""
     source = HANDLERS / name
     args = ["--model-name", name, "--version", version, "--handler", str(source / "handler.py")]
     if (source / "model.py").exists():
@@ -36,7 +43,7 @@ def archive(tmp_path: Path, name: str, version: str = "1.0", fmt: str = "default
         torch.save(TinyClassifier().state_dict(), weights)
         args += ["--model-file", str(source / "model.py"), "--serialized-file", str(weights)]
         args += ["--extra-files", str(source / "helpers.py")]
-        args += ["--config-file", str(source / "model-config.yaml")]
+        args += ["--config-file", str(config or source / "model-config.yaml")]
     export = tmp_path / "export"
     export.mkdir(exist_ok=True)
     archiver = Path(sys.executable).parent / "torch-model-archiver"

@@ -197,3 +197,47 @@ def test_the_builtin_image_classifier_answers_curl_T_of_a_jpeg(stack, url, tmp_p
     for status, body, _ in answers:
         assert status == 200, body
         assert json.loads(body) == json.loads(json.dumps(want))
+
+
+def test_serve_batches_a_handlers_requests_as_its_model_config_yaml_asks(stack, tmp_path: Path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    from lambdaserve.local.emulator import free_port
+    from lambdaserve.server.background import BackgroundServer
+    from lambdaserve.server.serve import build_serving_app
+
+    # Given tiny.mar whose model-config.yaml asks TorchServe's frontend for batches of four,
+    # waiting up to 2 s for them
+    config = tmp_path / "model-config.yaml"
+    config.write_text("batchSize: 4\nmaxBatchDelay: 2000\nhandler:\n  scale: 2.0\n")
+    aws_s3_cp(stack, archive(tmp_path, "tiny", "1.0", config=config), "models/tiny.mar")
+    wait_published(stack, "tiny", 1, "1.0")
+    rows = [[0.5, -1.0, 2.0, 0.25], [1.0, 0.0, -0.5, 3.0], [0.0, 0.1, 0.2, 0.3], [-2.0, 1, 1, 0]]
+    server = BackgroundServer(build_serving_app(batching=True), "127.0.0.1", free_port()).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            assert client.get("/v2/models/tiny/ready").status_code == 200  # loaded first
+            before = _counts(client, "tiny")
+            # When four requests arrive together, as TorchServe's clients send them
+            with ThreadPoolExecutor(len(rows)) as pool:
+                answers = list(
+                    pool.map(
+                        lambda row: client.post("/predictions/tiny/1.0", json={"values": row}),
+                        rows,
+                    )
+                )
+            after = _counts(client, "tiny")
+    finally:
+        server.stop()
+    # Then each gets its own row's answer, from one call of the handler with all four
+    assert [a.status_code for a in answers] == [200] * 4, [a.text for a in answers]
+    assert [a.json() for a in answers] == expected(tmp_path, rows)
+    assert (after[0] - before[0], after[1] - before[1]) == (4, 1), after
+
+
+def _counts(client, model: str) -> tuple[int, int]:
+    """Inferences and executions so far (none before the first request)."""
+    stats = client.get(f"/v2/models/{model}/stats").json()["model_stats"]
+    return (stats[0]["inference_count"], stats[0]["execution_count"]) if stats else (0, 0)

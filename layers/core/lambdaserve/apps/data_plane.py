@@ -16,13 +16,16 @@ import numpy as np
 from starlette.concurrency import run_in_threadpool
 
 from lambdaserve import __version__
-from lambdaserve.batching.dynamic_batcher import DynamicBatcher
+from lambdaserve.batching.dynamic_batcher import TensorBatcher
 from lambdaserve.catalog.repository import check_model_name, parse_version
 from lambdaserve.config.model_config import triton_data_type
-from lambdaserve.errors import InferenceError
+from lambdaserve.errors import InferenceError, LambdaServeError
 from lambdaserve.protocol.v2 import InferRequest
+from lambdaserve.runtimes.handler_context import Answer
 from lambdaserve.serving import streaming
 from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.raw_predictions import RawRequest, handler_batching, predict_raw
+from lambdaserve.serving.server_batcher import handler_batcher
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tensors.signature import TensorSpec
 
@@ -44,10 +47,12 @@ class InferenceDataPlane:
     long-running servers' dynamic batcher, None where each request runs alone (Lambda)."""
 
     def __init__(
-        self, server: Callable[[], ModelServer], batcher: DynamicBatcher | None = None
+        self, server: Callable[[], ModelServer], batcher: TensorBatcher | None = None
     ) -> None:
         self.server = server
         self.batcher = batcher
+        # where tensors batch, so do handlers' raw requests (as their archives ask)
+        self.raw_batcher = handler_batcher(server) if batcher is not None else None
 
     @staticmethod
     def server_metadata() -> dict[str, Any]:
@@ -156,6 +161,19 @@ class InferenceDataPlane:
         return await self.call(
             model, version, lambda: streaming.is_decoupled(server, model, version)
         )
+
+    async def predict_raw(self, model: str, version: int | None, raw: RawRequest) -> Answer:
+        """A raw request (a handler's, or BYTES elements): batched with others for the same
+        handler version where its archive sets batchSize and this server batches; else alone."""
+        server = self.server()
+        if self.raw_batcher is not None:
+            asks = await self.call(model, version, lambda: handler_batching(server, model, version))
+            if asks.batch_size > 1:
+                outcome = await self.raw_batcher.submit(model, version, raw)
+                if isinstance(outcome, LambdaServeError):
+                    raise outcome
+                return outcome
+        return await self.call(model, version, lambda: predict_raw(server, model, version, raw))
 
     async def call(self, model: str, version: int | None, work: Callable[[], T]) -> T:
         # A loaded model answers inline: a thread hop costs more than a small model's run.

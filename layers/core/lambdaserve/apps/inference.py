@@ -26,7 +26,7 @@ from lambdaserve.apps.v2_calls import (
     too_large,
     v2_infer,
 )
-from lambdaserve.batching.dynamic_batcher import DynamicBatcher
+from lambdaserve.batching.dynamic_batcher import TensorBatcher
 from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.content_encoding import decode_body
@@ -47,7 +47,7 @@ def create_inference_app(
     server: Callable[[], ModelServer],
     max_request_bytes: Callable[[], int],
     submitter: Callable[[], AsyncSubmitter] | None = None,
-    batcher: DynamicBatcher | None = None,
+    batcher: TensorBatcher | None = None,
 ) -> FastAPI:
     """Build the app; ``server`` is called per request so models load lazily, in the cache.
     ``batcher`` (long-running servers only) batches v2 infer requests."""

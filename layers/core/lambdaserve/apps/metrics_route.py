@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from lambdaserve.batching.dynamic_batcher import DynamicBatcher
+from lambdaserve.batching.dynamic_batcher import TensorBatcher
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.metrics.prometheus import Pending, metrics_registry
 from lambdaserve.metrics.stats import StatsRegistry
@@ -41,7 +41,7 @@ def install_metrics(
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def queued_in(batcher: DynamicBatcher, server: Callable[[], ModelServer]) -> Pending:
+def queued_in(batcher: TensorBatcher, server: Callable[[], ModelServer]) -> Pending:
     """What waits in the batcher, by the version it will run on (the default version for
     requests that named none)."""
 

@@ -19,7 +19,7 @@ from lambdaserve.apps.workflows import install_workflow_predictions
 from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol import torchserve
-from lambdaserve.serving.raw_predictions import RawRequest, explain_raw, predict_raw, takes_raw
+from lambdaserve.serving.raw_predictions import RawRequest, explain_raw, takes_raw
 
 T = TypeVar("T")
 Call = Callable[[str, "int | None", Callable[[], Any]], Awaitable[Any]]
@@ -53,13 +53,8 @@ def install_predictions(
             or _is_binary(content_type)
         ):
             raw = RawRequest(fields or (("body", _body(body, content_type)),), headers)
-
-            def run() -> Response:
-                answer = predict_raw(server(), model, served.version, raw)
-                return Response(answer.body, answer.status, media_type=answer.content_type)
-
-            result: Response = await call(model, served.version, run)
-            return result
+            answer = await plane.predict_raw(model, served.version, raw)
+            return Response(answer.body, answer.status, media_type=answer.content_type)
         # tensors: through the dynamic batcher where there is one (serve), as v2 infer
         prediction = torchserve.parse_prediction(body, served.signature.inputs)
         inferred = await plane.infer(model, number, prediction.request)

@@ -7,6 +7,9 @@ time; while a batch executes, arrivals queue up and run together next. With
 the oldest for a preferred or full batch (``batch_plan``). The model's
 ``default_queue_policy`` bounds the queue and how long a request may wait in it. In Lambda
 (one request per instance) the batcher is bypassed.
+
+Generic over the request and result types: decoded v2 requests and their ``BatchResult``
+(``TensorBatcher``), and TorchServe handlers' raw requests and their answers.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from lambdaserve.batching.assembly import BatchResult, batch_dim, check_invariant
 from lambdaserve.batching.plan import BatchPolicy, Wait, plan
@@ -25,17 +28,19 @@ from lambdaserve.errors import LambdaServeError, QueueRejected
 from lambdaserve.protocol.v2 import InferRequest
 
 INLINE_BELOW_S = 0.0005
-Execute = Callable[[str, int | None, list[InferRequest], list[int]], list[BatchResult]]
-ExecuteOne = Callable[[str, int | None, InferRequest], BatchResult]
+R = TypeVar("R")  # a request
+S = TypeVar("S")  # its result
+Execute = Callable[[str, int | None, list[R], list[int]], list[S]]
+ExecuteOne = Callable[[str, int | None, R], S]
 RunInThread = Callable[..., Awaitable[Any]]
 # told of each request the queue policy refused, to count it as the model's failure
 Rejected = Callable[[str, int | None, LambdaServeError], None]
 
 
 @dataclass
-class _Pending:
-    request: InferRequest
-    future: asyncio.Future[BatchResult]
+class _Pending(Generic[R, S]):
+    request: R
+    future: asyncio.Future[S]
     enqueued: float
     rows: int
     expires: float = 0.0  # clock seconds after which it may not wait any longer; 0: never
@@ -43,8 +48,8 @@ class _Pending:
 
 
 @dataclass
-class _Lane:
-    pending: deque[_Pending] = field(default_factory=deque)
+class _Lane(Generic[R, S]):
+    pending: deque[_Pending[R, S]] = field(default_factory=deque)
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     policy: BatchPolicy | None = None
@@ -54,21 +59,24 @@ class _Lane:
     arriving: int = 0
 
 
-class DynamicBatcher:
+class DynamicBatcher(Generic[R, S]):
     """Queues requests per model version and executes them in batches off the loop."""
 
     def __init__(
         self,
-        execute: Execute,
+        execute: Execute[R, S],
         policy: Callable[[str, int | None], BatchPolicy],
         run_in_thread: RunInThread,
         *,
         clock: Callable[[], float] = time.monotonic,
-        execute_one: ExecuteOne | None = None,
+        execute_one: ExecuteOne[R, S] | None = None,
         ready: Callable[[str, int | None], bool] = lambda model, version: True,
         rejected: Rejected | None = None,
+        rows: Callable[[R], int] | None = None,
     ) -> None:
         self._execute = execute
+        # how many rows a request brings to a batch (a tensor's first dimension by default)
+        self._rows: Callable[[R], int] = rows or _tensor_rows
         self._rejected = rejected
         self._execute_one = execute_one
         # False when running now would do I/O first (a catalog read, a model load): such
@@ -77,13 +85,13 @@ class DynamicBatcher:
         self._policy = policy
         self._run_in_thread = run_in_thread
         self._clock = clock
-        self._lanes: dict[tuple[str, int | None], _Lane] = {}
+        self._lanes: dict[tuple[str, int | None], _Lane[R, S]] = {}
         self.executions: list[int] = []  # batch sizes run, newest last (bounded)
 
-    async def submit(self, model: str, version: int | None, request: InferRequest) -> BatchResult:
+    async def submit(self, model: str, version: int | None, request: R) -> S:
         lane = self._lanes.get((model, version))
         if lane is None or lane.task is None or lane.task.done():
-            lane = self._lanes[(model, version)] = _Lane()
+            lane = self._lanes[(model, version)] = _Lane[R, S]()
             lane.task = asyncio.get_running_loop().create_task(self._drain(model, version, lane))
         if lane.policy is None:
             # The queue policy must hold from the lane's first requests on; a failure to read
@@ -127,10 +135,10 @@ class DynamicBatcher:
                     f" request(s) waiting, its dynamic_batching default_queue_policy "
                     f"max_queue_size is {limit}; retry later, or raise max_queue_size",
                 )
-            timeout = policy.queue.timeout_for(request.parameters)
-        future: asyncio.Future[BatchResult] = asyncio.get_running_loop().create_future()
+            timeout = policy.queue.timeout_for(getattr(request, "parameters", {}))
+        future: asyncio.Future[S] = asyncio.get_running_loop().create_future()
         expires = now + timeout if timeout else 0.0
-        lane.pending.append(_Pending(request, future, now, batch_dim(request) or 1, expires))
+        lane.pending.append(_Pending(request, future, now, self._rows(request), expires))
         lane.wakeup.set()
         return await future
 
@@ -146,7 +154,7 @@ class DynamicBatcher:
         """Requests queued per lane (model, version asked for), not yet running."""
         return {key: len(lane.pending) for key, lane in self._lanes.items() if lane.pending}
 
-    async def _drain(self, model: str, version: int | None, lane: _Lane) -> None:
+    async def _drain(self, model: str, version: int | None, lane: _Lane[R, S]) -> None:
         while True:
             await lane.wakeup.wait()
             lane.wakeup.clear()
@@ -178,7 +186,7 @@ class DynamicBatcher:
                 await self._run(model, version, taken, lane)
 
     async def _expire(
-        self, model: str, version: int | None, lane: _Lane, policy: BatchPolicy
+        self, model: str, version: int | None, lane: _Lane[R, S], policy: BatchPolicy
     ) -> None:
         """Requests past their queue timeout: refused (REJECT), or moved behind the ones
         still within theirs (DELAY), as Triton's queue policy does."""
@@ -202,7 +210,7 @@ class DynamicBatcher:
             if not pending.future.done():
                 pending.future.set_exception(error)
 
-    async def _lane_policy(self, model: str, version: int | None, lane: _Lane) -> BatchPolicy:
+    async def _lane_policy(self, model: str, version: int | None, lane: _Lane[R, S]) -> BatchPolicy:
         # The policy comes from the catalog view (TTL-cached, I/O when stale): refresh it
         # off the loop, at most once a second per lane.
         if lane.policy is None or self._clock() - lane.policy_at > 1.0:
@@ -211,13 +219,13 @@ class DynamicBatcher:
         return lane.policy
 
     async def _run(
-        self, model: str, version: int | None, taken: list[_Pending], lane: _Lane
+        self, model: str, version: int | None, taken: list[_Pending[R, S]], lane: _Lane[R, S]
     ) -> None:
         started = self._clock()
         queued_ns = [int((started - p.enqueued) * 1e9) for p in taken]
         requests = [p.request for p in taken]
 
-        def timed() -> tuple[list[BatchResult], float]:
+        def timed() -> tuple[list[S], float]:
             # the run alone: under load, a thread hop's wait would make any model look slow
             begun = self._clock()
             ran = self._execute(model, version, requests, queued_ns)
@@ -245,12 +253,20 @@ class DynamicBatcher:
                 pending.future.set_result(result)
 
 
-def _forget_abandoned(lane: _Lane) -> None:
+def _tensor_rows(request: Any) -> int:
+    """A decoded v2 request's rows: its inputs' common first dimension (1 without one)."""
+    return batch_dim(request) or 1
+
+
+TensorBatcher = DynamicBatcher[InferRequest, BatchResult]
+
+
+def _forget_abandoned(lane: _Lane[Any, Any]) -> None:
     """Requests whose caller went away (a client that disconnected, a gRPC deadline): they
     leave the queue, so they neither run nor hold a place under max_queue_size."""
     if any(p.future.cancelled() for p in lane.pending):
         lane.pending = deque(p for p in lane.pending if not p.future.cancelled())
 
 
-def _deadlines(lane: _Lane) -> list[float]:
+def _deadlines(lane: _Lane[Any, Any]) -> list[float]:
     return [p.expires for p in lane.pending if p.expires and not p.overdue]

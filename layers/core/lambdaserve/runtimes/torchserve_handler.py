@@ -18,6 +18,7 @@ reads them without running them.
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,9 +40,11 @@ from lambdaserve.runtimes.handler_context import Answer, Context
 from lambdaserve.runtimes.model_code import DISABLED, new_module, run_one
 from lambdaserve.runtimes.torchserve_manifest import (
     MANIFEST,
+    FrontendBatching,
     Manifest,
     check_archive,
     check_handler,
+    frontend_batching,
     read_manifest,
     synthesized_manifest,
 )
@@ -89,17 +92,14 @@ class TorchServeHandlerRuntime:
         if not options.python_models:
             raise ModelNotReady(DISABLED)
         model_dir = _model_dir(model_path)
+        batching = FrontendBatching()
         try:
-            session: Session = (
-                _load_workflow(model_path, model_dir, config, options.version)
-                if _is_workflow(model_path)
-                else _load_session(
-                    _manifest(model_path, config.name, options.version),
-                    model_dir,
-                    config,
-                    options.version,
-                )
-            )
+            if _is_workflow(model_path):
+                session: Session = _load_workflow(model_path, model_dir, config, options.version)
+            else:
+                manifest = _manifest(model_path, config.name, options.version)
+                batching = frontend_batching(manifest, model_dir)
+                session = _load_session(manifest, model_dir, config, options.version)
         except LambdaServeError:
             raise
         except Exception as exc:
@@ -107,7 +107,7 @@ class TorchServeHandlerRuntime:
                 f"the handler of {config.name!r} failed to load: "
                 f"{type(exc).__name__}: {first_line(exc, 500)}"
             ) from exc
-        return HandlerModel(session)
+        return HandlerModel(session, batching)
 
 
 def _load_session(manifest: Manifest, model_dir: Path, config: ModelConfig, version: int) -> Any:
@@ -179,12 +179,15 @@ class _PlainSession:
 
 
 class HandlerModel:
-    """A loaded handler: every request of a batch in one call, as TorchServe batches."""
+    """A loaded handler: every request of a batch in one call, as TorchServe batches; one
+    call at a time (TorchServe's context holds the call's requests)."""
 
     device = "cpu"
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, batching: FrontendBatching | None = None) -> None:
         self._session = session
+        self._calls = threading.Lock()
+        self.batching = batching or FrontendBatching()
 
     def close(self) -> None:
         self._session.close()
@@ -194,11 +197,16 @@ class HandlerModel:
     ) -> list[Answer]:
         """TorchServe's call: one dict per request in, one answer per request out."""
         session = self._session
-        session.begin(headers or [{} for _ in rows])
-        try:
-            results = session.call(rows, session.handler_context)
-        except Exception as exc:
-            raise InferenceError(f"the handler raised {type(exc).__name__}: {exc}") from exc
+        with self._calls:
+            session.begin(headers or [{} for _ in rows])
+            try:
+                results = session.call(rows, session.handler_context)
+            except Exception as exc:
+                raise InferenceError(f"the handler raised {type(exc).__name__}: {exc}") from exc
+            return self._answers(rows, results)
+
+    def _answers(self, rows: list[dict[str, Any]], results: Any) -> list[Answer]:
+        session = self._session
         if not isinstance(results, list) or len(results) != len(rows):
             got = len(results) if isinstance(results, list) else type(results).__name__
             raise InferenceError(

@@ -31,6 +31,7 @@ BUILTIN_HANDLERS = frozenset(
     }
 )
 _STAGES = ("preprocess", "inference", "postprocess")
+DEFAULT_MAX_BATCH_DELAY_MS = 100  # TorchServe's maxBatchDelay when only batchSize is set
 
 
 @dataclass(frozen=True)
@@ -151,3 +152,29 @@ def _check_yaml(path: Path) -> None:
         raise ModelRejected(f"{path.name} is not YAML: {str(exc).splitlines()[0]}") from None
     if document is not None and not isinstance(document, dict):
         raise ModelRejected(f"{path.name} must be a mapping (batchSize: 4, handler: ...)")
+
+
+@dataclass(frozen=True)
+class FrontendBatching:
+    """How TorchServe's frontend batches an archive's requests (model-config.yaml's
+    ``batchSize`` and ``maxBatchDelay`` in ms); ``batch_size`` 0 when the archive sets none."""
+
+    batch_size: int = 0
+    max_delay_s: float = 0.0
+
+
+def frontend_batching(manifest: Manifest, model_dir: Path) -> FrontendBatching:
+    if not manifest.config_file:
+        return FrontendBatching()
+    import yaml
+
+    document = yaml.safe_load((model_dir / manifest.config_file).read_bytes()) or {}
+    if not isinstance(document, dict):
+        return FrontendBatching()
+    size, delay = document.get("batchSize"), document.get("maxBatchDelay")
+    if not isinstance(size, int) or size < 1:
+        return FrontendBatching()
+    delay_ms = (
+        delay if isinstance(delay, int | float) and delay >= 0 else DEFAULT_MAX_BATCH_DELAY_MS
+    )
+    return FrontendBatching(size, delay_ms / 1000)

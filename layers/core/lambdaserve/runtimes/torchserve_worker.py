@@ -28,7 +28,7 @@ from lambdaserve.errors import ModelNotReady
 from lambdaserve.metrics.custom import CUSTOM_METRICS, CustomMetrics
 from lambdaserve.runtimes import torchvision_ops
 from lambdaserve.runtimes.handler_context import Answer, encode_answer
-from lambdaserve.runtimes.torchserve_manifest import Manifest
+from lambdaserve.runtimes.torchserve_manifest import Manifest, frontend_batching
 
 MISSING = (
     "this model is a TorchServe archive and TorchServe's handler code is not installed where "
@@ -94,7 +94,7 @@ def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
             str(model_dir),
             manifest.handler,
             gpu_id=_gpu_id(),
-            batch_size=_yaml_batch_size(manifest, model_dir) or max(1, batch_size),
+            batch_size=frontend_batching(manifest, model_dir).batch_size or max(1, batch_size),
             envelope=None,
             limit_max_image_pixels=True,
             metrics_cache=metrics_cache(manifest.model_name),
@@ -109,17 +109,6 @@ def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
         # the built-in vision handlers import torchvision: its Python serves without its C++ ops
         torchvision_ops.import_torchvision()
         return load()
-
-
-def _yaml_batch_size(manifest: Manifest, model_dir: Path) -> int:
-    """``batchSize`` of the archive's model-config.yaml, as TorchServe's frontend passes it."""
-    if not manifest.config_file:
-        return 0
-    import yaml
-
-    document = yaml.safe_load((model_dir / manifest.config_file).read_bytes()) or {}
-    size = document.get("batchSize") if isinstance(document, dict) else None
-    return size if isinstance(size, int) and size > 0 else 0
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from lambdaserve.protocol.torchserve import encode_prediction
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.runtimes.handler_context import Answer
 from lambdaserve.runtimes.torchserve_handler import HandlerModel
+from lambdaserve.runtimes.torchserve_manifest import FrontendBatching
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
 
@@ -97,6 +98,52 @@ def explain_raw(
                 "data, target) (BaseHandler's explain_handle calls it), or explain_handle"
             ) from None
         raise
+
+
+def handler_batching(server: ModelServer, model: str, version: int | None) -> FrontendBatching:
+    """How this version's archive asks TorchServe's frontend to batch (batchSize 0: alone);
+    loads the version (a thread's work)."""
+    served = server.resolver.resolve(model, version)
+    if served.record.runtime != HANDLER_RUNTIME:
+        return FrontendBatching()
+    loaded = server.load(served)
+    return loaded.batching if isinstance(loaded, HandlerModel) else FrontendBatching()
+
+
+def predict_raw_many(
+    server: ModelServer,
+    model: str,
+    version: int | None,
+    requests: Sequence[RawRequest],
+    queued_ns: Sequence[int] | None = None,
+) -> list[Answer | LambdaServeError]:
+    """N raw requests for one handler version in one call (TorchServe's batch): N answers,
+    or the error each request gets (a handler that raises fails its whole batch, as in
+    TorchServe)."""
+    try:
+        served = server.resolver.resolve(model, version)
+        loaded = server.load(served)
+        if not isinstance(loaded, HandlerModel):
+            raise InvalidInput(f"version {served.version} of {served.model!r} is not a handler")
+    except LambdaServeError as exc:
+        return [exc for _ in requests]
+    started = time.perf_counter_ns()
+    try:
+        answers = loaded.handle_rows(
+            [dict(r.fields) for r in requests], [r.headers for r in requests]
+        )
+    except LambdaServeError as exc:
+        ran = time.perf_counter_ns() - started
+        for _ in requests:
+            server.stats.record_failure(served.model, served.version, ran, exc)
+        return [exc for _ in requests]
+    ran = time.perf_counter_ns() - started
+    queued = max(queued_ns or [0])  # as tensor batches count it: the longest wait
+    size = len(requests)
+    server.stats.record_success(
+        served.model, served.version, Execution(size, size, queued, 0, ran, 0)
+    )
+    return list(answers)
 
 
 def _handle(server: ModelServer, served: ServedVersion, request: RawRequest) -> Answer:

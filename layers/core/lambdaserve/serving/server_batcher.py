@@ -1,5 +1,6 @@
 """The dynamic batcher wired to a ``ModelServer``: each lane's policy read from its
-version's config, batches run by the server, refusals counted in its statistics.
+version's config, batches run by the server, refusals counted in its statistics; and its
+twin for TorchServe handlers' raw requests, batched as the archive's model-config.yaml asks.
 
 Used by the long-running servers, ``lambdaserve serve`` and ``lambdaserve dev``.
 """
@@ -11,16 +12,18 @@ from collections.abc import Callable
 from starlette.concurrency import run_in_threadpool
 
 from lambdaserve.batching.assembly import BatchResult
-from lambdaserve.batching.dynamic_batcher import DynamicBatcher
+from lambdaserve.batching.dynamic_batcher import DynamicBatcher, TensorBatcher
 from lambdaserve.batching.plan import BatchPolicy
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.v2 import InferRequest
+from lambdaserve.runtimes.handler_context import Answer
 from lambdaserve.serving.model_server import ModelServer, batch_limit
+from lambdaserve.serving.raw_predictions import RawRequest, handler_batching, predict_raw_many
+
+RawBatcher = DynamicBatcher[RawRequest, "Answer | LambdaServeError"]
 
 
-def server_batcher(
-    server: Callable[[], ModelServer], default_max_batch_size: int
-) -> DynamicBatcher:
+def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: int) -> TensorBatcher:
     """A batcher for ``server`` (looked up per call: tests and ``dev`` swap it)."""
 
     def execute(
@@ -60,4 +63,29 @@ def server_batcher(
         execute_one=execute_one,
         ready=lambda model, version: server().is_loaded(model, version),
         rejected=rejected,
+    )
+
+
+def handler_batcher(server: Callable[[], ModelServer]) -> RawBatcher:
+    """Raw requests (``curl -T``, multipart) for a handler whose archive sets ``batchSize``:
+    up to that many per call, waiting up to ``maxBatchDelay`` for them, as TorchServe's
+    frontend batches."""
+
+    def execute(
+        model: str, version: int | None, requests: list[RawRequest], queued_ns: list[int]
+    ) -> list[Answer | LambdaServeError]:
+        return predict_raw_many(server(), model, version, requests, queued_ns)
+
+    def policy(model: str, version: int | None) -> BatchPolicy:
+        batching = handler_batching(server(), model, version)
+        return BatchPolicy(
+            max_batch_size=max(1, batching.batch_size), max_queue_delay_s=batching.max_delay_s
+        )
+
+    return DynamicBatcher(
+        execute,
+        policy,
+        run_in_threadpool,
+        ready=lambda model, version: server().is_loaded(model, version),
+        rows=lambda request: 1,
     )

@@ -30,7 +30,7 @@ from lambdaserve.protocol.grpc.protos import torchserve_inference_pb2_grpc as in
 from lambdaserve.protocol.grpc.protos import torchserve_management_pb2 as mpb
 from lambdaserve.protocol.grpc.protos import torchserve_management_pb2_grpc as management
 from lambdaserve.publishing.management import DEFAULT_PAGE, ModelManager
-from lambdaserve.serving.raw_predictions import RawRequest, predict_raw, takes_raw
+from lambdaserve.serving.raw_predictions import RawRequest, takes_raw
 
 
 def add_to(
@@ -80,10 +80,8 @@ class InferenceServicer(inference.InferenceAPIsServiceServicer):
         if not fields:
             raise InvalidInput('the request has no input; send e.g. input={"data": <bytes>}')
         if takes_raw(served):
-            raw = RawRequest(fields, {})
-            answer = await self._plane.call(
-                model, served.version, lambda: predict_raw(server, model, served.version, raw)
-            )
+            # through the handler's batch lane where its archive sets batchSize, as on HTTP
+            answer = await self._plane.predict_raw(model, served.version, RawRequest(fields, {}))
             return pb.PredictionResponse(prediction=answer.body, sequence_id=request.sequence_id)
         if len(fields) != 1:
             raise InvalidInput(
