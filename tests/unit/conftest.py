@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -34,3 +34,11 @@ def aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InProcessAw
         clients = AwsClients(settings)
         resources = ensure_resources(clients, settings)
         yield InProcessAws(settings, clients, resources, build_manage_services(settings, clients))
+
+
+@pytest.fixture
+def model_code_enabled(aws: InProcessAws) -> InProcessAws:
+    """``aws`` where model code may run (LAMBDASERVE_PYTHON_MODELS), versions up to 50 MB."""
+    aws.services.registrar._validator._python_models = True
+    aws.settings = replace(aws.settings, python_models=True, max_model_bytes=50_000_000)
+    return aws

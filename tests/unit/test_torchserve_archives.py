@@ -11,7 +11,6 @@ import os
 import shutil
 import tarfile
 import zipfile
-from dataclasses import replace
 
 import pytest
 
@@ -30,10 +29,8 @@ pytestmark = pytest.mark.torch
 
 
 @pytest.fixture
-def enabled(aws):
-    aws.services.registrar._validator._python_models = True
-    aws.settings = replace(aws.settings, python_models=True, max_model_bytes=50_000_000)
-    return aws
+def enabled(model_code_enabled):
+    return model_code_enabled
 
 
 def upload(aws, key: str, body: bytes) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from dataclasses import replace
 
 import pytest
 
@@ -25,10 +24,8 @@ pytestmark = pytest.mark.torch
 
 
 @pytest.fixture
-def enabled(aws):
-    aws.services.registrar._validator._python_models = True
-    aws.settings = replace(aws.settings, python_models=True, max_model_bytes=50_000_000)
-    return aws
+def enabled(model_code_enabled):
+    return model_code_enabled
 
 
 @pytest.mark.parametrize(
