@@ -162,12 +162,13 @@ class InferenceDataPlane:
             model, version, lambda: streaming.is_decoupled(server, model, version)
         )
 
-    async def predict_raw(self, model: str, version: int | None, raw: RawRequest) -> Answer:
+    async def predict_raw(self, served: ServedVersion, raw: RawRequest) -> Answer:
         """A raw request (a handler's, or BYTES elements): batched with others for the same
         handler version where its archive sets batchSize and this server batches; else alone."""
         server = self.server()
+        model, version = served.model, served.version
         if self.raw_batcher is not None:
-            asks = await self.call(model, version, lambda: handler_batching(server, model, version))
+            asks = await self.call(model, version, lambda: handler_batching(server, served))
             if asks.batch_size > 1:
                 outcome = await self.raw_batcher.submit(model, version, raw)
                 if isinstance(outcome, LambdaServeError):

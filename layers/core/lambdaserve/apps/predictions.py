@@ -53,7 +53,7 @@ def install_predictions(
             or _is_binary(content_type)
         ):
             raw = RawRequest(fields or (("body", _body(body, content_type)),), headers)
-            answer = await plane.predict_raw(model, served.version, raw)
+            answer = await plane.predict_raw(served, raw)
             return Response(answer.body, answer.status, media_type=answer.content_type)
         # tensors: through the dynamic batcher where there is one (serve), as v2 infer
         prediction = torchserve.parse_prediction(body, served.signature.inputs)

@@ -99,7 +99,7 @@ class TorchServeHandlerRuntime:
             else:
                 manifest = _manifest(model_path, config.name, options.version)
                 batching = frontend_batching(manifest, model_dir)
-                session = _load_session(manifest, model_dir, config, options.version)
+                session = _load_session(manifest, model_dir, config, options.version, batching)
         except LambdaServeError:
             raise
         except Exception as exc:
@@ -110,12 +110,20 @@ class TorchServeHandlerRuntime:
         return HandlerModel(session, batching)
 
 
-def _load_session(manifest: Manifest, model_dir: Path, config: ModelConfig, version: int) -> Any:
+def _load_session(
+    manifest: Manifest,
+    model_dir: Path,
+    config: ModelConfig,
+    version: int,
+    batching: FrontendBatching,
+) -> Any:
     from lambdaserve.runtimes import torchserve_worker
 
     if torchserve_worker.installed():
         try:
-            service = torchserve_worker.load_service(manifest, model_dir, config.max_batch_size)
+            # the context's batch_size: model-config.yaml's, as TorchServe's frontend passes it
+            batch_size = batching.batch_size or max(1, config.max_batch_size)
+            service = torchserve_worker.load_service(manifest, model_dir, batch_size)
             return torchserve_worker.TorchServeSession(service)
         except ValueError as exc:
             # TorchServe's loader refuses a class of stages only (no handle); lambdaserve

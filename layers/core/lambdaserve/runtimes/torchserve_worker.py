@@ -28,7 +28,7 @@ from lambdaserve.errors import ModelNotReady
 from lambdaserve.metrics.custom import CUSTOM_METRICS, CustomMetrics
 from lambdaserve.runtimes import torchvision_ops
 from lambdaserve.runtimes.handler_context import Answer, encode_answer
-from lambdaserve.runtimes.torchserve_manifest import Manifest, frontend_batching
+from lambdaserve.runtimes.torchserve_manifest import Manifest
 
 MISSING = (
     "this model is a TorchServe archive and TorchServe's handler code is not installed where "
@@ -94,7 +94,7 @@ def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
             str(model_dir),
             manifest.handler,
             gpu_id=_gpu_id(),
-            batch_size=frontend_batching(manifest, model_dir).batch_size or max(1, batch_size),
+            batch_size=batch_size,
             envelope=None,
             limit_max_image_pixels=True,
             metrics_cache=metrics_cache(manifest.model_name),

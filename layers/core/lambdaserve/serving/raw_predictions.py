@@ -51,7 +51,8 @@ def predict_raw(
     """One raw request through a handler, or as BYTES elements through any model."""
     served = server.resolver.resolve(model, version)
     if served.record.runtime == HANDLER_RUNTIME:
-        return _handle(server, served, request)
+        [answer] = _handle(server, served, [request])
+        return answer
     if not takes_raw(served):
         raise InvalidInput(
             f"model {model!r} takes tensors {[s.name for s in served.signature.inputs]}: send "
@@ -84,7 +85,8 @@ def explain_raw(
             "TorchServe handlers (their explain_handle); ask /predictions for an answer"
         )
     try:
-        return _handle(server, served, request)
+        [answer] = _handle(server, served, [request])
+        return answer
     except InferenceError as exc:
         cause = exc.__cause__
         if isinstance(cause, ModuleNotFoundError) and cause.name == "captum":
@@ -100,10 +102,9 @@ def explain_raw(
         raise
 
 
-def handler_batching(server: ModelServer, model: str, version: int | None) -> FrontendBatching:
+def handler_batching(server: ModelServer, served: ServedVersion) -> FrontendBatching:
     """How this version's archive asks TorchServe's frontend to batch (batchSize 0: alone);
-    loads the version (a thread's work)."""
-    served = server.resolver.resolve(model, version)
+    loads the version (a thread's work when it is not loaded)."""
     if served.record.runtime != HANDLER_RUNTIME:
         return FrontendBatching()
     loaded = server.load(served)
@@ -122,11 +123,19 @@ def predict_raw_many(
     TorchServe)."""
     try:
         served = server.resolver.resolve(model, version)
-        loaded = server.load(served)
-        if not isinstance(loaded, HandlerModel):
-            raise InvalidInput(f"version {served.version} of {served.model!r} is not a handler")
+        # as tensor batches count it: the longest wait
+        return list(_handle(server, served, requests, max(queued_ns or [0])))
     except LambdaServeError as exc:
         return [exc for _ in requests]
+
+
+def _handle(
+    server: ModelServer, served: ServedVersion, requests: Sequence[RawRequest], queued_ns: int = 0
+) -> list[Answer]:
+    """The handler's one call for ``requests``, counted in the version's statistics."""
+    loaded = server.load(served)
+    if not isinstance(loaded, HandlerModel):
+        raise InvalidInput(f"version {served.version} of {served.model!r} is not a handler")
     started = time.perf_counter_ns()
     try:
         answers = loaded.handle_rows(
@@ -136,31 +145,13 @@ def predict_raw_many(
         ran = time.perf_counter_ns() - started
         for _ in requests:
             server.stats.record_failure(served.model, served.version, ran, exc)
-        return [exc for _ in requests]
-    ran = time.perf_counter_ns() - started
-    queued = max(queued_ns or [0])  # as tensor batches count it: the longest wait
-    size = len(requests)
-    server.stats.record_success(
-        served.model, served.version, Execution(size, size, queued, 0, ran, 0)
-    )
-    return list(answers)
-
-
-def _handle(server: ModelServer, served: ServedVersion, request: RawRequest) -> Answer:
-    loaded = server.load(served)
-    if not isinstance(loaded, HandlerModel):
-        raise InvalidInput(f"version {served.version} of {served.model!r} is not a handler")
-    started = time.perf_counter_ns()
-    try:
-        [answer] = loaded.handle_rows([dict(request.fields)], [request.headers])
-    except LambdaServeError as exc:
-        server.stats.record_failure(
-            served.model, served.version, time.perf_counter_ns() - started, exc
-        )
         raise
     ran = time.perf_counter_ns() - started
-    server.stats.record_success(served.model, served.version, Execution(1, 1, 0, 0, ran, 0))
-    return answer
+    size = len(requests)
+    server.stats.record_success(
+        served.model, served.version, Execution(size, size, queued_ns, 0, ran, 0)
+    )
+    return answers
 
 
 def _shape_for(shape: Sequence[int], count: int, name: str) -> tuple[int, ...]:

@@ -77,7 +77,8 @@ def handler_batcher(server: Callable[[], ModelServer]) -> RawBatcher:
         return predict_raw_many(server(), model, version, requests, queued_ns)
 
     def policy(model: str, version: int | None) -> BatchPolicy:
-        batching = handler_batching(server(), model, version)
+        current = server()
+        batching = handler_batching(current, current.resolver.resolve(model, version))
         return BatchPolicy(
             max_batch_size=max(1, batching.batch_size), max_queue_delay_s=batching.max_delay_s
         )

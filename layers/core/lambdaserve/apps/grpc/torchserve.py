@@ -81,7 +81,7 @@ class InferenceServicer(inference.InferenceAPIsServiceServicer):
             raise InvalidInput('the request has no input; send e.g. input={"data": <bytes>}')
         if takes_raw(served):
             # through the handler's batch lane where its archive sets batchSize, as on HTTP
-            answer = await self._plane.predict_raw(model, served.version, RawRequest(fields, {}))
+            answer = await self._plane.predict_raw(served, RawRequest(fields, {}))
             return pb.PredictionResponse(prediction=answer.body, sequence_id=request.sequence_id)
         if len(fields) != 1:
             raise InvalidInput(
