@@ -32,39 +32,16 @@ def archive(
     source = HANDLERS / name
     args = ["--model-name", name, "--version", version, "--handler", str(source / "handler.py")]
     if (source / "model.py").exists():
-        weights = tmp_path / f"{name}.pt"
-        torch.manual_seed(0)
-        sys.path.insert(0, str(source))
-        try:
-            from model import TinyClassifier  # the fixture's model.py, as TorchServe imports it
-        finally:
-            sys.path.remove(str(source))
-            sys.modules.pop("model", None)
-        torch.save(TinyClassifier().state_dict(), weights)
-        args += ["--model-file", str(source / "model.py"), "--serialized-file", str(weights)]
+        args += _eager_model_args(tmp_path, source)
         args += ["--extra-files", str(source / "helpers.py")]
         args += ["--config-file", str(config or source / "model-config.yaml")]
-    export = tmp_path / "export"
-    export.mkdir(exist_ok=True)
-    archiver = Path(sys.executable).parent / "torch-model-archiver"
-    subprocess.run(
-        [str(archiver), *args, "--export-path", str(export), "--archive-format", fmt, "-f"],
-        check=True,
-        timeout=120,
-    )
     suffix = {"default": ".mar", "tgz": ".tar.gz"}[fmt]
-    return export / f"{name}{suffix}"
+    return _model_archiver(tmp_path, [*args, "--archive-format", fmt]) / f"{name}{suffix}"
 
 
 def expected(tmp_path: Path, rows: list[list[float]]) -> list[dict]:
     """The same eager model, by hand: state dict, scale 2.0 from model-config.yaml, softmax."""
-    sys.path.insert(0, str(HANDLERS / "tiny"))
-    try:
-        from model import TinyClassifier
-    finally:
-        sys.path.remove(str(HANDLERS / "tiny"))
-        sys.modules.pop("model", None)
-    net = TinyClassifier()
+    net = eager_model(HANDLERS / "tiny" / "model.py")()
     net.load_state_dict(torch.load(tmp_path / "tiny.pt", weights_only=True))
     with torch.no_grad():
         probabilities = torch.softmax(net(torch.tensor(rows) * 2.0), dim=1)
@@ -116,22 +93,32 @@ def builtin_archive(
     fixture's eager model.py, its state dict made here, its index_to_name.json and, given one,
     a model-config.yaml."""
     source = HANDLERS / fixture
-    weights = tmp_path / f"{fixture}.pt"
-    torch.manual_seed(0)
-    torch.save(eager_model(source / "model.py")().state_dict(), weights)
     args = ["--model-name", fixture, "--version", version, "--handler", handler]
-    args += ["--model-file", str(source / "model.py"), "--serialized-file", str(weights)]
+    args += _eager_model_args(tmp_path, source)
     if (source / "index_to_name.json").exists():
         args += ["--extra-files", str(source / "index_to_name.json")]
     if config is not None:
         args += ["--config-file", str(config)]
+    return _model_archiver(tmp_path, args) / f"{fixture}.mar"
+
+
+def _eager_model_args(tmp_path: Path, source: Path) -> list[str]:
+    """``--model-file`` and its state dict (seeded: the same weights every time), written here."""
+    weights = tmp_path / f"{source.name}.pt"
+    torch.manual_seed(0)
+    torch.save(eager_model(source / "model.py")().state_dict(), weights)
+    return ["--model-file", str(source / "model.py"), "--serialized-file", str(weights)]
+
+
+def _model_archiver(tmp_path: Path, args: list[str]) -> Path:
+    """``torch-model-archiver`` as TorchServe's users run it; the folder it exported to."""
     export = tmp_path / "export"
     export.mkdir(exist_ok=True)
     archiver = Path(sys.executable).parent / "torch-model-archiver"
     subprocess.run(
         [str(archiver), *args, "--export-path", str(export), "-f"], check=True, timeout=120
     )
-    return export / f"{fixture}.mar"
+    return export
 
 
 def torchserve_answers(mar: Path, bodies: list[bytes], workdir: Path) -> list[Any]:
