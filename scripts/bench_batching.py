@@ -44,10 +44,10 @@ def batcher_compute(model: bytes, rows: np.ndarray) -> dict[str, float]:
     from lambdaserve.local.resources import ensure_resources
     from lambdaserve.queued.inference import run_envelopes
     from lambdaserve.queued.results import PayloadStore, parse_envelope
-    from lambdaserve.services.aws import AwsClients
-    from lambdaserve.services.inference import build_model_server
-    from lambdaserve.services.manage import build_manage_services
     from lambdaserve.settings import Settings
+    from lambdaserve.wiring.aws import AwsClients
+    from lambdaserve.wiring.inference import build_model_server
+    from lambdaserve.wiring.manage import build_manage_services
 
     bodies = [
         json.dumps(

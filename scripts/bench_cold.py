@@ -37,9 +37,9 @@ from rich.table import Table
 from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.emulator import Emulator, free_port
 from lambdaserve.local.resources import ensure_resources
-from lambdaserve.services.aws import AwsClients
-from lambdaserve.services.manage import build_manage_services
 from lambdaserve.settings import get_settings
+from lambdaserve.wiring.aws import AwsClients
+from lambdaserve.wiring.manage import build_manage_services
 
 CHILDREN = Path(__file__).resolve().parent / "cold"
 FUNCTIONS = ("infer", "manage", "batcher")

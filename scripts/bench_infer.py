@@ -30,12 +30,12 @@ from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.emulator import free_port
 from lambdaserve.local.http_api_event import http_api_event
 from lambdaserve.local.resources import ensure_resources
+from lambdaserve.processes.background import BackgroundServer
+from lambdaserve.processes.event_pump import LocalContext
 from lambdaserve.protocol.v2 import encode_infer_response, parse_infer_request
-from lambdaserve.server.background import BackgroundServer
-from lambdaserve.server.event_pump import LocalContext
-from lambdaserve.services.aws import AwsClients
-from lambdaserve.services.manage import build_manage_services
 from lambdaserve.settings import get_settings
+from lambdaserve.wiring.aws import AwsClients
+from lambdaserve.wiring.manage import build_manage_services
 
 
 def per_call_us(call: Callable[[], object], count: int) -> list[float]:

@@ -78,7 +78,7 @@ def main() -> None:
 def measure(serve_url: str, requests: int, work: Path) -> dict[str, object]:
     os.environ.update(LAMBDASERVE_SERVER_URL=serve_url, LAMBDASERVE_WORK_DIR=str(work / "fn"))
     from lambdaserve.handlers import infer
-    from lambdaserve.server.event_pump import LocalContext
+    from lambdaserve.processes.event_pump import LocalContext
 
     row = np.random.default_rng(0).random((1, 784), dtype=np.float32)
     body = json.dumps(

@@ -56,8 +56,8 @@ PEER_PACKAGES = [
     "torchvision==0.28.0", "captum>=0.8", "pillow",
 ]  # fmt: skip
 # PyPI's torchvision is a CUDA build: beside the CPU torch its import fails on two operator
-# schemas (lambdaserve's runtimes/torchvision_ops.py explains); TorchServe's worker gets them
-# declared at interpreter start, as lambdaserve declares them when the import fails.
+# schemas (lambdaserve's runtimes/torchserve/torchvision_ops.py explains); TorchServe's worker
+# gets them declared at interpreter start, as lambdaserve declares them when the import fails.
 TORCHVISION_SCHEMAS_PTH = (
     "import torch; _tv = torch.library.Library('torchvision', 'DEF'); "
     "_tv.define('nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor'); "

@@ -53,8 +53,8 @@ def _model(directory: Path, megabytes: int) -> None:
 
 def _validate(work_dir: str, queue: Any) -> None:
     from lambdaserve.config.model_config import ModelConfig
-    from lambdaserve.services.manage import build_manage_services
     from lambdaserve.settings import Settings
+    from lambdaserve.wiring.manage import build_manage_services
 
     settings = Settings(work_dir=work_dir, endpoint_url=os.environ[ENDPOINT])
     services = build_manage_services(settings)
@@ -112,9 +112,9 @@ def main() -> None:
     args = parser.parse_args()
     from lambdaserve.local.emulator import Emulator, free_port
     from lambdaserve.local.resources import ensure_resources
-    from lambdaserve.server.logs import quiet_third_parties
-    from lambdaserve.services.aws import AwsClients
+    from lambdaserve.processes.logs import quiet_third_parties
     from lambdaserve.settings import Settings
+    from lambdaserve.wiring.aws import AwsClients
 
     quiet_third_parties()
     emulator = Emulator("127.0.0.1", free_port()).start()

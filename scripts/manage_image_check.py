@@ -29,8 +29,8 @@ from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.dev import point_environment_at
 from lambdaserve.local.emulator import Emulator, free_port
 from lambdaserve.local.resources import ensure_resources
-from lambdaserve.server.event_pump import EventPump, PumpConfig
-from lambdaserve.services.aws import AwsClients
+from lambdaserve.processes.event_pump import EventPump, PumpConfig
+from lambdaserve.wiring.aws import AwsClients
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "functions/manage/Dockerfile"
@@ -47,7 +47,7 @@ PUBLISHED = {
 RUNTIME = """
 import json, sys
 import app
-from lambdaserve.server.event_pump import LocalContext
+from lambdaserve.processes.event_pump import LocalContext
 
 context = LocalContext("lambdaserve-manage", timeout_s=300, memory_limit_in_mb=6144)
 result = app.events_handler(json.load(sys.stdin), context)

@@ -33,8 +33,8 @@ from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.dev import DevStack
 from lambdaserve.local.dev_options import DevOptions
 from lambdaserve.local.emulator import free_port
-from lambdaserve.server.background import BackgroundServer
-from lambdaserve.server.serve import build_serving_app
+from lambdaserve.processes.background import BackgroundServer
+from lambdaserve.processes.serve import build_serving_app
 
 ROW = [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]
 DEEP = b"[" * 5000 + b"]" * 5000
@@ -86,8 +86,8 @@ def async_burst(stack: DevStack, api: httpx.Client, url: str, n: int, share: flo
     with ThreadPoolExecutor(8) as pool:
         ids = list(pool.map(submit, range(n)))
     submitted_s = time.monotonic() - started
-    from lambdaserve.services.aws import AwsClients
     from lambdaserve.settings import get_settings
+    from lambdaserve.wiring.aws import AwsClients
 
     s3 = AwsClients(get_settings()).s3
     poisoned = set(ids[:: max(1, round(1 / share))]) if share > 0 else set()
@@ -234,8 +234,8 @@ def bad_inputs(urls: list[str], management: str) -> dict:
 
 
 def bad_uploads(stack: DevStack, api: httpx.Client) -> dict:
-    from lambdaserve.services.aws import AwsClients
     from lambdaserve.settings import get_settings
+    from lambdaserve.wiring.aws import AwsClients
 
     s3, bucket = AwsClients(get_settings()).s3, get_settings().bucket
     mlp = demo_mlp_bytes()
@@ -273,8 +273,8 @@ def bad_uploads(stack: DevStack, api: httpx.Client) -> dict:
 
 
 def bad_configs(api: httpx.Client) -> dict:
-    from lambdaserve.services.aws import AwsClients
     from lambdaserve.settings import get_settings
+    from lambdaserve.wiring.aws import AwsClients
 
     s3, bucket = AwsClients(get_settings()).s3, get_settings().bucket
     configs = {
@@ -320,8 +320,8 @@ def kill_mid_download(stack: DevStack, megabytes: int = 150) -> dict:
 
     import onnxruntime as ort
 
-    from lambdaserve.services.aws import AwsClients
     from lambdaserve.settings import get_settings
+    from lambdaserve.wiring.aws import AwsClients
 
     side = int((megabytes * 1024 * 1024 / 4) ** 0.5)
     weight = np.random.default_rng(0).random((side, side), np.float32)
@@ -452,8 +452,8 @@ def main() -> None:
     management = f"http://127.0.0.1:{options.management_port}"
     serve = BackgroundServer(build_serving_app(True), "127.0.0.1", free_port()).start()
     try:
-        from lambdaserve.services.aws import AwsClients
         from lambdaserve.settings import get_settings
+        from lambdaserve.wiring.aws import AwsClients
 
         AwsClients(get_settings()).s3.put_object(
             Bucket=get_settings().bucket, Key="models/mlp/1/model.onnx", Body=demo_mlp_bytes()

@@ -138,7 +138,7 @@ def torchserve_handler(
     from ts.metrics.metric_cache_yaml_impl import MetricsCacheYamlImpl
     from ts.model_loader import TsModelLoader
 
-    from lambdaserve.runtimes.torchvision_ops import import_torchvision
+    from lambdaserve.runtimes.torchserve.torchvision_ops import import_torchvision
 
     import_torchvision()  # PyPI's torchvision beside the CPU torch (see the module)
     model_dir = workdir / f"torchserve-{mar.stem}"

@@ -29,8 +29,8 @@ def main(function: str) -> None:
     sys.stderr.write("##END\n")
     sys.stderr.flush()
 
-    from lambdaserve.services.aws import AwsClients
     from lambdaserve.settings import get_settings
+    from lambdaserve.wiring.aws import AwsClients
 
     started = clock()
     settings = get_settings()

@@ -48,16 +48,16 @@ def timed(name: str, skip_within: frozenset[str] = frozenset()) -> Callable[[Any
 
 def instrument(infer: Any) -> None:
     import lambdaserve.catalog.repository
-    import lambdaserve.services.aws
     import lambdaserve.serving.cache
     import lambdaserve.serving.model_server
+    import lambdaserve.wiring.aws
     from lambdaserve.serving import loading
 
     def patch(owner: Any, attribute: str, name: str) -> None:
         setattr(owner, attribute, timed(name)(getattr(owner, attribute)))
 
     patch(infer, "server", "services build")
-    patch(lambdaserve.services.aws.AwsClients, "client", "  boto3 clients")
+    patch(lambdaserve.wiring.aws.AwsClients, "client", "  boto3 clients")
     patch(lambdaserve.serving.model_server.VersionResolver, "_read", "catalog read")
     patch(lambdaserve.serving.cache.ArtifactCache, "materialize", "download (cache)")
     patch(lambdaserve.catalog.repository.ModelRepository, "download", "  S3 download_file")
@@ -90,7 +90,7 @@ def serve(model: str, body_path: str) -> dict[str, Any]:
     imported = clock()
     from lambdaserve.handlers import infer
     from lambdaserve.local.http_api_event import http_api_event
-    from lambdaserve.server.event_pump import LocalContext
+    from lambdaserve.processes.event_pump import LocalContext
 
     instrument(infer)
     with open(body_path, "rb") as body:

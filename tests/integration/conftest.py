@@ -18,11 +18,11 @@ from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
 from lambdaserve.handlers import batcher, infer, manage
 from lambdaserve.local.emulator import Emulator
 from lambdaserve.local.resources import LocalResources, ensure_resources
-from lambdaserve.server.background import BackgroundServer
-from lambdaserve.server.event_pump import EventPump, PumpConfig
-from lambdaserve.services.aws import AwsClients
-from lambdaserve.services.manage import ManageServices
+from lambdaserve.processes.background import BackgroundServer
+from lambdaserve.processes.event_pump import EventPump, PumpConfig
 from lambdaserve.settings import Settings, get_settings
+from lambdaserve.wiring.aws import AwsClients
+from lambdaserve.wiring.manage import ManageServices
 from tests.support import free_port, wait_until
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.services.inference import build_model_server
 from lambdaserve.serving.prefetch import Prefetcher
+from lambdaserve.wiring.inference import build_model_server
 from tests import builders
 from tests.support import wait_until
 

@@ -88,7 +88,7 @@ def test_one_answer_routes_say_where_many_responses_go(stack):
 def test_through_the_http_apis_lambda_generate_answers_every_response_at_once(stack):
     from lambdaserve.handlers import infer
     from lambdaserve.local.http_api_event import http_api_event
-    from lambdaserve.server.event_pump import LocalContext
+    from lambdaserve.processes.event_pump import LocalContext
 
     # Given a decoupled model, and the infer function as API Gateway invokes it
     publish(stack, "repeat_int32")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lambdaserve.server.event_pump import EventPump, PumpConfig
+from lambdaserve.processes.event_pump import EventPump, PumpConfig
 from tests import builders
 from tests.support import wait_until
 

@@ -12,8 +12,8 @@ import httpx
 import pytest
 
 from lambdaserve.local.emulator import free_port
-from lambdaserve.server.background import BackgroundServer
-from lambdaserve.server.serve import build_serving_app
+from lambdaserve.processes.background import BackgroundServer
+from lambdaserve.processes.serve import build_serving_app
 from lambdaserve.settings import get_settings
 from tests import builders
 

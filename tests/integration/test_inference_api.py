@@ -14,8 +14,8 @@ import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
 from lambdaserve.local.emulator import free_port
-from lambdaserve.server.background import BackgroundServer
-from lambdaserve.server.serve import build_serving_app
+from lambdaserve.processes.background import BackgroundServer
+from lambdaserve.processes.serve import build_serving_app
 from tests import builders
 
 MLP = builders.onnx_mlp(4, 3)

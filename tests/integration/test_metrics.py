@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 
 from lambdaserve.local.emulator import free_port
-from lambdaserve.server.background import BackgroundServer
-from lambdaserve.server.serve import build_serving_app
+from lambdaserve.processes.background import BackgroundServer
+from lambdaserve.processes.serve import build_serving_app
 from tests import builders
 from tests.support import is_live, scrape, wait_until
 

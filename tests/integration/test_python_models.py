@@ -85,8 +85,8 @@ def test_a_bls_error_comes_back_as_the_models_error(stack, client):
 
 def test_python_models_answer_with_the_dynamic_batcher_too(stack):
     from lambdaserve.local.emulator import free_port
-    from lambdaserve.server.background import BackgroundServer
-    from lambdaserve.server.serve import build_serving_app
+    from lambdaserve.processes.background import BackgroundServer
+    from lambdaserve.processes.serve import build_serving_app
 
     publish(stack, "add_sub")
     stack.wait_state("add_sub", 1, "READY")
@@ -130,8 +130,8 @@ output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] }]
 def test_finalize_runs_on_unload_eviction_and_shutdown(stack, monkeypatch, tmp_path: Path):
     from lambdaserve.handlers import infer
     from lambdaserve.local.emulator import free_port
-    from lambdaserve.server.background import BackgroundServer
-    from lambdaserve.server.serve import build_serving_app
+    from lambdaserve.processes.background import BackgroundServer
+    from lambdaserve.processes.serve import build_serving_app
     from lambdaserve.settings import get_settings
 
     # Given a Python model whose finalize() leaves a mark, on a server holding one model

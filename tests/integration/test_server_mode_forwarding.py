@@ -18,7 +18,7 @@ import pytest
 from lambdaserve.handlers import infer
 from lambdaserve.local.emulator import free_port
 from lambdaserve.local.http_api_event import http_api_event
-from lambdaserve.server.event_pump import LocalContext
+from lambdaserve.processes.event_pump import LocalContext
 from lambdaserve.settings import get_settings
 from tests import builders
 from tests.integration.grpc_support import lambdaserve_serve

@@ -205,8 +205,8 @@ def test_serve_batches_a_handlers_requests_as_its_model_config_yaml_asks(stack, 
     import httpx
 
     from lambdaserve.local.emulator import free_port
-    from lambdaserve.server.background import BackgroundServer
-    from lambdaserve.server.serve import build_serving_app
+    from lambdaserve.processes.background import BackgroundServer
+    from lambdaserve.processes.serve import build_serving_app
 
     # Given tiny.mar whose model-config.yaml asks TorchServe's frontend for batches of four,
     # waiting up to 2 s for them

@@ -10,9 +10,9 @@ import pytest
 from moto import mock_aws
 
 from lambdaserve.local.resources import LocalResources, ensure_resources
-from lambdaserve.services.aws import AwsClients
-from lambdaserve.services.manage import ManageServices, build_manage_services
 from lambdaserve.settings import Settings
+from lambdaserve.wiring.aws import AwsClients
+from lambdaserve.wiring.manage import ManageServices, build_manage_services
 
 
 @dataclass

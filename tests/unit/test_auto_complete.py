@@ -13,7 +13,7 @@ import pytest
 from lambdaserve.errors import ModelRejected
 from lambdaserve.handlers import code_validator
 from lambdaserve.publishing.auto_complete import IsolatedProcess, ValidatorFunction
-from lambdaserve.runtimes.pb_utils import ModelConfig
+from lambdaserve.runtimes.triton_python.pb_utils import ModelConfig
 
 SNOOPING = b"""
 import os

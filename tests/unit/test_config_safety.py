@@ -15,7 +15,7 @@ from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.publishing.registrar import Registrar
-from lambdaserve.services.inference import build_model_server
+from lambdaserve.wiring.inference import build_model_server
 from tests import builders
 
 GOOD = b'max_batch_size: 8\ninput [{ name: "INPUT__0", data_type: TYPE_FP32, dims: [4] }]\n'

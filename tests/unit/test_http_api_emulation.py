@@ -9,7 +9,7 @@ import base64
 
 import httpx
 
-from lambdaserve.local.server_mode import HttpApiEmulation
+from lambdaserve.local.deployed_api import HttpApiEmulation
 
 
 def on_a_private_loop(work):

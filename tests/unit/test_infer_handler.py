@@ -13,8 +13,8 @@ import onnxruntime as ort
 import pytest
 
 from lambdaserve.handlers import infer
-from lambdaserve.server.event_pump import LocalContext
-from lambdaserve.services.inference import build_model_server
+from lambdaserve.processes.event_pump import LocalContext
+from lambdaserve.wiring.inference import build_model_server
 from tests import builders
 
 EVENTS = Path(__file__).parent.parent / "events"

@@ -35,7 +35,7 @@ def test_one_emf_line_per_model_version_with_its_counts():
 
 def test_custom_metrics_model_code_records_reach_cloudwatch_as_emf():
     from lambdaserve.metrics.custom import CustomMetrics
-    from lambdaserve.runtimes import pb_utils
+    from lambdaserve.runtimes.triton_python import pb_utils
 
     # Given the infer function listening to the custom metrics of model code
     out = io.StringIO()

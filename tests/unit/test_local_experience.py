@@ -14,9 +14,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from lambdaserve import cli
-from lambdaserve.apps.access_log import AccessLog
 from lambdaserve.local.mirror import RepositoryMirror
-from lambdaserve.server.logs import use_text_logs
+from lambdaserve.processes.asgi.access_log import AccessLog
+from lambdaserve.processes.logs import use_text_logs
 from lambdaserve.serving.progress import TransferProgress, human_bytes
 from tests import builders
 
@@ -129,7 +129,7 @@ def test_reconcile_takes_the_endpoint_flag(monkeypatch):
         return Services
 
     from lambdaserve import settings
-    from lambdaserve.services import manage
+    from lambdaserve.wiring import manage
 
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     monkeypatch.setattr(manage, "build_manage_services", fake)

@@ -15,9 +15,9 @@ from lambdaserve.local.template import (
     stateful_template,
 )
 from lambdaserve.queued.submit import AsyncSubmitter
-from lambdaserve.services.inference import build_model_server
-from lambdaserve.services.queues import build_queue_services
 from lambdaserve.settings import Settings
+from lambdaserve.wiring.inference import build_model_server
+from lambdaserve.wiring.queues import build_queue_services
 from tests import builders
 
 

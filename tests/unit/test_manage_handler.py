@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lambdaserve.handlers import manage
-from lambdaserve.server.event_pump import LocalContext
+from lambdaserve.processes.event_pump import LocalContext
 from tests import builders
 
 EVENTS = Path(__file__).parent.parent / "events"

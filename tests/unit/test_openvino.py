@@ -15,12 +15,12 @@ from lambdaserve.catalog import version_policy
 from lambdaserve.config.model_config import ModelConfig, build, parse_document
 from lambdaserve.errors import ModelRejected, RuntimeMissing
 from lambdaserve.runtimes.base import LoadOptions
-from lambdaserve.runtimes.openvino import MISSING
-from lambdaserve.runtimes.openvino_readers import READERS
+from lambdaserve.runtimes.openvino.readers import READERS
+from lambdaserve.runtimes.openvino.runtime import MISSING
 from lambdaserve.runtimes.registry import runtime_named
-from lambdaserve.services.inference import build_model_server
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tensors.signature import TensorSpec
+from lambdaserve.wiring.inference import build_model_server
 from tests import builders
 from tests.unit.test_validation import validate
 

@@ -15,8 +15,8 @@ from lambdaserve.catalog import version_policy
 from lambdaserve.config.model_config import build, parse_document
 from lambdaserve.errors import ModelRejected
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.services.inference import build_model_server
 from lambdaserve.tensors.signature import TensorSpec
+from lambdaserve.wiring.inference import build_model_server
 from tests.unit.test_validation import validate
 
 pytest.importorskip("openvino")

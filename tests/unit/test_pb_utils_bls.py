@@ -7,7 +7,7 @@ import threading
 
 import numpy as np
 
-from lambdaserve.runtimes import pb_utils
+from lambdaserve.runtimes.triton_python import pb_utils
 
 
 def test_a_bls_call_past_its_timeout_answers_with_tritons_error(monkeypatch):

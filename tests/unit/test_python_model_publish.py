@@ -13,7 +13,7 @@ from lambdaserve.catalog import version_policy
 from lambdaserve.errors import ModelNotReady
 from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.services.inference import build_model_server
+from lambdaserve.wiring.inference import build_model_server
 
 MODELS = Path(__file__).parent.parent / "fixtures" / "python_models"
 CONFIG = (MODELS / "add_sub" / "config.pbtxt").read_bytes()

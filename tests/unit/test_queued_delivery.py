@@ -15,13 +15,13 @@ from botocore.exceptions import ClientError
 
 from lambdaserve.errors import StorageUnavailable
 from lambdaserve.handlers import infer
+from lambdaserve.processes.event_pump import LocalContext
 from lambdaserve.queued.delivery import VisibilityLease
 from lambdaserve.queued.inference import InProcessInvoker, QueuedInference, QueueMessage
 from lambdaserve.queued.invokers import LambdaInvoker
 from lambdaserve.queued.results import PayloadStore, RequestEnvelope
-from lambdaserve.server.event_pump import LocalContext
-from lambdaserve.services.inference import build_model_server
-from lambdaserve.services.queues import build_queue_services
+from lambdaserve.wiring.inference import build_model_server
+from lambdaserve.wiring.queues import build_queue_services
 from tests import builders
 
 LAMBDA_LIMIT = 6 * 1024 * 1024  # synchronous invoke: request and response, each

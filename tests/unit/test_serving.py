@@ -11,9 +11,9 @@ import pytest
 
 from lambdaserve.errors import InvalidInput, ModelNotFound, ModelNotReady
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
-from lambdaserve.services.inference import build_model_server
 from lambdaserve.serving.model_server import BatchItem
 from lambdaserve.serving.version_resolver import VersionResolver
+from lambdaserve.wiring.inference import build_model_server
 from tests import builders
 
 RNG = np.random.default_rng(1)

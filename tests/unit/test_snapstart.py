@@ -10,7 +10,7 @@ import pytest
 import snapshot_restore_py
 
 from lambdaserve.handlers import infer, snapstart
-from lambdaserve.server.event_pump import LocalContext
+from lambdaserve.processes.event_pump import LocalContext
 from lambdaserve.settings import get_settings
 from tests import builders
 

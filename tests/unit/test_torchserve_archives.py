@@ -18,8 +18,8 @@ from lambdaserve.catalog import version_policy
 from lambdaserve.errors import InvalidInput, ModelNotReady
 from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.publishing.events import EventBatch
-from lambdaserve.services.inference import build_model_server
 from lambdaserve.serving.raw_predictions import RawRequest, explain_raw, predict_raw
+from lambdaserve.wiring.inference import build_model_server
 from tests import builders
 from tests.torchserve_archives import HANDLERS, archive, expected, workflow_archive
 

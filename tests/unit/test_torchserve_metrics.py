@@ -10,10 +10,10 @@ from urllib.parse import urlencode
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from lambdaserve.apps.metrics_api import ResponseCounts, metrics_api_app
 from lambdaserve.errors import InvalidInput
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.metrics.torchserve import render, torchserve_registry
+from lambdaserve.processes.asgi.metrics_api import ResponseCounts, metrics_api_app
 
 # The check TorchServe's own Postman collection makes of its metrics API
 POSTMAN = re.compile(r'.*Requests2XX\{Level="Host",Hostname=".*",\} \d+\.\d+.*')

@@ -12,8 +12,8 @@ import pytest
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.publishing.events import EventBatch
-from lambdaserve.services.inference import build_model_server
 from lambdaserve.serving.raw_predictions import RawRequest, predict_raw
+from lambdaserve.wiring.inference import build_model_server
 from tests.torchserve_archives import HANDLERS, builtin_archive, jpeg, torchserve_answers
 
 pytest.importorskip("torch")

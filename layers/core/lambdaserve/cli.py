@@ -208,13 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "reconcile":
             if args.aws_endpoint:
                 os.environ["AWS_ENDPOINT_URL"] = args.aws_endpoint
-            from lambdaserve.services.manage import build_manage_services
             from lambdaserve.settings import get_settings
+            from lambdaserve.wiring.manage import build_manage_services
 
             count = build_manage_services(get_settings()).registrar.reconcile_all()
             print(json.dumps({"models": count}))
         elif args.command == "serve":
-            from lambdaserve.server.serve import serve
+            from lambdaserve.processes.serve import serve
 
             serve(
                 args.host,
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                 grpc_management=args.grpc_management,
             )
         elif args.command == "worker":
-            from lambdaserve.server.worker import work
+            from lambdaserve.processes.worker import work
 
             work(args.poll_wait)
     except LambdaServeError as exc:

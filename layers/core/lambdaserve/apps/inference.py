@@ -9,7 +9,6 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.apps.docs_page import install_docs
 from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.apps.generate import install_generate
@@ -38,6 +37,7 @@ from lambdaserve.protocol.v2 import (
     parse_infer_request,
 )
 from lambdaserve.queued.submit import AsyncSubmitter
+from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.model_server import ModelServer
 
 T = TypeVar("T")

@@ -8,11 +8,11 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol import paddle_pipeline
 from lambdaserve.protocol.limits import json_document
+from lambdaserve.serving.data_plane import InferenceDataPlane
 
 
 def install_paddle_pipeline(

@@ -14,11 +14,11 @@ from fastapi import FastAPI, Request, Response
 from starlette.datastructures import Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
-from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.apps.workflows import install_workflow_predictions
 from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol import torchserve
+from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import RawRequest, explain_raw, takes_raw
 
 T = TypeVar("T")

@@ -11,11 +11,11 @@ import orjson
 from fastapi import FastAPI, Request, Response
 from starlette.concurrency import run_in_threadpool
 
-from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.catalog.repository import check_model_name, parse_version
 from lambdaserve.errors import InvalidInput, ModelNotFound
 from lambdaserve.protocol import tfserving
 from lambdaserve.protocol.limits import json_document
+from lambdaserve.serving.data_plane import InferenceDataPlane
 
 # {m}, {m}/versions/{v} or {m}/labels/{l}, then /metadata or :verb
 _TARGET = re.compile(

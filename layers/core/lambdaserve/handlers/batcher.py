@@ -15,10 +15,10 @@ from lambdaserve.metrics.emf import InvocationMetrics
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.queued.delivery import TopUp, VisibilityLease
 from lambdaserve.queued.inference import QueuedInference, QueueMessage
-from lambdaserve.services.inference import build_model_server
-from lambdaserve.services.queues import build_queue_services, build_queued_inference
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.settings import get_settings
+from lambdaserve.wiring.inference import build_model_server
+from lambdaserve.wiring.queues import build_queue_services, build_queued_inference
 
 logger = Logger(service="lambdaserve-batcher")
 copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})

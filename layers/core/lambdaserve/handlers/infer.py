@@ -27,18 +27,18 @@ from lambdaserve.protocol.http_status import status_for
 from lambdaserve.protocol.limits import response_too_large
 from lambdaserve.protocol.v2 import HEADER_LENGTH
 from lambdaserve.runtimes.registry import runtime_named
-from lambdaserve.services.inference import build_model_server
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.preload import preload_models
 from lambdaserve.settings import get_settings
+from lambdaserve.wiring.inference import build_model_server
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
     from mangum import Mangum
 
+    from lambdaserve.forwarding.forwarder import ServerModeRouter
     from lambdaserve.queued.invokers import Answered
     from lambdaserve.queued.results import PayloadStore, RequestEnvelope
-    from lambdaserve.queued.server_mode import ServerModeRouter
     from lambdaserve.queued.submit import AsyncSubmitter
 
 logger = Logger(service="lambdaserve-infer")
@@ -59,7 +59,7 @@ def server() -> ModelServer:
 def submitter() -> AsyncSubmitter:
     """``Prefer: respond-async``: results store + requests queue."""
     from lambdaserve.queued.submit import AsyncSubmitter
-    from lambdaserve.services.queues import build_queue_services
+    from lambdaserve.wiring.queues import build_queue_services
 
     settings = get_settings()
     queue = build_queue_services(settings)
@@ -110,7 +110,7 @@ def server_mode() -> ServerModeRouter | None:
     settings = get_settings()
     if not settings.server_url:
         return None
-    from lambdaserve.queued.server_mode import Queue, ServerModeRouter
+    from lambdaserve.forwarding.forwarder import Queue, ServerModeRouter
 
     def wants_server(model: str) -> bool:
         return server().resolver.config(model).instance_kind == "GPU"
@@ -143,7 +143,7 @@ def _server_mode(event: APIGatewayProxyEventV2) -> dict[str, Any] | None:
     router = server_mode()
     if router is None or event.get("version") != "2.0":
         return None
-    from lambdaserve.queued.server_mode import HttpCall
+    from lambdaserve.forwarding.forwarder import HttpCall
 
     try:
         answer = router.route(
@@ -253,7 +253,7 @@ def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, An
 @cache
 def payloads() -> PayloadStore:
     from lambdaserve.queued.results import PayloadStore
-    from lambdaserve.services.aws import AwsClients
+    from lambdaserve.wiring.aws import AwsClients
 
     settings = get_settings()
     return PayloadStore(AwsClients(settings).s3, settings.bucket)

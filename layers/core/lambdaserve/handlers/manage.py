@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 from lambdaserve.catalog.repository import decode_event_key
 from lambdaserve.publishing.events import EventBatch
 from lambdaserve.publishing.management import ModelManager
-from lambdaserve.services.manage import ManageServices, build_manage_services
 from lambdaserve.settings import get_settings
+from lambdaserve.wiring.manage import ManageServices, build_manage_services
 
 logger = Logger(service="lambdaserve-manage")
 # Domain modules log with the standard library; give them the handler's JSON format.

@@ -17,11 +17,11 @@ from lambdaserve.local.dev_options import DevOptions
 from lambdaserve.local.emulator import Emulator, ensure_port_free
 from lambdaserve.local.mirror import RepositoryMirror
 from lambdaserve.local.resources import LocalResources, ensure_resources
-from lambdaserve.server.background import BackgroundServer, start_metrics_api
-from lambdaserve.server.event_pump import EventPump, PumpConfig
-from lambdaserve.server.logs import quiet_third_parties, use_text_logs
-from lambdaserve.services.aws import AwsClients
+from lambdaserve.processes.background import BackgroundServer, start_metrics_api
+from lambdaserve.processes.event_pump import EventPump, PumpConfig
+from lambdaserve.processes.logs import quiet_third_parties, use_text_logs
 from lambdaserve.settings import Settings, get_settings
+from lambdaserve.wiring.aws import AwsClients
 
 
 def point_environment_at(endpoint: str, region: str = "us-east-1") -> Settings:
@@ -75,7 +75,7 @@ class DevStack:
         from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
         from lambdaserve.apps.response_limit import ResponseLimit
         from lambdaserve.handlers import batcher, infer, manage
-        from lambdaserve.server.serve import (
+        from lambdaserve.processes.serve import (
             GrpcFlags,
             batching_inference_app,
             serving_plane,
@@ -137,7 +137,7 @@ class DevStack:
             _, self._mirror_stop = self.mirror.start()
             self._state_thread = state.keep(self._mirror_stop)
         if options.server_mode_port:
-            from lambdaserve.local.server_mode import start_server_mode
+            from lambdaserve.local.deployed_api import start_server_mode
 
             self._serve, api = start_server_mode(
                 options.host, options.server_mode_port, options.http_api_port, options.access_log

@@ -25,7 +25,7 @@ def dev_banner(opts: DevOptions, settings: Settings, endpoint: str, serve_pid: i
             " TorchServe, Paddle; grpc.health.v1)"
         )
     if opts.server_mode_port:
-        from lambdaserve.local.server_mode import banner_lines
+        from lambdaserve.local.deployed_api import banner_lines
 
         lines += banner_lines(opts.host, opts.server_mode_port, opts.http_api_port, serve_pid)
     if opts.metrics_port:

@@ -19,8 +19,8 @@ from lambdaserve.local.template import (
     stateful_template,
     time_to_live,
 )
-from lambdaserve.services.aws import AwsClients
 from lambdaserve.settings import Settings
+from lambdaserve.wiring.aws import AwsClients
 
 MAX_RECEIVE_COUNT = 3
 

@@ -11,8 +11,10 @@ import numpy as np
 
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
-from lambdaserve.runtimes import ensemble, pb_utils, torchserve_workflow
-from lambdaserve.runtimes.handler_context import Answer
+from lambdaserve.runtimes import ensemble
+from lambdaserve.runtimes.torchserve import workflow as torchserve_workflow
+from lambdaserve.runtimes.torchserve.context import Answer
+from lambdaserve.runtimes.triton_python import pb_utils
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.raw_predictions import RawRequest, predict_raw
 from lambdaserve.serving.streaming import stream

@@ -85,7 +85,11 @@ class IsolatedProcess:
                 stdin.write(json.dumps({"config": config}).encode())
                 stdin.seek(0)
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "lambdaserve.runtimes.auto_complete_child"],
+                    [
+                        sys.executable,
+                        "-m",
+                        "lambdaserve.runtimes.triton_python.auto_complete_child",
+                    ],
                     stdin=stdin,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,

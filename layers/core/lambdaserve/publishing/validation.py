@@ -33,7 +33,7 @@ from lambdaserve.publishing.auto_complete import (
     declares_auto_complete,
 )
 from lambdaserve.runtimes.model_code import DISABLED
-from lambdaserve.runtimes.openvino_readers import PADDLE_1X
+from lambdaserve.runtimes.openvino.readers import PADDLE_1X
 from lambdaserve.runtimes.registry import runtime_for
 from lambdaserve.serving.progress import TransferProgress, human_bytes
 from lambdaserve.serving.warmup import check_warmup

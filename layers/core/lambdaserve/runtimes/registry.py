@@ -20,7 +20,7 @@ def runtime_named(backend: str) -> Runtime:  # noqa: PLR0911 (one lazy import pe
 
         return OnnxRuntime()
     if backend == "openvino":
-        from lambdaserve.runtimes.openvino import OpenVinoRuntime
+        from lambdaserve.runtimes.openvino.runtime import OpenVinoRuntime
 
         return OpenVinoRuntime()
     if backend == "ensemble":
@@ -28,15 +28,15 @@ def runtime_named(backend: str) -> Runtime:  # noqa: PLR0911 (one lazy import pe
 
         return EnsembleRuntime()
     if backend == "python":
-        from lambdaserve.runtimes.python_model import PythonModelRuntime
+        from lambdaserve.runtimes.triton_python.model import PythonModelRuntime
 
         return PythonModelRuntime()
     if backend == "torchserve_handler":
-        from lambdaserve.runtimes.torchserve_handler import TorchServeHandlerRuntime
+        from lambdaserve.runtimes.torchserve.handler import TorchServeHandlerRuntime
 
         return TorchServeHandlerRuntime()
     if backend == "paddle_pipeline":
-        from lambdaserve.runtimes.paddle_pipeline import PaddlePipelineRuntime
+        from lambdaserve.runtimes.paddle.pipeline import PaddlePipelineRuntime
 
         return PaddlePipelineRuntime()
     from lambdaserve.runtimes.torchscript import TorchScriptRuntime

@@ -19,9 +19,9 @@ from lambdaserve.errors import InferenceError, InvalidInput, LambdaServeError
 from lambdaserve.metrics.stats import Execution
 from lambdaserve.protocol.torchserve import encode_prediction
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.runtimes.handler_context import Answer
-from lambdaserve.runtimes.torchserve_handler import HandlerModel
-from lambdaserve.runtimes.torchserve_manifest import FrontendBatching
+from lambdaserve.runtimes.torchserve.context import Answer
+from lambdaserve.runtimes.torchserve.handler import HandlerModel
+from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
 

@@ -16,7 +16,7 @@ from lambdaserve.batching.dynamic_batcher import DynamicBatcher, TensorBatcher
 from lambdaserve.batching.plan import BatchPolicy
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.v2 import InferRequest
-from lambdaserve.runtimes.handler_context import Answer
+from lambdaserve.runtimes.torchserve.context import Answer
 from lambdaserve.serving.model_server import ModelServer, batch_limit
 from lambdaserve.serving.raw_predictions import RawRequest, handler_batching, predict_raw_many
 

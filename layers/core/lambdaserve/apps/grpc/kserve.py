@@ -17,7 +17,6 @@ from typing import Any
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
-from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.apps.grpc.calls import Context, error_text, unary
 from lambdaserve.apps.management import load_model
 from lambdaserve.apps.triton_extras import (
@@ -31,6 +30,7 @@ from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.grpc import kserve
 from lambdaserve.publishing.management import ModelManager
+from lambdaserve.serving.data_plane import InferenceDataPlane
 
 # Requests of one stream in flight at once: enough to fill a batch, bounded against a flood.
 STREAM_WINDOW = 64

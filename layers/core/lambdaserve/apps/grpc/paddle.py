@@ -14,13 +14,13 @@ from typing import Any
 
 import grpc
 
-from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.apps.grpc.calls import Context, unary
 from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import LambdaServeError, ModelNotFound
 from lambdaserve.protocol import paddle_pipeline as rest
 from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2 as pb
 from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2_grpc as services
+from lambdaserve.serving.data_plane import InferenceDataPlane
 
 
 def add_to(server: grpc.aio.Server, plane: InferenceDataPlane) -> None:

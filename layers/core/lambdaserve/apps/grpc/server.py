@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.publishing.management import ModelManager
+from lambdaserve.serving.data_plane import InferenceDataPlane
 
 logger = logging.getLogger(__name__)
 # gRPC's own default is 4 MB each way; requests take the HTTP body limit, answers more room.

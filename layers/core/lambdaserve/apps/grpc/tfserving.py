@@ -12,7 +12,6 @@ from typing import Any
 
 import grpc
 
-from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.apps.grpc.calls import Context, unary
 from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput, ModelNotFound
@@ -20,6 +19,7 @@ from lambdaserve.protocol import tfserving as rest
 from lambdaserve.protocol.grpc import tfserving as codec
 from lambdaserve.protocol.grpc.protos import tensorflow_serving_pb2 as pb
 from lambdaserve.protocol.grpc.protos import tensorflow_serving_pb2_grpc as services
+from lambdaserve.serving.data_plane import InferenceDataPlane
 
 
 def add_to(server: grpc.aio.Server, plane: InferenceDataPlane) -> None:

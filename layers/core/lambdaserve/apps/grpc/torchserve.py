@@ -18,7 +18,6 @@ from typing import Any
 import grpc
 from google.protobuf import empty_pb2
 
-from lambdaserve.apps.data_plane import InferenceDataPlane
 from lambdaserve.apps.grpc.calls import Context, answered, unary
 from lambdaserve.apps.management import describe_answer
 from lambdaserve.apps.torchserve_management import SCALING, refuse_scaling, registration_refusal
@@ -30,6 +29,7 @@ from lambdaserve.protocol.grpc.protos import torchserve_inference_pb2_grpc as in
 from lambdaserve.protocol.grpc.protos import torchserve_management_pb2 as mpb
 from lambdaserve.protocol.grpc.protos import torchserve_management_pb2_grpc as management
 from lambdaserve.publishing.management import DEFAULT_PAGE, ModelManager
+from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import RawRequest, takes_raw
 
 

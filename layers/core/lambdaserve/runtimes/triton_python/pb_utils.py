@@ -18,9 +18,9 @@ import numpy as np
 
 from lambdaserve.config.model_config import v2_datatype_of
 from lambdaserve.errors import LambdaServeError
-from lambdaserve.runtimes.auto_complete_config import ModelConfig
 from lambdaserve.runtimes.op_threads import within
-from lambdaserve.runtimes.pb_utils_support import (
+from lambdaserve.runtimes.triton_python.auto_complete_config import ModelConfig
+from lambdaserve.runtimes.triton_python.pb_utils_support import (
     TRITONSERVER_MEMORY_CPU,
     TRITONSERVER_MEMORY_CPU_PINNED,
     TRITONSERVER_MEMORY_GPU,

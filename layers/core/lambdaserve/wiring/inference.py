@@ -10,11 +10,11 @@ from lambdaserve.catalog.store import Catalog
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.pipelines.bls import install_bls
 from lambdaserve.runtimes.base import LoadOptions
-from lambdaserve.services.aws import AwsClients
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import VersionResolver
 from lambdaserve.settings import Settings
+from lambdaserve.wiring.aws import AwsClients
 
 
 def build_model_server(

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from lambdaserve.errors import InferenceError, LambdaServeError
-from lambdaserve.runtimes import pb_utils
+from lambdaserve.runtimes.triton_python import pb_utils
 from lambdaserve.tensors.signature import Arrays
 
 # How long a decoupled model may go between two responses before the call fails

@@ -9,10 +9,10 @@ from collections.abc import Callable
 import uvicorn
 from starlette.types import ASGIApp
 
-from lambdaserve.apps.access_log import AccessLog
-from lambdaserve.apps.metrics_api import ResponseCounts, metrics_api_app
-from lambdaserve.apps.slow_clients import BodyTimeout, HeaderTimeoutHttp
 from lambdaserve.metrics.stats import StatsRegistry
+from lambdaserve.processes.asgi.access_log import AccessLog
+from lambdaserve.processes.asgi.metrics_api import ResponseCounts, metrics_api_app
+from lambdaserve.processes.asgi.slow_clients import BodyTimeout, HeaderTimeoutHttp
 from lambdaserve.settings import get_settings
 
 

@@ -4,7 +4,7 @@ holding only the model's ``model.py``. Reads ``{"config": {...}}`` on stdin and 
 completed config to ``completed.json`` (or the error to ``error.txt``, exit status 1) beside
 it: files, not pipes, so a process the model's code starts cannot hold the answer back.
 
-    python -m lambdaserve.runtimes.auto_complete_child < request.json
+    python -m lambdaserve.runtimes.triton_python.auto_complete_child < request.json
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 
 def main() -> int:
     request = json.loads(sys.stdin.read())
-    from lambdaserve.runtimes import pb_utils
     from lambdaserve.runtimes.model_code import new_module
+    from lambdaserve.runtimes.triton_python import pb_utils
 
     sys.modules["triton_python_backend_utils"] = pb_utils
     path = Path("model.py").resolve()

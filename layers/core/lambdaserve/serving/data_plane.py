@@ -8,12 +8,12 @@ dynamic batcher when the server has one, so requests from every door meet in its
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
-from starlette.concurrency import run_in_threadpool
 
 from lambdaserve import __version__
 from lambdaserve.batching.dynamic_batcher import TensorBatcher
@@ -21,7 +21,7 @@ from lambdaserve.catalog.repository import check_model_name, parse_version
 from lambdaserve.config.model_config import triton_data_type
 from lambdaserve.errors import InferenceError, LambdaServeError
 from lambdaserve.protocol.v2 import InferRequest
-from lambdaserve.runtimes.handler_context import Answer
+from lambdaserve.runtimes.torchserve.context import Answer
 from lambdaserve.serving import streaming
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.raw_predictions import RawRequest, handler_batching, predict_raw
@@ -74,11 +74,11 @@ class InferenceDataPlane:
             return None
         if text.isdigit():
             return parse_version(text)
-        return await run_in_threadpool(self.server().resolver.number, check_model_name(model), text)
+        return await asyncio.to_thread(self.server().resolver.number, check_model_name(model), text)
 
     async def resolve(self, model: str, version_text: str | None) -> ServedVersion:
         number = await self.version_number(model, version_text)
-        return await run_in_threadpool(
+        return await asyncio.to_thread(
             self.server().resolver.resolve, check_model_name(model), number
         )
 
@@ -111,7 +111,7 @@ class InferenceDataPlane:
             server.load(served)
             return served, was_loaded
 
-        return await run_in_threadpool(load)
+        return await asyncio.to_thread(load)
 
     async def model_config(self, model: str, version_text: str | None) -> dict[str, Any]:
         return autocompleted_config(await self.resolve(model, version_text))
@@ -119,7 +119,7 @@ class InferenceDataPlane:
     async def model_stats(self, model: str | None, version_text: str | None) -> dict[str, Any]:
         if not model:
             return self.server().stats.snapshot()
-        await run_in_threadpool(self.server().resolver.versions, check_model_name(model))
+        await asyncio.to_thread(self.server().resolver.versions, check_model_name(model))
         return self.server().stats.snapshot(model, await self.version_number(model, version_text))
 
     async def infer(self, model: str, version: int | None, request: InferRequest) -> Inferred:
@@ -147,11 +147,11 @@ class InferenceDataPlane:
     ) -> AsyncIterator[Inferred]:
         """Every response to one request (a decoupled model's many; another's one), each as
         the model sends it: the model runs in a thread, the loop only waits."""
-        served, responses = await run_in_threadpool(
+        served, responses = await asyncio.to_thread(
             streaming.stream, self.server(), model, version, request
         )
         while True:
-            outputs = await run_in_threadpool(next, responses, None)
+            outputs = await asyncio.to_thread(next, responses, None)
             if outputs is None:
                 return
             yield Inferred(model, served.version, outputs)
@@ -180,7 +180,7 @@ class InferenceDataPlane:
         # A loaded model answers inline: a thread hop costs more than a small model's run.
         if self.server().is_loaded(model, version):
             return work()
-        return await run_in_threadpool(work)
+        return await asyncio.to_thread(work)
 
 
 def autocompleted_config(served: ServedVersion) -> dict[str, Any]:

@@ -10,9 +10,9 @@ from typing import Any
 from lambdaserve.queued.inference import InProcessInvoker, Invoker, QueuedInference
 from lambdaserve.queued.invokers import LambdaInvoker
 from lambdaserve.queued.results import PayloadStore, ResultStore
-from lambdaserve.services.aws import AwsClients
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.settings import Settings
+from lambdaserve.wiring.aws import AwsClients
 
 
 @dataclass(frozen=True)

@@ -12,12 +12,12 @@ from typing import Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
-from lambdaserve.apps.access_log import AccessLog
-from lambdaserve.apps.data_plane import InferenceDataPlane
-from lambdaserve.apps.front_door import FrontDoor
 from lambdaserve.apps.inference import create_inference_app
-from lambdaserve.apps.slow_clients import BodyTimeout
 from lambdaserve.errors import InvalidInput
+from lambdaserve.processes.asgi.access_log import AccessLog
+from lambdaserve.processes.asgi.front_door import FrontDoor
+from lambdaserve.processes.asgi.slow_clients import BodyTimeout
+from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.prefetch import Prefetcher
 from lambdaserve.serving.server_batcher import server_batcher
 from lambdaserve.settings import get_settings
@@ -78,7 +78,7 @@ class GrpcFlags:
 def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | None) -> ASGIApp:
     """``app`` whose lifespan runs the gRPC services on ``flags.port`` (0 or None: off) and,
     at shutdown, unloads the loaded models (Python models' ``finalize`` runs)."""
-    from lambdaserve.apps.lifespan import Lifespan, Step
+    from lambdaserve.processes.asgi.lifespan import Lifespan, Step
 
     async def unload_all() -> None:
         await asyncio.to_thread(plane.server().close)
@@ -122,7 +122,7 @@ def serving_app_from_env() -> ASGIApp:
 
 
 def _logged(app: ASGIApp, log_level: str, access_log: bool) -> ASGIApp:
-    from lambdaserve.server.logs import use_text_logs
+    from lambdaserve.processes.logs import use_text_logs
 
     use_text_logs(log_level)
     return AccessLog(app) if access_log else app
@@ -160,7 +160,7 @@ def serve(
         "server_header": False,
         "date_header": False,
         # headers must arrive within LAMBDASERVE_CLIENT_TIMEOUT_S (uvicorn has no such timer)
-        "http": "lambdaserve.apps.slow_clients:HeaderTimeoutHttp",
+        "http": "lambdaserve.processes.asgi.slow_clients:HeaderTimeoutHttp",
     }
     if metrics_port and workers > 1:
         raise InvalidInput(
@@ -182,14 +182,14 @@ def serve(
     os.environ[_LOGGING_ENV] = f"{log_level}:{int(access_log)}"
     os.environ[_GRPC_ENV] = f"{host}:{grpc_port}:{int(grpc_management)}"
     uvicorn.run(
-        "lambdaserve.server.serve:serving_app_from_env", factory=True, workers=workers, **options
+        "lambdaserve.processes.serve:serving_app_from_env", factory=True, workers=workers, **options
     )
 
 
 def _with_metrics_api(app: ASGIApp, host: str, port: int) -> ASGIApp:
     """Start TorchServe's metrics API on ``port``; ``app``'s responses counted for it."""
     from lambdaserve.handlers import infer
-    from lambdaserve.server.background import start_metrics_api
+    from lambdaserve.processes.background import start_metrics_api
 
     _, responses = start_metrics_api(host, port, lambda: infer.server().stats)
     return responses.watch(app)

@@ -28,10 +28,10 @@ from lambdaserve.errors import (
     ModelRejected,
     first_line,
 )
-from lambdaserve.runtimes import pb_utils
 from lambdaserve.runtimes.base import LoadOptions
-from lambdaserve.runtimes.decoupled import one_response, stream_responses
 from lambdaserve.runtimes.model_code import DISABLED, new_module, outline, run_one
+from lambdaserve.runtimes.triton_python import pb_utils
+from lambdaserve.runtimes.triton_python.decoupled import one_response, stream_responses
 from lambdaserve.tensors.signature import Arrays, Signature
 
 

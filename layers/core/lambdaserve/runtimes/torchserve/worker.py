@@ -26,9 +26,9 @@ from typing import Any
 
 from lambdaserve.errors import ModelNotReady
 from lambdaserve.metrics.custom import CUSTOM_METRICS, CustomMetrics
-from lambdaserve.runtimes import torchvision_ops
-from lambdaserve.runtimes.handler_context import Answer, encode_answer
-from lambdaserve.runtimes.torchserve_manifest import Manifest
+from lambdaserve.runtimes.torchserve import torchvision_ops
+from lambdaserve.runtimes.torchserve.context import Answer, encode_answer
+from lambdaserve.runtimes.torchserve.manifest import Manifest
 
 MISSING = (
     "this model is a TorchServe archive and TorchServe's handler code is not installed where "

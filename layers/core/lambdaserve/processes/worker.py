@@ -13,8 +13,8 @@ from lambdaserve.settings import get_settings
 def work(poll_wait_s: int = 20) -> None:
     """Long-poll the requests queue and run the batcher's path in this process."""
     from lambdaserve.handlers import batcher
-    from lambdaserve.server.event_pump import EventPump, PumpConfig
-    from lambdaserve.services.aws import AwsClients
+    from lambdaserve.processes.event_pump import EventPump, PumpConfig
+    from lambdaserve.wiring.aws import AwsClients
 
     settings = get_settings()
     sqs = AwsClients(settings).sqs

@@ -31,11 +31,11 @@ from lambdaserve.errors import (
     ModelRejected,
     first_line,
 )
-from lambdaserve.runtimes import paddle_ops
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.model_code import DISABLED, new_module, outline, run_one
-from lambdaserve.runtimes.openvino_readers import PADDLE_1X
-from lambdaserve.runtimes.paddle_dag import OpSettings, PipelineExecutor, model_folder
+from lambdaserve.runtimes.openvino.readers import PADDLE_1X
+from lambdaserve.runtimes.paddle import ops as paddle_ops
+from lambdaserve.runtimes.paddle.dag import OpSettings, PipelineExecutor, model_folder
 from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
 
 CONFIG_FILE = "config.yml"
@@ -78,7 +78,7 @@ class PaddlePipelineRuntime:
     ) -> PipelineModel:
         if not options.python_models:
             raise ModelNotReady(DISABLED)
-        from lambdaserve.runtimes.torchserve_worker import imports_from
+        from lambdaserve.runtimes.torchserve.worker import imports_from
 
         base = model_path.parent
         paddle_ops.install_modules()
@@ -138,8 +138,8 @@ class LocalPredictor:
 
     @classmethod
     def open(cls, folder: Path) -> LocalPredictor:
-        from lambdaserve.runtimes.openvino import compile_file
-        from lambdaserve.runtimes.openvino_readers import read_paddle
+        from lambdaserve.runtimes.openvino.readers import read_paddle
+        from lambdaserve.runtimes.openvino.runtime import compile_file
 
         if not folder.is_dir():
             raise ModelRejected(f"model_config folder {folder.name!r} is not in the version")
@@ -204,7 +204,7 @@ class PipelineModel:
         self._pool = ThreadPoolExecutor(8, thread_name_prefix="paddle-pipeline")
 
     def close(self) -> None:
-        from lambdaserve.runtimes.torchserve_worker import forget
+        from lambdaserve.runtimes.torchserve.worker import forget
 
         self._executor.close()
         self._pool.shutdown(wait=False)

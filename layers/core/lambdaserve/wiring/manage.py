@@ -14,8 +14,8 @@ from lambdaserve.publishing.auto_complete import IsolatedProcess, ValidatorFunct
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.publishing.registrar import Registrar
 from lambdaserve.publishing.validation import VersionValidator
-from lambdaserve.services.aws import AwsClients
 from lambdaserve.settings import Settings
+from lambdaserve.wiring.aws import AwsClients
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,11 @@ from lambdaserve.errors import (
     ModelNotReady,
     first_line,
 )
-from lambdaserve.runtimes import torchserve_workflow
 from lambdaserve.runtimes.base import LoadOptions
-from lambdaserve.runtimes.handler_context import Answer, Context
 from lambdaserve.runtimes.model_code import DISABLED, new_module, run_one
-from lambdaserve.runtimes.torchserve_manifest import (
+from lambdaserve.runtimes.torchserve import workflow as torchserve_workflow
+from lambdaserve.runtimes.torchserve.context import Answer, Context
+from lambdaserve.runtimes.torchserve.manifest import (
     MANIFEST,
     FrontendBatching,
     Manifest,
@@ -117,7 +117,7 @@ def _load_session(
     version: int,
     batching: FrontendBatching,
 ) -> Any:
-    from lambdaserve.runtimes import torchserve_worker
+    from lambdaserve.runtimes.torchserve import worker as torchserve_worker
 
     if torchserve_worker.installed():
         try:
@@ -145,7 +145,7 @@ def _is_workflow(model_path: Path) -> bool:
 
 
 def _load_workflow(model_path: Path, model_dir: Path, config: ModelConfig, version: int) -> Any:
-    from lambdaserve.runtimes import torchserve_worker
+    from lambdaserve.runtimes.torchserve import worker as torchserve_worker
 
     spec = torchserve_workflow.read_spec(model_path, parse_handler=False)
     context = Context(config.name, version, model_dir, config.max_batch_size)
@@ -175,7 +175,7 @@ class _PlainSession:
         return self._entry(rows, context)
 
     def close(self) -> None:
-        from lambdaserve.runtimes import torchserve_worker
+        from lambdaserve.runtimes.torchserve import worker as torchserve_worker
 
         torchserve_worker.forget(self.handler_context.model_dir)
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from lambdaserve.runtimes.op_threads import ReusedThreads
-from lambdaserve.runtimes.paddle_batching import Gatherer, merged_feeds, sliced
-from lambdaserve.runtimes.paddle_ops import (
+from lambdaserve.runtimes.paddle.batching import Gatherer, merged_feeds, sliced
+from lambdaserve.runtimes.paddle.ops import (
     CustomException,
     CustomExceptionCode,
     Op,

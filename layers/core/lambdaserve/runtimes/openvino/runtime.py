@@ -21,7 +21,7 @@ import numpy as np
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import InferenceError, ModelRejected, RuntimeMissing
 from lambdaserve.runtimes.base import LoadOptions
-from lambdaserve.runtimes.openvino_readers import reader_for, reason
+from lambdaserve.runtimes.openvino.readers import reader_for, reason
 from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
 
 MISSING = (

@@ -22,8 +22,8 @@ from typing import Any
 import orjson
 
 from lambdaserve.errors import InferenceError, LambdaServeError, ModelRejected
-from lambdaserve.runtimes.handler_context import Answer, Context
 from lambdaserve.runtimes.model_code import new_module, outline
+from lambdaserve.runtimes.torchserve.context import Answer, Context
 
 WORKFLOW_MANIFEST = "WAR-INF/MANIFEST.json"
 _DEFAULT_TIMEOUT_MS = 60_000

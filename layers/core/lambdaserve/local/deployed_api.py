@@ -192,8 +192,8 @@ def start_server_mode(
     """``serve`` in its own process, and the HTTP API emulation in front of the infer
     function's handler (LAMBDASERVE_SERVER_URL already points at ``serve``)."""
     from lambdaserve.handlers import infer
-    from lambdaserve.server.background import BackgroundServer
-    from lambdaserve.server.event_pump import LocalContext
+    from lambdaserve.processes.background import BackgroundServer
+    from lambdaserve.processes.event_pump import LocalContext
     from lambdaserve.settings import get_settings
 
     serve = ServeProcess(host, server_port).start()

@@ -1,0 +1,1 @@
+"""OpenVINO: IR, ONNX under ``backend: "openvino"``, and Paddle inference models it reads."""
