@@ -92,8 +92,9 @@ def warm_infer_function(
         registrar.reconcile_model(model)
 
     from lambdaserve.handlers import infer
+    from lambdaserve.wiring.process import install
 
-    infer.server.cache_clear()
+    install(None)  # built from these settings on the first request
     context = LocalContext("infer")
     return lambda event: infer.api_handler(event, context)
 
@@ -132,10 +133,10 @@ def main() -> None:
 
     with TemporaryDirectory() as work, mock_aws():
         lambda_us = lambda_warm_path_us(model, body, args.requests, work)
-        from lambdaserve.handlers import infer
+        from lambdaserve.wiring.process import current
 
         port = free_port()
-        server = BackgroundServer(infer.fastapi_app(), "127.0.0.1", port).start()
+        server = BackgroundServer(current().inference_app, "127.0.0.1", port).start()
         connection = http.client.HTTPConnection("127.0.0.1", port)
 
         def post() -> None:

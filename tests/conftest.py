@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import pytest
+
+from lambdaserve.wiring.process import install
 
 
 @pytest.fixture(autouse=True)
@@ -28,6 +31,14 @@ def _main_thread_event_loop() -> None:
         loop = None
     if loop is None or loop.is_closed():
         asyncio.set_event_loop(asyncio.new_event_loop())
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left_behind() -> Iterator[None]:
+    """Each test builds (or lets the handlers build) its own process object; none leaks into
+    the next test."""
+    yield
+    install(None)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -9,8 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from lambdaserve.handlers.infer import api_handler, batch_handler
+from lambdaserve.handlers.snapstart import start_instance
 
 __all__ = ["api_handler", "batch_handler", "code_validator_handler"]
+
+start_instance()  # Lambda's init phase: SnapStart's hooks, or the clients and the runtime
 
 
 def code_validator_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -14,7 +14,8 @@ import os
 import sys
 import time
 
-BUILDERS = {"infer": "server", "manage": "services", "batcher": "services"}
+# what each function's handler builds on first use, from the process object
+BUILDERS = {"infer": "server", "manage": "manage", "batcher": "batcher"}
 
 
 def main(function: str) -> None:
@@ -48,8 +49,11 @@ def main(function: str) -> None:
             clients[service] = clients.get(service, 0.0) + clock() - begin
 
     AwsClients.client = timed_client  # type: ignore[method-assign]
-    handler = sys.modules[f"lambdaserve.handlers.{function}"]
-    getattr(handler, BUILDERS[function])()
+    from lambdaserve.wiring.process import current
+
+    built_object = getattr(current(), BUILDERS[function])
+    if callable(built_object):
+        built_object()
     built = clock()
 
     import json

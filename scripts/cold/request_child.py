@@ -46,17 +46,18 @@ def timed(name: str, skip_within: frozenset[str] = frozenset()) -> Callable[[Any
     return decorate
 
 
-def instrument(infer: Any) -> None:
+def instrument() -> None:
     import lambdaserve.catalog.repository
     import lambdaserve.serving.cache
     import lambdaserve.serving.model_server
     import lambdaserve.wiring.aws
+    import lambdaserve.wiring.process
     from lambdaserve.serving import loading
 
     def patch(owner: Any, attribute: str, name: str) -> None:
         setattr(owner, attribute, timed(name)(getattr(owner, attribute)))
 
-    patch(infer, "server", "services build")
+    patch(lambdaserve.wiring.process.Process, "server", "services build")
     patch(lambdaserve.wiring.aws.AwsClients, "client", "  boto3 clients")
     patch(lambdaserve.serving.model_server.VersionResolver, "_read", "catalog read")
     patch(lambdaserve.serving.cache.ArtifactCache, "materialize", "download (cache)")
@@ -88,11 +89,10 @@ def serve(model: str, body_path: str) -> dict[str, Any]:
     start = clock()
     app = __import__("app")
     imported = clock()
-    from lambdaserve.handlers import infer
     from lambdaserve.local.http_api_event import http_api_event
     from lambdaserve.processes.event_pump import LocalContext
 
-    instrument(infer)
+    instrument()
     with open(body_path, "rb") as body:
         event, context = (
             http_api_event("POST", f"/v2/models/{model}/infer", body.read()),

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
-from lambdaserve.handlers import batcher, infer, manage
+from lambdaserve.handlers import batcher, manage
 from lambdaserve.local.emulator import Emulator
 from lambdaserve.local.resources import LocalResources, ensure_resources
 from lambdaserve.processes.background import BackgroundServer
@@ -23,6 +23,7 @@ from lambdaserve.processes.event_pump import EventPump, PumpConfig
 from lambdaserve.settings import Settings, get_settings
 from lambdaserve.wiring.aws import AwsClients
 from lambdaserve.wiring.manage import ManageServices
+from lambdaserve.wiring.process import Process, install
 from tests.support import free_port, wait_until
 
 
@@ -46,6 +47,7 @@ class Stack:
     pump: EventPump
     api: httpx.Client
     inference: httpx.Client
+    process: Process
     requests_pump: EventPump | None = None
 
     def pause_requests(self) -> None:
@@ -115,13 +117,11 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("LAMBDASERVE_WORK_DIR", str(tmp_path / "work"))
     monkeypatch.setenv("LAMBDASERVE_PYTHON_MODELS", "1")  # as in `lambdaserve dev`
     get_settings.cache_clear()
-    manage.services.cache_clear()
-    infer.server.cache_clear()
-    infer.submitter.cache_clear()
-    batcher.services.cache_clear()
-    monkeypatch.setattr(batcher, "_server", infer.server)  # one process, as in `lambdaserve dev`
     settings = get_settings()
     clients = AwsClients(settings)
+    # one process object for every function, as in `lambdaserve dev`
+    process = Process(settings, clients=clients)
+    install(process)
     resources = ensure_resources(clients, settings)
     pump = EventPump(
         clients.sqs,
@@ -133,22 +133,21 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         region=settings.region,
     )
     pump.start()
-    server = BackgroundServer(manage.management_app(), "127.0.0.1", free_port()).start()
-    one_url = RepositoryOnInferenceUrl(infer.fastapi_app(), manage.management_app(), infer.server)
+    server = BackgroundServer(process.management_app, "127.0.0.1", free_port()).start()
+    one_url = RepositoryOnInferenceUrl(
+        process.inference_app, process.management_app, process.server
+    )
     inference_server = BackgroundServer(one_url, "127.0.0.1", free_port()).start()
     with (
         httpx.Client(base_url=server.url, timeout=30) as api,
         httpx.Client(base_url=inference_server.url, timeout=30) as inference,
     ):
-        stack = Stack(settings, clients, resources, manage.services(), pump, api, inference)
+        stack = Stack(settings, clients, resources, process.manage, pump, api, inference, process)
         stack.resume_requests()
         yield stack
         stack.pause_requests()
     inference_server.stop()
     server.stop()
     pump.stop()
+    install(None)
     get_settings.cache_clear()
-    manage.services.cache_clear()
-    infer.server.cache_clear()
-    infer.submitter.cache_clear()
-    batcher.services.cache_clear()

@@ -37,9 +37,9 @@ def door(stack, request, monkeypatch):
 
 
 def _dev_app():
-    from lambdaserve.handlers import infer
+    from lambdaserve.wiring.process import current
 
-    return infer.fastapi_app()
+    return current().inference_app
 
 
 def _post(client: httpx.Client, body: bytes, headers: dict | None = None) -> httpx.Response:

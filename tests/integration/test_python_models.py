@@ -128,7 +128,6 @@ output [{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] }]
 
 
 def test_finalize_runs_on_unload_eviction_and_shutdown(stack, monkeypatch, tmp_path: Path):
-    from lambdaserve.handlers import infer
     from lambdaserve.local.emulator import free_port
     from lambdaserve.processes.background import BackgroundServer
     from lambdaserve.processes.serve import build_serving_app
@@ -143,7 +142,7 @@ def test_finalize_runs_on_unload_eviction_and_shutdown(stack, monkeypatch, tmp_p
     stack.wait_state("mlp", 1, "READY")
     monkeypatch.setenv("LAMBDASERVE_MAX_LOADED_VERSIONS", "1")
     get_settings.cache_clear()
-    infer.server.cache_clear()
+    stack.process.forget("server", settings=get_settings())
     echo = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}]}
     row = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [0] * 4}]}
 

@@ -11,7 +11,6 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from lambdaserve.handlers import batcher
 from lambdaserve.queued.inference import RetryableError
 from tests import builders
 from tests.support import wait_until
@@ -62,7 +61,7 @@ def outcome(stack, request_id: str):
 
 
 def _store(stack):
-    queued = batcher.services()[0]
+    queued = stack.process.batcher.queued
     return queued._results
 
 
@@ -162,7 +161,7 @@ class FailingInvoker:
 
 def test_an_infer_failure_is_retried_then_dead_lettered_with_nothing_lost(mlp):
     # Given the infer function failing on every call (throttled)
-    queued = batcher.services()[0]
+    queued = mlp.process.batcher.queued
     failing = FailingInvoker()
     queued._invoker = failing
     ids = [submit(mlp, v2(np.ones((1, 4), np.float32))) for _ in range(3)]

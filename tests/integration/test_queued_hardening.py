@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lambdaserve.handlers import batcher, infer
 from lambdaserve.settings import get_settings
 from tests import builders
 from tests.support import wait_until
@@ -94,7 +93,7 @@ def test_reply_to_works_only_for_allowed_queues(mlp, monkeypatch):
     prefix = replies.rsplit("/", 1)[0] + "/lambdaserve-reply-*"
     monkeypatch.setenv("LAMBDASERVE_REPLY_TO_ALLOWED", prefix)
     get_settings.cache_clear()
-    infer.submitter.cache_clear()
+    mlp.process.forget("submitter", settings=get_settings())
     # Given a deployment that allows reply queues named lambdaserve-reply-*
     response = _async(mlp, {"inputs": ROW, "reply_to": replies})
     assert response.status_code == 202, response.text
@@ -159,4 +158,4 @@ def test_poisoned_neighbours_fail_only_themselves(mlp):
         assert "is gone" in outcomes[request_id].json()["error"]
     # And nothing went to the dead-letter queue
     assert mlp.queue_depth(mlp.resources.requests.dlq_url) == 0
-    assert batcher.services()  # the same batcher served it all
+    assert mlp.process.batcher  # the same batcher served it all

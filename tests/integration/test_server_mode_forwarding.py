@@ -56,11 +56,11 @@ def server_mode(published, monkeypatch):
         monkeypatch.setenv("LAMBDASERVE_SERVER_URL", url)
         monkeypatch.setenv("LAMBDASERVE_SERVER_WAIT_S", str(wait_s))
         get_settings.cache_clear()
-        infer.server_mode.cache_clear()
+        published.process.forget("forwarder", settings=get_settings())
 
     yield point_at
     get_settings.cache_clear()
-    infer.server_mode.cache_clear()
+    published.process.forget("forwarder", settings=get_settings())
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from lambdaserve.local.resources import LocalResources, ensure_resources
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.aws import AwsClients
 from lambdaserve.wiring.manage import ManageServices, build_manage_services
+from lambdaserve.wiring.process import Process, install
 
 
 @dataclass
@@ -21,6 +22,12 @@ class InProcessAws:
     clients: AwsClients
     resources: LocalResources
     services: ManageServices
+
+    def use_process(self) -> Process:
+        """This test's process object (what the handlers serve with), installed."""
+        process = Process(self.settings, clients=self.clients)
+        install(process)
+        return process
 
     def put(self, key: str, body: bytes) -> None:
         self.clients.s3.put_object(Bucket=self.settings.bucket, Key=key, Body=body)

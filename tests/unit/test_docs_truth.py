@@ -65,11 +65,13 @@ _ROUTE = re.compile(
 
 
 def _served_routes() -> list[str]:
-    from lambdaserve.handlers import infer, manage
+    from lambdaserve.settings import get_settings
+    from lambdaserve.wiring.process import Process
 
+    process = Process(get_settings())
     return [
         route.path
-        for app in (infer.fastapi_app(), manage.management_app())
+        for app in (process.inference_app, process.management_app)
         for route in app.routes
         if getattr(route, "path", None)
     ]

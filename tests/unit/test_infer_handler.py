@@ -14,7 +14,7 @@ import pytest
 
 from lambdaserve.handlers import infer
 from lambdaserve.processes.event_pump import LocalContext
-from lambdaserve.wiring.inference import build_model_server
+from lambdaserve.wiring.process import current
 from tests import builders
 
 EVENTS = Path(__file__).parent.parent / "events"
@@ -29,9 +29,7 @@ def event(name: str) -> dict:
 def mlp_server(aws, monkeypatch: pytest.MonkeyPatch):
     aws.put("models/mlp/1/model.onnx", MLP)
     aws.services.registrar.reconcile_model("mlp")
-    server = build_model_server(aws.settings, aws.clients)
-    monkeypatch.setattr(infer, "server", lambda: server)
-    return server
+    return aws.use_process().server()
 
 
 def payload(response: dict) -> object:
@@ -113,7 +111,7 @@ def test_the_batch_entry_point_returns_n_results_with_errors_in_place(mlp_server
 def test_the_direct_infer_path_answers_exactly_as_the_fastapi_route(mlp_server, name):
     # Given the same API Gateway event / When answered directly and through Mangum + FastAPI
     direct = infer.api_handler(event(name), LocalContext("infer"))
-    through_asgi = infer.asgi()(event(name), LocalContext("infer"))
+    through_asgi = current().lambda_app(event(name), LocalContext("infer"))
     # Then status, payload and the headers that matter are the same
     assert direct["statusCode"] == through_asgi["statusCode"]
     assert direct["isBase64Encoded"] == through_asgi["isBase64Encoded"]
@@ -125,11 +123,8 @@ def test_the_direct_infer_path_answers_exactly_as_the_fastapi_route(mlp_server, 
 def test_the_direct_path_enforces_the_size_limit(mlp_server, monkeypatch):
     from dataclasses import replace
 
-    from lambdaserve.settings import get_settings
-
-    monkeypatch.setattr(
-        infer, "get_settings", lambda: replace(get_settings(), max_request_bytes=100)
-    )
+    process = current()
+    process.forget(settings=replace(process.settings, max_request_bytes=100))
     response = infer.api_handler(event("apigw_v2_infer_json.json"), LocalContext("infer"))
     assert response["statusCode"] == 413
     assert "6 MB" in json.loads(response["body"])["error"]
@@ -139,17 +134,12 @@ def test_an_answer_over_the_synchronous_limit_is_a_413_saying_what_to_do(mlp_ser
     # Given a synchronous limit smaller than the answer (Lambda's is 6 MB)
     from dataclasses import replace
 
-    from lambdaserve.settings import get_settings
-
-    small = replace(get_settings(), max_response_bytes=50)
-    monkeypatch.setattr(infer, "get_settings", lambda: small)
-    infer.asgi.cache_clear()
-    try:
-        # When the answer is too large, on the direct path and through the app
-        direct = infer.api_handler(event("apigw_v2_infer_json.json"), LocalContext("infer"))
-        through_asgi = infer.asgi()(event("apigw_v2_infer_json.json"), LocalContext("infer"))
-    finally:
-        infer.asgi.cache_clear()
+    process = current()
+    small = replace(process.settings, max_response_bytes=50)
+    process.forget("lambda_app", settings=small)
+    # When the answer is too large, on the direct path and through the app
+    direct = infer.api_handler(event("apigw_v2_infer_json.json"), LocalContext("infer"))
+    through_asgi = process.lambda_app(event("apigw_v2_infer_json.json"), LocalContext("infer"))
     # Then both answer 413 with what to do instead, never a failed invocation
     for response in (direct, through_asgi):
         assert response["statusCode"] == 413

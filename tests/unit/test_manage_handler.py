@@ -20,7 +20,7 @@ def load_event(name: str) -> dict:
 
 @pytest.fixture
 def handler_services(aws, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(manage, "services", lambda: aws.services)
+    aws.use_process()
     return aws
 
 

@@ -20,8 +20,6 @@ from lambdaserve.queued.delivery import VisibilityLease
 from lambdaserve.queued.inference import InProcessInvoker, QueuedInference, QueueMessage
 from lambdaserve.queued.invokers import LambdaInvoker
 from lambdaserve.queued.results import PayloadStore, RequestEnvelope
-from lambdaserve.wiring.inference import build_model_server
-from lambdaserve.wiring.queues import build_queue_services
 from tests import builders
 
 LAMBDA_LIMIT = 6 * 1024 * 1024  # synchronous invoke: request and response, each
@@ -59,11 +57,8 @@ class SizeLimitedLambda:
 def echo(aws, monkeypatch):
     aws.put("models/echo/1/model.onnx", builders.onnx_identity(784))
     aws.services.registrar.reconcile_model("echo")
-    server = build_model_server(aws.settings, aws.clients)
-    queue = build_queue_services(aws.settings, aws.clients)
-    monkeypatch.setattr(infer, "server", lambda: server)
-    monkeypatch.setattr(infer, "payloads", lambda: queue.payloads)
-    return server, queue
+    process = aws.use_process()
+    return process.server(), process.queue
 
 
 def _envelope(request_id: str, rows: np.ndarray) -> RequestEnvelope:

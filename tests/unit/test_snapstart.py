@@ -12,6 +12,7 @@ import snapshot_restore_py
 from lambdaserve.handlers import infer, snapstart
 from lambdaserve.processes.event_pump import LocalContext
 from lambdaserve.settings import get_settings
+from lambdaserve.wiring.process import current, install
 from tests import builders
 
 EVENTS = Path(__file__).parent.parent / "events"
@@ -22,18 +23,19 @@ def lambda_instance(aws, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """The infer module's singletons built from the environment, as in a Lambda sandbox."""
     monkeypatch.setenv("LAMBDASERVE_WORK_DIR", str(tmp_path / "sandbox"))
     monkeypatch.setenv("LAMBDASERVE_COLD_START", "snapstart")
-    for cached in (get_settings, infer.server, infer.submitter, infer.payloads):
-        cached.cache_clear()
+    get_settings.cache_clear()
+    install(None)
     yield
-    for cached in (get_settings, infer.server, infer.submitter, infer.payloads):
-        cached.cache_clear()
+    get_settings.cache_clear()
 
 
 @pytest.fixture
 def registered():
-    assert snapstart.register(infer.before_snapshot, infer.after_restore)
-    before = [e for e in snapshot_restore_py.get_before_snapshot() if e[0] is infer.before_snapshot]
-    after = [e for e in snapshot_restore_py.get_after_restore() if e[0] is infer.after_restore]
+    assert snapstart.register(snapstart.before_snapshot, snapstart.after_restore)
+    before = [
+        e for e in snapshot_restore_py.get_before_snapshot() if e[0] is snapstart.before_snapshot
+    ]
+    after = [e for e in snapshot_restore_py.get_after_restore() if e[0] is snapstart.after_restore]
     yield before[-1][0], after[-1][0]
     for registry, entry in (
         (snapshot_restore_py.get_before_snapshot(), before[-1]),
@@ -57,14 +59,14 @@ def test_a_restored_instance_answers_from_the_snapshot_without_a_download(
     aws.services.manager.set_preload("mlp", True)
     # When the runtime runs the hooks before the snapshot
     before_snapshot()
-    snapshotted = infer.server()
+    snapshotted = current().server()
     # Then the marked model is loaded (downloaded, session created, warmed) and only it
     assert snapshotted.loaded_versions() == [("mlp", 1)]
     # When the instance is restored, its model files gone from S3 (a download would fail)
     for key in ("models/mlp/1/model.onnx", "models/other/1/model.onnx"):
         aws.clients.s3.delete_object(Bucket=aws.settings.bucket, Key=key)
     after_restore()
-    restored = infer.server()
+    restored = current().server()
     # Then it has new clients and the snapshot's models, and answers at once
     assert restored is not snapshotted
     assert restored.resolver.catalog is not snapshotted.resolver.catalog
@@ -85,13 +87,13 @@ def test_without_marks_every_default_version_is_preloaded_within_the_budget(
     monkeypatch.setenv("LAMBDASERVE_PRELOAD_BYTES", str(len(small) + 1000))
     get_settings.cache_clear()
     # When the snapshot is prepared
-    infer.before_snapshot()
+    snapstart.before_snapshot()
     # Then the small one is loaded and the large one waits for its first request
-    assert infer.server().loaded_versions() == [("small", 1)]
+    assert current().server().loaded_versions() == [("small", 1)]
 
 
 def test_the_hooks_register_only_where_snapstart_is_asked_for():
     assert get_settings().cold_start == "none"
     assert not [
-        e for e in snapshot_restore_py.get_before_snapshot() if e[0] is infer.before_snapshot
+        e for e in snapshot_restore_py.get_before_snapshot() if e[0] is snapstart.before_snapshot
     ]

@@ -1,4 +1,5 @@
-"""One place that maps domain errors to HTTP status codes and ``{"error": ...}`` bodies."""
+"""The FastAPI app's exception handlers: domain errors through ``protocol.http_status``'s
+one table, as ``{"error": ...}`` bodies."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from lambdaserve.errors import LambdaServeError
-from lambdaserve.protocol.http_status import status_for
+from lambdaserve.protocol.http_status import INTERNAL_ERROR, status_for
 
 logger = logging.getLogger(__name__)
 
@@ -45,4 +46,4 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, "internal error; the server log has the details")
+        return error_response(500, INTERNAL_ERROR)

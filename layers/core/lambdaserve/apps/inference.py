@@ -19,22 +19,13 @@ from lambdaserve.apps.predictions import install_predictions
 from lambdaserve.apps.tfserving import install_tfserving
 from lambdaserve.apps.torchserve_management import install_api_description
 from lambdaserve.apps.triton_extras import install_triton_extras
-from lambdaserve.apps.v2_calls import (
-    header_length_value,
-    parse_for,
-    too_large,
-    v2_infer,
-)
+from lambdaserve.apps.v2_calls import answer_v2, read_v2_call, too_large
 from lambdaserve.batching.dynamic_batcher import TensorBatcher
-from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.content_encoding import decode_body
 from lambdaserve.protocol.limits import header_int
 from lambdaserve.protocol.v2 import (
     HEADER_LENGTH,
-    EncodedResponse,
-    encode_infer_response,
-    parse_infer_request,
 )
 from lambdaserve.queued.submit import AsyncSubmitter
 from lambdaserve.serving.data_plane import InferenceDataPlane
@@ -59,7 +50,6 @@ def create_inference_app(
     install_metrics(app, lambda: server().stats, queued_in(batcher, server) if batcher else None)
 
     plane = InferenceDataPlane(server, batcher)
-    number_of, call = plane.version_number, plane.call
 
     @app.get("/v2/health/live")
     async def live() -> dict[str, bool]:
@@ -106,32 +96,22 @@ def create_inference_app(
     async def model_stats(model: str, version: str | None = None) -> dict[str, Any]:
         return await plane.model_stats(model, version)
 
-    async def answer(
-        model: str, number: int | None, body: bytes, header_length: int | None
-    ) -> EncodedResponse:
-        """v2 infer, request bytes to response bytes: through the batcher when there is one."""
-        if batcher is not None:
-            return await _batched(
-                plane,
-                model=model,
-                version=number,
-                body=body,
-                header_length=header_length,
-            )
-        return await call(
-            model, number, lambda: v2_infer(server(), model, number, body, header_length)
-        )
-
-    app.state.answer_v2_infer = answer  # the ASGI front door's way in (apps.front_door)
+    app.state.plane = plane  # the ASGI front door answers v2 infer through the same plane
 
     async def infer(request: Request) -> Response:
-        model = _model(request.path_params["model"])
-        number = await number_of(model, request.path_params.get("version"))
-        body = await read_limited_body(request, max_request_bytes())
-        header_length = header_length_value(request.headers.get(HEADER_LENGTH))
-        if "respond-async" in request.headers.get("prefer", ""):
-            return await _submit(submitter, model, number, body, header_length)
-        encoded = await answer(model, number, body, header_length)
+        headers = request.headers
+        body = await read_raw_body(request, max_request_bytes())
+        call = read_v2_call(
+            request.path_params["model"],
+            request.path_params.get("version"),
+            headers,
+            body,
+            max_request_bytes(),
+        )
+        if "respond-async" in headers.get("prefer", ""):
+            number = await plane.version_number(call.model, call.version_text)
+            return await _submit(submitter, call.model, number, call.body, call.header_length)
+        encoded = await answer_v2(plane, call)
         return Response(encoded.body, headers=encoded.headers)
 
     # The hot routes are plain Starlette routes: FastAPI's dependency solving for two path
@@ -148,25 +128,6 @@ def create_inference_app(
 
     document_api(app, inference_paths())
     return app
-
-
-async def _batched(
-    plane: InferenceDataPlane,
-    *,
-    model: str,
-    version: int | None,
-    body: bytes,
-    header_length: int | None,
-) -> EncodedResponse:
-    """v2 infer through the dynamic batcher (long-running servers)."""
-    if header_length == 0:  # a raw binary request needs the model's signature: maybe I/O
-        parsed = await run_in_threadpool(
-            parse_for, plane.server(), model, version, body, header_length
-        )
-    else:
-        parsed = parse_infer_request(body, header_length)
-    inferred = await plane.infer(model, version, parsed)
-    return encode_infer_response(model, inferred.version, parsed, inferred.outputs)
 
 
 async def _submit(
@@ -214,8 +175,14 @@ def _install_request_status(app: FastAPI, submitter: Callable[[], AsyncSubmitter
 
 async def read_limited_body(request: Request, limit: int) -> bytes:
     """The body (decompressed), or 413 before reading more than ``limit`` bytes."""
-    body = await read_limited(request.stream(), request.headers.get("content-length"), limit)
-    return decode_body(body, request.headers.get("content-encoding"), limit)
+    return decode_body(
+        await read_raw_body(request, limit), request.headers.get("content-encoding"), limit
+    )
+
+
+async def read_raw_body(request: Request, limit: int) -> bytes:
+    """The body as sent (still encoded), or 413 before reading more than ``limit`` bytes."""
+    return await read_limited(request.stream(), request.headers.get("content-length"), limit)
 
 
 async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit: int) -> bytes:
@@ -230,7 +197,3 @@ async def read_limited(chunks: AsyncIterator[bytes], declared: str | None, limit
             raise too_large(size, limit)
         parts.append(chunk)
     return b"".join(parts)
-
-
-def _model(name: str) -> str:
-    return check_model_name(name)

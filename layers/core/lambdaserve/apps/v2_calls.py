@@ -1,29 +1,118 @@
-"""The v2 infer call from request bytes to response bytes, for every door (the FastAPI
-route, the ASGI front door, the Lambda handler's direct path): nothing here imports
-FastAPI, so the direct path starts without it."""
+"""The one v2 infer door: every transport (the FastAPI route, the long-running server's
+ASGI front door, the infer function's direct Lambda path) answers
+``POST /v2/models/{m}[/versions/{v}]/infer`` through ``read_v2_call`` (name, version text,
+body limit, decoding, binary header length), a ``v2_infer``, and ``error_answer``. Nothing
+here imports FastAPI, so the direct path starts without it."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from lambdaserve.errors import PayloadTooLarge
+import orjson
+
+from lambdaserve.catalog.repository import check_model_name
+from lambdaserve.errors import LambdaServeError, PayloadTooLarge
+from lambdaserve.protocol.content_encoding import decode_body
+from lambdaserve.protocol.http_status import INTERNAL_ERROR, status_for
 from lambdaserve.protocol.limits import header_int
 from lambdaserve.protocol.raw_binary import parse_raw_binary
 from lambdaserve.protocol.v2 import (
+    HEADER_LENGTH,
     EncodedResponse,
     InferRequest,
     encode_infer_response,
     parse_infer_request,
 )
+from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.model_server import ModelServer
 
 V2_INFER = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
+JSON = "application/json"
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class V2Call:
+    """A v2 infer request as every door reads it, before the version is resolved."""
+
+    model: str
+    version_text: str | None
+    body: bytes
+    header_length: int | None
+
+
+@dataclass(frozen=True)
+class HttpAnswer:
+    """Status, body and headers, for a transport to send as it sends things."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=lambda: {"content-type": JSON})
+
+
+def read_v2_call(
+    model: str, version_text: str | None, headers: Mapping[str, str], body: bytes, limit: int
+) -> V2Call:
+    """The preamble every door shares. ``headers`` have lower-case names; ``body`` is what
+    arrived (a door that streams checks the limit as it reads, this checks it again)."""
+    check_body_size(len(body), limit)
+    return V2Call(
+        check_model_name(model),
+        version_text or None,
+        decode_body(body, headers.get("content-encoding"), limit),
+        header_length_value(headers.get(HEADER_LENGTH.lower())),
+    )
+
+
+def encoded_answer(encoded: EncodedResponse) -> HttpAnswer:
+    return HttpAnswer(
+        200,
+        encoded.body,
+        {"content-type": JSON, **{k.lower(): v for k, v in encoded.headers.items()}},
+    )
+
+
+def error_answer(exc: Exception, where: str) -> HttpAnswer:
+    """A domain error as its status and ``{"error": ...}``; anything else logged, and 500."""
+    if isinstance(exc, LambdaServeError):
+        return HttpAnswer(status_for(exc), orjson.dumps({"error": exc.message}))
+    logger.error("unhandled error on %s", where, exc_info=exc)
+    return HttpAnswer(500, orjson.dumps({"error": INTERNAL_ERROR}))
+
+
+async def answer_v2(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:
+    """A v2 call through the data plane: its dynamic batcher where it has one."""
+    version = await plane.version_number(call.model, call.version_text)
+    model, body, header_length = call.model, call.body, call.header_length
+    if plane.batcher is None:
+        server = plane.server()
+        return await plane.call(
+            model, version, lambda: v2_infer(server, model, version, body, header_length)
+        )
+    if header_length == 0:  # a raw binary request needs the model's signature: maybe I/O
+        parsed = await asyncio.to_thread(
+            parse_for, plane.server(), model, version, body, header_length
+        )
+    else:
+        parsed = parse_infer_request(body, header_length)
+    inferred = await plane.infer(model, version, parsed)
+    return encode_infer_response(model, inferred.version, parsed, inferred.outputs)
+
+
+def answer_v2_now(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:
+    """A v2 call run in this thread (the infer function: one request per instance)."""
+    version = plane.number_now(call.model, call.version_text)
+    return v2_infer(plane.server(), call.model, version, call.body, call.header_length)
 
 
 def v2_infer(
     server: ModelServer, model: str, version: int | None, body: bytes, header_length: int | None
 ) -> EncodedResponse:
-    """One v2 inference from request bytes to response bytes (any transport)."""
+    """One v2 inference from request bytes to response bytes, the model run in this thread."""
     parsed = parse_for(server, model, version, body, header_length)
     return server.infer(
         model,

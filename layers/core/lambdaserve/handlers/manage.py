@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -19,14 +18,10 @@ from aws_lambda_powertools.utilities.data_classes.s3_event import S3EventBridgeN
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-if TYPE_CHECKING:
-    from fastapi import FastAPI
-    from mangum import Mangum
 from lambdaserve.catalog.repository import decode_event_key
 from lambdaserve.publishing.events import EventBatch
-from lambdaserve.publishing.management import ModelManager
-from lambdaserve.settings import get_settings
-from lambdaserve.wiring.manage import ManageServices, build_manage_services
+from lambdaserve.wiring.manage import ManageServices
+from lambdaserve.wiring.process import current
 
 logger = Logger(service="lambdaserve-manage")
 # Domain modules log with the standard library; give them the handler's JSON format.
@@ -39,10 +34,12 @@ def _config_rejected(model: str, reason: str) -> None:
     metrics.add_metric(name="ConfigsRejected", unit=MetricUnit.Count, value=1)
 
 
-@cache
 def services() -> ManageServices:
-    """Module-scope singletons, built on first use so importing stays cheap."""
-    return build_manage_services(get_settings(), on_config_rejected=_config_rejected)
+    """This process's management side (built on first use, so importing stays cheap); the
+    configs it rejects are counted in this function's metrics."""
+    process = current()
+    process.on_config_rejected = _config_rejected
+    return process.manage
 
 
 def object_keys(body: dict[str, Any]) -> list[str]:
@@ -99,26 +96,7 @@ def reconcile_handler(event: dict[str, Any], context: LambdaContext) -> dict[str
     return {"models": count}
 
 
-def _manager() -> ModelManager:
-    return services().manager
-
-
-@cache
-def management_app() -> FastAPI:
-    """The management API, built on first use: the events and reconcile functions, which
-    share this module, start without FastAPI, pydantic or the OpenAPI models."""
-    from lambdaserve.apps.management import create_management_app
-
-    return create_management_app(_manager)
-
-
-@cache
-def _asgi() -> Mangum:
-    from mangum import Mangum
-
-    return Mangum(management_app(), lifespan="off")
-
-
 def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """API Gateway (HTTP API) events for the management API."""
-    return dict(_asgi()(event, context))
+    services()  # its rejected configs counted here
+    return dict(current().management_lambda_app(event, context))

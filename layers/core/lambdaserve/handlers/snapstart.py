@@ -37,3 +37,48 @@ def renew_randomness() -> None:
     import numpy as np
 
     np.random.seed()
+
+
+def start_instance() -> None:
+    """The infer function's init phase (its entry file calls this at import): with SnapStart,
+    register the hooks; else, in a Lambda sandbox, prepare what every first request needs."""
+    import os
+
+    from lambdaserve.wiring.process import current
+
+    if current().settings.cold_start == "snapstart":
+        register(before_snapshot, after_restore)
+    elif os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+        prepare_instance()
+
+
+def prepare_instance() -> None:
+    """The AWS clients (botocore loading its service models: 0.1-0.2 s) and the default
+    runtime's import, so the first request pays only the catalog read, the download and the
+    session."""
+    from lambdaserve.runtimes.registry import runtime_named
+    from lambdaserve.wiring.process import current
+
+    current().server()
+    runtime_named("onnxruntime")
+
+
+def before_snapshot() -> None:
+    """Before the snapshot: import every route's code and load the models to preload, so a
+    restored instance starts with them in memory."""
+    from lambdaserve.serving.preload import preload_models
+    from lambdaserve.wiring.process import current
+
+    process = current()
+    process.lambda_app  # noqa: B018 (built for its imports)
+    prepare_instance()
+    preload_models(process.server(), process.settings.preload_bytes)
+
+
+def after_restore() -> None:
+    """After a restore: new AWS clients and catalog views, the loaded models kept, and fresh
+    randomness."""
+    from lambdaserve.wiring.process import current
+
+    current().renew_connections()
+    renew_randomness()

@@ -22,6 +22,7 @@ from lambdaserve.processes.event_pump import EventPump, PumpConfig
 from lambdaserve.processes.logs import quiet_third_parties, use_text_logs
 from lambdaserve.settings import Settings, get_settings
 from lambdaserve.wiring.aws import AwsClients
+from lambdaserve.wiring.process import Process, install
 
 
 def point_environment_at(endpoint: str, region: str = "us-east-1") -> Settings:
@@ -71,10 +72,8 @@ class DevStack:
         clients = AwsClients(settings)
         self.resources = ensure_resources(clients, settings)
 
-        # Imported after the environment points at the emulator: handlers read settings once.
         from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
         from lambdaserve.apps.response_limit import ResponseLimit
-        from lambdaserve.handlers import batcher, infer, manage
         from lambdaserve.processes.serve import (
             GrpcFlags,
             batching_inference_app,
@@ -83,24 +82,22 @@ class DevStack:
         )
 
         use_text_logs(options.log_level)
-        manage.services.cache_clear()
-        infer.server.cache_clear()
-        infer.submitter.cache_clear()
-        batcher.services.cache_clear()
-        # One process: the batcher runs batches on the inference API's loaded models.
-        batcher._server = infer.server
-        manage.services().registrar.reconcile_all()
+        # One process object for every function dev runs: the batcher runs batches on the
+        # inference API's loaded models, as one Lambda sandbox would.
+        process = Process(settings, clients=clients)
+        install(process)
+        process.manage.registrar.reconcile_all()
         self.start_event_pumps()
         counted = _as_is
         if options.metrics_port:
             metrics, responses = start_metrics_api(
-                options.host, options.metrics_port, lambda: infer.server().stats
+                options.host, options.metrics_port, lambda: process.server().stats
             )
             self._servers.append(metrics)
             counted = responses.watch
         self._servers.append(
             BackgroundServer(
-                counted(manage.management_app()),
+                counted(process.management_app),
                 options.host,
                 options.management_port,
                 access_log=options.access_log,
@@ -111,7 +108,7 @@ class DevStack:
         plane = serving_plane(batching=True)
         inference = ResponseLimit(
             RepositoryOnInferenceUrl(
-                batching_inference_app(plane), manage.management_app(), infer.server
+                batching_inference_app(plane), process.management_app, process.server
             ),
             settings.max_response_bytes,
         )

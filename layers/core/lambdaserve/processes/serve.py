@@ -21,6 +21,7 @@ from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.prefetch import Prefetcher
 from lambdaserve.serving.server_batcher import server_batcher
 from lambdaserve.settings import get_settings
+from lambdaserve.wiring.process import current
 
 
 def build_serving_app(
@@ -30,15 +31,14 @@ def build_serving_app(
     dynamic batcher; with ``prefetch``, newly READY default versions are downloaded into the
     cache in the background (LAMBDASERVE_PREFETCH_INTERVAL_S); with ``grpc``, every peer's
     gRPC service starts with the app, over the same data plane and batcher."""
-    from lambdaserve.handlers import infer
-
-    settings = get_settings()
+    process = current()
+    settings = process.settings
     refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="catalog-refresh")
-    infer.server().resolver.refresh_in_background(refresher.submit)
+    process.server().resolver.refresh_in_background(refresher.submit)
     if prefetch and settings.prefetch_interval_s > 0:
-        Prefetcher(infer.server, settings.prefetch_interval_s).start()
+        Prefetcher(process.server, settings.prefetch_interval_s).start()
     plane = serving_plane(batching)
-    http = batching_inference_app(plane) if batching else infer.fastapi_app()
+    http = batching_inference_app(plane) if batching else process.inference_app
     app = BodyTimeout(
         FrontDoor(http, lambda: settings.max_request_bytes), settings.client_timeout_s
     )
@@ -47,21 +47,18 @@ def build_serving_app(
 
 def serving_plane(batching: bool = True) -> InferenceDataPlane:
     """The data plane every door shares: the model server, and its dynamic batcher."""
-    from lambdaserve.handlers import infer
-
-    settings = get_settings()
-    batcher = server_batcher(infer.server, settings.default_max_batch_size) if batching else None
-    return InferenceDataPlane(infer.server, batcher)
+    process = current()
+    size = process.settings.default_max_batch_size
+    batcher = server_batcher(process.server, size) if batching else None
+    return InferenceDataPlane(process.server, batcher)
 
 
 def batching_inference_app(plane: InferenceDataPlane | None = None) -> FastAPI:
     """The inference app with v2 infer going through a dynamic batcher per model version."""
-    from lambdaserve.handlers import infer
-
-    settings = get_settings()
+    process = current()
     batcher = (plane or serving_plane(batching=True)).batcher
     return create_inference_app(
-        infer.server, lambda: settings.max_request_bytes, infer.submitter, batcher
+        process.server, lambda: process.settings.max_request_bytes, process.submitter, batcher
     )
 
 
@@ -87,7 +84,6 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
     stop: list[Step] = [unload_all]
     if flags is not None and flags.port:
         from lambdaserve.apps.grpc.server import GrpcOptions, GrpcRunner
-        from lambdaserve.handlers import manage
 
         runner = GrpcRunner(
             lambda: plane,
@@ -95,7 +91,7 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
                 host=flags.host,
                 port=flags.port,
                 max_request_bytes=get_settings().max_request_bytes,
-                management=(lambda: manage.services().manager) if flags.management else None,
+                management=(lambda: current().manage.manager) if flags.management else None,
                 share_port=flags.share_port,
             ),
         )
@@ -188,10 +184,9 @@ def serve(
 
 def _with_metrics_api(app: ASGIApp, host: str, port: int) -> ASGIApp:
     """Start TorchServe's metrics API on ``port``; ``app``'s responses counted for it."""
-    from lambdaserve.handlers import infer
     from lambdaserve.processes.background import start_metrics_api
 
-    _, responses = start_metrics_api(host, port, lambda: infer.server().stats)
+    _, responses = start_metrics_api(host, port, lambda: current().server().stats)
     return responses.watch(app)
 
 

@@ -4,20 +4,47 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
+from lambdaserve.queued.consumer import Delivered, consume
+from lambdaserve.queued.inference import QueueMessage
 from lambdaserve.serving.prefetch import Prefetcher
 from lambdaserve.settings import get_settings
+from lambdaserve.wiring.process import Process
+
+
+def consume_event(process: Process) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    """The batcher function's path for the pump's SQS events, in this process."""
+
+    def handle(event: dict[str, Any], _: Any) -> dict[str, Any]:
+        services = process.batcher
+        delivered = [
+            Delivered(
+                QueueMessage(
+                    r["messageId"], r["body"], int(r["attributes"]["ApproximateReceiveCount"])
+                ),
+                r["receiptHandle"],
+            )
+            for r in event["Records"]
+        ]
+        done = consume(
+            services.queued, services.topup, services.lease, delivered, process.metrics.flush
+        )
+        return {"batchItemFailures": [{"itemIdentifier": i} for i in sorted(done.retry)]}
+
+    return handle
 
 
 def work(poll_wait_s: int = 20) -> None:
     """Long-poll the requests queue and run the batcher's path in this process."""
-    from lambdaserve.handlers import batcher
     from lambdaserve.processes.event_pump import EventPump, PumpConfig
-    from lambdaserve.wiring.aws import AwsClients
+    from lambdaserve.wiring.process import install
 
-    settings = get_settings()
-    sqs = AwsClients(settings).sqs
+    process = Process(get_settings(), service="lambdaserve-worker")
+    install(process)
+    settings = process.settings
+    sqs = process.clients.sqs
     url = sqs.get_queue_url(QueueName=settings.requests_queue)["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
@@ -26,7 +53,7 @@ def work(poll_wait_s: int = 20) -> None:
         sqs,
         url,
         arn,
-        batcher.handler,
+        consume_event(process),
         "lambdaserve-worker",
         config=PumpConfig(
             batch_size=10, poll_wait_s=poll_wait_s, retry_delay_s=5, function_timeout_s=900
@@ -35,7 +62,7 @@ def work(poll_wait_s: int = 20) -> None:
     )
     stop = threading.Event()
     if settings.prefetch_interval_s > 0:
-        Prefetcher(batcher.model_server, settings.prefetch_interval_s).start()
+        Prefetcher(process.server, settings.prefetch_interval_s).start()
 
     def _request_stop(*_: Any) -> None:
         stop.set()

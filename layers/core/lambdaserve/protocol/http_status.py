@@ -30,6 +30,10 @@ _STATUS: dict[type[LambdaServeError], int] = {
 }
 
 
+# The one text a client gets for an error we did not expect; the details go to the log.
+INTERNAL_ERROR = "internal error; the server log has the details"
+
+
 def status_for(error: LambdaServeError) -> int:
     """The HTTP status of a domain error (500 for an unmapped subclass)."""
     for kind in type(error).__mro__:

@@ -14,8 +14,11 @@ from typing import Any
 import orjson
 
 from lambdaserve.batching.assembly import check_invariant
-from lambdaserve.queued.inference import Outcome, RetryableError
-from lambdaserve.queued.results import PayloadStore, RequestEnvelope
+from lambdaserve.errors import InvalidInput, LambdaServeError
+from lambdaserve.protocol.http_status import status_for
+from lambdaserve.queued.inference import Outcome, RetryableError, run_envelopes
+from lambdaserve.queued.results import PayloadStore, RequestEnvelope, parse_envelope
+from lambdaserve.serving.model_server import ModelServer
 
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
 # Room for the {"requests": [...]} wrapper and the separators between messages.
@@ -178,3 +181,31 @@ def runtime_json_size(compact: bytes) -> int:
     puts a space after every separator and escapes non-ASCII as ``\\uXXXX``."""
     non_ascii = len(compact) - len(compact.decode("utf-8").encode("ascii", "ignore"))
     return len(compact) + compact.count(b",") + compact.count(b":") + 5 * non_ascii
+
+
+def answer_envelopes(
+    server: ModelServer, payloads: PayloadStore, event: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The infer function's batch call: ``{"requests": [envelope, ...]}`` -> N results, in
+    order. An envelope is a v2 request plus ``model_name`` (and optional ``model_version``,
+    ``id``), or ``payload_key`` pointing at a large request in S3. Each result is
+    ``{"status": 200, "response": <v2 response>}`` (binary: ``body_base64`` and
+    ``header_length``; moved to S3 to stay under 6 MB: ``body_key``) or
+    ``{"status": 4xx/5xx, "error": ...}``."""
+    requests = event.get("requests")
+    if not isinstance(requests, list):
+        raise InvalidInput('the batch event needs "requests": a list of request envelopes')
+    envelopes: list[RequestEnvelope] = []
+    answers: list[Answered | None] = []
+    for raw in requests:
+        try:
+            envelopes.append(parse_envelope(orjson.dumps(raw)))
+            answers.append(None)
+        except LambdaServeError as exc:
+            answers.append({"status": status_for(exc), "error": exc.message})
+    outcomes = iter(run_envelopes(server, payloads, envelopes))
+    pending = iter(envelopes)
+    filled: list[Answered] = [
+        answer if answer is not None else (next(pending).id, next(outcomes)) for answer in answers
+    ]
+    return answer_batch(filled, payloads)

@@ -68,13 +68,19 @@ class InferenceDataPlane:
         self.server()
         return True
 
-    async def version_number(self, model: str, text: str | None) -> int | None:
-        """A version as clients write it: empty or absent (the default), a number, a label."""
+    def number_now(self, model: str, text: str | None) -> int | None:
+        """A version as clients write it: empty or absent (the default), a number, a label
+        (read from the catalog view: maybe I/O, so async callers use ``version_number``)."""
         if not text:
             return None
         if text.isdigit():
             return parse_version(text)
-        return await asyncio.to_thread(self.server().resolver.number, check_model_name(model), text)
+        return self.server().resolver.number(check_model_name(model), text)
+
+    async def version_number(self, model: str, text: str | None) -> int | None:
+        if not text or text.isdigit():
+            return self.number_now(model, text)
+        return await asyncio.to_thread(self.number_now, model, text)
 
     async def resolve(self, model: str, version_text: str | None) -> ServedVersion:
         number = await self.version_number(model, version_text)

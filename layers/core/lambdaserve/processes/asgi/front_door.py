@@ -3,33 +3,34 @@
 ``POST /v2/models/{m}[/versions/{v}]/infer`` and TorchServe's ``/predictions/{m}[/{v}]`` are
 answered here, before the framework's middleware stack and router (measured under load: they
 took a fifth of the server's time, more than parsing the request); every other request, and
-async submissions, go to the app. The answers are the app's own (``app.state.
-answer_v2_infer``, ``app.state.answer_prediction``), so both doors agree.
+async submissions, go to the app. v2 infer is answered by the one v2 door
+(``apps.v2_calls``) over the app's data plane, predictions by the app's own
+``app.state.answer_prediction``, so both doors agree.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-import orjson
 from fastapi import FastAPI, Response
 from starlette.types import Receive, Scope, Send
 
 from lambdaserve.apps.inference import read_limited
-from lambdaserve.apps.v2_calls import V2_INFER, header_length_value
-from lambdaserve.catalog.repository import check_model_name, parse_version
-from lambdaserve.errors import LambdaServeError
+from lambdaserve.apps.v2_calls import (
+    JSON,
+    V2_INFER,
+    HttpAnswer,
+    answer_v2,
+    encoded_answer,
+    error_answer,
+    read_v2_call,
+)
 from lambdaserve.protocol.content_encoding import decode_body
-from lambdaserve.protocol.http_status import status_for
-from lambdaserve.protocol.v2 import HEADER_LENGTH, EncodedResponse
+from lambdaserve.serving.data_plane import InferenceDataPlane
 
-Answer = Callable[[str, int | None, bytes, int | None], Awaitable[EncodedResponse]]
 AnswerPrediction = Callable[[str, str | None, bytes, dict[str, str]], Awaitable[Response]]
 PREDICTIONS = re.compile(r"^/predictions/([^/]+)(?:/([^/]+))?$")
-
-logger = logging.getLogger(__name__)
 
 
 class FrontDoor:
@@ -37,7 +38,7 @@ class FrontDoor:
 
     def __init__(self, app: FastAPI, max_request_bytes: Callable[[], int]) -> None:
         self.app = app
-        self._answer: Answer = app.state.answer_v2_infer
+        self._plane: InferenceDataPlane = app.state.plane
         self._answer_prediction: AnswerPrediction | None = getattr(
             app.state, "answer_prediction", None
         )
@@ -55,49 +56,36 @@ class FrontDoor:
             if scope["type"] == "http" and scope["method"] == "POST"
             else None
         )
-        if match is None or not (match.group(2) or "1").isdigit():
-            await self.app(scope, receive, send)  # version labels resolve in the app
+        if match is None:
+            await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if "respond-async" in headers.get("prefer", ""):
             await self.app(scope, receive, send)
             return
-        status, body, response_headers = await self._infer(match, headers, receive)
-        response_headers["content-length"] = str(len(body))
+        answer = await self._infer(match, headers, receive)
+        response_headers = {**answer.headers, "content-length": str(len(answer.body))}
         await send(
             {
                 "type": "http.response.start",
-                "status": status,
+                "status": answer.status,
                 "headers": [
                     (k.encode("latin-1"), v.encode("latin-1")) for k, v in response_headers.items()
                 ],
             }
         )
-        await send({"type": "http.response.body", "body": body})
+        await send({"type": "http.response.body", "body": answer.body})
 
     async def _infer(
         self, match: re.Match[str], headers: dict[str, str], receive: Receive
-    ) -> tuple[int, bytes, dict[str, str]]:
-        json_only = {"content-type": "application/json"}
+    ) -> HttpAnswer:
         try:
-            model = check_model_name(match.group(1))
-            version = parse_version(match.group(2)) if match.group(2) else None
             limit = self._max_request_bytes()
             body = await read_limited(_chunks(receive), headers.get("content-length"), limit)
-            body = decode_body(body, headers.get("content-encoding"), limit)
-            header_length = header_length_value(headers.get(HEADER_LENGTH.lower()))
-            encoded = await self._answer(model, version, body, header_length)
-        except LambdaServeError as exc:
-            return status_for(exc), orjson.dumps({"error": exc.message}), json_only
-        except Exception:
-            logger.exception("unhandled error on POST %s", match.group(0))
-            error = {"error": "internal error; the server log has the details"}
-            return 500, orjson.dumps(error), json_only
-        return (
-            200,
-            encoded.body,
-            {**json_only, **{k.lower(): v for k, v in encoded.headers.items()}},
-        )
+            call = read_v2_call(match.group(1), match.group(2), headers, body, limit)
+            return encoded_answer(await answer_v2(self._plane, call))
+        except Exception as exc:
+            return error_answer(exc, f"POST {match.group(0)}")
 
     async def _predict(self, match: re.Match[str], scope: Scope, receive: Receive) -> Response:
         assert self._answer_prediction is not None
@@ -107,16 +95,9 @@ class FrontDoor:
             body = await read_limited(_chunks(receive), headers.get("content-length"), limit)
             body = decode_body(body, headers.get("content-encoding"), limit)
             return await self._answer_prediction(match.group(1), match.group(2), body, headers)
-        except LambdaServeError as exc:
-            return Response(
-                orjson.dumps({"error": exc.message}),
-                status_for(exc),
-                media_type="application/json",
-            )
-        except Exception:
-            logger.exception("unhandled error on %s %s", scope["method"], match.group(0))
-            error = {"error": "internal error; the server log has the details"}
-            return Response(orjson.dumps(error), 500, media_type="application/json")
+        except Exception as exc:
+            answer = error_answer(exc, f"{scope['method']} {match.group(0)}")
+            return Response(answer.body, answer.status, media_type=JSON)
 
 
 async def _chunks(receive: Receive) -> AsyncIterator[bytes]:

@@ -1,0 +1,279 @@
+"""The composition root: one ``Process`` per running process, built once from ``Settings``.
+
+Every entry point (the three Lambda functions' handlers, ``serve``, ``worker``, ``dev``)
+takes its objects from the process object: the inference side (the model server, the data
+plane, the inference app, async submission, the GPU forwarder), the management side and the
+queue side. Each side is built on first use, so a cold start imports and pays only for the
+side it serves. ``current()`` is the process's own object; ``dev`` and the tests build theirs
+from their settings and ``install`` it instead of patching module globals.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from lambdaserve.metrics.emf import InvocationMetrics
+from lambdaserve.metrics.stats import StatsRegistry
+from lambdaserve.settings import Settings, get_settings
+from lambdaserve.wiring.aws import AwsClients
+from lambdaserve.wiring.inference import build_model_server
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+    from mangum import Mangum
+
+    from lambdaserve.forwarding.forwarder import ServerModeRouter
+    from lambdaserve.queued.delivery import TopUp, VisibilityLease
+    from lambdaserve.queued.inference import QueuedInference
+    from lambdaserve.queued.results import PayloadStore
+    from lambdaserve.queued.submit import AsyncSubmitter
+    from lambdaserve.serving.data_plane import InferenceDataPlane
+    from lambdaserve.serving.model_server import ModelServer
+    from lambdaserve.wiring.manage import ManageServices
+    from lambdaserve.wiring.queues import QueueServices
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class BatcherServices:
+    """The batcher's path: queued inference, the sub-second top-up and the visibility lease."""
+
+    queued: QueuedInference
+    topup: TopUp
+    lease: VisibilityLease
+
+
+class Process:
+    """The objects one process serves with. ``service`` names its EMF metrics
+    (``lambdaserve-infer``, or ``lambdaserve-worker`` for ``lambdaserve worker``)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        service: str = "lambdaserve-infer",
+        clients: AwsClients | None = None,
+        on_config_rejected: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.metrics = InvocationMetrics(service)
+        self.on_config_rejected = on_config_rejected
+        self._given_clients = clients
+        self._built: dict[str, Any] = {}
+        self._lock = threading.RLock()
+
+    def _once(self, name: str, build: Callable[[], T]) -> T:
+        found = self._built.get(name)
+        if found is None:
+            with self._lock:
+                found = self._built.get(name)
+                if found is None:
+                    found = self._built[name] = build()
+        return found
+
+    # -- shared ---------------------------------------------------------------------------
+    @property
+    def clients(self) -> AwsClients:
+        return self._once("clients", lambda: self._given_clients or AwsClients(self.settings))
+
+    # -- the inference side ---------------------------------------------------------------
+    def server(self) -> ModelServer:
+        """The loaded-version LRU; a method, so consumers can hold ``process.server`` and
+        look it up per call (a SnapStart restore renews it in place)."""
+        return self._once(
+            "server",
+            lambda: build_model_server(
+                self.settings, self.clients, StatsRegistry(self.metrics.record)
+            ),
+        )
+
+    @property
+    def plane(self) -> InferenceDataPlane:
+        """The data plane without a batcher: each request runs alone (Lambda)."""
+        from lambdaserve.serving.data_plane import InferenceDataPlane
+
+        return self._once("plane", lambda: InferenceDataPlane(self.server))
+
+    def submitter(self) -> AsyncSubmitter:
+        """``Prefer: respond-async``: the results store and the requests queue."""
+        from lambdaserve.queued.submit import AsyncSubmitter
+
+        def build() -> AsyncSubmitter:
+            queue = self.queue
+            return AsyncSubmitter(
+                self.server,
+                queue.results,
+                queue.payloads,
+                queue.sqs,
+                queue.requests_queue_url,
+                gpu_queue_url=queue.gpu_queue_url,
+                reply_to_allowed=self.settings.reply_to_allowed,
+            )
+
+        return self._once("submitter", build)
+
+    @property
+    def inference_app(self) -> FastAPI:
+        """Every inference route (FastAPI), built on first use: a cold start that only serves
+        the direct v2 path imports no FastAPI, pydantic or OpenAPI models."""
+        from lambdaserve.apps.inference import create_inference_app
+
+        return self._once(
+            "inference_app",
+            lambda: create_inference_app(
+                self.server, lambda: self.settings.max_request_bytes, self.submitter
+            ),
+        )
+
+    @property
+    def lambda_app(self) -> Mangum:
+        """Every inference route but the direct v2 infer, behind Mangum (the infer function)."""
+
+        def build() -> Mangum:
+            from mangum import Mangum
+
+            from lambdaserve.apps.response_limit import ResponseLimit
+
+            limit = self.settings.max_response_bytes
+            return Mangum(ResponseLimit(self.inference_app, limit), lifespan="off")
+
+        return self._once("lambda_app", build)
+
+    @property
+    def forwarder(self) -> ServerModeRouter | None:
+        """Where synchronous requests for KIND_GPU models go (LAMBDASERVE_SERVER_URL)."""
+        if not self.settings.server_url:
+            return None
+        return self._once("forwarder", self._build_forwarder)
+
+    def _build_forwarder(self) -> ServerModeRouter:
+        from lambdaserve.forwarding.forwarder import Queue, ServerModeRouter
+
+        def wants_server(model: str) -> bool:
+            return self.server().resolver.config(model).instance_kind == "GPU"
+
+        def number(model: str, text: str | None) -> int | None:
+            return self.server().resolver.number(model, text)  # per call: a restore renews it
+
+        queue = Queue(
+            submit=lambda *args: self.submitter().submit(*args),
+            result=lambda request_id: self.submitter().result(request_id),
+            number=number,
+        )
+        url = self.settings.server_url
+        return ServerModeRouter(url, wants_server, queue, wait_s=self.settings.server_wait_s)
+
+    # -- the queue side -------------------------------------------------------------------
+    @property
+    def queue(self) -> QueueServices:
+        from lambdaserve.wiring.queues import build_queue_services
+
+        return self._once("queue", lambda: build_queue_services(self.settings, self.clients))
+
+    @property
+    def payloads(self) -> PayloadStore:
+        return self.queue.payloads
+
+    @property
+    def batcher(self) -> BatcherServices:
+        """The batcher function's (and ``lambdaserve worker``'s) path; batches run on this
+        process's model server unless LAMBDASERVE_INFER_FUNCTION names the infer function."""
+        from lambdaserve.queued.delivery import TopUp, VisibilityLease
+        from lambdaserve.wiring.queues import build_queued_inference
+
+        def build() -> BatcherServices:
+            settings, queue = self.settings, self.queue
+            topup = TopUp(
+                queue.sqs,
+                queue.requests_queue_url,
+                settings.topup_messages,
+                settings.topup_window_s,
+                settings.retry_delay_s,
+            )
+            lease = VisibilityLease(
+                queue.sqs, queue.requests_queue_url, settings.visibility_lease_s
+            )
+            queued = build_queued_inference(settings, queue, self.server, self.clients)
+            return BatcherServices(queued, topup, lease)
+
+        return self._once("batcher", build)
+
+    # -- the management side --------------------------------------------------------------
+    @property
+    def manage(self) -> ManageServices:
+        from lambdaserve.wiring.manage import build_manage_services
+
+        return self._once(
+            "manage",
+            lambda: build_manage_services(self.settings, self.clients, self._config_rejected),
+        )
+
+    @property
+    def management_app(self) -> FastAPI:
+        """The management API, built on first use: the events and reconcile functions start
+        without FastAPI, pydantic or the OpenAPI models."""
+        from lambdaserve.apps.management import create_management_app
+
+        return self._once(
+            "management_app", lambda: create_management_app(lambda: self.manage.manager)
+        )
+
+    @property
+    def management_lambda_app(self) -> Mangum:
+        from mangum import Mangum
+
+        return self._once(
+            "management_lambda_app", lambda: Mangum(self.management_app, lifespan="off")
+        )
+
+    def _config_rejected(self, model: str, reason: str) -> None:
+        if self.on_config_rejected is not None:  # looked up per call: the manage function's
+            self.on_config_rejected(model, reason)
+
+    def forget(self, *names: str, settings: Settings | None = None) -> None:
+        """Drop the named objects (``"server"``, ``"submitter"``, ``"forwarder"``...), and
+        take ``settings`` when given: the next use builds them again. Apps already built keep
+        answering, as they look the objects up per call."""
+        with self._lock:
+            if settings is not None:
+                self.settings = settings
+            for name in names:
+                self._built.pop(name, None)
+
+    # -- SnapStart ------------------------------------------------------------------------
+    def renew_connections(self) -> None:
+        """After a SnapStart restore: new AWS clients (connections and credentials are not
+        carried over) and fresh catalog views; the loaded models are kept."""
+        with self._lock:
+            snapshotted = self._built.get("server")
+            for name in ("clients", "server", "plane", "submitter", "queue", "batcher", "manage"):
+                self._built.pop(name, None)
+        if snapshotted is not None:
+            self.server().adopt_loaded(snapshotted)
+
+
+_current: Process | None = None
+_current_lock = threading.Lock()
+
+
+def current() -> Process:
+    """This process's object, built from the environment's settings on first use."""
+    global _current  # noqa: PLW0603 (the one process-wide object, by design)
+    if _current is None:
+        with _current_lock:
+            if _current is None:
+                _current = Process(get_settings())
+    return _current
+
+
+def install(process: Process | None) -> Process | None:
+    """Make ``process`` this process's object (``dev``, ``serve``, ``worker``, tests); None
+    forgets it, so the next ``current()`` builds one from the settings. Returns the old one."""
+    global _current
+    with _current_lock:
+        previous, _current = _current, process
+    return previous
