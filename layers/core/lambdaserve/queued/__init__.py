@@ -1,7 +1,7 @@
 """Requests that wait in SQS: envelopes and the result and payload stores (``results``),
 async submission (``submit``), the batcher's domain (``inference``), how queued batches reach
 the infer function (``invokers``), and the delivery helpers (``delivery``: top-up,
-visibility lease).
+visibility lease), one delivery consumed (``consumer``).
 
 Imports ``serving``, ``batching``, ``protocol`` and below.
 """

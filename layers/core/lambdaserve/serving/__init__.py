@@ -2,7 +2,8 @@
 through the artifact cache (``cache``, ``loading``, ``reshaped_model``), warm it up, bind
 requests to its signature, run batches (``batch_runs``), classification, and the
 ``ModelServer`` that holds loaded versions (``model_server``); preload and prefetch; the
-dynamic batcher wired to a server (``server_batcher``); TorchServe raw-body predictions.
+dynamic batcher wired to a server (``server_batcher``); TorchServe raw-body predictions; the
+data plane every door talks to (``data_plane``).
 
 Imports ``batching``, ``catalog``, ``runtimes``, ``config``, ``protocol``, ``metrics``,
 ``tensors``; nothing about HTTP, Lambda or queues.

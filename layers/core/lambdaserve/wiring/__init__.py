@@ -1,6 +1,8 @@
-"""Wiring: each function's domain objects built from settings and AWS clients
-(``aws``): the inference side alone (``inference``, what a cold start imports), the manage
-side (``manage``), the queue side (``queues``).
+"""Wiring: the composition root (``process``: one ``Process`` per running process, built once
+from ``Settings``) and the builders it uses: AWS clients (``aws``), the inference side alone
+(``inference``, what a cold start imports), the manage side (``manage``), the queue side
+(``queues``).
 
-Imports the domain rooms; only handlers, servers, the local stack and the CLI import it.
+Imports ``apps``, ``forwarding`` and the domain rooms; handlers, processes, the local stack and
+the CLI take their objects from it.
 """
