@@ -56,7 +56,7 @@ def test_every_dotted_module_name_exists():
     assert not stale, "\n".join(stale)
 
 
-@pytest.mark.parametrize("page", sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"])
+@pytest.mark.parametrize("page", [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"])
 def test_every_module_path_a_page_names_exists(page: Path):
     missing = sorted(
         p for p in set(ROOM_PATH.findall(page.read_text())) if not (PACKAGE / p).exists()
