@@ -62,7 +62,7 @@ def instrument() -> None:
     patch(lambdaserve.serving.model_server.VersionResolver, "_read", "catalog read")
     patch(lambdaserve.serving.cache.ArtifactCache, "materialize", "download (cache)")
     patch(lambdaserve.catalog.repository.ModelRepository, "download", "  S3 download_file")
-    patch(lambdaserve.serving.cache, "_sha256", "  sha256 check")
+    patch(lambdaserve.serving.cache, "file_sha256", "  sha256 check")
     patch(loading, "warm_up", "warm-up")
     runtime_named = loading.runtime_named
 

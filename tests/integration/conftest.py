@@ -134,9 +134,7 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     )
     pump.start()
     server = BackgroundServer(process.management_app, "127.0.0.1", free_port()).start()
-    one_url = RepositoryOnInferenceUrl(
-        process.inference_app, process.management_app, process.server
-    )
+    one_url = RepositoryOnInferenceUrl(process.inference_app, process.management_app, process.plane)
     inference_server = BackgroundServer(one_url, "127.0.0.1", free_port()).start()
     with (
         httpx.Client(base_url=server.url, timeout=30) as api,

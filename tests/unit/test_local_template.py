@@ -15,6 +15,7 @@ from lambdaserve.local.template import (
     stateful_template,
 )
 from lambdaserve.queued.submit import AsyncSubmitter
+from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.inference import build_model_server
 from lambdaserve.wiring.queues import build_queue_services
@@ -132,7 +133,7 @@ def test_async_requests_for_gpu_models_go_to_the_gpu_queue(aws, config, queue):
     services = build_queue_services(settings, aws.clients)
     server = build_model_server(settings, aws.clients)
     submitter = AsyncSubmitter(
-        lambda: server,
+        InferenceDataPlane(lambda: server),
         services.results,
         services.payloads,
         sqs,

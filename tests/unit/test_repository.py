@@ -2,15 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from lambdaserve.catalog.repository import (
-    ConfigKey,
-    VersionFileKey,
-    check_model_name,
-    decode_event_key,
-    parse_key,
-    parse_version,
-)
+from lambdaserve.catalog.repository import ConfigKey, VersionFileKey, decode_event_key, parse_key
 from lambdaserve.errors import InvalidInput
+from lambdaserve.protocol.names import check_model_name, parse_version
 
 
 @pytest.mark.parametrize(

@@ -15,10 +15,10 @@ import orjson
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import StreamingResponse
 
-from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InferenceError, InvalidInput, LambdaServeError
 from lambdaserve.protocol.generate import encode_generate, parse_generate
 from lambdaserve.protocol.limits import json_document
+from lambdaserve.protocol.names import check_model_name
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.serving.data_plane import InferenceDataPlane
 

@@ -47,9 +47,8 @@ def create_inference_app(
     install_docs(app)
     install_api_description(app)
     install_triton_extras(app)
-    install_metrics(app, lambda: server().stats, queued_in(batcher, server) if batcher else None)
-
     plane = InferenceDataPlane(server, batcher)
+    install_metrics(app, lambda: server().stats, queued_in(batcher, plane) if batcher else None)
 
     @app.get("/v2/health/live")
     async def live() -> dict[str, bool]:

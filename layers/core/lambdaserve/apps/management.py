@@ -19,10 +19,10 @@ from lambdaserve.apps.torchserve_management import (
     refuse_scaling,
 )
 from lambdaserve.apps.workflows import install_workflow_management
-from lambdaserve.catalog.repository import check_model_name, parse_version
 from lambdaserve.catalog.store import VersionRecord
 from lambdaserve.errors import InvalidInput, ModelNotFound
 from lambdaserve.protocol.limits import json_document
+from lambdaserve.protocol.names import check_model_name, parse_version
 from lambdaserve.publishing.management import DEFAULT_PAGE, MAX_PAGE, ModelManager, ModelView
 
 

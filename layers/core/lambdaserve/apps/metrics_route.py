@@ -13,7 +13,7 @@ from lambdaserve.batching.dynamic_batcher import TensorBatcher
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.metrics.prometheus import Pending, metrics_registry
 from lambdaserve.metrics.stats import StatsRegistry
-from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.data_plane import InferenceDataPlane
 
 _DOCUMENTED: dict[int | str, dict[str, Any]] = {
     200: {
@@ -41,7 +41,7 @@ def install_metrics(
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def queued_in(batcher: TensorBatcher, server: Callable[[], ModelServer]) -> Pending:
+def queued_in(batcher: TensorBatcher, plane: InferenceDataPlane) -> Pending:
     """What waits in the batcher, by the version it will run on (the default version for
     requests that named none)."""
 
@@ -49,9 +49,7 @@ def queued_in(batcher: TensorBatcher, server: Callable[[], ModelServer]) -> Pend
         counts: dict[tuple[str, str], int] = {}
         for (model, asked), waiting in batcher.waiting().items():
             try:
-                version = (
-                    asked if asked is not None else server().resolver.resolve(model, None).version
-                )
+                version = asked if asked is not None else plane.resolve_now(model, None).version
             except LambdaServeError:
                 continue
             key = (model, str(version))

@@ -10,23 +10,20 @@ model, so readiness on the same server follows at once rather than after the cat
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.data_plane import InferenceDataPlane
 
 REPOSITORY = "/v2/repository"
 _LOAD_OR_UNLOAD = re.compile(r"^/v2/repository/models/([^/]+)/(load|unload)$")
 
 
 class RepositoryOnInferenceUrl:
-    def __init__(
-        self, inference: ASGIApp, management: ASGIApp, server: Callable[[], ModelServer]
-    ) -> None:
+    def __init__(self, inference: ASGIApp, management: ASGIApp, plane: InferenceDataPlane) -> None:
         self._inference = inference
         self._management = management
-        self._server = server
+        self._plane = plane
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
@@ -41,9 +38,9 @@ class RepositoryOnInferenceUrl:
         async def send_then_forget(message: Message) -> None:
             if message["type"] == "http.response.start" and message["status"] == 200:
                 # before the client can ask again
-                self._server().resolver.forget(changed.group(1))
+                self._plane.forget(changed.group(1))
                 if changed.group(2) == "unload":  # as Triton's: finalize runs, memory freed
-                    self._server().unload(changed.group(1))
+                    self._plane.server().unload(changed.group(1))
             await send(message)
 
         await self._management(scope, receive, send_then_forget)

@@ -8,10 +8,10 @@ from collections.abc import Awaitable, Callable
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol import paddle_pipeline
 from lambdaserve.protocol.limits import json_document
+from lambdaserve.protocol.names import check_model_name
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 

@@ -15,9 +15,9 @@ from starlette.datastructures import Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from lambdaserve.apps.workflows import install_workflow_predictions
-from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol import torchserve
+from lambdaserve.protocol.names import check_model_name
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import RawRequest, explain_raw, takes_raw
 
@@ -92,7 +92,7 @@ def install_predictions(
         app.add_route(path, predictions, methods=["POST", "PUT"])
     for path in ("/explanations/{model}", "/explanations/{model}/{version}"):
         app.add_route(path, explanations, methods=["POST", "PUT"])
-    install_workflow_predictions(app, server, read_body, call, raw_fields)
+    install_workflow_predictions(app, plane, read_body, raw_fields)
 
 
 async def raw_fields(request: Request, body: bytes) -> tuple[tuple[str, Any], ...]:

@@ -9,12 +9,11 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request, Response
-from starlette.concurrency import run_in_threadpool
 
-from lambdaserve.catalog.repository import check_model_name, parse_version
 from lambdaserve.errors import InvalidInput, ModelNotFound
 from lambdaserve.protocol import tfserving
 from lambdaserve.protocol.limits import json_document
+from lambdaserve.protocol.names import check_model_name, parse_version
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 # {m}, {m}/versions/{v} or {m}/labels/{l}, then /metadata or :verb
@@ -27,7 +26,7 @@ _TARGET = re.compile(
 def install_tfserving(
     app: FastAPI, plane: InferenceDataPlane, read_body: Callable[[Request], Awaitable[bytes]]
 ) -> None:
-    server, number_of = plane.server, plane.version_number
+    number_of = plane.version_number
 
     async def version_of(match: re.Match[str]) -> int | None:
         model = check_model_name(match["model"])
@@ -40,11 +39,11 @@ def install_tfserving(
         match = _parse(target)
         model, number = match["model"], await version_of(match)
         if match["what"] == "/metadata":
-            served = await run_in_threadpool(server().resolver.resolve, model, number)
+            served = await plane.resolve_number(model, number)
             return tfserving.metadata(model, served.version, served.signature)
         if match["what"] is not None:
             raise ModelNotFound(f"GET /v1/models/{target} is not a TF Serving route; POST it")
-        versions = await run_in_threadpool(server().resolver.versions, model)
+        versions = await plane.versions(model)
         present = sorted(
             (v, r.state, r.reason) for v, r in versions.items() if r.present and number in (None, v)
         )

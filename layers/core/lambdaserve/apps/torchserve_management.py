@@ -10,8 +10,8 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput, ModelNotReady
+from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import ModelManager
 
 # Query parameters of TorchServe's `PUT /models/{m}` (scale workers).

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import LambdaServeError, PayloadTooLarge
 from lambdaserve.protocol.content_encoding import decode_body
 from lambdaserve.protocol.http_status import INTERNAL_ERROR, status_for
 from lambdaserve.protocol.limits import header_int
+from lambdaserve.protocol.names import check_model_name
 from lambdaserve.protocol.raw_binary import parse_raw_binary
 from lambdaserve.protocol.v2 import (
     HEADER_LENGTH,
@@ -28,7 +28,6 @@ from lambdaserve.protocol.v2 import (
     parse_infer_request,
 )
 from lambdaserve.serving.data_plane import InferenceDataPlane
-from lambdaserve.serving.model_server import ModelServer
 
 V2_INFER = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 JSON = "application/json"
@@ -89,14 +88,11 @@ async def answer_v2(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:
     version = await plane.version_number(call.model, call.version_text)
     model, body, header_length = call.model, call.body, call.header_length
     if plane.batcher is None:
-        server = plane.server()
         return await plane.call(
-            model, version, lambda: v2_infer(server, model, version, body, header_length)
+            model, version, lambda: v2_infer(plane, model, version, body, header_length)
         )
     if header_length == 0:  # a raw binary request needs the model's signature: maybe I/O
-        parsed = await asyncio.to_thread(
-            parse_for, plane.server(), model, version, body, header_length
-        )
+        parsed = await asyncio.to_thread(parse_for, plane, model, version, body, header_length)
     else:
         parsed = parse_infer_request(body, header_length)
     inferred = await plane.infer(model, version, parsed)
@@ -106,15 +102,19 @@ async def answer_v2(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:
 def answer_v2_now(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:
     """A v2 call run in this thread (the infer function: one request per instance)."""
     version = plane.number_now(call.model, call.version_text)
-    return v2_infer(plane.server(), call.model, version, call.body, call.header_length)
+    return v2_infer(plane, call.model, version, call.body, call.header_length)
 
 
 def v2_infer(
-    server: ModelServer, model: str, version: int | None, body: bytes, header_length: int | None
+    plane: InferenceDataPlane,
+    model: str,
+    version: int | None,
+    body: bytes,
+    header_length: int | None,
 ) -> EncodedResponse:
     """One v2 inference from request bytes to response bytes, the model run in this thread."""
-    parsed = parse_for(server, model, version, body, header_length)
-    return server.infer(
+    parsed = parse_for(plane, model, version, body, header_length)
+    return plane.server().infer(
         model,
         version,
         parsed,
@@ -125,10 +125,14 @@ def v2_infer(
 
 
 def parse_for(
-    server: ModelServer, model: str, version: int | None, body: bytes, header_length: int | None
+    plane: InferenceDataPlane,
+    model: str,
+    version: int | None,
+    body: bytes,
+    header_length: int | None,
 ) -> InferRequest:
     if header_length == 0:  # Triton's raw binary request: the body is the one input's data
-        served = server.resolver.resolve(model, version)
+        served = plane.resolve_now(model, version)
         return parse_raw_binary(
             body, served.signature.inputs, model, batched=served.config.max_batch_size > 0
         )

@@ -11,19 +11,18 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
-from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.config.model_files import WORKFLOW_MANIFEST_FILE
 from lambdaserve.errors import InvalidInput, ModelNotFound
+from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import ModelManager, ModelView
-from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import RawRequest, predict_raw
 
 
 def install_workflow_predictions(
     app: FastAPI,
-    server: Callable[[], ModelServer],
+    plane: InferenceDataPlane,
     read_body: Callable[[Request], Awaitable[bytes]],
-    call: Callable[[str, int | None, Callable[[], Any]], Awaitable[Any]],
     fields_of: Callable[[Request, bytes], Awaitable[tuple[tuple[str, Any], ...]]],
 ) -> None:
     async def wfpredict(request: Request) -> Response:
@@ -33,16 +32,16 @@ def install_workflow_predictions(
         headers = {k.lower(): v for k, v in request.headers.items()}
 
         def run() -> Response:
-            served = server().resolver.resolve(name, None)
+            served = plane.resolve_now(name, None)
             if served.record.model_file != WORKFLOW_MANIFEST_FILE:
                 raise ModelNotFound(
                     f"{name!r} is a model, not a workflow: ask /predictions/{name}, or "
                     f"publish a workflow with `aws s3 cp {name}.war s3://<bucket>/models/`"
                 )
-            answer = predict_raw(server(), name, served.version, RawRequest(fields, headers))
+            answer = predict_raw(plane.server(), name, served.version, RawRequest(fields, headers))
             return Response(answer.body, answer.status, media_type=answer.content_type)
 
-        result: Response = await call(name, None, run)
+        result: Response = await plane.call(name, None, run)
         return result
 
     app.add_route("/wfpredict/{workflow}", wfpredict, methods=["POST", "PUT"])

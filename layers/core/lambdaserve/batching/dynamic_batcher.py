@@ -4,7 +4,7 @@ One lane per model version in the event loop. Without a queue delay, a request t
 nothing else queued runs at once, so latency under light load stays near the inference
 time; while a batch executes, arrivals queue up and run together next. With
 ``max_queue_delay_microseconds`` (Triton's name) queued requests wait up to that long from
-the oldest for a preferred or full batch (``batch_plan``). The model's
+the oldest for a preferred or full batch (``batching.plan``). The model's
 ``default_queue_policy`` bounds the queue and how long a request may wait in it. In Lambda
 (one request per instance) the batcher is bypassed.
 

@@ -8,22 +8,22 @@ Layout (Triton's, under a prefix)::
 
 from __future__ import annotations
 
+import hashlib
 import logging
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote_plus
 
 from boto3.s3.transfer import TransferConfig
 
 from lambdaserve.errors import InvalidInput
+from lambdaserve.protocol.names import VERSION_RE, is_valid_model_name
 
 logger = logging.getLogger(__name__)
 
-MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-VERSION_RE = re.compile(r"^[1-9][0-9]{0,17}$")
 CONFIG_FILES = ("config.pbtxt", "config.json")
 _TRANSFER = TransferConfig(multipart_threshold=16 * 1024**2, max_concurrency=8)
 
@@ -67,44 +67,13 @@ class ObjectInfo:
     last_modified: datetime
 
 
-def is_valid_model_name(name: str) -> bool:
-    return bool(MODEL_NAME_RE.match(name))
-
-
-def check_model_name(name: str) -> str:
-    """Return ``name`` or raise InvalidInput saying what a model name may contain."""
-    if not is_valid_model_name(name):
-        raise InvalidInput(
-            f"invalid model name {name!r}: use 1-128 characters from [A-Za-z0-9_.-], "
-            "starting with a letter or digit"
-        )
-    return name
-
-
-def parse_version(text: str) -> int:
-    """Parse a version segment or raise InvalidInput."""
-    if not VERSION_RE.match(text):
-        raise InvalidInput(f"invalid version {text!r}: versions are positive integers")
-    return int(text)
-
-
-LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
-def parse_version_ref(text: str) -> int | str:
-    """A version as URLs may name it: a positive integer, or a label (``stable``, ``1.0``)."""
-    if text.isdigit():
-        return parse_version(text)
-    return check_label(text)
-
-
-def check_label(text: str) -> str:
-    if text.isdigit() or not LABEL_RE.match(text):
-        raise InvalidInput(
-            f"invalid version {text!r}: a version is a positive integer, a label is a name "
-            "such as stable, canary or 1.0 (letters, digits, '.', '_', '-'; not all digits)"
-        )
-    return text
+def file_sha256(path: Path) -> str:
+    """The digest the catalog records for a version's file, and the cache verifies."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1024 * 1024):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def decode_event_key(raw_key: str) -> str:

@@ -1,5 +1,5 @@
 """Config files and API overrides as Triton's JSON document (``config.pbtxt`` or
-``config.json``), parsed with Triton's own messages; ``modelconfig.build`` makes the
+``config.json``), parsed with Triton's own messages; ``model_config.build`` makes the
 effective config from a document."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ version in long-running servers (``lambdaserve serve``, ``lambdaserve dev``): a 
 finds ``max_queue_size`` requests already waiting is refused at once (503, Triton's
 "Exceeds maximum queue size"), and a request that waited longer than its timeout is
 refused (REJECT) or let behind the ones still within theirs (DELAY). Priority levels are
-not applied (one level per model): ``config_support`` says so in the catalog entry.
+not applied (one level per model): ``config.support`` says so in the catalog entry.
 """
 
 from __future__ import annotations

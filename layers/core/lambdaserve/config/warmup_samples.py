@@ -19,7 +19,7 @@ import numpy as np
 from lambdaserve.errors import InvalidInput, LambdaServeError, ModelRejected
 from lambdaserve.tensors.encoding import element_count, from_binary, numpy_dtype, shape_fits
 
-if TYPE_CHECKING:  # modelconfig imports this module, and runtimes import modelconfig
+if TYPE_CHECKING:  # model_config imports this module, and runtimes import model_config
     from lambdaserve.tensors.signature import Signature
 
 Source = Literal["zero", "random", "file"]

@@ -107,9 +107,7 @@ class DevStack:
         # RPCs on, as the management API is open locally
         plane = serving_plane(batching=True)
         inference = ResponseLimit(
-            RepositoryOnInferenceUrl(
-                batching_inference_app(plane), process.management_app, process.server
-            ),
+            RepositoryOnInferenceUrl(batching_inference_app(plane), process.management_app, plane),
             settings.max_response_bytes,
         )
         grpc = GrpcFlags(options.host, options.grpc_port, management=True)

@@ -15,15 +15,16 @@ from lambdaserve.runtimes import ensemble
 from lambdaserve.runtimes.torchserve import workflow as torchserve_workflow
 from lambdaserve.runtimes.torchserve.context import Answer
 from lambdaserve.runtimes.triton_python import pb_utils
-from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import RawRequest, predict_raw
 from lambdaserve.serving.streaming import stream
 from lambdaserve.tensors import encoding
 from lambdaserve.tensors.signature import Signature
 
 
-def install_bls(server: ModelServer) -> None:
-    """Route this process's BLS requests to ``server``."""
+def install_bls(plane: InferenceDataPlane) -> None:
+    """Route this process's BLS requests (and ensemble steps) through ``plane``."""
+    server = plane.server()
 
     def execute(request: pb_utils.InferenceRequest) -> pb_utils.InferenceResponse:
         version = request.model_version if request.model_version > 0 else None
@@ -64,7 +65,7 @@ def install_bls(server: ModelServer) -> None:
 
     def ready(model: str, version: str) -> bool:
         try:
-            server.resolver.resolve(model, int(version) if version else None)
+            plane.resolve_now(model, int(version) if version else None)
         except (LambdaServeError, ValueError):
             return False
         return True
@@ -84,7 +85,7 @@ def install_bls(server: ModelServer) -> None:
         return produced
 
     def resolve(model: str, version: int | None) -> Signature:
-        return server.resolver.resolve(model, version).signature
+        return plane.resolve_now(model, version).signature
 
     ensemble.install(run_step, resolve)
 

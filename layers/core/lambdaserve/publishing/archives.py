@@ -25,14 +25,11 @@ from typing import IO, Any
 import orjson
 
 from lambdaserve.catalog.items import VersionRecord
-from lambdaserve.catalog.repository import (
-    ARCHIVE_SUFFIXES,
-    ModelRepository,
-    is_valid_model_name,
-)
+from lambdaserve.catalog.repository import ARCHIVE_SUFFIXES, ModelRepository
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.config.model_files import MANIFEST_FILE, WORKFLOW_MANIFEST_FILE
 from lambdaserve.errors import ModelRejected
+from lambdaserve.protocol.names import is_valid_model_name
 
 logger = logging.getLogger(__name__)
 

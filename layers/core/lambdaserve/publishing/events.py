@@ -9,15 +9,11 @@ from pathlib import Path
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.catalog.items import VersionRecord
-from lambdaserve.catalog.repository import (
-    ArchiveKey,
-    ConfigKey,
-    is_valid_model_name,
-    parse_key,
-)
+from lambdaserve.catalog.repository import ArchiveKey, ConfigKey, parse_key
 from lambdaserve.config.model_config import parse_overrides
 from lambdaserve.config.model_files import ALIASES, MODEL_FILES
 from lambdaserve.errors import ModelRejected
+from lambdaserve.protocol.names import is_valid_model_name
 from lambdaserve.publishing.archives import archive_stem, publish_archive, rejected_archive
 from lambdaserve.publishing.registrar import Registrar
 

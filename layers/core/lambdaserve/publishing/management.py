@@ -10,15 +10,11 @@ from typing import Any
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.catalog.configs import effective_config
-from lambdaserve.catalog.repository import (
-    ModelRepository,
-    check_label,
-    check_model_name,
-    parse_version_ref,
-)
+from lambdaserve.catalog.repository import ModelRepository
 from lambdaserve.catalog.store import Catalog, ModelRecord, VersionRecord
 from lambdaserve.config.model_config import ModelConfig, build, merge, parse_overrides
 from lambdaserve.errors import Conflict, InvalidInput, ModelNotFound, ModelRejected
+from lambdaserve.protocol.names import check_label, check_model_name, parse_version_ref
 from lambdaserve.publishing.registrar import Registrar
 
 MAX_PAGE = 1000

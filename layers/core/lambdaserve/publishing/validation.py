@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,7 +10,13 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from lambdaserve.catalog.repository import ModelRepository, ObjectInfo, VersionFileKey, parse_key
+from lambdaserve.catalog.repository import (
+    ModelRepository,
+    ObjectInfo,
+    VersionFileKey,
+    file_sha256,
+    parse_key,
+)
 from lambdaserve.config.checks import check_platform, check_tensors
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import (
@@ -39,7 +44,6 @@ from lambdaserve.serving.progress import TransferProgress, human_bytes
 from lambdaserve.serving.warmup import check_warmup
 from lambdaserve.tensors.signature import Signature
 
-_CHUNK = 1024 * 1024
 # Smaller versions validate in well under a second: no progress to tell.
 PROGRESS_MIN_BYTES = 16 * 1024 * 1024
 _MAX_NAME_BYTES = 255
@@ -168,7 +172,7 @@ class VersionValidator:
             raise ModelRejected(f"file {path!r} would leave the version directory")
         target.parent.mkdir(parents=True, exist_ok=True)
         self._repository.download(info.key, str(target), progress)
-        return FileRecord(path, info.key, target.stat().st_size, info.etag, _sha256(target))
+        return FileRecord(path, info.key, target.stat().st_size, info.etag, file_sha256(target))
 
 
 def scrub(message: str, root: Path) -> str:
@@ -274,11 +278,3 @@ def _no_model_file(by_path: dict[str, ObjectInfo]) -> str:
         "or a TorchServe archive (a .mar at models/, or its files with MAR-INF/MANIFEST.json) "
         "into the version directory"
     )
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()

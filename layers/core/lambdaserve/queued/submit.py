@@ -26,7 +26,7 @@ from lambdaserve.queued.results import (
     ResultStore,
 )
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
-from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.data_plane import InferenceDataPlane
 
 REPLY_TO = "reply_to"
 
@@ -46,7 +46,7 @@ class AsyncSubmitter:
 
     def __init__(
         self,
-        server: Callable[[], ModelServer],
+        plane: InferenceDataPlane,
         results: ResultStore,
         payloads: PayloadStore,
         sqs: Any,
@@ -55,7 +55,7 @@ class AsyncSubmitter:
         gpu_queue_url: Callable[[], str] | None = None,
         reply_to_allowed: Sequence[str] = (),
     ) -> None:
-        self._server = server
+        self._plane = plane
         self._results = results
         self._payloads = payloads
         self._sqs = sqs
@@ -69,7 +69,7 @@ class AsyncSubmitter:
         document, binary = split_body(body, header_length)
         reply_to = self._reply_to(document)
         request = parse_infer_document(document, binary)  # a bad request is a 400 now
-        served = self._server().resolver.resolve(model, version)  # 404 / 503 now
+        served = self._plane.resolve_now(model, version)  # 404 / 503 now
         inputs = bind_inputs(request, served.signature)  # wrong shapes or names: 400 now, too
         check_batch_size(inputs, model, served.config.max_batch_size)
         select_outputs(request, served.signature)

@@ -26,12 +26,12 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
+from lambdaserve.catalog.repository import file_sha256
 from lambdaserve.errors import ModelNotReady
 from lambdaserve.serving.progress import human_bytes
 
 logger = logging.getLogger(__name__)
 
-_CHUNK = 1024 * 1024
 _COMPLETE = ".complete"
 _MANIFEST = ".manifest.json"
 
@@ -134,7 +134,7 @@ class ArtifactCache:
                         seconds,
                         human_bytes(item.size / seconds),
                     )
-                    if _sha256(partial) == item.sha256:
+                    if file_sha256(partial) == item.sha256:
                         os.replace(partial, blob)
                         with self._verified_lock:
                             self._verified.add(item.sha256)
@@ -159,7 +159,7 @@ class ArtifactCache:
             if sha256 in self._verified:
                 return True
         # First use in this process: hash once, whatever another process wrote.
-        if _sha256(blob) != sha256:
+        if file_sha256(blob) != sha256:
             return False
         with self._verified_lock:
             self._verified.add(sha256)
@@ -226,11 +226,3 @@ def _link_or_copy(source: Path, target: Path) -> None:
         os.link(source, target)
     except OSError:
         shutil.copyfile(source, target)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()

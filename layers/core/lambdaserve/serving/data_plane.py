@@ -17,9 +17,10 @@ import numpy as np
 
 from lambdaserve import __version__
 from lambdaserve.batching.dynamic_batcher import TensorBatcher
-from lambdaserve.catalog.repository import check_model_name, parse_version
+from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.config.model_config import triton_data_type
 from lambdaserve.errors import InferenceError, LambdaServeError
+from lambdaserve.protocol.names import check_model_name, parse_version
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.torchserve.context import Answer
 from lambdaserve.serving import streaming
@@ -81,6 +82,26 @@ class InferenceDataPlane:
         if not text or text.isdigit():
             return self.number_now(model, text)
         return await asyncio.to_thread(self.number_now, model, text)
+
+    def resolve_now(self, model: str, number: int | None) -> ServedVersion:
+        """The version a request for ``number`` (None: the default) runs on, in this thread
+        (the catalog view is cached; a miss reads the catalog)."""
+        return self.server().resolver.resolve(model, number)
+
+    async def resolve_number(self, model: str, number: int | None) -> ServedVersion:
+        return await asyncio.to_thread(self.resolve_now, model, number)
+
+    async def versions(self, model: str) -> dict[int, VersionRecord]:
+        """Every version of ``model`` the catalog holds, by number."""
+        return await asyncio.to_thread(self.server().resolver.versions, model)
+
+    async def model_names(self) -> list[str]:
+        return await asyncio.to_thread(self.server().resolver.catalog.all_model_names)
+
+    def forget(self, model: str) -> None:
+        """Drop this process's view of ``model``: the next request reads the catalog (after a
+        load, unload or config change made here)."""
+        self.server().resolver.forget(model)
 
     async def resolve(self, model: str, version_text: str | None) -> ServedVersion:
         number = await self.version_number(model, version_text)

@@ -12,11 +12,11 @@ from typing import Any
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.catalog.configs import effective_config
-from lambdaserve.catalog.repository import parse_version_ref
 from lambdaserve.catalog.store import Catalog, ModelRecord, VersionRecord
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import OPENVINO_PLATFORMS
 from lambdaserve.errors import ModelNotFound, ModelNotReady
+from lambdaserve.protocol.names import parse_version_ref
 from lambdaserve.tensors.signature import Signature
 
 logger = logging.getLogger("lambdaserve.serving.model_server")

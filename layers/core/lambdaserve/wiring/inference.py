@@ -11,6 +11,7 @@ from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.pipelines.bls import install_bls
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.serving.cache import ArtifactCache
+from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import VersionResolver
 from lambdaserve.settings import Settings
@@ -40,5 +41,5 @@ def build_model_server(
         stats or StatsRegistry(),
         default_max_batch_size=settings.default_max_batch_size,
     )
-    install_bls(server)
+    install_bls(InferenceDataPlane(lambda: server))
     return server

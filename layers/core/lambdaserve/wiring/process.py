@@ -105,7 +105,7 @@ class Process:
         def build() -> AsyncSubmitter:
             queue = self.queue
             return AsyncSubmitter(
-                self.server,
+                self.plane,
                 queue.results,
                 queue.payloads,
                 queue.sqs,

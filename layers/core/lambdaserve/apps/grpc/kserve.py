@@ -26,9 +26,9 @@ from lambdaserve.apps.triton_extras import (
     shared_memory_refusal,
     unknown_region,
 )
-from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.grpc import kserve
+from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
@@ -180,7 +180,7 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
         name = check_model_name(request.model_name)
         body = {"parameters": kserve.parameters(request.parameters)}
         await asyncio.to_thread(load_model, manager, name, body)
-        self._plane.server().resolver.forget(name)
+        self._plane.forget(name)
         return pb.RepositoryModelLoadResponse()
 
     @unary
@@ -190,7 +190,7 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
         manager = self._management()
         name = check_model_name(request.model_name)
         await asyncio.to_thread(manager.unload, name)
-        self._plane.server().resolver.forget(name)
+        self._plane.forget(name)
         await asyncio.to_thread(self._plane.server().unload, name)
         return pb.RepositoryModelUnloadResponse()
 

@@ -9,17 +9,16 @@ catalog holds, and says so when there are several.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import grpc
 
 from lambdaserve.apps.grpc.calls import Context, unary
-from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import LambdaServeError, ModelNotFound
 from lambdaserve.protocol import paddle_pipeline as rest
 from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2 as pb
 from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2_grpc as services
+from lambdaserve.protocol.names import check_model_name
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 
@@ -46,8 +45,7 @@ class PipelineServicer(services.PipelineServiceServicer):
 
     async def _answer(self, request: pb.Request) -> dict[str, Any]:
         model = check_model_name(request.name or await self._only_model())
-        server = self._plane.server()
-        served = await asyncio.to_thread(server.resolver.resolve, model, None)
+        served = await self._plane.resolve_number(model, None)
         parsed = rest.parse_request(
             {"key": list(request.key), "value": list(request.value)}, served.signature
         )
@@ -55,7 +53,7 @@ class PipelineServicer(services.PipelineServiceServicer):
         return rest.encode_response(inferred.outputs)
 
     async def _only_model(self) -> str:
-        names = await asyncio.to_thread(self._plane.server().resolver.catalog.all_model_names)
+        names = await self._plane.model_names()
         if len(names) == 1:
             return str(names[0])
         raise ModelNotFound(

@@ -7,18 +7,17 @@ API does, that the model's signature is a predict one.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import grpc
 
 from lambdaserve.apps.grpc.calls import Context, unary
-from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput, ModelNotFound
 from lambdaserve.protocol import tfserving as rest
 from lambdaserve.protocol.grpc import tfserving as codec
 from lambdaserve.protocol.grpc.protos import tensorflow_serving_pb2 as pb
 from lambdaserve.protocol.grpc.protos import tensorflow_serving_pb2_grpc as services
+from lambdaserve.protocol.names import check_model_name
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 
@@ -45,7 +44,7 @@ class PredictionServicer(services.PredictionServiceServicer):
     @unary
     async def Predict(self, request: pb.PredictRequest, context: Context) -> Any:
         model, number = await _target(self._plane, request.model_spec)
-        served = await asyncio.to_thread(self._plane.server().resolver.resolve, model, number)
+        served = await self._plane.resolve_number(model, number)
         decoded = codec.predict_request(request, served.signature)
         inferred = await self._plane.infer(model, number, decoded)
         return codec.predict_response(model, inferred.version, inferred.outputs)
@@ -53,7 +52,7 @@ class PredictionServicer(services.PredictionServiceServicer):
     @unary
     async def GetModelMetadata(self, request: pb.GetModelMetadataRequest, context: Context) -> Any:
         model, number = await _target(self._plane, request.model_spec)
-        served = await asyncio.to_thread(self._plane.server().resolver.resolve, model, number)
+        served = await self._plane.resolve_number(model, number)
         return codec.metadata_response(
             model, served.version, served.signature, list(request.metadata_field)
         )
@@ -68,7 +67,7 @@ class PredictionServicer(services.PredictionServiceServicer):
 
     async def _no_signature(self, spec: pb.ModelSpec, verb: str) -> InvalidInput:
         model, number = await _target(self._plane, spec)
-        await asyncio.to_thread(self._plane.server().resolver.resolve, model, number)
+        await self._plane.resolve_number(model, number)
         return InvalidInput(
             f"the model has no {verb} signature (tensorflow/serving/{verb}); its "
             f'"{rest.SIGNATURE}" signature is a predict one: call Predict'
@@ -82,7 +81,7 @@ class ModelServicer(services.ModelServiceServicer):
     @unary
     async def GetModelStatus(self, request: pb.GetModelStatusRequest, context: Context) -> Any:
         model, number = await _target(self._plane, request.model_spec)
-        versions = await asyncio.to_thread(self._plane.server().resolver.versions, model)
+        versions = await self._plane.versions(model)
         present = sorted(
             ((v, r.state, r.reason) for v, r in versions.items() if r.present),
             reverse=True,  # newest first, as TF Serving lists them

@@ -21,13 +21,13 @@ from google.protobuf import empty_pb2
 from lambdaserve.apps.grpc.calls import Context, answered, unary
 from lambdaserve.apps.management import describe_answer
 from lambdaserve.apps.torchserve_management import SCALING, refuse_scaling, registration_refusal
-from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput, ModelNotReady
 from lambdaserve.protocol import torchserve as rest
 from lambdaserve.protocol.grpc.protos import torchserve_inference_pb2 as pb
 from lambdaserve.protocol.grpc.protos import torchserve_inference_pb2_grpc as inference
 from lambdaserve.protocol.grpc.protos import torchserve_management_pb2 as mpb
 from lambdaserve.protocol.grpc.protos import torchserve_management_pb2_grpc as management
+from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import DEFAULT_PAGE, ModelManager
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import RawRequest, takes_raw
@@ -74,8 +74,7 @@ class InferenceServicer(inference.InferenceAPIsServiceServicer):
         model = check_model_name(request.model_name)
         # TorchServe's string versions ("1.0") are version labels here, as on HTTP
         number = await self._plane.version_number(model, request.model_version)
-        server = self._plane.server()
-        served = await asyncio.to_thread(server.resolver.resolve, model, number)
+        served = await self._plane.resolve_number(model, number)
         fields = tuple((name, bytearray(value)) for name, value in request.input.items())
         if not fields:
             raise InvalidInput('the request has no input; send e.g. input={"data": <bytes>}')
@@ -132,7 +131,7 @@ class ManagementServicer(management.ManagementAPIsServiceServicer):
             return number
 
         number = await asyncio.to_thread(set_default)
-        self._plane.server().resolver.forget(name)
+        self._plane.forget(name)
         return _answer({"status": f'Default version of model "{name}" is now "{number}"'})
 
     @unary

@@ -2,7 +2,7 @@
 
 A new format is one more entry in READERS (the model file, as the version directory holds
 it), its file in ``runtimes.MODEL_FILES`` and, when Triton names it, its platform or backend
-in ``config_checks``. Readers raise ModelRejected saying what to fix in the user's files.
+in ``config.checks``. Readers raise ModelRejected saying what to fix in the user's files.
 """
 
 from __future__ import annotations
