@@ -1,29 +1,14 @@
-"""A model's config as the catalog keeps it: read from the bucket, checked, last good kept.
-
-As Triton keeps serving the last good load when a new config fails, a config file that does
-not parse, or that the serving versions would fail with, is rejected: the catalog keeps the
-last good one in ``file_config`` and shows the rejection beside READY (``rejected_config``).
-Only a model that never had a good config is left with ``config_error``.
-"""
+"""A model's effective config from its catalog record: the file's config, what
+``auto_complete_config`` filled in, and the overrides, merged (``publishing.config_reader``
+reads config files into the record)."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from lambdaserve.catalog import version_policy
-from lambdaserve.catalog.repository import ModelRepository
-from lambdaserve.catalog.store import Catalog, ModelRecord
-from lambdaserve.config.checks import check_config_against_model
-from lambdaserve.config.model_config import ModelConfig, build, merge, parse_document
-from lambdaserve.config.support import check_supported, warnings_for
-from lambdaserve.errors import InvalidInput, ModelRejected
-from lambdaserve.tensors.signature import Signature
-
-logger = logging.getLogger(__name__)
-# Labels live in the catalog's model item (DynamoDB items are at most 400 KB).
-LABELS_LIMIT = 256 * 1024
+from lambdaserve.catalog.store import ModelRecord
+from lambdaserve.config.model_config import ModelConfig, build, merge
+from lambdaserve.errors import InvalidInput
 
 
 @dataclass(frozen=True)
@@ -44,110 +29,3 @@ def effective_config(record: ModelRecord | None, name: str) -> EffectiveConfig:
         return EffectiveConfig(build(document, name))
     except InvalidInput as exc:
         return EffectiveConfig(ModelConfig(name=name), exc.message)
-
-
-class ConfigReader:
-    """Reads config files into the catalog; rejects what would break serving versions."""
-
-    def __init__(
-        self,
-        repository: ModelRepository,
-        catalog: Catalog,
-        clock: Callable[[], int],
-        on_rejected: Callable[[str, str], None] | None = None,
-    ) -> None:
-        self._repository = repository
-        self._catalog = catalog
-        self._clock = clock
-        self._on_rejected = on_rejected
-
-    def refresh(self, model: str) -> ModelRecord:
-        observed_at = self._clock()
-        found = self._repository.read_config(model)
-        existing = self._catalog.get_model(model)
-        record = ModelRecord(name=model, config_observed_at=observed_at)
-        if found is not None:
-            source = found[0]
-            try:
-                document = parse_document(*found)
-                check_supported(document)
-                config = build(merge(document, existing.overrides if existing else {}), model)
-                self.check_against_serving(model, config)
-                record = ModelRecord(
-                    name=model,
-                    file_config=document,
-                    config_source=source,
-                    config_observed_at=observed_at,
-                    class_labels=self._class_labels(model, config),
-                    config_warnings="; ".join(warnings_for(document)),
-                )
-            except (InvalidInput, ModelRejected) as exc:
-                record = self._rejected(model, source, exc.message, existing, observed_at)
-        self._catalog.put_model_config(record)
-        return self._catalog.get_model(model) or record
-
-    def _class_labels(self, model: str, config: ModelConfig) -> dict[str, list[str]]:
-        """The label files the config names, read whole (Triton reads them at load)."""
-        labels: dict[str, list[str]] = {}
-        budget = LABELS_LIMIT
-        for output, filename in config.label_files:
-            body = self._repository.read_model_file(model, filename, budget)
-            if body is None:
-                raise InvalidInput(
-                    f"output {output!r} names label_filename {filename!r}, which is missing: "
-                    f"upload it beside config.pbtxt ({self._repository.url(model)}{filename})"
-                )
-            try:
-                text = body.decode("utf-8")
-            except UnicodeDecodeError:
-                raise InvalidInput(f"{filename} is not UTF-8 text (one label per line)") from None
-            labels[output] = text.splitlines()
-            budget -= len(body)
-        return labels
-
-    def check_against_serving(self, model: str, config: ModelConfig) -> None:
-        """ModelRejected when a version that serves now would fail with ``config``."""
-        for version in self._catalog.versions(model):
-            if version.state != version_policy.READY or not version.signature:
-                continue
-            try:
-                check_config_against_model(
-                    config, Signature.from_json(version.signature), version.model_file
-                )
-            except ModelRejected as exc:
-                raise ModelRejected(
-                    f"version {version.version} would fail: {exc.message}"
-                ) from None
-
-    def _rejected(
-        self,
-        model: str,
-        source: str,
-        error: str,
-        existing: ModelRecord | None,
-        observed_at: int,
-    ) -> ModelRecord:
-        if existing is None or existing.config_error:
-            # Nothing good to fall back on: the model's versions cannot serve.
-            return ModelRecord(
-                name=model, config_source=source, config_error=error, config_observed_at=observed_at
-            )
-        message = error if error.startswith(source) else f"{source}: {error}"
-        logger.warning(  # the words carry the context too: local text logs drop `extra`
-            "%s: %s rejected, serving the last good config: %s",
-            model,
-            source,
-            error,
-            extra={"model": model, "config": source, "reason": error},
-        )
-        if self._on_rejected is not None:
-            self._on_rejected(model, message)
-        return ModelRecord(
-            name=model,
-            file_config=existing.file_config,
-            config_source=existing.config_source,
-            rejected_config=message,
-            config_observed_at=observed_at,
-            class_labels=existing.class_labels,
-            config_warnings=existing.config_warnings,
-        )

@@ -5,7 +5,6 @@ process's objects (``wiring.process``) and shapes the answer."""
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 from urllib.parse import unquote
 
@@ -22,6 +21,7 @@ from lambdaserve.apps.v2_calls import (
     error_answer,
     read_v2_call,
 )
+from lambdaserve.handlers.http_api import body_of, headers_of, is_binary, lambda_answer
 from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.protocol.limits import response_too_large
 from lambdaserve.wiring.process import Process, current
@@ -39,7 +39,7 @@ def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
         parsed = APIGatewayProxyEventV2(event)
         answer = _forwarded(process, parsed) or _direct_infer(process, parsed)
         return (
-            _lambda_answer(answer)
+            lambda_answer(answer)
             if answer is not None
             else dict(process.lambda_app(event, context))
         )
@@ -54,16 +54,15 @@ def _forwarded(process: Process, event: APIGatewayProxyEventV2) -> HttpAnswer | 
         return None
     from lambdaserve.forwarding.forwarder import HttpCall
 
+    call = HttpCall(
+        event.request_context.http.method,
+        event.raw_path,
+        event.raw_query_string or "",
+        headers_of(event),
+        body_of(event),
+    )
     try:
-        answer = router.route(
-            HttpCall(
-                method=event.request_context.http.method,
-                path=event.raw_path,
-                query=event.raw_query_string or "",
-                headers=_headers(event),
-                body=_body_bytes(event),
-            )
-        )
+        answer = router.route(call)
     except Exception as exc:
         return error_answer(exc, event.raw_path)
     return None if answer is None else HttpAnswer(answer.status, answer.body, answer.headers)
@@ -74,7 +73,7 @@ def _direct_infer(process: Process, event: APIGatewayProxyEventV2) -> HttpAnswer
     ASGI stack (Mangum, middleware and routing cost several times a small model's run)."""
     if event.get("version") != "2.0" or event.request_context.http.method != "POST":
         return None
-    headers = _headers(event)
+    headers = headers_of(event)
     match = V2_INFER.match(event.raw_path)
     if match is None or "respond-async" in headers.get("prefer", ""):
         return None  # async submission goes through the app
@@ -84,41 +83,17 @@ def _direct_infer(process: Process, event: APIGatewayProxyEventV2) -> HttpAnswer
             unquote(match.group(1)),
             unquote(match.group(2) or ""),
             headers,
-            _body_bytes(event),
+            body_of(event),
             settings.max_request_bytes,
         )
         answer = encoded_answer(answer_v2_now(process.plane, call))
         size = len(answer.body)
-        size = 4 * ((size + 2) // 3) if _is_binary(answer) else size  # base64 on the wire
+        size = 4 * ((size + 2) // 3) if is_binary(answer) else size  # base64 on the wire
         if settings.max_response_bytes and size > settings.max_response_bytes:
             raise response_too_large(size, settings.max_response_bytes)
     except Exception as exc:
         return error_answer(exc, f"POST {event.raw_path}")
     return answer
-
-
-def _headers(event: APIGatewayProxyEventV2) -> dict[str, str]:
-    return {k.lower(): v for k, v in (event.headers or {}).items()}
-
-
-def _body_bytes(event: APIGatewayProxyEventV2) -> bytes:
-    if event.is_base64_encoded:
-        return base64.b64decode(event.body or "")
-    return (event.body or "").encode()
-
-
-def _is_binary(answer: HttpAnswer) -> bool:
-    return answer.headers.get("content-type", "application/json") != "application/json"
-
-
-def _lambda_answer(answer: HttpAnswer) -> dict[str, Any]:
-    binary = _is_binary(answer)
-    return {
-        "statusCode": answer.status,
-        "headers": answer.headers,
-        "body": base64.b64encode(answer.body).decode() if binary else answer.body.decode(),
-        "isBase64Encoded": binary,
-    }
 
 
 def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

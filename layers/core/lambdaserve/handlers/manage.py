@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -13,12 +12,10 @@ from aws_lambda_powertools.utilities.batch import (
     EventType,
     process_partial_response,
 )
-from aws_lambda_powertools.utilities.data_classes import S3Event
-from aws_lambda_powertools.utilities.data_classes.s3_event import S3EventBridgeNotificationEvent
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdaserve.catalog.repository import decode_event_key
+from lambdaserve.handlers.s3_events import object_keys
 from lambdaserve.publishing.events import EventBatch
 from lambdaserve.wiring.manage import ManageServices
 from lambdaserve.wiring.process import current
@@ -40,20 +37,6 @@ def services() -> ManageServices:
     process = current()
     process.on_config_rejected = _config_rejected
     return process.manage
-
-
-def object_keys(body: dict[str, Any]) -> list[str]:
-    """Object keys in an SQS body: an S3 notification, SNS-wrapped, or EventBridge-shaped."""
-    if body.get("Event") == "s3:TestEvent":
-        return []
-    if body.get("Type") == "Notification" and "Message" in body:
-        return object_keys(json.loads(body["Message"]))
-    if body.get("source") == "aws.s3" and "detail" in body:
-        return [S3EventBridgeNotificationEvent(body).detail.object.key]
-    if "Records" in body:
-        # S3Object.key is the raw, URL-encoded key of the notification.
-        return [decode_event_key(record.s3.get_object.key) for record in S3Event(body).records]
-    raise ValueError(f"not an S3 event notification: keys {sorted(body)}")
 
 
 class _Delivery:

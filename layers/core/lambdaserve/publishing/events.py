@@ -1,23 +1,17 @@
-"""One delivery of repository events: which versions and models to reconcile, once each,
-and TorchServe archives uploaded beside the models."""
+"""One delivery of repository events: which versions and models to reconcile, once each;
+archives and misplaced files go to the registrar's ``uploads``."""
 
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 
-from lambdaserve.catalog import version_policy
-from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.catalog.repository import ArchiveKey, ConfigKey, parse_key
-from lambdaserve.config.model_config import parse_overrides
 from lambdaserve.config.model_files import ALIASES, MODEL_FILES
-from lambdaserve.errors import ModelRejected
 from lambdaserve.protocol.names import is_valid_model_name
-from lambdaserve.publishing.archives import archive_stem, publish_archive, rejected_archive
 from lambdaserve.publishing.registrar import Registrar
 
-logger = logging.getLogger("lambdaserve.publishing.registrar")
+logger = logging.getLogger(__name__)
 
 
 class EventBatch:
@@ -30,21 +24,21 @@ class EventBatch:
 
     def __init__(self, registrar: Registrar) -> None:
         self._registrar = registrar
+        self._uploads = registrar.uploads
         self._models: set[str] = set()
         self._versions: set[tuple[str, int]] = set()
 
     def on_object_event(self, key: str) -> None:
-        parsed = parse_key(key, self._registrar.repository.prefix)
+        prefix = self._uploads.prefix
+        parsed = parse_key(key, prefix)
         if isinstance(parsed, ArchiveKey):
-            publish_uploaded_archive(self._registrar, key, parsed.filename)
+            self._uploads.publish_archive(key, parsed.filename)
             return
         if parsed is None:
-            logger.warning(
-                "ignoring %s: %s", key, layout_advice(key, self._registrar.repository.prefix)
-            )
+            logger.warning("ignoring %s: %s", key, layout_advice(key, prefix))
             return
         if isinstance(parsed, ConfigKey) and parsed.filename in MODEL_FILES:
-            _misplaced(self._registrar, key, parsed.model, parsed.filename)
+            self._uploads.misplaced(key, parsed.model, parsed.filename)
         if parsed.model in self._models:
             return
         if isinstance(parsed, ConfigKey):
@@ -54,71 +48,6 @@ class EventBatch:
         if (parsed.model, parsed.version) not in self._versions:
             self._registrar.on_version_change(parsed.model, parsed.version)
             self._versions.add((parsed.model, parsed.version))
-
-
-def publish_uploaded_archive(registrar: Registrar, key: str, filename: str) -> None:
-    """A TorchServe archive uploaded at ``models/<file>.mar``: unpacked into a new version
-    of the model its manifest names, validated, and labelled with its ``modelVersion``
-    once it serves (a label never moves to a version that does not)."""
-    try:
-        published = publish_archive(registrar.repository, registrar.catalog, key, filename)
-    except ModelRejected as exc:
-        model = archive_stem(filename)
-        if not is_valid_model_name(model):
-            logger.warning("archive %s rejected: %s", key, exc.message)
-            return
-        registrar.catalog.get_model(model) or registrar.refresh_config(model)
-        registrar.catalog.put_version(
-            rejected_archive(registrar.catalog, model, filename, exc.message)
-        )
-        registrar.apply_policy(model)
-        return
-    except FileNotFoundError:
-        return  # deleted since the event: nothing to publish
-    model, version = published.model, published.version
-    _serve_every_version(registrar, model)
-    registrar.on_version_change(model, version)
-    record = registrar.catalog.get_version(model, version)
-    if published.label and record is not None and record.state == version_policy.READY:
-        current = registrar.catalog.get_model(model)
-        labels = {**(current.version_labels if current else {}), published.label: version}
-        registrar.catalog.update_model(model, version_labels=labels)
-        logger.info("%s version %s is labelled %s", model, version, published.label)
-
-
-def _serve_every_version(registrar: Registrar, model: str) -> None:
-    """TorchServe serves every registered version of a model (one is the default); a model
-    published from archives without a config of its own does too, unless told otherwise."""
-    record = registrar.catalog.get_model(model) or registrar.refresh_config(model)
-    if record.config_source or "version_policy" in record.overrides:
-        return
-    overrides = {**record.overrides, **parse_overrides({"version_policy": {"all": {}}})}
-    registrar.catalog.update_model(model, overrides=overrides)
-
-
-def _misplaced(registrar: Registrar, key: str, model: str, filename: str) -> None:
-    """A model file uploaded beside the versions: logged with where it belongs and, while
-    the model has no version, shown in the index and describe as its version 1's reason."""
-    belongs = f"{registrar.repository.prefix}{model}/1/{filename}"
-    logger.warning(
-        "ignoring %s: a model file belongs in a version directory, e.g. %s", key, belongs
-    )
-    if registrar.catalog.versions(model) or registrar.repository.head(key) is None:
-        return
-    registrar.catalog.get_model(model) or registrar.refresh_config(model)
-    reason = f"{key} is outside a version directory: upload it as {belongs}"
-    registrar.catalog.put_version(
-        VersionRecord(
-            model=model,
-            version=1,
-            present=False,
-            state=version_policy.UNAVAILABLE,
-            reason=reason,
-            validation_error=reason,
-            observed_at=time.time_ns(),
-        )
-    )
-    registrar.apply_policy(model)
 
 
 def layout_advice(key: str, prefix: str) -> str:

@@ -19,7 +19,7 @@ from dataclasses import replace
 from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdaserve.catalog import version_policy
-from lambdaserve.catalog.configs import ConfigReader, effective_config
+from lambdaserve.catalog.configs import effective_config
 from lambdaserve.catalog.repository import ModelRepository, ObjectInfo
 from lambdaserve.catalog.store import (
     Catalog,
@@ -33,6 +33,8 @@ from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import selects_runtime
 from lambdaserve.errors import ModelRejected, RuntimeMissing, first_line
 from lambdaserve.pipelines.ensemble_registry import EnsembleRegistry
+from lambdaserve.publishing.config_reader import ConfigReader
+from lambdaserve.publishing.uploads import UploadPublisher
 from lambdaserve.publishing.validation import VersionValidator
 
 logger = logging.getLogger(__name__)
@@ -61,20 +63,13 @@ class Registrar:
         self._catalog = catalog
         self._validator = validator
         self.configs = ConfigReader(repository, catalog, clock, on_config_rejected)
+        self.uploads = UploadPublisher(repository, catalog, self)
         self._ensembles = ensembles
         # Models this thread is reconciling (an ensemble among its steps' dependents).
         # Per thread: a load must not skip a model an S3 event reconciles meanwhile.
         self._in_thread = threading.local()
         self._retired: set[str] = set()  # models with a version just removed
         self._clock = clock
-
-    @property
-    def repository(self) -> ModelRepository:
-        return self._repository
-
-    @property
-    def catalog(self) -> Catalog:
-        return self._catalog
 
     def on_version_change(self, model: str, version: int) -> None:
         """Reconcile one version against the bucket, then re-apply the model's version_policy."""

@@ -1,0 +1,96 @@
+"""Uploads outside the version layout, published by the catalog's owner: TorchServe
+archives uploaded beside the models (unpacked into versions, labelled once they serve) and
+model files uploaded beside the versions (shown with where they belong)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from lambdaserve.catalog import version_policy
+from lambdaserve.catalog.items import VersionRecord
+from lambdaserve.catalog.repository import ModelRepository
+from lambdaserve.catalog.store import Catalog
+from lambdaserve.config.model_config import parse_overrides
+from lambdaserve.errors import ModelRejected
+from lambdaserve.protocol.names import is_valid_model_name
+from lambdaserve.publishing.archives import archive_stem, publish_archive, rejected_archive
+
+if TYPE_CHECKING:
+    from lambdaserve.publishing.registrar import Registrar
+
+logger = logging.getLogger(__name__)
+
+
+class UploadPublisher:
+    """Writes what such uploads mean into the catalog, then lets the registrar reconcile."""
+
+    def __init__(self, repository: ModelRepository, catalog: Catalog, registrar: Registrar) -> None:
+        self._repository = repository
+        self._catalog = catalog
+        self._registrar = registrar
+
+    @property
+    def prefix(self) -> str:
+        return self._repository.prefix
+
+    def publish_archive(self, key: str, filename: str) -> None:
+        """A TorchServe archive uploaded at ``models/<file>.mar``: unpacked into a new version
+        of the model its manifest names, validated, and labelled with its ``modelVersion``
+        once it serves (a label never moves to a version that does not)."""
+        try:
+            published = publish_archive(self._repository, self._catalog, key, filename)
+        except ModelRejected as exc:
+            model = archive_stem(filename)
+            if not is_valid_model_name(model):
+                logger.warning("archive %s rejected: %s", key, exc.message)
+                return
+            self._catalog.get_model(model) or self._registrar.refresh_config(model)
+            self._catalog.put_version(rejected_archive(self._catalog, model, filename, exc.message))
+            self._registrar.apply_policy(model)
+            return
+        except FileNotFoundError:
+            return  # deleted since the event: nothing to publish
+        model, version = published.model, published.version
+        self._serve_every_version(model)
+        self._registrar.on_version_change(model, version)
+        record = self._catalog.get_version(model, version)
+        if published.label and record is not None and record.state == version_policy.READY:
+            current = self._catalog.get_model(model)
+            labels = {**(current.version_labels if current else {}), published.label: version}
+            self._catalog.update_model(model, version_labels=labels)
+            logger.info("%s version %s is labelled %s", model, version, published.label)
+
+    def _serve_every_version(self, model: str) -> None:
+        """TorchServe serves every registered version of a model (one is the default); a model
+        published from archives without a config of its own does too, unless told otherwise."""
+        record = self._catalog.get_model(model) or self._registrar.refresh_config(model)
+        if record.config_source or "version_policy" in record.overrides:
+            return
+        overrides = {**record.overrides, **parse_overrides({"version_policy": {"all": {}}})}
+        self._catalog.update_model(model, overrides=overrides)
+
+    def misplaced(self, key: str, model: str, filename: str) -> None:
+        """A model file uploaded beside the versions: logged with where it belongs and, while
+        the model has no version, shown in the index and describe as its version 1's reason."""
+        belongs = f"{self._repository.prefix}{model}/1/{filename}"
+        logger.warning(
+            "ignoring %s: a model file belongs in a version directory, e.g. %s", key, belongs
+        )
+        if self._catalog.versions(model) or self._repository.head(key) is None:
+            return
+        self._catalog.get_model(model) or self._registrar.refresh_config(model)
+        reason = f"{key} is outside a version directory: upload it as {belongs}"
+        self._catalog.put_version(
+            VersionRecord(
+                model=model,
+                version=1,
+                present=False,
+                state=version_policy.UNAVAILABLE,
+                reason=reason,
+                validation_error=reason,
+                observed_at=time.time_ns(),
+            )
+        )
+        self._registrar.apply_policy(model)
