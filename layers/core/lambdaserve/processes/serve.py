@@ -80,7 +80,14 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
     async def unload_all() -> None:
         await asyncio.to_thread(plane.server().close)
 
-    start: list[Step] = []
+    async def size_thread_pool() -> None:
+        # the data plane's blocking calls (downloads, loads, catalog reads, model runs) go
+        # to the loop's default executor: as many threads as Starlette's pool had, not
+        # asyncio's cores + 4, so slow loads do not queue the fast calls behind them
+        loop = asyncio.get_running_loop()
+        loop.set_default_executor(ThreadPoolExecutor(_THREADS, thread_name_prefix="plane"))
+
+    start: list[Step] = [size_thread_pool]
     stop: list[Step] = [unload_all]
     if flags is not None and flags.port:
         from lambdaserve.apps.grpc.server import GrpcOptions, GrpcRunner
@@ -100,6 +107,7 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
     return Lifespan(app, start, stop)
 
 
+_THREADS = 40  # Starlette's (anyio's) default thread limit, which these calls had before
 _BATCHING_ENV = "LAMBDASERVE_SERVE_BATCHING"
 _LOGGING_ENV = "LAMBDASERVE_SERVE_LOGGING"
 _GRPC_ENV = "LAMBDASERVE_SERVE_GRPC"  # host:port:management, for each worker process

@@ -7,9 +7,8 @@ Used by the long-running servers, ``lambdaserve serve`` and ``lambdaserve dev``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
-
-from starlette.concurrency import run_in_threadpool
 
 from lambdaserve.batching.assembly import BatchResult
 from lambdaserve.batching.dynamic_batcher import DynamicBatcher, TensorBatcher
@@ -59,7 +58,7 @@ def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: in
     return DynamicBatcher(
         execute,
         policy,
-        run_in_threadpool,
+        asyncio.to_thread,
         execute_one=execute_one,
         ready=lambda model, version: server().is_loaded(model, version),
         rejected=rejected,
@@ -86,7 +85,7 @@ def handler_batcher(server: Callable[[], ModelServer]) -> RawBatcher:
     return DynamicBatcher(
         execute,
         policy,
-        run_in_threadpool,
+        asyncio.to_thread,
         ready=lambda model, version: server().is_loaded(model, version),
         rows=lambda request: 1,
     )
