@@ -12,6 +12,7 @@ import grpc
 
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.grpc.status import code_for
+from lambdaserve.protocol.http_status import INTERNAL_ERROR
 
 logger = logging.getLogger(__name__)
 # grpc.aio.ServicerContext: grpcio ships no type information
@@ -30,9 +31,9 @@ async def answered(context: Context, work: Awaitable[T]) -> T:
         await _abort(context, code_for(exc), exc.message)
     except grpc.aio.AbortError:
         raise
-    except Exception as exc:
+    except Exception:
         logger.exception("gRPC call failed")
-        await _abort(context, grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}")
+        await _abort(context, grpc.StatusCode.INTERNAL, INTERNAL_ERROR)
 
 
 def unary(method: Method[Servicer, Request]) -> Method[Servicer, Request]:
@@ -50,7 +51,7 @@ def error_text(exc: BaseException) -> str:
     if isinstance(exc, LambdaServeError):
         return exc.message
     logger.error("gRPC stream request failed", exc_info=exc)
-    return f"internal error: {type(exc).__name__}"
+    return INTERNAL_ERROR
 
 
 async def _abort(context: Context, code: grpc.StatusCode, text: str) -> NoReturn:
