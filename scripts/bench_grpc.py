@@ -29,6 +29,7 @@ import grpc
 import numpy as np
 from bench_batching import load_python
 from bench_peers import RESULTS, Ours, Running, _wait_answering, build_models, start_triton, stop
+from cpu_cost import CpuMeter
 from tritonclient.grpc import service_pb2
 
 CONCURRENCY = (1, 8, 32)
@@ -111,7 +112,9 @@ def measure(
         check(url, body, expected)
         asyncio.run(_load(url, body, 4, 2))  # warm-up
         for concurrency in CONCURRENCY:
+            meter = CpuMeter(running.process.pid)
             result = asyncio.run(_load(url, body, concurrency, seconds, min(channels, concurrency)))
+            result.update(meter.cost(float(result["rps"]) * seconds))
             check(url, body, expected)
             points.append(
                 {"server": running.name, "protocol": "grpc", "concurrency": concurrency, **result}
@@ -140,19 +143,21 @@ def measure(
 def table(points: list[dict[str, Any]]) -> str:
     by = {(p["server"], p["protocol"], p["concurrency"]): p for p in points}
     lines = [
-        "| concurrency | lambdaserve gRPC req/s | p50 / p99 ms | Triton (pytriton) gRPC req/s "
-        "| p50 / p99 ms | req/s ratio |",
-        "|---|---|---|---|---|---|",
+        "| concurrency | lambdaserve gRPC req/s | p50 / p99 ms | CPU s / 1k req | Triton "
+        "(pytriton) gRPC req/s | p50 / p99 ms | CPU s / 1k req | req/s ratio | CPU ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for concurrency in CONCURRENCY:
         ours = by.get(("lambdaserve", "grpc", concurrency))
         triton = by.get(("triton", "grpc", concurrency))
         if ours is None or triton is None:
             continue
+        ours_cpu, triton_cpu = ours.get("server_cpu_s_per_1k"), triton.get("server_cpu_s_per_1k")
+        cpu_ratio = f"{ours_cpu / triton_cpu:.2f}x" if ours_cpu and triton_cpu else ""
         lines.append(
-            f"| {concurrency} | {ours['rps']} | {ours['p50_ms']} / {ours['p99_ms']} | "
-            f"{triton['rps']} | {triton['p50_ms']} / {triton['p99_ms']} | "
-            f"{ours['rps'] / triton['rps']:.2f}x |"
+            f"| {concurrency} | {ours['rps']} | {ours['p50_ms']} / {ours['p99_ms']} | {ours_cpu} | "
+            f"{triton['rps']} | {triton['p50_ms']} / {triton['p99_ms']} | {triton_cpu} | "
+            f"{ours['rps'] / triton['rps']:.2f}x | {cpu_ratio} |"
         )
     http = by.get(("lambdaserve", "http-binary", 1))
     grpc1 = by.get(("lambdaserve", "grpc", 1))

@@ -34,6 +34,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from bench_batching import JSON_HEADERS, load_python, load_wrk, start_stack
+from cpu_cost import CpuMeter
 from onnx import numpy_helper
 
 from lambdaserve.local.demo import demo_mlp_bytes
@@ -490,8 +491,10 @@ def measure(running: Running, protocol: str, concurrency: int, seconds: int) -> 
     busy = _busy_jiffies()
     accounted = _tree_jiffies(server_before) + _tree_jiffies(_tree(os.getpid()))
     started = time.monotonic()
+    meter = CpuMeter(running.process.pid)
     result = load(running, protocol, concurrency, seconds)
     elapsed = time.monotonic() - started
+    result.update(meter.cost(float(result["req_s"]) * elapsed))
     server_after = _tree(running.process.pid)
     accounted_now = _tree_jiffies(server_after) + _tree_jiffies(_tree(os.getpid()))
     other = (_busy_jiffies() - busy) - (accounted_now - accounted)
@@ -553,23 +556,33 @@ def table(results: dict[int, list[dict[str, object]]]) -> str:
         lines.append(f"\nbatching delay {delay} ms (max batch 8), one row per request")
         lines.append(
             f"{'server':<12}{'proto':>7}{'c':>4}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'err':>5}"
-            f"{'RSS MB':>8}{'start s':>8}{'other':>7}{'ours/peer req/s':>17}{'p50':>7}"
+            f"{'RSS MB':>8}{'start s':>8}{'other':>7}{'cpu s/1k':>9}{'load s/1k':>10}"
+            f"{'req/s/core':>11}{'ours/peer req/s':>17}{'p50':>7}{'cpu/req':>8}"
         )
         ours = {
             (p["protocol"], p["concurrency"]): p for p in points if p["server"] == "lambdaserve"
         }
         for point in points:
             mine = ours.get((point["protocol"], point["concurrency"]))
-            ratio = p50 = ""
+            ratio = p50 = cpu = ""
             if mine and point["server"] != "lambdaserve":
                 ratio = f"{float(mine['req_s']) / float(point['req_s']):.2f}x"
                 p50 = f"{float(mine['p50_ms']) / float(point['p50_ms']):.2f}x"
+                ours_cpu, peer_cpu = (
+                    mine.get("server_cpu_s_per_1k"),
+                    point.get("server_cpu_s_per_1k"),
+                )
+                if ours_cpu and peer_cpu:
+                    cpu = f"{float(ours_cpu) / float(peer_cpu):.2f}x"
             lines.append(
                 f"{point['server']:<12}{point['protocol']:>7}{point['concurrency']:>4}{float(point['req_s']):>9.0f}"
                 f"{float(point['p50_ms']):>9.2f}{float(point['p99_ms']):>9.2f}"
                 f"{int(point['errors']):>5}{float(point['rss_mb']):>8.0f}"
                 f"{float(point['startup_s']):>8.1f}{float(point['other_cpu_cores']):>7.2f}"
-                f"{ratio:>17}{p50:>7}"
+                f"{float(point.get('server_cpu_s_per_1k', 0)):>9.3f}"
+                f"{float(point.get('load_cpu_s_per_1k', 0)):>10.3f}"
+                f"{float(point.get('req_s_per_core', 0)):>11.0f}"
+                f"{ratio:>17}{p50:>7}{cpu:>8}"
             )
     return "\n".join(lines)
 
