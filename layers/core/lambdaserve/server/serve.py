@@ -18,7 +18,9 @@ from lambdaserve.apps.front_door import FrontDoor
 from lambdaserve.apps.inference import create_inference_app
 from lambdaserve.apps.slow_clients import BodyTimeout
 from lambdaserve.errors import InvalidInput
+from lambdaserve.server.drain import DrainOnSigterm
 from lambdaserve.serving.prefetch import Prefetcher
+from lambdaserve.serving.readiness import Readiness, warm_up_in_background
 from lambdaserve.serving.server_batcher import server_batcher
 from lambdaserve.settings import get_settings
 
@@ -37,21 +39,28 @@ def build_serving_app(
     infer.server().resolver.refresh_in_background(refresher.submit)
     if prefetch and settings.prefetch_interval_s > 0:
         Prefetcher(infer.server, settings.prefetch_interval_s).start()
-    plane = serving_plane(batching)
-    http = batching_inference_app(plane) if batching else infer.fastapi_app()
+    plane = serving_plane(batching, Readiness())
+    http = create_inference_app(
+        infer.server,
+        lambda: settings.max_request_bytes,
+        infer.submitter,
+        plane.batcher,
+        plane.readiness,
+    )
     app = BodyTimeout(
         FrontDoor(http, lambda: settings.max_request_bytes), settings.client_timeout_s
     )
     return with_lifespan(app, plane, grpc)
 
 
-def serving_plane(batching: bool = True) -> InferenceDataPlane:
-    """The data plane every door shares: the model server, and its dynamic batcher."""
+def serving_plane(batching: bool = True, readiness: Readiness | None = None) -> InferenceDataPlane:
+    """The data plane every door shares: the model server, its dynamic batcher, and (for a
+    long-running server) its readiness."""
     from lambdaserve.handlers import infer
 
     settings = get_settings()
     batcher = server_batcher(infer.server, settings.default_max_batch_size) if batching else None
-    return InferenceDataPlane(infer.server, batcher)
+    return InferenceDataPlane(infer.server, batcher, readiness)
 
 
 def batching_inference_app(plane: InferenceDataPlane | None = None) -> FastAPI:
@@ -77,7 +86,8 @@ class GrpcFlags:
 
 def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | None) -> ASGIApp:
     """``app`` whose lifespan runs the gRPC services on ``flags.port`` (0 or None: off) and,
-    at shutdown, unloads the loaded models (Python models' ``finalize`` runs)."""
+    at shutdown, unloads the loaded models (Python models' ``finalize`` runs). With the
+    plane's readiness, startup begins the warm-up (ready once it ends) and SIGTERM drains."""
     from lambdaserve.apps.lifespan import Lifespan, Step
 
     async def unload_all() -> None:
@@ -85,6 +95,16 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
 
     start: list[Step] = []
     stop: list[Step] = [unload_all]
+    readiness = plane.readiness
+    if readiness is not None:
+        settings = get_settings()
+
+        async def warm_up() -> None:
+            # in the background: live at once, ready once warm (the health check's grace
+            # period covers the download); the budget is the disk cache's
+            warm_up_in_background(plane.server, readiness, settings.cache_bytes)
+
+        start += [DrainOnSigterm(readiness, settings.drain_delay_s), warm_up]
     if flags is not None and flags.port:
         from lambdaserve.apps.grpc.server import GrpcOptions, GrpcRunner
         from lambdaserve.handlers import manage
@@ -97,6 +117,7 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
                 max_request_bytes=get_settings().max_request_bytes,
                 management=(lambda: manage.services().manager) if flags.management else None,
                 share_port=flags.share_port,
+                readiness=readiness,
             ),
         )
         start.append(runner.start)
@@ -161,6 +182,8 @@ def serve(
         "date_header": False,
         # headers must arrive within LAMBDASERVE_CLIENT_TIMEOUT_S (uvicorn has no such timer)
         "http": "lambdaserve.apps.slow_clients:HeaderTimeoutHttp",
+        # SIGTERM (server.drain): what is in flight gets this long once the port closes
+        "timeout_graceful_shutdown": get_settings().drain_timeout_s,
     }
     if metrics_port and workers > 1:
         raise InvalidInput(
