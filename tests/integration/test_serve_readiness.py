@@ -109,7 +109,7 @@ def test_serve_is_ready_only_once_its_versions_are_warm_and_not_while_draining(
             "/v2/models/broken/infer",
             json={"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1]}]},
         )
-        assert broken.status_code >= 400
+        assert broken.status_code == 503, broken.text  # not ready: the version, not the task
         assert "the weights file is missing from this task" in broken.json()["error"]
 
         os.kill(served.process.pid, signal.SIGTERM)
