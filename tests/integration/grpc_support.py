@@ -107,10 +107,17 @@ def _live(url: str) -> bool:
         return False
 
 
+def _ready(url: str) -> bool:
+    try:
+        return bool(grpcclient.InferenceServerClient(url).is_server_ready())
+    except Exception:
+        return False
+
+
 @contextmanager
-def lambdaserve_serve(*flags: str, killed: bool = False) -> Iterator[Served]:
-    """`lambdaserve serve --grpc-port` against the environment's stack, stopped by SIGTERM
-    (drained; uvicorn then re-raises the signal, so -SIGTERM is a clean exit too)."""
+def lambdaserve_serve(*flags: str, killed: bool = False, ready: bool = True) -> Iterator[Served]:
+    """`lambdaserve serve --grpc-port` against the environment's stack, once live (and, with
+    ``ready``, ready: its versions warm), stopped by SIGTERM (drained: it exits 0)."""
     http, grpc_port = free_port(), free_port()
     log = tempfile.NamedTemporaryFile(prefix="serve-", suffix=".log", delete=False)  # noqa: SIM115 - the server writes it while the test runs
     process = subprocess.Popen(
@@ -132,7 +139,8 @@ def lambdaserve_serve(*flags: str, killed: bool = False) -> Iterator[Served]:
     )
     served = Served(http, grpc_port, process, log.name)
     try:
-        wait_until(lambda: process.poll() is not None or _live(served.grpc_url), 60)
+        probe = _ready if ready else _live
+        wait_until(lambda: process.poll() is not None or probe(served.grpc_url), 120)
         assert process.poll() is None, served.output()
         yield served
     finally:

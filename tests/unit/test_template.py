@@ -669,3 +669,93 @@ def yaml_of(text: str) -> dict[str, Any]:
         handle.write(text)
         handle.flush()
         return load_template(Path(handle.name))
+
+
+def _holds(cfn: dict[str, Any], condition: str, parameters: dict[str, str]) -> bool:
+    """Whether ``condition`` holds for ``parameters`` (defaults for the rest)."""
+    values = {k: str(v.get("Default", "")) for k, v in cfn["Parameters"].items()} | parameters
+
+    def value(node: Any) -> Any:
+        if isinstance(node, dict) and "Ref" in node:
+            return values[node["Ref"]]
+        if isinstance(node, dict) and "Fn::Join" in node:
+            return node["Fn::Join"][0].join(str(value(v)) for v in node["Fn::Join"][1])
+        return node
+
+    def holds(node: Any) -> bool:
+        (function, args), *_ = node.items()
+        if function == "Condition":
+            return holds(cfn["Conditions"][args])
+        if function == "Fn::Condition":
+            return holds(cfn["Conditions"][args])
+        if function == "Fn::Equals":
+            return str(value(args[0])) == str(value(args[1]))
+        if function == "Fn::Not":
+            return not holds(args[0])
+        if function == "Fn::And":
+            return all(holds(a) for a in args)
+        if function == "Fn::Or":
+            return any(holds(a) for a in args)
+        raise AssertionError(f"unexpected {function}")
+
+    return holds(cfn["Conditions"][condition])
+
+
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_server_mode_of_either_kind_starts_a_first_task_from_zero(cfn, kind):
+    """Given server mode of either kind at its default of zero tasks (gpu with its service)
+    When a request finds no task behind the ALB (which answers it 503)
+    Then an alarm on the ALB's 503s starts one task, through a policy that exists too."""
+    parameters = {"EnableServerMode": "true", "ServerModeKind": kind, "EnableGpuService": "true"}
+    resources = cfn["Resources"]
+
+    def deployed(name: str) -> bool:
+        condition = resources[name].get("Condition")
+        return condition is None or _holds(cfn, condition, parameters)
+
+    alarms = {
+        name: r["Properties"]
+        for name, r in resources_of(cfn, "AWS::CloudWatch::Alarm").items()
+        if deployed(name) and r["Properties"]["AlarmActions"] == [{"Ref": "ServerModeFromZero"}]
+    }
+    no_targets = [a for a in alarms.values() if a["MetricName"] == "HTTPCode_ELB_503_Count"]
+    assert no_targets, f"no from-zero alarm for ServerModeKind={kind}: {sorted(alarms)}"
+    [alarm] = no_targets
+    assert alarm["Namespace"] == "AWS/ApplicationELB"
+    assert alarm["Dimensions"] == [
+        {
+            "Name": "LoadBalancer",
+            "Value": {"Fn::GetAtt": ["ServerModeLoadBalancer", "LoadBalancerFullName"]},
+        }
+    ]
+    assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (0, "GreaterThanThreshold")
+    assert deployed("ServerModeFromZero")
+    policy = resources["ServerModeFromZero"]["Properties"]["StepScalingPolicyConfiguration"]
+    assert policy["StepAdjustments"] == [{"MetricIntervalLowerBound": 0, "ScalingAdjustment": 1}]
+    # one task at a time: no second start while the first still warms up
+    assert policy["Cooldown"] == {"Ref": "ServerModeWarmUpSeconds"}
+
+
+def test_server_mode_health_checks_use_readiness_and_liveness_with_a_warm_up_grace(cfn):
+    """Given the server-mode service
+    Then the ALB checks readiness (models warm), the container check only liveness (a task
+    warming up or draining is not killed), ECS waits ServerModeWarmUpSeconds before acting
+    on failed checks, and SIGTERM's drain fits inside the ALB's deregistration delay."""
+    resources = cfn["Resources"]
+    assert resources["ServerModeHttpTargets"]["Properties"]["HealthCheckPath"] == (
+        "/v2/health/ready"
+    )
+    service = resources["ServerModeService"]["Properties"]
+    assert service["HealthCheckGracePeriodSeconds"] == {"Ref": "ServerModeWarmUpSeconds"}
+    [container] = resources["ServerModeTaskDefinition"]["Properties"]["ContainerDefinitions"]
+    check = container["HealthCheck"]
+    assert check["Command"][0] == "CMD" and "/v2/health/live" in check["Command"][-1]
+    env = {e["Name"]: float(e["Value"]) for e in container["Environment"] if "DRAIN" in e["Name"]}
+    grpc_grace_s = 10.0  # apps.grpc.server.GrpcOptions.grace_s
+    drain_s = env["LAMBDASERVE_DRAIN_DELAY_S"] + env["LAMBDASERVE_DRAIN_TIMEOUT_S"] + grpc_grace_s
+    delays = [
+        int(a["Value"])
+        for a in resources["ServerModeHttpTargets"]["Properties"]["TargetGroupAttributes"]
+        if a["Key"] == "deregistration_delay.timeout_seconds"
+    ]
+    assert drain_s <= delays[0] < container["StopTimeout"]

@@ -63,6 +63,10 @@ class Settings:
     # How long a request for a server-mode model waits for the queue when the service has
     # no capacity, before answering 202 with its status URL (inside API Gateway's 29 s).
     server_wait_s: float = 25.0
+    # `serve` on SIGTERM: how long it keeps answering while it reports not ready (so a load
+    # balancer takes it out of rotation first), then how long in-flight requests may take.
+    drain_delay_s: float = 0.0
+    drain_timeout_s: float = 15.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -98,6 +102,10 @@ class Settings:
             ),
             server_url=env.get("LAMBDASERVE_SERVER_URL", defaults.server_url).rstrip("/"),
             server_wait_s=float(env.get("LAMBDASERVE_SERVER_WAIT_S", str(defaults.server_wait_s))),
+            drain_delay_s=float(env.get("LAMBDASERVE_DRAIN_DELAY_S", str(defaults.drain_delay_s))),
+            drain_timeout_s=float(
+                env.get("LAMBDASERVE_DRAIN_TIMEOUT_S", str(defaults.drain_timeout_s))
+            ),
             max_response_bytes=int(
                 env.get("LAMBDASERVE_MAX_RESPONSE_BYTES", str(defaults.max_response_bytes))
             ),

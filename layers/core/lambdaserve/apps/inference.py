@@ -30,6 +30,7 @@ from lambdaserve.protocol.v2 import (
 from lambdaserve.queued.submit import AsyncSubmitter
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.readiness import Readiness
 
 T = TypeVar("T")
 
@@ -39,6 +40,7 @@ def create_inference_app(
     max_request_bytes: Callable[[], int],
     submitter: Callable[[], AsyncSubmitter] | None = None,
     batcher: TensorBatcher | None = None,
+    readiness: Readiness | None = None,
 ) -> FastAPI:
     """Build the app; ``server`` is called per request so models load lazily, in the cache.
     ``batcher`` (long-running servers only) batches v2 infer requests."""
@@ -47,16 +49,20 @@ def create_inference_app(
     install_docs(app)
     install_api_description(app)
     install_triton_extras(app)
-    plane = InferenceDataPlane(server, batcher)
+    plane = InferenceDataPlane(server, batcher, readiness)
     install_metrics(app, lambda: server().stats, queued_in(batcher, plane) if batcher else None)
 
     @app.get("/v2/health/live")
     async def live() -> dict[str, bool]:
         return {"live": True}
 
-    @app.get("/v2/health/ready")
-    async def ready() -> dict[str, bool]:
-        return {"ready": await plane.ready()}
+    @app.get("/v2/health/ready", response_model=None)
+    async def ready() -> dict[str, bool] | JSONResponse:
+        if await plane.ready():
+            return {"ready": True}
+        # not ready yet (warming up) or any more (draining): a load balancer's probe fails
+        why = readiness.view.reason if readiness is not None else ""
+        return JSONResponse({"ready": False, "reason": why}, status_code=503)
 
     @app.get("/v2")
     async def metadata() -> dict[str, Any]:

@@ -17,8 +17,10 @@ from lambdaserve.errors import InvalidInput
 from lambdaserve.processes.asgi.access_log import AccessLog
 from lambdaserve.processes.asgi.front_door import FrontDoor
 from lambdaserve.processes.asgi.slow_clients import BodyTimeout
+from lambdaserve.processes.drain import DrainOnSigterm
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.prefetch import Prefetcher
+from lambdaserve.serving.readiness import Readiness, warm_up_in_background
 from lambdaserve.serving.server_batcher import server_batcher
 from lambdaserve.settings import get_settings
 from lambdaserve.wiring.process import current
@@ -37,20 +39,27 @@ def build_serving_app(
     process.server().resolver.refresh_in_background(refresher.submit)
     if prefetch and settings.prefetch_interval_s > 0:
         Prefetcher(process.server, settings.prefetch_interval_s).start()
-    plane = serving_plane(batching)
-    http = batching_inference_app(plane) if batching else process.inference_app
+    plane = serving_plane(batching, Readiness())
+    http = create_inference_app(
+        process.server,
+        lambda: settings.max_request_bytes,
+        process.submitter,
+        plane.batcher,
+        plane.readiness,
+    )
     app = BodyTimeout(
         FrontDoor(http, lambda: settings.max_request_bytes), settings.client_timeout_s
     )
     return with_lifespan(app, plane, grpc)
 
 
-def serving_plane(batching: bool = True) -> InferenceDataPlane:
-    """The data plane every door shares: the model server, and its dynamic batcher."""
+def serving_plane(batching: bool = True, readiness: Readiness | None = None) -> InferenceDataPlane:
+    """The data plane every door shares: the model server, its dynamic batcher, and (for a
+    long-running server) its readiness."""
     process = current()
     size = process.settings.default_max_batch_size
     batcher = server_batcher(process.server, size) if batching else None
-    return InferenceDataPlane(process.server, batcher)
+    return InferenceDataPlane(process.server, batcher, readiness)
 
 
 def batching_inference_app(plane: InferenceDataPlane | None = None) -> FastAPI:
@@ -74,7 +83,8 @@ class GrpcFlags:
 
 def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | None) -> ASGIApp:
     """``app`` whose lifespan runs the gRPC services on ``flags.port`` (0 or None: off) and,
-    at shutdown, unloads the loaded models (Python models' ``finalize`` runs)."""
+    at shutdown, unloads the loaded models (Python models' ``finalize`` runs). With the
+    plane's readiness, startup begins the warm-up (ready once it ends) and SIGTERM drains."""
     from lambdaserve.processes.asgi.lifespan import Lifespan, Step
 
     async def unload_all() -> None:
@@ -89,6 +99,16 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
 
     start: list[Step] = [size_thread_pool]
     stop: list[Step] = [unload_all]
+    readiness = plane.readiness
+    if readiness is not None:
+        settings = get_settings()
+
+        async def warm_up() -> None:
+            # in the background: live at once, ready once warm (the health check's grace
+            # period covers the download); the budget is the disk cache's
+            warm_up_in_background(plane.server, readiness, settings.cache_bytes)
+
+        start += [DrainOnSigterm(readiness, settings.drain_delay_s), warm_up]
     if flags is not None and flags.port:
         from lambdaserve.apps.grpc.server import GrpcOptions, GrpcRunner
 
@@ -100,6 +120,7 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
                 max_request_bytes=get_settings().max_request_bytes,
                 management=(lambda: current().manage.manager) if flags.management else None,
                 share_port=flags.share_port,
+                readiness=readiness,
             ),
         )
         start.append(runner.start)
@@ -165,6 +186,8 @@ def serve(
         "date_header": False,
         # headers must arrive within LAMBDASERVE_CLIENT_TIMEOUT_S (uvicorn has no such timer)
         "http": "lambdaserve.processes.asgi.slow_clients:HeaderTimeoutHttp",
+        # SIGTERM (processes.drain): what is in flight gets this long once the port closes
+        "timeout_graceful_shutdown": get_settings().drain_timeout_s,
     }
     if metrics_port and workers > 1:
         raise InvalidInput(

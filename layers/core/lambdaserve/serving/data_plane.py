@@ -26,6 +26,7 @@ from lambdaserve.runtimes.torchserve.context import Answer
 from lambdaserve.serving import streaming
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.raw_predictions import RawRequest, handler_batching, predict_raw
+from lambdaserve.serving.readiness import Readiness
 from lambdaserve.serving.server_batcher import handler_batcher
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tensors.signature import TensorSpec
@@ -48,10 +49,15 @@ class InferenceDataPlane:
     long-running servers' dynamic batcher, None where each request runs alone (Lambda)."""
 
     def __init__(
-        self, server: Callable[[], ModelServer], batcher: TensorBatcher | None = None
+        self,
+        server: Callable[[], ModelServer],
+        batcher: TensorBatcher | None = None,
+        readiness: Readiness | None = None,
     ) -> None:
         self.server = server
         self.batcher = batcher
+        # long-running servers: ready once their versions are warm, not while draining
+        self.readiness = readiness
         # where tensors batch, so do handlers' raw requests (as their archives ask)
         self.raw_batcher = handler_batcher(server) if batcher is not None else None
 
@@ -67,7 +73,7 @@ class InferenceDataPlane:
 
     async def ready(self) -> bool:
         self.server()
-        return True
+        return self.readiness is None or self.readiness.ready
 
     def number_now(self, model: str, text: str | None) -> int | None:
         """A version as clients write it: empty or absent (the default), a number, a label

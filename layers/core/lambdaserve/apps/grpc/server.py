@@ -9,6 +9,7 @@ connections across them as it spreads HTTP ones.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.serving.readiness import Readiness
 
 logger = logging.getLogger(__name__)
 # gRPC's own default is 4 MB each way; requests take the HTTP body limit, answers more room.
@@ -45,6 +47,8 @@ class GrpcOptions:
     grace_s: float = 10.0
     # ``--workers N``: every worker binds the port (SO_REUSEPORT); alone, a port in use fails
     share_port: bool = False
+    # ``serve``: health says SERVING only while ready (warm, not draining); None: always
+    readiness: Readiness | None = None
 
 
 async def build_server(plane: InferenceDataPlane, options: GrpcOptions) -> grpc.aio.Server:
@@ -65,11 +69,45 @@ async def build_server(plane: InferenceDataPlane, options: GrpcOptions) -> grpc.
     )
     _add_peer_services(server, plane, options)
     checker = health.aio.HealthServicer()
-    for name in SERVICES:
-        await checker.set(name, health_pb2.HealthCheckResponse.SERVING)
+    await _follow_readiness(checker, options.readiness)
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)
     server.add_insecure_port(f"{options.host}:{options.port}")
     return server
+
+
+async def _follow_readiness(
+    checker: health.aio.HealthServicer, readiness: Readiness | None
+) -> None:
+    """Every service's status follows ``readiness`` (changed from any thread); once draining,
+    NOT_SERVING for good, as grpc's graceful shutdown has it."""
+    serving, not_serving = (
+        health_pb2.HealthCheckResponse.SERVING,
+        health_pb2.HealthCheckResponse.NOT_SERVING,
+    )
+
+    async def apply(ready: bool) -> None:
+        if readiness is not None and readiness.draining:
+            await checker.enter_graceful_shutdown()
+            return
+        for name in SERVICES:
+            await checker.set(name, serving if ready else not_serving)
+
+    if readiness is not None:
+        loop = asyncio.get_running_loop()
+        pending: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak references
+
+        def changed(ready: bool) -> None:
+            task = loop.create_task(apply(ready))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+        def from_any_thread(ready: bool) -> None:
+            if not loop.is_closed():  # a warm-up finishing after shutdown has no one to tell
+                loop.call_soon_threadsafe(changed, ready)
+
+        # listening before the first look: a change in between is not missed
+        readiness.listen(from_any_thread)
+    await apply(readiness is None or readiness.ready)
 
 
 def _add_peer_services(
