@@ -200,7 +200,7 @@ def test_the_pb_utils_surface_of_pythons_backend_examples(enabled):
     # Then the BLS call reached add_sub, and each helper answered as Triton's does
     np.testing.assert_allclose(outputs["OUTPUT0"], a + b)
     assert outputs["ROUND_TRIP"].tolist() == [b"one", b"two"]
-    assert outputs["FACTS"].tolist() == [b"TYPE_FP32", b"True", b"False"]
+    assert outputs["FACTS"].tolist() == [b"11", b"True", b"False"]
     counted = {f.name: f for f in CUSTOM_METRICS.collect()}["pb_features_requests"]
     assert counted.samples[0].labels == {"model": "pb_features"}
     assert counted.samples[0].value >= 1
