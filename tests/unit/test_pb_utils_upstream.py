@@ -151,6 +151,5 @@ def test_a_metric_familys_description_is_its_help_line_on_metrics() -> None:
     family.Metric(labels={"model": "custom_metrics"}).increment(5)
     text = generate_latest(metrics_registry(StatsRegistry)).decode()
     assert (
-        "# HELP requests_process_latency_ns_total Cumulative time spent processing requests"
-        in text
+        "# HELP requests_process_latency_ns_total Cumulative time spent processing requests" in text
     ), text
