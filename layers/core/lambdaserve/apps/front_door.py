@@ -23,6 +23,7 @@ from lambdaserve.catalog.repository import check_model_name, parse_version
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.content_encoding import decode_body
 from lambdaserve.protocol.http_status import status_for
+from lambdaserve.protocol.torchserve_errors import error_document
 from lambdaserve.protocol.v2 import HEADER_LENGTH, EncodedResponse
 
 Answer = Callable[[str, int | None, bytes, int | None], Awaitable[EncodedResponse]]
@@ -108,14 +109,13 @@ class FrontDoor:
             body = decode_body(body, headers.get("content-encoding"), limit)
             return await self._answer_prediction(match.group(1), match.group(2), body, headers)
         except LambdaServeError as exc:
-            return Response(
-                orjson.dumps({"error": exc.message}),
-                status_for(exc),
-                media_type="application/json",
-            )
+            status = status_for(exc)
+            error = error_document(match.group(0), status, exc.message)
+            return Response(orjson.dumps(error), status, media_type="application/json")
         except Exception:
             logger.exception("unhandled error on %s %s", scope["method"], match.group(0))
-            error = {"error": "internal error; the server log has the details"}
+            message = "internal error; the server log has the details"
+            error = error_document(match.group(0), 500, message)
             return Response(orjson.dumps(error), 500, media_type="application/json")
 
 

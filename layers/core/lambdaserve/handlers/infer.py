@@ -25,6 +25,7 @@ from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.protocol.content_encoding import decode_body
 from lambdaserve.protocol.http_status import status_for
 from lambdaserve.protocol.limits import response_too_large
+from lambdaserve.protocol.torchserve_errors import error_document
 from lambdaserve.protocol.v2 import HEADER_LENGTH
 from lambdaserve.runtimes.registry import runtime_named
 from lambdaserve.services.inference import build_model_server
@@ -156,7 +157,9 @@ def _server_mode(event: APIGatewayProxyEventV2) -> dict[str, Any] | None:
             )
         )
     except LambdaServeError as exc:
-        return _http_response(status_for(exc), orjson.dumps({"error": exc.message}), {})
+        status = status_for(exc)
+        error = error_document(event.raw_path, status, exc.message)
+        return _http_response(status, orjson.dumps(error), {})
     if answer is None:
         return None
     return _http_response(answer.status, answer.body, answer.headers)
