@@ -8,8 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import pytest
 
+from lambdaserve.local.emulator import free_port
+from lambdaserve.server.background import BackgroundServer
+from lambdaserve.server.serve import build_serving_app
 from tests import builders
 from tests.integration.test_torchserve_archives import aws_s3_cp, wait_published
 from tests.torchserve_archives import archive
@@ -90,3 +94,17 @@ def test_a_binary_body_to_a_tensor_model_is_told_what_it_takes(stack):
     message = answer.json()["message"]
     assert "binary" in message and "INPUT__0" in message and "FP32" in message, message
     assert "UTF-8" not in message
+
+
+def test_serves_front_door_answers_torchserves_error_response_too(stack):
+    """Given `lambdaserve serve`'s app, whose front door answers /predictions itself
+    When a prediction names an unknown model
+    Then the 404 is TorchServe's ErrorResponse, as on `lambdaserve dev`."""
+    server = BackgroundServer(build_serving_app(batching=True), "127.0.0.1", free_port()).start()
+    try:
+        answer = httpx.post(f"{server.url}/predictions/nope", content=b"[1]", timeout=60)
+    finally:
+        server.stop()
+    assert answer.status_code == 404, answer.text
+    assert answer.json()["type"] == "ModelNotFoundException"
+    assert answer.json()["code"] == 404 and "nope" in answer.json()["message"]
