@@ -236,8 +236,10 @@ def test_torchserves_grpc_clients_ping_predict_and_manage(stack, torchserve_stub
     assert len(predicted(answers[3])) == 1 and len(predicted(answers[4])) == 2
     described = answers[5]["msg"]
     assert {d["modelVersion"] for d in described} == {"1", "2"}
+    assert {(d["runtime"], d["engine"]) for d in described} == {("onnxruntime", "OnnxRuntime")}
+    assert all(d["jobQueueStatus"]["pendingRequests"] == 0 for d in described)
     assert answers[6]["msg"]["models"][0]["modelName"] == "mlp"
-    assert answers[7]["ok"] and "now" in answers[7]["msg"]["status"]
+    assert answers[7]["ok"] and answers[7]["msg"]["status"].endswith('to "1"')
     np.testing.assert_allclose(predicted(answers[8])[0], want[1], rtol=1e-5)
     assert [a.get("code") for a in answers[9:]] == [
         "NOT_FOUND",

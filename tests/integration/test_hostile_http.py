@@ -60,7 +60,7 @@ def test_bytes_nested_990_deep_and_70_dimensions_are_400(door):
     deep = b"[" * 990 + b'"x"' + b"]" * 990
     body = b'{"inputs":[{"name":"INPUT__0","datatype":"BYTES","shape":[1],"data":' + deep + b"}]}"
     response = _post(door, body)
-    assert response.status_code == 400 and "nests deeper" in response.json()["error"]
+    assert response.status_code == 400 and "nesting depth exceeds" in response.json()["error"]
     wide = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1] * 70, "data": [1]}]}
     response = _post(door, json.dumps(wide).encode())
     assert response.status_code == 400 and "70 dimensions" in response.json()["error"]

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests import builders
 from tests.integration.grpc_support import lambdaserve_serve
 from tests.integration.test_grpc_peers import paddle_stubs, peer  # noqa: F401 (a fixture)
 from tests.unit.test_openvino_formats import EXPECTED, FIXTURES, tensor
@@ -109,3 +110,25 @@ def test_the_pipeline_answers_paddles_grpc_client_and_v2(stack, paddle_stubs):  
     assert v2.status_code == 200, v2.text
     outputs = {o["name"]: o["data"] for o in v2.json()["outputs"]}
     assert outputs["err_no"] == [0] and json.loads(outputs["value"][0]) == labels
+
+
+def test_an_unnamed_pipeline_client_reaches_the_only_pipeline_beside_other_models(
+    stack,
+    paddle_stubs,  # noqa: F811
+):
+    """Given the pipeline and an ONNX model served beside it
+    When Paddle's PipelineClient sends its request with no service name
+    Then the stack's only pipeline answers it."""
+    publish(stack)
+    stack.put("models/other/1/model.onnx", builders.onnx_mlp(4, 3))
+    stack.wait_state("other", 1, "READY")
+    with lambdaserve_serve() as served:
+        answer = peer(
+            "paddle_client.py",
+            served.grpc_url,
+            {"feed": {"x": rows_text(), "scale": "2"}, "name": ""},
+            str(paddle_stubs),
+        )
+    assert answer["err_no"] == 0, answer
+    labels, _ = by_hand(2.0)
+    assert json.loads(answer["value"][0]) == labels

@@ -9,8 +9,13 @@ from tests import builders
 def test_registration_from_a_url_is_refused_saying_how_to_publish(stack):
     response = stack.api.post("/models?url=https://example.com/densenet.mar&initial_workers=1")
     assert response.status_code == 400
-    assert "publish by upload" in response.json()["error"].lower()
-    assert "s3://<ModelBucketName>/models/<name>/1/model.onnx" in response.json()["error"]
+    assert "not supported" in response.json()["message"]
+    assert (
+        "aws s3 cp densenet.mar s3://<ModelBucketName>/models/densenet.mar"
+        in (response.json()["message"])
+    )
+    other = stack.api.post("/models?url=https://example.com/model")
+    assert "s3://<ModelBucketName>/models/<name>/1/model.onnx" in other.json()["error"]
 
 
 def test_scaling_workers_names_the_equivalent(stack):

@@ -40,7 +40,7 @@ def test_header_numbers_parse_when_they_are_numbers():
 def test_a_bytes_input_nested_990_deep_is_a_400_not_a_recursion_error():
     data = b"[" * 990 + b'"x"' + b"]" * 990
     body = b'{"inputs":[{"name":"t","datatype":"BYTES","shape":[1],"data":' + data + b"}]}"
-    with pytest.raises(InvalidInput, match="nests deeper than the shape's 1 dimensions"):
+    with pytest.raises(InvalidInput, match=r"nesting depth exceeds maximum allowed limit \(100\)"):
         parse_infer_request(body)
 
 

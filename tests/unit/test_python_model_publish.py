@@ -8,10 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from prometheus_client import generate_latest
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.errors import ModelNotReady
 from lambdaserve.metrics.custom import CUSTOM_METRICS
+from lambdaserve.metrics.prometheus import metrics_registry
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.wiring.inference import build_model_server
 
@@ -200,7 +202,10 @@ def test_the_pb_utils_surface_of_pythons_backend_examples(enabled):
     # Then the BLS call reached add_sub, and each helper answered as Triton's does
     np.testing.assert_allclose(outputs["OUTPUT0"], a + b)
     assert outputs["ROUND_TRIP"].tolist() == [b"one", b"two"]
-    assert outputs["FACTS"].tolist() == [b"TYPE_FP32", b"True", b"False"]
+    assert outputs["FACTS"].tolist() == [b"11", b"True", b"False"]
     counted = {f.name: f for f in CUSTOM_METRICS.collect()}["pb_features_requests"]
     assert counted.samples[0].labels == {"model": "pb_features"}
     assert counted.samples[0].value >= 1
+    # and /metrics carries the family's description as its HELP line, as Triton's does
+    scraped = generate_latest(metrics_registry(lambda: server.stats)).decode()
+    assert "# HELP pb_features_requests_total requests seen by pb_features" in scraped

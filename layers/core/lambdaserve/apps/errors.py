@@ -12,38 +12,40 @@ from starlette.exceptions import HTTPException
 
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.http_status import INTERNAL_ERROR, status_for
+from lambdaserve.protocol.torchserve_errors import error_document
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["error_response", "install_error_handlers", "status_for"]
 
 
-def error_response(status: int, message: str) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"error": message})
+def error_response(status: int, message: str, path: str = "") -> JSONResponse:
+    """``{"error": ...}``; on TorchServe's routes (``path``) its ErrorResponse shape too."""
+    return JSONResponse(status_code=status, content=error_document(path, status, message))
 
 
 def install_error_handlers(app: FastAPI) -> None:
     """Domain errors, request validation (400, as Triton answers) and the rest."""
 
     @app.exception_handler(LambdaServeError)
-    async def _domain(_: Request, exc: LambdaServeError) -> JSONResponse:
-        return error_response(status_for(exc), exc.message)
+    async def _domain(request: Request, exc: LambdaServeError) -> JSONResponse:
+        return error_response(status_for(exc), exc.message, request.url.path)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e.get('loc', ()) if p != 'body') or 'body'}: {e.get('msg')}"
             for e in exc.errors()
         )
-        return error_response(400, f"invalid request: {problems}")
+        return error_response(400, f"invalid request: {problems}", request.url.path)
 
     @app.exception_handler(HTTPException)
-    async def _http(_: Request, exc: HTTPException) -> JSONResponse:
-        response = error_response(exc.status_code, str(exc.detail))
+    async def _http(request: Request, exc: HTTPException) -> JSONResponse:
+        response = error_response(exc.status_code, str(exc.detail), request.url.path)
         response.headers.update(exc.headers or {})  # 405 keeps its Allow header
         return response
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(500, INTERNAL_ERROR)
+        return error_response(500, INTERNAL_ERROR, request.url.path)

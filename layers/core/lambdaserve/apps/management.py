@@ -85,7 +85,7 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
         name = check_model_name(model)
         number = manager().version_number(name, version)
         manager().set_default(name, number)
-        return {"status": f'Default version of model "{model}" is now "{number}"'}
+        return {"status": set_default_status(manager(), name, number)}
 
     @app.delete("/models/{model}/{version}")
     def delete_version(model: str, version: str) -> JSONResponse:
@@ -231,7 +231,7 @@ def describe_version_record(
     return {
         "modelName": view.record.name,
         # a TorchServe archive's modelVersion ("1.0") is a label on its version
-        "modelVersion": next((k for k in labels if _VERSION_STRING.match(k)), str(record.version)),
+        "modelVersion": version_string(view, record.version),
         "modelUrl": manager.repository.url(view.record.name, record.version),
         "runtime": record.runtime,
         # TorchServe's describe fields: serverless, so no standing workers (min 0, and the
@@ -256,6 +256,13 @@ def describe_version_record(
         "validatedAt": record.validated_at,
         "versionPolicy": view.config.version_policy.to_triton_json(),
         "loaded": not view.record.unloaded,
+        # TorchServe's queue of a model's jobs: this API sees no queue (each request is
+        # queued where it serves, by the dynamic batcher of `serve` or the function's own
+        # concurrency), so nothing is pending here and the capacity is the config's bound
+        "jobQueueStatus": {
+            "remainingCapacity": _queue_capacity(view),
+            "pendingRequests": 0,
+        },
         "batchSize": max(view.config.max_batch_size, 1),
         "maxBatchDelay": (batching.max_queue_delay_microseconds / 1000) if batching else 0,
         "configSource": view.record.config_source,
@@ -268,6 +275,27 @@ def describe_version_record(
 
 
 _VERSION_STRING = re.compile(r"^[0-9]+(\.[0-9]+)*$")
+# TorchServe's default job_queue_size: the capacity shown where the config sets no bound
+_TORCHSERVE_QUEUE = 100
+
+
+def _queue_capacity(view: ModelView) -> int:
+    batching = view.config.dynamic_batching
+    bound = batching.queue_policy.max_queue_size if batching else 0
+    return bound or _TORCHSERVE_QUEUE
+
+
+def version_string(view: ModelView, number: int) -> str:
+    """The version as TorchServe names it: the archive's ``modelVersion`` label ("1.0") on
+    ``number`` where there is one, else the number."""
+    labels = sorted(k for k, v in view.record.version_labels.items() if v == number)
+    return next((k for k in labels if _VERSION_STRING.match(k)), str(number))
+
+
+def set_default_status(manager: ModelManager, name: str, number: int) -> str:
+    """TorchServe's answer to set-default, with its version string."""
+    shown = version_string(manager.view(name), number)
+    return f'Default version successfully updated for model "{name}" to "{shown}"'
 
 
 def _workers(record: VersionRecord) -> list[dict[str, Any]]:

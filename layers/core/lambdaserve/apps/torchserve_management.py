@@ -25,12 +25,14 @@ def install_api_description(app: FastAPI) -> None:
         return JSONResponse(app.openapi())
 
     app.add_route("/", describe, methods=["OPTIONS"], include_in_schema=False)
+    # TorchServe's other door to the same description, on both of its APIs
+    app.add_route("/api-description", describe, methods=["GET"], include_in_schema=False)
 
 
 def install_torchserve_management(app: FastAPI, manager: Callable[[], ModelManager]) -> None:
     @app.post("/models", status_code=400)
     async def register(request: Request) -> None:
-        raise registration_refusal()
+        raise registration_refusal(request.query_params.get("url", ""))
 
     @app.put("/models/{model}/{version}", status_code=400)
     def scale_version(model: str, version: str, request: Request) -> None:
@@ -56,7 +58,27 @@ def install_torchserve_management(app: FastAPI, manager: Callable[[], ModelManag
         )
 
 
-def registration_refusal() -> InvalidInput:
+_ARCHIVES = (".mar", ".war", ".tar.gz", ".tgz")
+
+
+def registration_refusal(url: str = "") -> InvalidInput:
+    """Why ``POST /models?url=...`` registers nothing, and how to publish ``url`` instead."""
+    name = url.rsplit("/", 1)[-1]
+    if name.lower().endswith(_ARCHIVES) and "://" not in url:
+        # TorchServe's model-store habit: the archive by its file name
+        return InvalidInput(
+            f"the model bucket has no archive {name!r} to register: models load only from "
+            "the bucket, and an archive there publishes itself (its manifest's modelVersion "
+            f"becomes a version label). Upload the archive: `aws s3 cp {name} "
+            f"s3://<ModelBucketName>/models/{name}` (with `lambdaserve dev "
+            "--model-repository DIR`, put it in DIR), then GET /models/<name> shows it READY"
+        )
+    if name.lower().endswith(_ARCHIVES):
+        return InvalidInput(
+            f"registering {url!r} is not supported: lambdaserve loads models only from its own "
+            f"bucket. Download the archive and upload it: `aws s3 cp {name} "
+            f"s3://<ModelBucketName>/models/{name}`; it publishes itself there"
+        )
     return InvalidInput(
         "registering a model from a URL is not supported: lambdaserve loads models only "
         "from its own bucket. Publish by upload instead, e.g. "

@@ -20,6 +20,7 @@ from lambdaserve.protocol.http_status import INTERNAL_ERROR, status_for
 from lambdaserve.protocol.limits import header_int
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.protocol.raw_binary import parse_raw_binary
+from lambdaserve.protocol.torchserve_errors import error_document
 from lambdaserve.protocol.v2 import (
     HEADER_LENGTH,
     EncodedResponse,
@@ -75,12 +76,15 @@ def encoded_answer(encoded: EncodedResponse) -> HttpAnswer:
     )
 
 
-def error_answer(exc: Exception, where: str) -> HttpAnswer:
-    """A domain error as its status and ``{"error": ...}``; anything else logged, and 500."""
+def error_answer(exc: Exception, method: str, path: str) -> HttpAnswer:
+    """A domain error as its status and ``{"error": ...}`` (TorchServe's ErrorResponse on its
+    routes); anything else logged, and 500 with the one internal-error text."""
     if isinstance(exc, LambdaServeError):
-        return HttpAnswer(status_for(exc), orjson.dumps({"error": exc.message}))
-    logger.error("unhandled error on %s", where, exc_info=exc)
-    return HttpAnswer(500, orjson.dumps({"error": INTERNAL_ERROR}))
+        status, message = status_for(exc), exc.message
+    else:
+        logger.error("unhandled error on %s %s", method, path, exc_info=exc)
+        status, message = 500, INTERNAL_ERROR
+    return HttpAnswer(status, orjson.dumps(error_document(path, status, message)))
 
 
 async def answer_v2(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:

@@ -64,7 +64,7 @@ def _forwarded(process: Process, event: APIGatewayProxyEventV2) -> HttpAnswer | 
     try:
         answer = router.route(call)
     except Exception as exc:
-        return error_answer(exc, event.raw_path)
+        return error_answer(exc, call.method, event.raw_path)
     return None if answer is None else HttpAnswer(answer.status, answer.body, answer.headers)
 
 
@@ -92,7 +92,7 @@ def _direct_infer(process: Process, event: APIGatewayProxyEventV2) -> HttpAnswer
         if settings.max_response_bytes and size > settings.max_response_bytes:
             raise response_too_large(size, settings.max_response_bytes)
     except Exception as exc:
-        return error_answer(exc, f"POST {event.raw_path}")
+        return error_answer(exc, "POST", event.raw_path)
     return answer
 
 

@@ -41,6 +41,7 @@ class _Series:
     kind: str
     unit: str
     labels: tuple[str, ...]
+    description: str = ""
     values: dict[tuple[str, ...], list[float]] = field(default_factory=dict)
 
 
@@ -66,12 +67,14 @@ class CustomMetrics:
         labels: Sequence[str],
         values: Sequence[str],
         value: float,
+        description: str = "",
     ) -> None:
-        """Add (counter), set (gauge) or observe (histogram) ``value`` for one label set."""
+        """Add (counter), set (gauge) or observe (histogram) ``value`` for one label set;
+        ``description`` (a MetricFamily's) is the series' ``# HELP`` line."""
         if len(labels) != len(values):
             raise ValueError(f"metric {name!r} has dimensions {list(labels)}, got {list(values)}")
         with self._lock:
-            series = self._series.setdefault(name, _Series(kind, unit, tuple(labels)))
+            series = self._series.setdefault(name, _Series(kind, unit, tuple(labels), description))
             if series.labels != tuple(labels) or series.kind != kind:
                 raise ValueError(
                     f"metric {name!r} was first recorded as a {series.kind} with dimensions "
@@ -104,12 +107,22 @@ class CustomMetrics:
 
         with self._lock:
             snapshot = {
-                name: (s.kind, s.unit, s.labels, {k: list(v) for k, v in s.values.items()})
+                name: (
+                    s.kind,
+                    s.unit,
+                    s.labels,
+                    s.description,
+                    {k: list(v) for k, v in s.values.items()},
+                )
                 for name, s in self._series.items()
             }
-        for name, (kind, unit, labels, values) in sorted(snapshot.items()):
+        for name, (kind, unit, labels, description, values) in sorted(snapshot.items()):
             exposed = _INVALID.sub("_", name)
-            documentation = f"{name} ({unit or 'no unit'}), recorded by the model's code"
+            # a MetricFamily's own description, as Triton writes it; TorchServe's metrics
+            # have none, so say what they are
+            documentation = (
+                description or f"{name} ({unit or 'no unit'}), recorded by the model's code"
+            )
             if kind == HISTOGRAM:
                 summary = SummaryMetricFamily(exposed, documentation, labels=list(labels))
                 for key, (count, total) in values.items():

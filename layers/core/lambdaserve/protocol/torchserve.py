@@ -26,9 +26,15 @@ class Prediction:
 def parse_prediction(body: bytes, inputs: Sequence[TensorSpec]) -> Prediction:
     """Map a TorchServe-style body onto the model's inputs."""
     try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(
+            _takes(inputs, f"the body is binary ({len(body)} bytes), not JSON")
+        ) from None
+    try:
         document = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
-        raise InvalidInput(f"the request is not valid JSON: {exc}") from None
+        raise InvalidInput(_takes(inputs, f"the request is not valid JSON: {exc}")) from None
     if isinstance(document, dict):
         named = document
     elif len(inputs) == 1:
@@ -48,6 +54,16 @@ def parse_prediction(body: bytes, inputs: Sequence[TensorSpec]) -> Prediction:
         parsed.append(tensor)
         added.append(batched)
     return Prediction(InferRequest(inputs=tuple(parsed)), bool(added) and all(added))
+
+
+def _takes(inputs: Sequence[TensorSpec], problem: str) -> str:
+    """``problem``, then what this tensor model takes, so the sender knows what to send."""
+    wanted = ", ".join(f"{s.name} ({s.datatype} {list(s.shape)})" for s in inputs)
+    example = "a JSON nested list" if len(inputs) == 1 else "a JSON object keyed by input name"
+    return (
+        f"{problem}; this model takes tensors: {wanted}, as {example}. Images and raw bytes "
+        "go to models with a handler (a .mar or handler.py) or a BYTES input"
+    )
 
 
 def encode_prediction(

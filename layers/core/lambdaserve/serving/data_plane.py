@@ -104,6 +104,19 @@ class InferenceDataPlane:
     async def model_names(self) -> list[str]:
         return await asyncio.to_thread(self.server().resolver.catalog.all_model_names)
 
+    async def models_running(self, runtime: str, names: list[str]) -> list[str]:
+        """Which of ``names`` have a version in ``runtime`` (sorted)."""
+        catalog = self.server().resolver.catalog
+
+        def running() -> list[str]:
+            return sorted(
+                str(name)
+                for name in names
+                if any(v.runtime == runtime for v in catalog.versions(name))
+            )
+
+        return await asyncio.to_thread(running)
+
     def forget(self, model: str) -> None:
         """Drop this process's view of ``model``: the next request reads the catalog (after a
         load, unload or config change made here)."""

@@ -36,6 +36,10 @@ _V2_TO_NUMPY: dict[str, Any] = {
 }
 _NUMPY_TO_V2 = {np.dtype(v): k for k, v in _V2_TO_NUMPY.items() if v is not None and k != "BYTES"}
 MAX_RANK = 64  # numpy arrays have at most 64 dimensions
+# Triton refuses a request whose JSON nests deeper than 100 levels; ``data`` sits 3 deep in
+# it (the body, "inputs", the input object), so its lists may nest 97 deep
+MAX_DATA_DEPTH = 100 - 3
+_TOO_DEEP = "JSON nesting depth exceeds maximum allowed limit (100): flatten data"
 _LENGTH = struct.Struct("<I")
 _FLOATS = frozenset({"FP16", "FP32", "FP64", "BF16"})
 
@@ -113,7 +117,7 @@ def array_from_json(name: str, datatype: str, data: Any) -> np.ndarray[Any, Any]
         ) from None
     # as in from_json: a NaN came from a null or a string, False may have come from a null
     if (datatype in _FLOATS and np.isnan(array).any()) or dtype.kind == "b":
-        _check_elements(name, datatype, data, array.ndim)
+        _check_elements(name, datatype, data)
     return array
 
 
@@ -123,14 +127,16 @@ def from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np
     _check_size(name, datatype, shape, dtype)
     try:
         if datatype == "BYTES":
-            flat = np.array([_as_bytes(v) for v in _flatten(data, len(shape))], dtype=object)
+            flat = np.array([_as_bytes(v) for v in _flatten(data)], dtype=object)
         else:
-            flat = np.asarray(data, dtype=dtype).reshape(-1)
+            # nesting past numpy's 64 dimensions is flattened first, as Triton reads it
+            nested = _check_nesting(name, data) >= MAX_RANK
+            flat = np.asarray(_flatten(data) if nested else data, dtype=dtype).reshape(-1)
     except (ValueError, TypeError, OverflowError) as exc:
         raise InvalidInput(f"input {name!r}: data is not {datatype}: {exc}") from None
     # JSON has no NaN, so a NaN here came from a null or a string; False from a null too.
     if (datatype in _FLOATS and np.isnan(flat).any()) or dtype.kind == "b":
-        _check_elements(name, datatype, data, len(shape))
+        _check_elements(name, datatype, data)
     expected = element_count(shape)
     if flat.size != expected:
         raise InvalidInput(
@@ -210,25 +216,38 @@ def _bytes_from_binary(name: str, buffer: memoryview, expected: int) -> np.ndarr
     return np.array(values, dtype=object)
 
 
-def _flatten(data: Any, rank: int) -> list[Any]:
-    """Row-major elements of nested lists at most ``rank`` deep (iteratively)."""
+def _flatten(data: Any, limit: int = MAX_DATA_DEPTH) -> list[Any]:
+    """Row-major elements of nested lists at most ``limit`` deep (iteratively). As Triton's,
+    the nesting need not follow the shape: ``[[["a"]]]`` is one element for shape [1]."""
     out: list[Any] = []
     stack: list[tuple[Any, int]] = [(data, 0)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, list | tuple):
-            if depth >= max(rank, 1):
-                raise ValueError(f"data nests deeper than the shape's {rank} dimensions")
+            if depth >= limit:
+                raise ValueError(_TOO_DEEP)
             stack.extend((child, depth + 1) for child in reversed(item))
         else:
             out.append(item)
     return out
 
 
-def _check_elements(name: str, datatype: str, data: Any, rank: int) -> None:
+def _check_nesting(name: str, data: Any) -> int:
+    """Triton's JSON depth limit on numeric data, along the first elements (cheap: a numeric
+    tensor's rows are all as deep, or numpy refuses them as ragged)."""
+    depth, item = 0, data
+    while isinstance(item, list | tuple):
+        depth += 1
+        if depth > MAX_DATA_DEPTH:
+            raise InvalidInput(f"input {name!r}: {_TOO_DEEP}")
+        item = item[0] if item else None
+    return depth
+
+
+def _check_elements(name: str, datatype: str, data: Any) -> None:
     """Name the first element that is not a JSON number (or boolean for BOOL)."""
     try:
-        elements = _flatten(data, rank)
+        elements = _flatten(data)
     except ValueError as exc:
         raise InvalidInput(f"input {name!r}: {exc}") from None
     for index, value in enumerate(elements):

@@ -4,7 +4,7 @@ Answered as the HTTP route ``POST /{name}/prediction`` answers: string keys and 
 the outputs as text out, errors in-band (gRPC OK with Paddle's ``err_no``), as Paddle's
 pipeline server sends them. ``Request.name`` names the model; Paddle's ``PipelineClient``
 leaves it empty (its server runs one pipeline), so an empty name means the one model this
-catalog holds, and says so when there are several.
+catalog holds, else its one pipeline, and says so when that is ambiguous.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2 as pb
 from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2_grpc as services
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.serving.data_plane import InferenceDataPlane
+
+# The runtime name of a Paddle Serving pipeline version (web_service.py + config.yml)
+PIPELINE_RUNTIME = "paddle_pipeline"
 
 
 def add_to(server: grpc.aio.Server, plane: InferenceDataPlane) -> None:
@@ -53,10 +56,17 @@ class PipelineServicer(services.PipelineServiceServicer):
         return rest.encode_response(inferred.outputs)
 
     async def _only_model(self) -> str:
+        """The model an unnamed request means: the catalog's only model, else its only
+        pipeline (Paddle's server runs one pipeline; other models may serve beside it)."""
         names = await self._plane.model_names()
         if len(names) == 1:
             return str(names[0])
+        found = await self._plane.models_running(PIPELINE_RUNTIME, names)
+        if len(found) == 1:
+            return found[0]
+        which = f"{len(found)} pipelines ({', '.join(found[:5])})" if found else "no pipeline"
         raise ModelNotFound(
             f"Service name error: the request names no model and this server has "
-            f"{len(names)} ({', '.join(sorted(names)[:5])}); set Request.name to the model"
+            f"{len(names)} models ({', '.join(sorted(names)[:5])}) and {which}; set "
+            "Request.name to the model (PipelineClient: name=...)"
         )

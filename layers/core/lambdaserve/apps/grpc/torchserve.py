@@ -19,7 +19,7 @@ import grpc
 from google.protobuf import empty_pb2
 
 from lambdaserve.apps.grpc.calls import Context, answered, unary
-from lambdaserve.apps.management import describe_answer
+from lambdaserve.apps.management import describe_answer, set_default_status
 from lambdaserve.apps.torchserve_management import SCALING, refuse_scaling, registration_refusal
 from lambdaserve.errors import InvalidInput, ModelNotReady
 from lambdaserve.protocol import torchserve as rest
@@ -125,18 +125,18 @@ class ManagementServicer(management.ManagementAPIsServiceServicer):
         manager = self._manager()
         name = check_model_name(request.model_name)
 
-        def set_default() -> int:
+        def set_default() -> str:
             number = manager.version_number(name, request.model_version)
             manager.set_default(name, number)
-            return number
+            return set_default_status(manager, name, number)
 
-        number = await asyncio.to_thread(set_default)
+        status = await asyncio.to_thread(set_default)
         self._plane.forget(name)
-        return _answer({"status": f'Default version of model "{name}" is now "{number}"'})
+        return _answer({"status": status})
 
     @unary
     async def RegisterModel(self, request: mpb.RegisterModelRequest, context: Context) -> Any:
-        raise registration_refusal()
+        raise registration_refusal(request.url)
 
     @unary
     async def ScaleWorker(self, request: mpb.ScaleWorkerRequest, context: Context) -> Any:

@@ -85,7 +85,7 @@ class FrontDoor:
             call = read_v2_call(match.group(1), match.group(2), headers, body, limit)
             return encoded_answer(await answer_v2(self._plane, call))
         except Exception as exc:
-            return error_answer(exc, f"POST {match.group(0)}")
+            return error_answer(exc, "POST", match.group(0))
 
     async def _predict(self, match: re.Match[str], scope: Scope, receive: Receive) -> Response:
         assert self._answer_prediction is not None
@@ -96,7 +96,7 @@ class FrontDoor:
             body = decode_body(body, headers.get("content-encoding"), limit)
             return await self._answer_prediction(match.group(1), match.group(2), body, headers)
         except Exception as exc:
-            answer = error_answer(exc, f"{scope['method']} {match.group(0)}")
+            answer = error_answer(exc, scope["method"], match.group(0))
             return Response(answer.body, answer.status, media_type=JSON)
 
 

@@ -21,16 +21,28 @@ from lambdaserve.errors import LambdaServeError
 from lambdaserve.runtimes.op_threads import within
 from lambdaserve.runtimes.triton_python.auto_complete_config import ModelConfig
 from lambdaserve.runtimes.triton_python.pb_utils_support import (
+    TRITON_STRING_TO_NUMPY,
     TRITONSERVER_MEMORY_CPU,
     TRITONSERVER_MEMORY_CPU_PINNED,
     TRITONSERVER_MEMORY_GPU,
+    TRITONSERVER_REQUEST_RELEASE_ALL,
+    TRITONSERVER_REQUEST_RELEASE_RESCHEDULE,
+    TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+    InferenceResponseSender,
+    InferenceTrace,
     Logger,
     MetricFamily,
     PreferredMemory,
+    ResponseIterator,
+    TritonError,
     TritonModelException,
     deserialize_bytes_tensor,
+    load_model,
     numpy_to_triton_type,
     serialize_byte_tensor,
+    triton_to_numpy_type,
+    unload_model,
+    using_decoupled_model_transaction_policy,
 )
 from lambdaserve.tensors.encoding import numpy_dtype
 
@@ -38,17 +50,28 @@ __all__ = [
     "TRITONSERVER_MEMORY_CPU",
     "TRITONSERVER_MEMORY_CPU_PINNED",
     "TRITONSERVER_MEMORY_GPU",
+    "TRITONSERVER_REQUEST_RELEASE_ALL",
+    "TRITONSERVER_REQUEST_RELEASE_RESCHEDULE",
+    "TRITONSERVER_RESPONSE_COMPLETE_FINAL",
+    "TRITON_STRING_TO_NUMPY",
+    "InferenceResponseSender",
+    "InferenceTrace",
     "Logger",
     "MetricFamily",
     "ModelConfig",
     "PreferredMemory",
+    "ResponseIterator",
+    "TritonError",
     "TritonModelException",
     "deserialize_bytes_tensor",
+    "load_model",
     "numpy_to_triton_type",
     "serialize_byte_tensor",
+    "triton_to_numpy_type",
+    "unload_model",
+    "using_decoupled_model_transaction_policy",
 ]
 
-TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 
@@ -61,24 +84,6 @@ _stream_executor: Callable[[InferenceRequest], Iterator[InferenceResponse]] | No
 _readiness: Callable[[str, str], bool] | None = None
 # The model directory of the Python model being called (get_model_dir).
 _model_dir: ContextVar[str] = ContextVar("model_dir", default="")
-
-
-class TritonError(Exception):
-    """An error a model reports in a response (or raises)."""
-
-    UNKNOWN, INTERNAL, NOT_FOUND, INVALID_ARG, UNAVAILABLE, UNSUPPORTED, ALREADY_EXISTS = range(7)
-    CANCELLED = 7
-
-    def __init__(self, message: str, code: int = 1) -> None:
-        super().__init__(message)
-        self._message = message
-        self._code = code
-
-    def message(self) -> str:
-        return self._message
-
-    def code(self) -> int:
-        return self._code
 
 
 class Tensor:
@@ -101,8 +106,18 @@ class Tensor:
     def shape(self) -> list[int]:
         return list(self._array.shape)
 
+    def triton_dtype(self) -> int | None:
+        """Triton's number for the tensor's type (``11`` for FP32), as python_backend's."""
+        return numpy_to_triton_type(self._array.dtype)
+
     def is_cpu(self) -> bool:
         return True
+
+    def __dlpack__(self, stream: Any = None) -> Any:
+        return self._array.__dlpack__()
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self._array.__dlpack_device__()
 
     def to_dlpack(self) -> Any:
         """A DLPack capsule over the tensor's memory (torch.from_dlpack reads it)."""
@@ -149,27 +164,6 @@ class InferenceResponse:
         return value if isinstance(value, str) else json.dumps(value)
 
 
-class InferenceResponseSender:
-    """A decoupled model's way to answer: any number of ``send(response)``, the last one
-    with ``flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL`` (its response may be None)."""
-
-    def __init__(self, deliver: Callable[[InferenceResponse | None, int], None]) -> None:
-        self._deliver = deliver
-        self._closed = False
-
-    def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
-        if self._closed:
-            raise TritonModelException("the response sender was closed by a final flag")
-        if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
-            self._closed = True
-        elif response is None:
-            raise TritonModelException("send needs a response unless flags is FINAL")
-        self._deliver(response, flags)
-
-    def is_cancelled(self) -> bool:
-        return False
-
-
 class InferenceRequest:
     """A request handed to ``execute``, or a BLS request a model sends to another model."""
 
@@ -180,7 +174,7 @@ class InferenceRequest:
         requested_output_names: Sequence[str] | None = None,
         model_version: int = -1,
         request_id: str = "",
-        correlation_id: int = 0,
+        correlation_id: int | str = 0,
         flags: int = 0,
         timeout: int = 0,
         parameters: dict[str, Any] | str | None = None,
@@ -197,8 +191,9 @@ class InferenceRequest:
         self._flags = flags
         self._parameters = parameters or {}
         self._sender: InferenceResponseSender | None = None
+        self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
         # microseconds, as Triton's: a BLS call not answered by then answers with an error
-        self.timeout = timeout
+        self._timeout = timeout
         self.preferred_memory = preferred_memory or PreferredMemory(TRITONSERVER_MEMORY_CPU)
 
     def get_response_sender(self) -> InferenceResponseSender:
@@ -219,11 +214,34 @@ class InferenceRequest:
     def request_id(self) -> str:
         return self._request_id
 
-    def correlation_id(self) -> int:
+    def correlation_id(self) -> int | str:
         return self._correlation_id
 
     def flags(self) -> int:
         return self._flags
+
+    def set_flags(self, flags: int) -> None:
+        self._flags = flags
+
+    def timeout(self) -> int:
+        """The request's timeout in microseconds (0: none)."""
+        return self._timeout
+
+    def trace(self) -> InferenceTrace:
+        return InferenceTrace()
+
+    def is_cancelled(self) -> bool:
+        return False
+
+    def set_release_flags(self, flags: int) -> None:
+        """RELEASE_ALL (the default) only: rescheduling a request back into the model
+        (Triton's iterative sequences) has no scheduler to go back to here."""
+        if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+            raise TritonModelException(
+                "set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) is not supported: "
+                "requests are not rescheduled; answer each request within execute"
+            )
+        self._release_flags = flags
 
     def parameters(self) -> str:
         value = self._parameters
@@ -237,10 +255,10 @@ class InferenceRequest:
         if not self.model_name:
             raise TritonModelException("a BLS request needs model_name")
         if decoupled:
-            return _stream_executor(self)
-        if self.timeout > 0:
+            return ResponseIterator(_stream_executor(self))
+        if self._timeout > 0:
             try:
-                return within(self.timeout / 1e6, _executor, self)
+                return within(self._timeout / 1e6, _executor, self)
             except TimeoutError:
                 return InferenceResponse(
                     error=TritonError("Request timeout expired", TritonError.UNAVAILABLE)

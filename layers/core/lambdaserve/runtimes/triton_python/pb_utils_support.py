@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -14,22 +15,47 @@ from lambdaserve.metrics.custom import COUNTER, CUSTOM_METRICS, GAUGE, HISTOGRAM
 
 _logger = logging.getLogger("lambdaserve.python_model")
 
-_TRITON_TYPES = {
-    np.bool_: "TYPE_BOOL",
-    np.uint8: "TYPE_UINT8",
-    np.uint16: "TYPE_UINT16",
-    np.uint32: "TYPE_UINT32",
-    np.uint64: "TYPE_UINT64",
-    np.int8: "TYPE_INT8",
-    np.int16: "TYPE_INT16",
-    np.int32: "TYPE_INT32",
-    np.int64: "TYPE_INT64",
-    np.float16: "TYPE_FP16",
-    np.float32: "TYPE_FP32",
-    np.float64: "TYPE_FP64",
-    np.object_: "TYPE_STRING",
-    np.bytes_: "TYPE_STRING",
+# Triton's data type enum (TRITONSERVER_DataType) as python_backend numbers it: what
+# numpy_to_triton_type answers and triton_to_numpy_type reads
+_TRITON_TYPE_NUMBERS: dict[Any, int] = {
+    np.bool_: 1,
+    np.uint8: 2,
+    np.uint16: 3,
+    np.uint32: 4,
+    np.uint64: 5,
+    np.int8: 6,
+    np.int16: 7,
+    np.int32: 8,
+    np.int64: 9,
+    np.float16: 10,
+    np.float32: 11,
+    np.float64: 12,
+    np.object_: 13,
+    np.bytes_: 13,
 }
+_NUMPY_OF_NUMBER = {number: kind for kind, number in _TRITON_TYPE_NUMBERS.items()}
+_NUMPY_OF_NUMBER[13] = np.object_
+
+# The config's type names as python_backend maps them (``TYPE_STRING`` is an object array)
+TRITON_STRING_TO_NUMPY: dict[str, Any] = {
+    "TYPE_BOOL": bool,
+    "TYPE_UINT8": np.uint8,
+    "TYPE_UINT16": np.uint16,
+    "TYPE_UINT32": np.uint32,
+    "TYPE_UINT64": np.uint64,
+    "TYPE_INT8": np.int8,
+    "TYPE_INT16": np.int16,
+    "TYPE_INT32": np.int32,
+    "TYPE_INT64": np.int64,
+    "TYPE_FP16": np.float16,
+    "TYPE_FP32": np.float32,
+    "TYPE_FP64": np.float64,
+    "TYPE_STRING": np.object_,
+}
+
+# A request's release flags (python_backend's set_release_flags)
+TRITONSERVER_REQUEST_RELEASE_ALL = 1
+TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 
 
 class TritonModelException(Exception):
@@ -66,9 +92,85 @@ def deserialize_bytes_tensor(encoded_tensor: bytes) -> np.ndarray[Any, Any]:
     return np.array(strings, dtype=np.object_)
 
 
-def numpy_to_triton_type(data_type: Any) -> str | None:
-    """``np.float32`` -> ``"TYPE_FP32"`` (None for a type Triton has no name for)."""
-    return _TRITON_TYPES.get(np.dtype(data_type).type)
+def numpy_to_triton_type(data_type: Any) -> int | None:
+    """``np.float32`` -> ``11`` (Triton's TYPE_FP32 number), None for a type Triton lacks."""
+    try:
+        return _TRITON_TYPE_NUMBERS.get(np.dtype(data_type).type)
+    except TypeError:
+        return None
+
+
+def triton_to_numpy_type(data_type: int) -> Any:
+    """``11`` -> ``np.float32``: the inverse of numpy_to_triton_type (None if unknown)."""
+    return _NUMPY_OF_NUMBER.get(data_type)
+
+
+def using_decoupled_model_transaction_policy(model_config: dict[str, Any]) -> bool:
+    """Whether the config (``json.loads(args["model_config"])``) declares the model decoupled,
+    as python_backend's decoupled examples check in ``initialize``."""
+    policy = model_config.get("model_transaction_policy") or {}
+    return bool(policy.get("decoupled", False))
+
+
+def load_model(model_name: str, config: str = "", files: dict[str, bytes] | None = None) -> None:
+    """Triton loads models from a model only in explicit model-control mode; here the catalog
+    changes only through the bucket and the management API, never from model code."""
+    raise TritonModelException(
+        f"load_model({model_name!r}) from a model is not supported: model code never "
+        "changes the catalog here; upload the model under models/ or call "
+        f"POST /v2/repository/models/{model_name}/load on the management API"
+    )
+
+
+def unload_model(model_name: str, unload_dependents: bool = False) -> None:
+    """As load_model: the catalog changes only through the bucket and the management API."""
+    raise TritonModelException(
+        f"unload_model({model_name!r}) from a model is not supported: model code never "
+        "changes the catalog here; call POST /v2/repository/models/"
+        f"{model_name}/unload on the management API"
+    )
+
+
+TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
+
+
+class TritonError(Exception):
+    """An error a model reports in a response (or raises)."""
+
+    UNKNOWN, INTERNAL, NOT_FOUND, INVALID_ARG, UNAVAILABLE, UNSUPPORTED, ALREADY_EXISTS = range(7)
+    CANCELLED = 7
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self._message = message
+        self._code = code
+
+    def message(self) -> str:
+        return self._message
+
+    def code(self) -> int:
+        return self._code
+
+
+class InferenceResponseSender:
+    """A decoupled model's way to answer: any number of ``send(response)``, the last one
+    with ``flags=TRITONSERVER_RESPONSE_COMPLETE_FINAL`` (its response may be None)."""
+
+    def __init__(self, deliver: Callable[[Any, int], None]) -> None:
+        self._deliver = deliver
+        self._closed = False
+
+    def send(self, response: Any = None, flags: int = 0) -> None:
+        if self._closed:
+            raise TritonModelException("the response sender was closed by a final flag")
+        if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+            self._closed = True
+        elif response is None:
+            raise TritonModelException("send needs a response unless flags is FINAL")
+        self._deliver(response, flags)
+
+    def is_cancelled(self) -> bool:
+        return False
 
 
 class Logger:
@@ -135,6 +237,7 @@ class Metric:
             labels=sorted(self._labels),
             values=[self._labels[k] for k in sorted(self._labels)],
             value=value,
+            description=family.description,
         )
 
 
@@ -170,3 +273,29 @@ class PreferredMemory:
     def __init__(self, preferred_memory_type: int, preferred_device_id: int = 0) -> None:
         self.preferred_memory_type = preferred_memory_type
         self.preferred_device_id = preferred_device_id
+
+
+class InferenceTrace:
+    """``request.trace()``: Triton's trace context of the request; none is kept here."""
+
+    def get_context(self) -> str | None:
+        return None
+
+
+class ResponseIterator:
+    """What ``exec(decoupled=True)`` returns: the called model's responses, in order;
+    ``cancel()`` stops reading them (the rest are dropped)."""
+
+    def __init__(self, responses: Iterator[Any]) -> None:
+        self._responses = responses
+
+    def __iter__(self) -> ResponseIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._responses)
+
+    def cancel(self) -> None:
+        close = getattr(self._responses, "close", None)
+        if close is not None:
+            close()
