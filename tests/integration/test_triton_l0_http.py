@@ -32,9 +32,7 @@ def door(stack, request) -> Iterator[httpx.Client]:
     if request.param == "serve":
         app = build_serving_app(batching=True)
     else:
-        from lambdaserve.handlers import infer
-
-        app = infer.fastapi_app()
+        app = stack.process.inference_app
     server = BackgroundServer(app, "127.0.0.1", free_port()).start()
     try:
         with httpx.Client(base_url=server.url, timeout=60) as client:
