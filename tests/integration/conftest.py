@@ -16,6 +16,7 @@ import pytest
 
 from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
 from lambdaserve.handlers import batcher, infer, manage
+from lambdaserve.local.dev import check_model_code_in_this_process
 from lambdaserve.local.emulator import Emulator
 from lambdaserve.local.resources import LocalResources, ensure_resources
 from lambdaserve.server.background import BackgroundServer
@@ -120,6 +121,7 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     infer.submitter.cache_clear()
     batcher.services.cache_clear()
     monkeypatch.setattr(batcher, "_server", infer.server)  # one process, as in `lambdaserve dev`
+    check_model_code_in_this_process()  # as `lambdaserve dev` does
     settings = get_settings()
     clients = AwsClients(settings)
     resources = ensure_resources(clients, settings)

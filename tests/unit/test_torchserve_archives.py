@@ -81,20 +81,50 @@ def test_a_function_handler_is_initialized_with_none_at_load(enabled, tmp_path):
     assert json.loads(answer.body)["initialized_for"] == "function"
 
 
-def test_a_handler_failing_to_load_is_unavailable_with_its_error(enabled, tmp_path):
-    # Given a handler whose initialize raises (code never runs in the manage function)
+def test_a_handler_failing_to_load_is_never_ready_and_says_why(enabled, tmp_path):
+    """Given a handler whose initialize raises (code never runs in the manage function)
+    When it is uploaded
+    Then the catalog never says READY: the serving side loaded it first and the version is
+    UNAVAILABLE with the handler's own error, naming where it was checked
+    And a request is refused with that error."""
+    states = []
+    catalog = enabled.services.catalog
+    put_version = catalog.put_version
+
+    def watched(record):  # every state the catalog is told, from the moment of upload
+        states.append(record.state)
+        return put_version(record)
+
+    catalog.put_version = watched
     upload(enabled, "models/broken.mar", archive(tmp_path, "broken").read_bytes())
-    assert enabled.services.catalog.get_version("broken", 1).state == version_policy.READY
-    server = build_model_server(enabled.settings, enabled.clients)
-    # When the first request loads it where it serves
-    with pytest.raises(ModelNotReady, match="the tokenizer file is missing"):
-        predict_raw(server, "broken", None, RawRequest((("body", b"x"),), {}))
-    # Then the catalog says UNAVAILABLE with the handler's error, and the next request says so
-    record = enabled.services.catalog.get_version("broken", 1)
+    record = catalog.get_version("broken", 1)
+    assert version_policy.READY not in states
     assert record.state == version_policy.UNAVAILABLE
     assert "the tokenizer file is missing" in record.reason
+    assert "failed to load where it serves (the infer process" in record.reason
+    server = build_model_server(enabled.settings, enabled.clients)
     with pytest.raises(ModelNotReady, match="tokenizer"):
         predict_raw(server, "broken", None, RawRequest((("body", b"x"),), {}))
+
+
+def test_a_handler_failing_at_its_first_request_load_is_checked_again_on_reupload(
+    enabled, tmp_path, caplog
+):
+    """Given a version that loaded at publish but failed where a request loaded it later
+    When the identical archive is uploaded again
+    Then it is validated and loaded again (and the log says so), not deduplicated."""
+    mar = archive(tmp_path, "function", "2.1").read_bytes()
+    upload(enabled, "models/function.mar", mar)
+    catalog = enabled.services.catalog
+    record = catalog.get_version("function", 1)
+    assert record.state == version_policy.READY
+    assert catalog.record_load_failure("function", 1, record.fingerprint, "it broke there")
+    enabled.services.registrar.apply_policy("function")
+    assert catalog.get_version("function", 1).state == version_policy.UNAVAILABLE
+    with caplog.at_level("INFO", logger="lambdaserve"):
+        upload(enabled, "models/function.mar", mar)
+    assert catalog.get_version("function", 1).state == version_policy.READY
+    assert "validating again (last time: it broke there)" in caplog.text
 
 
 def _zip(entries: dict[str, bytes], links: tuple[str, ...] = ()) -> bytes:

@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from lambdaserve.apps.v2_calls import V2_INFER, check_body_size, header_length_value, v2_infer
 from lambdaserve.catalog.repository import check_model_name
 from lambdaserve.errors import InvalidInput, LambdaServeError
+from lambdaserve.handlers import load_check
 from lambdaserve.handlers.snapstart import register as register_snapstart_hooks
 from lambdaserve.handlers.snapstart import renew_randomness
 from lambdaserve.metrics.custom import CUSTOM_METRICS
@@ -127,6 +128,8 @@ def server_mode() -> ServerModeRouter | None:
 def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """API Gateway (HTTP API): requests for server-mode models forwarded, v2 infer answered
     directly, every other route via FastAPI."""
+    if load_check.is_check_event(event):  # the manage function's direct invoke
+        return load_check.handle(event, server())
     try:
         parsed = APIGatewayProxyEventV2(event)
         routed = _server_mode(parsed)

@@ -89,6 +89,7 @@ class DevStack:
         batcher.services.cache_clear()
         # One process: the batcher runs batches on the inference API's loaded models.
         batcher._server = infer.server
+        check_model_code_in_this_process()
         manage.services().registrar.reconcile_all()
         self.start_event_pumps()
         counted = _as_is
@@ -203,6 +204,17 @@ class DevStack:
 
         serve_pid = self._serve.pid if self._serve is not None else None
         return dev_banner(self.options, get_settings(), self.endpoint, serve_pid)
+
+
+def check_model_code_in_this_process() -> None:
+    """Model code is loaded by the infer side of this process before it is READY, through
+    the event the deployed infer function answers (``handlers.load_check``)."""
+    from lambdaserve.handlers import infer, manage
+    from lambdaserve.publishing.serving_check import InProcessCheck
+
+    manage.services().registrar.check_where_it_serves(
+        InProcessCheck(lambda event: infer.api_handler(event, None))  # type: ignore[arg-type]
+    )
 
 
 def _check_ports(options: DevOptions) -> None:
