@@ -24,12 +24,12 @@ import triton_python_backend_utils as pb_utils
 
 class TritonPythonModel:
     def execute(self, requests):
-        return [
-            pb_utils.InferenceResponse([
-                pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * PACKAGE.FACTOR)
-            ])
-            for r in requests
-        ]
+        responses = []
+        for request in requests:
+            value = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            output = pb_utils.Tensor("OUTPUT0", value * PACKAGE.FACTOR)
+            responses.append(pb_utils.InferenceResponse([output]))
+        return responses
 """
 RAISING_INITIALIZE = b"""
 class Handler:
