@@ -36,6 +36,7 @@ from lambdaserve.errors import (
 )
 from lambdaserve.runtimes import torchserve_workflow
 from lambdaserve.runtimes.base import LoadOptions
+from lambdaserve.runtimes.code_errors import current_request_ids, log_code_failure
 from lambdaserve.runtimes.handler_context import Answer, Context
 from lambdaserve.runtimes.model_code import DISABLED, new_module, run_one
 from lambdaserve.runtimes.torchserve_manifest import (
@@ -103,11 +104,12 @@ class TorchServeHandlerRuntime:
         except LambdaServeError:
             raise
         except Exception as exc:
+            log_code_failure("the handler", config.name, options.version, exc)
             raise ModelCodeFailed(
                 f"the handler of {config.name!r} failed to load: "
                 f"{type(exc).__name__}: {first_line(exc, 500)}"
             ) from exc
-        return HandlerModel(session, batching)
+        return HandlerModel(session, batching, (config.name, options.version))
 
 
 def _load_session(
@@ -192,10 +194,16 @@ class HandlerModel:
 
     device = "cpu"
 
-    def __init__(self, session: Session, batching: FrontendBatching | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        batching: FrontendBatching | None = None,
+        served: tuple[str, int] = ("", 0),
+    ) -> None:
         self._session = session
         self._calls = threading.Lock()
         self.batching = batching or FrontendBatching()
+        self._served = served  # model and version, for the log
 
     def close(self) -> None:
         self._session.close()
@@ -210,6 +218,9 @@ class HandlerModel:
             try:
                 results = session.call(rows, session.handler_context)
             except Exception as exc:
+                known = getattr(session.handler_context, "request_ids", None) or {}
+                ids = current_request_ids(len(rows), [known[i] for i in sorted(known)])
+                log_code_failure("the handler", *self._served, exc, ids)
                 raise InferenceError(f"the handler raised {type(exc).__name__}: {exc}") from exc
             return self._answers(rows, results)
 

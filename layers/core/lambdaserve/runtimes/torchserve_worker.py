@@ -89,16 +89,19 @@ def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
     os.environ.setdefault("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "1")
 
     def load() -> Any:
-        return TsModelLoader().load(
-            manifest.model_name,
-            str(model_dir),
-            manifest.handler,
-            gpu_id=_gpu_id(),
-            batch_size=batch_size,
-            envelope=None,
-            limit_max_image_pixels=True,
-            metrics_cache=metrics_cache(manifest.model_name),
-        )
+        try:
+            return TsModelLoader().load(
+                manifest.model_name,
+                str(model_dir),
+                manifest.handler,
+                gpu_id=_gpu_id(),
+                batch_size=batch_size,
+                envelope=None,
+                limit_max_image_pixels=True,
+                metrics_cache=metrics_cache(manifest.model_name),
+            )
+        except ImportError as error:
+            raise _handler_import_error(error, manifest, model_dir) from None
 
     with imports_from(model_dir):
         try:
@@ -109,6 +112,16 @@ def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
         # the built-in vision handlers import torchvision: its Python serves without its C++ ops
         torchvision_ops.import_torchvision()
         return load()
+
+
+def _handler_import_error(error: ImportError, manifest: Manifest, model_dir: Path) -> ImportError:
+    """The handler file's own ImportError (a package it needs is missing), not the one of
+    the built-in handler TorchServe's loader falls back to (``ts.torch_handler.<name>``)."""
+    shipped = manifest.handler_file and (model_dir / manifest.handler_file).is_file()
+    cause = error.__context__
+    if shipped and isinstance(cause, ImportError) and "ts.torch_handler" in str(error):
+        return cause
+    return error
 
 
 @contextmanager

@@ -79,7 +79,7 @@ def check_load(server: ModelServer, record: VersionRecord) -> LoadCheck:
 def with_fix(reason: str) -> str:
     """``reason`` with what to do about it, where a missing package says what is missing."""
     for package, fix in _FIXES.items():
-        if f"No module named '{package}'" in reason or f"No module named '{package}." in reason:
+        if f"No module named '{package}'" in reason:
             return f"{reason}; {fix}"
     return reason
 
