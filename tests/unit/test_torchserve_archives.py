@@ -262,3 +262,45 @@ def test_a_workflow_naming_an_unknown_node_is_refused(enabled, tmp_path):
     record = enabled.services.catalog.get_version("pipeline", 1)
     assert record.state == version_policy.UNAVAILABLE
     assert "dag node 'missing_step' is neither a model" in record.reason
+
+
+BASE_HANDLER = b"""
+import torch
+from ts.torch_handler.base_handler import BaseHandler
+
+
+class DoublingHandler(BaseHandler):
+    def preprocess(self, data):
+        return torch.tensor([row["body"] for row in data], dtype=torch.float32)
+
+    def postprocess(self, output):
+        model = self.manifest["model"]
+        version, file = model["modelVersion"], model["serializedFile"]
+        return [{"out": r.tolist(), "modelVersion": version, "file": file} for r in output]
+"""
+
+
+class _Doubling(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def test_a_bare_base_handler_subclass_gets_the_manifest_the_archiver_writes(enabled, tmp_path):
+    """Given <v>/handler.py, a BaseHandler subclass (TorchServe's custom_service.md shape),
+    beside a TorchScript model.pt, and no MAR-INF/MANIFEST.json
+    When it is published and called
+    Then BaseHandler.initialize found context.manifest as torch-model-archiver writes it
+    (serializedFile, modelVersion "1.0") and loaded the model: it answers."""
+    scripted = tmp_path / "model.pt"
+    torch.jit.script(_Doubling()).save(str(scripted))
+    enabled.put("models/doubler/1/model.pt", scripted.read_bytes())
+    upload(enabled, "models/doubler/1/handler.py", BASE_HANDLER)
+    record = enabled.services.catalog.get_version("doubler", 1)
+    assert record.state == version_policy.READY, record.reason
+    server = build_model_server(enabled.settings, enabled.clients)
+    answer = predict_raw(server, "doubler", None, RawRequest((("body", [1.0, 2.5]),), {}))
+    assert json.loads(answer.body) == {
+        "out": [2.0, 5.0],
+        "modelVersion": "1.0",
+        "file": "model.pt",
+    }

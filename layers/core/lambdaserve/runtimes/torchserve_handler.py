@@ -98,7 +98,7 @@ class TorchServeHandlerRuntime:
             if _is_workflow(model_path):
                 session: Session = _load_workflow(model_path, model_dir, config, options.version)
             else:
-                manifest = _manifest(model_path, config.name, options.version)
+                manifest = _manifest(model_path, config.name)
                 batching = frontend_batching(manifest, model_dir)
                 session = _load_session(manifest, model_dir, config, options.version, batching)
         except LambdaServeError:
@@ -159,11 +159,10 @@ def _model_dir(model_path: Path) -> Path:
     return model_path.parent.parent if model_path.name == Path(MANIFEST).name else model_path.parent
 
 
-def _manifest(model_path: Path, model: str, version: int) -> Manifest:
+def _manifest(model_path: Path, model: str) -> Manifest:
     if model_path.name == Path(MANIFEST).name:
         return read_manifest(model_path)
-    document = synthesized_manifest(model, version)
-    return Manifest(document, model, str(version), "handler.py", "", "", "")
+    return synthesized_manifest(model, model_path.parent)
 
 
 class _PlainSession:

@@ -28,7 +28,7 @@ from lambdaserve.errors import ModelNotReady
 from lambdaserve.metrics.custom import CUSTOM_METRICS, CustomMetrics
 from lambdaserve.runtimes import torchvision_ops
 from lambdaserve.runtimes.handler_context import Answer, encode_answer
-from lambdaserve.runtimes.torchserve_manifest import Manifest
+from lambdaserve.runtimes.torchserve_manifest import MANIFEST, Manifest
 
 MISSING = (
     "this model is a TorchServe archive and TorchServe's handler code is not installed where "
@@ -89,6 +89,8 @@ def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
     os.environ.setdefault("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "1")
 
     def load() -> Any:
+        if not (model_dir / MANIFEST).is_file():
+            return _load_bare(manifest, model_dir, batch_size)
         try:
             return TsModelLoader().load(
                 manifest.model_name,
@@ -112,6 +114,33 @@ def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
         # the built-in vision handlers import torchvision: its Python serves without its C++ ops
         torchvision_ops.import_torchvision()
         return load()
+
+
+def _load_bare(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
+    """A bare ``<v>/handler.py``: TorchServe's loader steps, given the manifest
+    torch-model-archiver would have written (its loader reads one only from MAR-INF)."""
+    from ts.model_loader import TsModelLoader
+    from ts.service import Service
+
+    loader = TsModelLoader()
+    module, function_name = loader._load_handler_file(manifest.handler)
+    function_name = function_name or "handle"
+    if hasattr(module, function_name):
+        entry_point, initialize = loader._get_function_entry_point(module, function_name)
+    else:
+        entry_point, initialize = loader._get_class_entry_point(module)
+    service = Service(
+        manifest.model_name,
+        str(model_dir),
+        manifest.document,
+        entry_point,
+        _gpu_id(),
+        batch_size,
+        True,
+        metrics_cache(manifest.model_name),
+    )
+    initialize(service.context)
+    return service
 
 
 def _handler_import_error(error: ImportError, manifest: Manifest, model_dir: Path) -> ImportError:
