@@ -304,3 +304,28 @@ def test_a_bare_base_handler_subclass_gets_the_manifest_the_archiver_writes(enab
         "modelVersion": "1.0",
         "file": "model.pt",
     }
+
+
+@pytest.mark.parametrize("model", ["tiny", "served_as"])
+def test_a_mar_dropped_into_a_version_directory_serves_as_that_version(enabled, tmp_path, model):
+    """Given an archive built by torch-model-archiver
+    When it is uploaded into a version directory, as Triton lays versions out
+    (models/<model>/3/tiny.mar; the directory's model may differ from the manifest's)
+    Then that version serves the archive's handler, and the packed file itself is not part of
+    what is downloaded where it serves."""
+    mar = archive(tmp_path, "tiny", "1.0")
+    upload(enabled, f"models/{model}/3/tiny.mar", mar.read_bytes())
+    record = enabled.services.catalog.get_version(model, 3)
+    assert (record.state, record.runtime) == (version_policy.READY, "torchserve_handler"), (
+        record.reason
+    )
+    assert "tiny.mar" not in {f["path"] for f in record.files}
+    server = build_model_server(enabled.settings, enabled.clients)
+    row = [0.5, -1.0, 2.0, 0.25]
+    answer = predict_raw(server, model, 3, RawRequest((("body", {"values": row}),), {}))
+    assert json.loads(answer.body) == expected(tmp_path, [row])[0]
+    # the same upload delivered again unpacks nothing again
+    before = enabled.clients.s3.list_objects_v2(Bucket=enabled.settings.bucket)["KeyCount"]
+    upload(enabled, f"models/{model}/3/tiny.mar", mar.read_bytes())
+    assert enabled.clients.s3.list_objects_v2(Bucket=enabled.settings.bucket)["KeyCount"] == before
+    assert enabled.services.catalog.get_version(model, 3).state == version_policy.READY

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from lambdaserve.catalog import version_policy
@@ -20,6 +21,7 @@ from lambdaserve.config.model_files import ALIASES, MODEL_FILES
 from lambdaserve.errors import ModelRejected
 from lambdaserve.publishing.archives import archive_stem, publish_archive, rejected_archive
 from lambdaserve.publishing.registrar import Registrar
+from lambdaserve.publishing.version_archives import is_packed_archive, unpack_in_version
 
 logger = logging.getLogger("lambdaserve.publishing.registrar")
 
@@ -55,9 +57,23 @@ class EventBatch:
             self._registrar.reconcile_model(parsed.model)
             self._models.add(parsed.model)
             return
+        if is_packed_archive(parsed.path):
+            self._unpack(key, parsed.model, parsed.version, parsed.path)
         if (parsed.model, parsed.version) not in self._versions:
             self._registrar.on_version_change(parsed.model, parsed.version)
             self._versions.add((parsed.model, parsed.version))
+
+    def _unpack(self, key: str, model: str, version: int, filename: str) -> None:
+        """``models/m/1/m.mar``: unpacked into version 1 of m (a refusal is its reason)."""
+        registrar = self._registrar
+        try:
+            unpack_in_version(registrar.repository, key, model, version)
+        except ModelRejected as exc:
+            registrar.catalog.get_model(model) or registrar.refresh_config(model)
+            record = rejected_archive(registrar.catalog, model, filename, exc.message)
+            registrar.catalog.put_version(replace(record, version=version, present=True))
+            registrar.apply_policy(model)
+            self._versions.add((model, version))
 
 
 def publish_uploaded_archive(registrar: Registrar, key: str, filename: str) -> None:
