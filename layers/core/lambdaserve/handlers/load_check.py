@@ -12,6 +12,7 @@ from lambdaserve.catalog.store import VersionRecord
 from lambdaserve.publishing.serving_check import EVENT_KEY
 from lambdaserve.serving.load_check import check_load
 from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.settings import get_settings
 
 
 def is_check_event(event: Any) -> bool:
@@ -38,5 +39,5 @@ def handle(event: dict[str, Any], server: ModelServer) -> dict[str, Any]:
         record = VersionRecord(**fields)
     except (ValidationError, TypeError, ValueError) as exc:
         return {"error": f"not a load-check event: {exc}"}
-    answer = check_load(server, record)
+    answer = check_load(server, record, gpu_served_elsewhere=bool(get_settings().server_url))
     return {"loaded": answer.loaded, "reason": answer.reason, "environment": answer.environment}

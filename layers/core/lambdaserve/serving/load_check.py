@@ -57,13 +57,27 @@ def environment_name() -> str:
     return f"the infer function {function}" if function else f"the infer process {os.getpid()}"
 
 
-def check_load(server: ModelServer, record: VersionRecord) -> LoadCheck:
+def check_load(
+    server: ModelServer, record: VersionRecord, *, gpu_served_elsewhere: bool = False
+) -> LoadCheck:
     """Load ``record`` (validated, not yet READY) as a request would: files, runtime,
-    ``initialize``, warm-up. Never raises for the model's own failures."""
+    ``initialize``, warm-up. Never raises for the model's own failures.
+
+    ``gpu_served_elsewhere``: KIND_GPU versions are served by the server-mode task, not
+    here; loading them on this CPU would judge them where they do not serve."""
     where = environment_name()
     importlib.invalidate_caches()  # a package installed since the last check is found
     try:
         served = _served(server, record)
+        if gpu_served_elsewhere and served.config.instance_kind == "GPU":
+            logger.info(
+                "%s version %s is KIND_GPU: not loaded in %s (the server-mode task serves "
+                "it, and reports a load failure when it loads it)",
+                record.model,
+                record.version,
+                where,
+            )
+            return LoadCheck("", f"{where}: not loaded here, KIND_GPU serves on the task")
         server.load(served)
     except LambdaServeError as exc:
         reason = exc.message
