@@ -54,3 +54,49 @@ def test_a_gpu_version_is_loaded_where_it_serves(
     else:
         assert "no CUDA device" in record.reason
     assert (record.state == version_policy.READY) == server_mode
+
+
+class _LambdaInProcess:
+    """Lambda's synchronous invoke as the infer function sees it: the payload as JSON
+    bytes in, the entry point's answer as JSON bytes out (no Lambda emulator here)."""
+
+    def __init__(self, server) -> None:
+        self._server = server
+        self.invoked: list[str] = []
+
+    def invoke(self, FunctionName: str, Payload: bytes) -> dict:
+        import io
+        import json
+
+        from lambdaserve.handlers import load_check
+
+        self.invoked.append(FunctionName)
+        answer = load_check.handle(json.loads(Payload), self._server)
+        return {"StatusCode": 200, "Payload": io.BytesIO(json.dumps(answer).encode())}
+
+
+def test_the_deployed_check_sends_the_version_as_json_and_reads_the_answer(model_code_enabled):
+    """Given the manage side asking the infer function by invoke (InferFunctionCheck)
+    When a Python model failing at initialize and a sound one are published
+    Then the version crossed as JSON, the failing one is UNAVAILABLE naming the infer
+    function's environment and the code's message, and the sound one is READY."""
+    from lambdaserve.publishing.serving_check import InferFunctionCheck
+    from lambdaserve.services.inference import build_model_server
+
+    aws = model_code_enabled
+    client = _LambdaInProcess(build_model_server(aws.settings, aws.clients))
+    aws.services.registrar.check_where_it_serves(InferFunctionCheck(client, "infer:live"))
+    config = GPU_CONFIG.replace(b"instance_group [{ kind: KIND_GPU }]\n", b"")
+    for model, source in (
+        ("bad", NEEDS_CUDA),
+        ("good", NEEDS_CUDA.replace(b'raise RuntimeError("no CUDA device")', b"pass")),
+    ):
+        aws.put(f"models/{model}/config.pbtxt", config)
+        aws.put(f"models/{model}/1/model.py", source)
+        aws.services.registrar.reconcile_model(model)
+    bad = aws.services.catalog.get_version("bad", 1)
+    assert bad.state == version_policy.UNAVAILABLE
+    assert "failed to load where it serves (the infer process" in bad.reason
+    assert "no CUDA device" in bad.reason
+    assert aws.services.catalog.get_version("good", 1).state == version_policy.READY
+    assert client.invoked == ["infer:live", "infer:live"]
