@@ -329,3 +329,38 @@ def test_a_mar_dropped_into_a_version_directory_serves_as_that_version(enabled, 
     upload(enabled, f"models/{model}/3/tiny.mar", mar.read_bytes())
     assert enabled.clients.s3.list_objects_v2(Bucket=enabled.settings.bucket)["KeyCount"] == before
     assert enabled.services.catalog.get_version(model, 3).state == version_policy.READY
+
+
+def test_an_archive_needing_a_missing_package_serves_after_install_and_load(
+    enabled, tmp_path, monkeypatch
+):
+    """Given an archive whose handler imports a package this environment lacks
+    When it is uploaded
+    Then it is never READY: the reason names the missing package
+    When the package is installed and Triton's load is called (no restart, no re-upload)
+    Then it is checked again, serves, and its modelVersion label addresses it."""
+    from tests.torchserve_archives import _model_archiver
+
+    package = "tokenizers_for_this_test"
+    handler = tmp_path / "handler.py"
+    handler.write_text(
+        f"import {package}\n\n\ndef handle(data, context):\n"
+        f"    return [{package}.PREFIX + 'ok' for _ in data or []]\n"
+    )
+    args = ["--model-name", "needs", "--version", "3.1", "--handler", str(handler)]
+    mar = _model_archiver(tmp_path, args) / "needs.mar"
+    upload(enabled, "models/needs.mar", mar.read_bytes())
+    record = enabled.services.catalog.get_version("needs", 1)
+    assert record.state == version_policy.UNAVAILABLE
+    assert f"No module named '{package}'" in record.reason
+    assert enabled.services.catalog.get_model("needs").version_labels == {}
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / f"{package}.py").write_text("PREFIX = '>'\n")
+    monkeypatch.syspath_prepend(str(site))
+    enabled.services.manager.load("needs")
+    assert enabled.services.catalog.get_version("needs", 1).state == version_policy.READY
+    assert enabled.services.catalog.get_model("needs").version_labels == {"3.1": 1}
+    server = build_model_server(enabled.settings, enabled.clients)
+    answer = predict_raw(server, "needs", 1, RawRequest((("body", b"x"),), {}))
+    assert answer.body == b">ok"

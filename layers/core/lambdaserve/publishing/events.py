@@ -8,6 +8,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import orjson
+
 from lambdaserve.catalog import version_policy
 from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.catalog.repository import (
@@ -17,7 +19,7 @@ from lambdaserve.catalog.repository import (
     parse_key,
 )
 from lambdaserve.config.model_config import parse_overrides
-from lambdaserve.config.model_files import ALIASES, MODEL_FILES
+from lambdaserve.config.model_files import ALIASES, MANIFEST_FILE, MODEL_FILES
 from lambdaserve.errors import ModelRejected
 from lambdaserve.publishing.archives import archive_stem, publish_archive, rejected_archive
 from lambdaserve.publishing.registrar import Registrar
@@ -98,12 +100,38 @@ def publish_uploaded_archive(registrar: Registrar, key: str, filename: str) -> N
     model, version = published.model, published.version
     _serve_every_version(registrar, model)
     registrar.on_version_change(model, version)
+    _label(registrar, model, version, published.label)
+
+
+def label_recovered_archives(registrar: Registrar, model: str) -> None:
+    """Archive versions READY without their ``modelVersion`` label (their load failed at
+    publish and a later load succeeded) get it, as their publish would have given it."""
+    versions = registrar.catalog.versions(model)
+    record = registrar.catalog.get_model(model)
+    labels = record.version_labels if record else {}
+    labelled = set(labels.values())
+    for version in versions:
+        if version.model_file != MANIFEST_FILE or version.version in labelled:
+            continue
+        manifest = registrar.repository.read_model_file(
+            model, f"{version.version}/{MANIFEST_FILE}", 1024**2
+        )
+        try:
+            label = orjson.loads(manifest or b"{}").get("model", {}).get("modelVersion")
+        except (orjson.JSONDecodeError, AttributeError):
+            continue
+        if isinstance(label, str) and label and label not in labels:  # never moved back
+            _label(registrar, model, version.version, label)
+
+
+def _label(registrar: Registrar, model: str, version: int, label: str) -> None:
+    """The archive's ``modelVersion`` on its version, once it serves (never before)."""
     record = registrar.catalog.get_version(model, version)
-    if published.label and record is not None and record.state == version_policy.READY:
+    if label and record is not None and record.state == version_policy.READY:
         current = registrar.catalog.get_model(model)
-        labels = {**(current.version_labels if current else {}), published.label: version}
+        labels = {**(current.version_labels if current else {}), label: version}
         registrar.catalog.update_model(model, version_labels=labels)
-        logger.info("%s version %s is labelled %s", model, version, published.label)
+        logger.info("%s version %s is labelled %s", model, version, label)
 
 
 def _serve_every_version(registrar: Registrar, model: str) -> None:

@@ -19,6 +19,7 @@ from lambdaserve.catalog.repository import (
 from lambdaserve.catalog.store import Catalog, ModelRecord, VersionRecord
 from lambdaserve.config.model_config import ModelConfig, build, merge, parse_overrides
 from lambdaserve.errors import Conflict, InvalidInput, ModelNotFound, ModelRejected
+from lambdaserve.publishing.events import label_recovered_archives
 from lambdaserve.publishing.registrar import Registrar
 
 MAX_PAGE = 1000
@@ -186,6 +187,7 @@ class ModelManager:
         # (or a bucket error) are validated again.
         self._registrar.reconcile_model(name)
         versions = self._settled_versions(name)
+        label_recovered_archives(self._registrar, name)
         if not any(v.state == version_policy.READY for v in versions):
             # Triton answers a load that serves nothing with 400 and the reason
             reasons = "; ".join(f"version {v.version}: {v.reason}" for v in versions)
