@@ -148,3 +148,37 @@ def test_a_missing_package_we_know_names_its_fix(reason, fix):
     fixed = with_fix(reason)
     assert fixed.startswith(reason)
     assert (fix in fixed) if fix else fixed == reason
+
+
+class _WithoutTs:
+    """An import system where TorchServe's ``ts`` is not installed (as in `make dev` without
+    TORCHSERVE=1): importing it fails as a missing package does."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "ts" or name.startswith("ts."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+def test_a_base_handler_without_ts_installed_names_the_fix(enabled, monkeypatch):
+    """Given an environment without TorchServe's ts package
+    When a BaseHandler subclass (it imports ts) is published
+    Then it is never READY, and the reason names the module and the fix: make dev
+    TORCHSERVE=1 locally, the torchserve build variant with EnablePythonModels when
+    deployed."""
+    import sys
+
+    monkeypatch.setattr(sys, "meta_path", [_WithoutTs(), *sys.meta_path])
+    for name in [m for m in sys.modules if m == "ts" or m.startswith("ts.")]:
+        monkeypatch.delitem(sys.modules, name)
+    enabled.put(
+        "models/based/1/handler.py",
+        b"from ts.torch_handler.base_handler import BaseHandler\n\n\n"
+        b"class Based(BaseHandler):\n    pass\n",
+    )
+    enabled.services.registrar.reconcile_model("based")
+    record = enabled.services.catalog.get_version("based", 1)
+    assert record.state == version_policy.UNAVAILABLE
+    assert "No module named 'ts'" in record.reason
+    assert "make dev TORCHSERVE=1" in record.reason
+    assert "make build VARIANT=torchserve" in record.reason
+    assert "EnablePythonModels=true" in record.reason

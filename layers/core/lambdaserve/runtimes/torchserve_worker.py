@@ -31,9 +31,10 @@ from lambdaserve.runtimes.handler_context import Answer, encode_answer
 from lambdaserve.runtimes.torchserve_manifest import MANIFEST, Manifest
 
 MISSING = (
-    "this model is a TorchServe archive and TorchServe's handler code is not installed where "
-    "it serves: install lambdaserve[torchserve] (torchserve==0.12.0 and torch==2.13.0), or use "
-    "the PyTorch infer image"
+    "this model is a TorchServe archive and TorchServe's handler code (the ts package) is not "
+    "installed where it serves: run `make dev TORCHSERVE=1` locally, or deploy `make build "
+    "VARIANT=torchserve` with EnablePythonModels=true (lambdaserve[torchserve]: "
+    "torchserve==0.12.0 and torch==2.13.0)"
 )
 _IMPORTS = threading.Lock()
 logger = logging.getLogger(__name__)
