@@ -4,15 +4,17 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 ARGS   ?=
 TORCH  ?= 0
+TORCHSERVE ?= 0
 VARIANT ?= cpu
 
 .PHONY: help dev test test-localstack validate build gpu-image lint install-dev install-test install-torch \
+	install-torchserve \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
 	bench-pipelines bench-validate bench-grpc bench-server-mode robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  ARGS=\"...\" passes flags (make dev ARGS=\"--model-repository ./models\"); TORCH=1 adds PyTorch to make dev"
+	@echo "  ARGS=\"...\" passes flags (make dev ARGS=\"--model-repository ./models\"); TORCH=1 adds PyTorch to make dev, TORCHSERVE=1 TorchServe's ts for .mar handlers"
 
 $(BIN)/python:
 	@echo "make: creating the virtual environment $(VENV) with $(PYTHON)"
@@ -33,18 +35,26 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q --no-deps 'tensorflow-serving-api==2.20.*'
 	@# Paddle Serving's pipeline stubs (its wheel pins an old protobuf: only the file is used)
 	$(BIN)/pip download -q --no-deps -d $(VENV)/peer-wheels 'paddle-serving-server==0.9.0'
-	touch $@ $(VENV)/.dev-installed $(VENV)/.torch-installed
+	touch $@ $(VENV)/.dev-installed $(VENV)/.torch-installed $(VENV)/.torchserve-installed
 
 $(VENV)/.torch-installed: | $(BIN)/python
 	@echo "make: installing torch==2.13.0 (CPU) into $(VENV) for TorchScript models ..."
 	$(BIN)/pip install -q 'torch==2.13.0'
 	touch $@
 
+# What .mar archives and handlers import: TorchServe's `ts` (its BaseHandler, built-in
+# handlers and loader), torch, torchvision and captum (the `torchserve` extra).
+$(VENV)/.torchserve-installed: pyproject.toml | $(BIN)/python
+	@echo "make: installing TorchServe's handler code (torchserve==0.12.0, torch==2.13.0, torchvision, captum) into $(VENV) for .mar archives and handlers ..."
+	$(BIN)/pip install -q -e '.[local,images,torchserve]'
+	touch $@ $(VENV)/.torch-installed
+
 install-dev: $(VENV)/.dev-installed
 install-test: $(VENV)/.test-installed
 install-torch: $(VENV)/.torch-installed ## add PyTorch (TorchScript models) to .venv
+install-torchserve: $(VENV)/.torchserve-installed ## add TorchServe's ts (.mar archives, BaseHandler handlers) to .venv
 
-dev: install-dev $(if $(filter 1,$(TORCH)),install-torch) ## run the whole system locally (Ctrl-C stops it)
+dev: install-dev $(if $(filter 1,$(TORCH)),install-torch) $(if $(filter 1,$(TORCHSERVE)),install-torchserve) ## run the whole system locally (Ctrl-C stops it)
 	$(BIN)/lambdaserve dev $(ARGS)
 
 test: install-test ## install what the tests need and run every test

@@ -208,3 +208,32 @@ def test_dev_refuses_an_answer_over_the_synchronous_limit_as_deployed(dev_proces
     assert large.status_code == 413
     assert "Prefer: respond-async" in large.json()["error"]
     assert small.status_code == 200
+
+
+def test_a_handler_whose_initialize_raises_never_shows_ready(dev_process, tmp_path: Path):
+    """Given `lambdaserve dev` as a fresh clone runs it
+    When a TorchServe archive whose handler's initialize raises is uploaded, and the index
+    is polled from that moment
+    Then it never shows READY, and ends UNAVAILABLE with the handler's own message; the
+    log has the handler's traceback."""
+    pytest.importorskip("ts")
+    from tests.torchserve_archives import archive
+
+    _, ports = dev_process
+    endpoint = f"http://127.0.0.1:{ports['aws']}"
+    mar = archive(tmp_path, "broken").read_bytes()
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    s3.put_object(Bucket="lambdaserve-models", Key="models/broken.mar", Body=mar)
+    seen: list[tuple[str, str]] = []
+
+    def settled() -> bool:
+        index = httpx.post(f"http://127.0.0.1:{ports['management']}/v2/repository/index")
+        entries = [e for e in index.json() if e["name"] == "broken"]
+        seen.extend((e["state"], e["reason"]) for e in entries)
+        return bool(entries) and entries[0]["state"] not in ("LOADING",)
+
+    wait_until(settled, 120)
+    assert all(state != "READY" for state, _ in seen), seen
+    state, reason = seen[-1]
+    assert state == "UNAVAILABLE" and "the tokenizer file is missing" in reason
+    assert "Traceback" in (tmp_path / "dev.log").read_text()

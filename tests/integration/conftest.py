@@ -16,6 +16,7 @@ import pytest
 
 from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
 from lambdaserve.handlers import batcher, manage
+from lambdaserve.local.dev import check_model_code_in
 from lambdaserve.local.emulator import Emulator
 from lambdaserve.local.resources import LocalResources, ensure_resources
 from lambdaserve.processes.background import BackgroundServer
@@ -122,6 +123,7 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     # one process object for every function, as in `lambdaserve dev`
     process = Process(settings, clients=clients)
     install(process)
+    check_model_code_in(process)  # as `lambdaserve dev` does
     resources = ensure_resources(clients, settings)
     pump = EventPump(
         clients.sqs,

@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 from moto import mock_aws
 
+from lambdaserve.handlers import load_check
 from lambdaserve.local.resources import LocalResources, ensure_resources
+from lambdaserve.publishing.serving_check import InProcessCheck
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.aws import AwsClients
+from lambdaserve.wiring.inference import build_model_server
 from lambdaserve.wiring.manage import ManageServices, build_manage_services
 from lambdaserve.wiring.process import Process, install
 
@@ -48,4 +51,9 @@ def model_code_enabled(aws: InProcessAws) -> InProcessAws:
     """``aws`` where model code may run (LAMBDASERVE_PYTHON_MODELS), versions up to 50 MB."""
     aws.services.registrar._validator._python_models = True
     aws.settings = replace(aws.settings, python_models=True, max_model_bytes=50_000_000)
+    # as `lambdaserve dev` does: model code is loaded where it serves before it is READY
+    serving = build_model_server(aws.settings, aws.clients)
+    aws.services.registrar.check_where_it_serves(
+        InProcessCheck(lambda event: load_check.handle(event, serving))
+    )
     return aws

@@ -43,3 +43,33 @@ def test_the_entry_point_resolves(dockerfile: Path):
         from lambdaserve.cli import _parser
 
         assert _parser().parse_args(command[1:]).command == command[1]
+
+
+@pytest.mark.parametrize(("flag", "extra"), [("TORCH=1", "torch"), ("TORCHSERVE=1", "torchserve")])
+def test_make_dev_installs_what_the_flag_promises(tmp_path: Path, flag: str, extra: str):
+    """Given a fresh clone (no virtual environment yet)
+    When `make dev TORCHSERVE=1` is asked what it would run (a dry run)
+    Then it installs the `torchserve` extra, TorchServe's `ts` included, before `lambdaserve
+    dev` starts (TORCH=1 installs torch alone)."""
+    import subprocess
+    import tomllib
+
+    venv = tmp_path / "venv"
+    plan = subprocess.run(
+        ["make", "-n", "dev", flag, f"VENV={venv}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    installs = [line for line in plan.splitlines() if "pip install" in line]
+    starts = plan.index(f"{venv}/bin/lambdaserve dev")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = extras["optional-dependencies"][extra]
+    if extra == "torchserve":
+        assert any("[local,images,torchserve]" in line for line in installs), installs
+        assert any(r.startswith("torchserve==") for r in requirements)
+    else:
+        assert any("'torch==" in line for line in installs), installs
+    assert all(plan.index(line) < starts for line in installs)

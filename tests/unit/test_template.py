@@ -587,7 +587,10 @@ def test_the_server_mode_task_reads_models_and_the_catalog_only(cfn):
 
 
 def test_model_code_runs_at_publish_only_in_a_function_that_can_read_nothing(cfn):
-    # The code validator's role: its logs and traces, nothing of the stack's
+    """Given the SAM template, compiled
+    Then the code validator's role allows nothing of the stack's, and the functions that
+    validate versions may invoke it and the infer function (to load model code where it
+    serves before it is READY) — only where model code is enabled, and nothing else."""
     role = cfn["Resources"]["CodeValidatorFunctionRole"]
     assert _statements(role) == []
     assert cfn["Resources"]["CodeValidatorFunction"]["Condition"] == "PythonModels"
@@ -597,6 +600,9 @@ def test_model_code_runs_at_publish_only_in_a_function_that_can_read_nothing(cfn
         assert function["Environment"]["Variables"]["LAMBDASERVE_CODE_VALIDATOR_FUNCTION"] == {
             "Fn::If": ["PythonModels", {"Ref": "CodeValidatorFunction"}, ""]
         }
+        assert function["Environment"]["Variables"]["LAMBDASERVE_SERVING_CHECK_FUNCTION"] == {
+            "Fn::If": ["PythonModels", {"Ref": "InferFunctionAliaslive"}, ""]
+        }
         policies = cfn["Resources"][f"{name}Role"]["Properties"]["Policies"]
         invoke = [p for p in policies if "Fn::If" in p and p["Fn::If"][0] == "PythonModels"]
         statement = invoke[0]["Fn::If"][1]["PolicyDocument"]["Statement"]
@@ -605,7 +611,12 @@ def test_model_code_runs_at_publish_only_in_a_function_that_can_read_nothing(cfn
                 "Effect": "Allow",
                 "Action": ["lambda:InvokeFunction"],
                 "Resource": {"Fn::GetAtt": ["CodeValidatorFunction", "Arn"]},
-            }
+            },
+            {
+                "Effect": "Allow",
+                "Action": ["lambda:InvokeFunction"],
+                "Resource": {"Ref": "InferFunctionAliaslive"},
+            },
         ]
 
 

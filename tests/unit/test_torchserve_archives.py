@@ -81,20 +81,50 @@ def test_a_function_handler_is_initialized_with_none_at_load(enabled, tmp_path):
     assert json.loads(answer.body)["initialized_for"] == "function"
 
 
-def test_a_handler_failing_to_load_is_unavailable_with_its_error(enabled, tmp_path):
-    # Given a handler whose initialize raises (code never runs in the manage function)
+def test_a_handler_failing_to_load_is_never_ready_and_says_why(enabled, tmp_path):
+    """Given a handler whose initialize raises (code never runs in the manage function)
+    When it is uploaded
+    Then the catalog never says READY: the serving side loaded it first and the version is
+    UNAVAILABLE with the handler's own error, naming where it was checked
+    And a request is refused with that error."""
+    states = []
+    catalog = enabled.services.catalog
+    put_version = catalog.put_version
+
+    def watched(record):  # every state the catalog is told, from the moment of upload
+        states.append(record.state)
+        return put_version(record)
+
+    catalog.put_version = watched
     upload(enabled, "models/broken.mar", archive(tmp_path, "broken").read_bytes())
-    assert enabled.services.catalog.get_version("broken", 1).state == version_policy.READY
-    server = build_model_server(enabled.settings, enabled.clients)
-    # When the first request loads it where it serves
-    with pytest.raises(ModelNotReady, match="the tokenizer file is missing"):
-        predict_raw(server, "broken", None, RawRequest((("body", b"x"),), {}))
-    # Then the catalog says UNAVAILABLE with the handler's error, and the next request says so
-    record = enabled.services.catalog.get_version("broken", 1)
+    record = catalog.get_version("broken", 1)
+    assert version_policy.READY not in states
     assert record.state == version_policy.UNAVAILABLE
     assert "the tokenizer file is missing" in record.reason
+    assert "failed to load where it serves (the infer process" in record.reason
+    server = build_model_server(enabled.settings, enabled.clients)
     with pytest.raises(ModelNotReady, match="tokenizer"):
         predict_raw(server, "broken", None, RawRequest((("body", b"x"),), {}))
+
+
+def test_a_handler_failing_at_its_first_request_load_is_checked_again_on_reupload(
+    enabled, tmp_path, caplog
+):
+    """Given a version that loaded at publish but failed where a request loaded it later
+    When the identical archive is uploaded again
+    Then it is validated and loaded again (and the log says so), not deduplicated."""
+    mar = archive(tmp_path, "function", "2.1").read_bytes()
+    upload(enabled, "models/function.mar", mar)
+    catalog = enabled.services.catalog
+    record = catalog.get_version("function", 1)
+    assert record.state == version_policy.READY
+    assert catalog.record_load_failure("function", 1, record.fingerprint, "it broke there")
+    enabled.services.registrar.apply_policy("function")
+    assert catalog.get_version("function", 1).state == version_policy.UNAVAILABLE
+    with caplog.at_level("INFO", logger="lambdaserve"):
+        upload(enabled, "models/function.mar", mar)
+    assert catalog.get_version("function", 1).state == version_policy.READY
+    assert "validating again (last time: it broke there)" in caplog.text
 
 
 def _zip(entries: dict[str, bytes], links: tuple[str, ...] = ()) -> bytes:
@@ -232,3 +262,105 @@ def test_a_workflow_naming_an_unknown_node_is_refused(enabled, tmp_path):
     record = enabled.services.catalog.get_version("pipeline", 1)
     assert record.state == version_policy.UNAVAILABLE
     assert "dag node 'missing_step' is neither a model" in record.reason
+
+
+BASE_HANDLER = b"""
+import torch
+from ts.torch_handler.base_handler import BaseHandler
+
+
+class DoublingHandler(BaseHandler):
+    def preprocess(self, data):
+        return torch.tensor([row["body"] for row in data], dtype=torch.float32)
+
+    def postprocess(self, output):
+        model = self.manifest["model"]
+        version, file = model["modelVersion"], model["serializedFile"]
+        return [{"out": r.tolist(), "modelVersion": version, "file": file} for r in output]
+"""
+
+
+class _Doubling(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+def test_a_bare_base_handler_subclass_gets_the_manifest_the_archiver_writes(enabled, tmp_path):
+    """Given <v>/handler.py, a BaseHandler subclass (TorchServe's custom_service.md shape),
+    beside a TorchScript model.pt, and no MAR-INF/MANIFEST.json
+    When it is published and called
+    Then BaseHandler.initialize found context.manifest as torch-model-archiver writes it
+    (serializedFile, modelVersion "1.0") and loaded the model: it answers."""
+    scripted = tmp_path / "model.pt"
+    torch.jit.script(_Doubling()).save(str(scripted))
+    enabled.put("models/doubler/1/model.pt", scripted.read_bytes())
+    upload(enabled, "models/doubler/1/handler.py", BASE_HANDLER)
+    record = enabled.services.catalog.get_version("doubler", 1)
+    assert record.state == version_policy.READY, record.reason
+    server = build_model_server(enabled.settings, enabled.clients)
+    answer = predict_raw(server, "doubler", None, RawRequest((("body", [1.0, 2.5]),), {}))
+    assert json.loads(answer.body) == {
+        "out": [2.0, 5.0],
+        "modelVersion": "1.0",
+        "file": "model.pt",
+    }
+
+
+@pytest.mark.parametrize("model", ["tiny", "served_as"])
+def test_a_mar_dropped_into_a_version_directory_serves_as_that_version(enabled, tmp_path, model):
+    """Given an archive built by torch-model-archiver
+    When it is uploaded into a version directory, as Triton lays versions out
+    (models/<model>/3/tiny.mar; the directory's model may differ from the manifest's)
+    Then that version serves the archive's handler, and the packed file itself is not part of
+    what is downloaded where it serves."""
+    mar = archive(tmp_path, "tiny", "1.0")
+    upload(enabled, f"models/{model}/3/tiny.mar", mar.read_bytes())
+    record = enabled.services.catalog.get_version(model, 3)
+    assert (record.state, record.runtime) == (version_policy.READY, "torchserve_handler"), (
+        record.reason
+    )
+    assert "tiny.mar" not in {f["path"] for f in record.files}
+    server = build_model_server(enabled.settings, enabled.clients)
+    row = [0.5, -1.0, 2.0, 0.25]
+    answer = predict_raw(server, model, 3, RawRequest((("body", {"values": row}),), {}))
+    assert json.loads(answer.body) == expected(tmp_path, [row])[0]
+    # the same upload delivered again unpacks nothing again
+    before = enabled.clients.s3.list_objects_v2(Bucket=enabled.settings.bucket)["KeyCount"]
+    upload(enabled, f"models/{model}/3/tiny.mar", mar.read_bytes())
+    assert enabled.clients.s3.list_objects_v2(Bucket=enabled.settings.bucket)["KeyCount"] == before
+    assert enabled.services.catalog.get_version(model, 3).state == version_policy.READY
+
+
+def test_an_archive_needing_a_missing_package_serves_after_install_and_load(
+    enabled, tmp_path, monkeypatch
+):
+    """Given an archive whose handler imports a package this environment lacks
+    When it is uploaded
+    Then it is never READY: the reason names the missing package
+    When the package is installed and Triton's load is called (no restart, no re-upload)
+    Then it is checked again, serves, and its modelVersion label addresses it."""
+    from tests.torchserve_archives import _model_archiver
+
+    package = "tokenizers_for_this_test"
+    handler = tmp_path / "handler.py"
+    handler.write_text(
+        f"import {package}\n\n\ndef handle(data, context):\n"
+        f"    return [{package}.PREFIX + 'ok' for _ in data or []]\n"
+    )
+    args = ["--model-name", "needs", "--version", "3.1", "--handler", str(handler)]
+    mar = _model_archiver(tmp_path, args) / "needs.mar"
+    upload(enabled, "models/needs.mar", mar.read_bytes())
+    record = enabled.services.catalog.get_version("needs", 1)
+    assert record.state == version_policy.UNAVAILABLE
+    assert f"No module named '{package}'" in record.reason
+    assert enabled.services.catalog.get_model("needs").version_labels == {}
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / f"{package}.py").write_text("PREFIX = '>'\n")
+    monkeypatch.syspath_prepend(str(site))
+    enabled.services.manager.load("needs")
+    assert enabled.services.catalog.get_version("needs", 1).state == version_policy.READY
+    assert enabled.services.catalog.get_model("needs").version_labels == {"3.1": 1}
+    server = build_model_server(enabled.settings, enabled.clients)
+    answer = predict_raw(server, "needs", 1, RawRequest((("body", b"x"),), {}))
+    assert answer.body == b">ok"

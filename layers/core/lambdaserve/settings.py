@@ -50,6 +50,9 @@ class Settings:
     # The code-validator Lambda (template: EnablePythonModels) that runs a Python model's
     # auto_complete_config at publish; empty: a child process without credentials.
     code_validator_function: str = ""
+    # The infer function the manage functions ask to load model code before it is READY
+    # (template: EnablePythonModels); empty: no check where it serves (dev wires its own).
+    serving_check_function: str = ""
     # none | snapstart | provisioned (template parameter InferColdStart)
     cold_start: str = "none"
     # What the SnapStart hook may load before the snapshot (model file bytes); 0: half the
@@ -132,6 +135,7 @@ class Settings:
             ),
             python_models=env.get("LAMBDASERVE_PYTHON_MODELS", "").lower() in ("1", "true", "yes"),
             code_validator_function=env.get("LAMBDASERVE_CODE_VALIDATOR_FUNCTION", ""),
+            serving_check_function=env.get("LAMBDASERVE_SERVING_CHECK_FUNCTION", ""),
             client_timeout_s=float(
                 env.get("LAMBDASERVE_CLIENT_TIMEOUT_S", str(defaults.client_timeout_s))
             ),

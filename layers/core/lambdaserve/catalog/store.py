@@ -225,7 +225,8 @@ class Catalog:
 
     def record_load_failure(self, model: str, version: int, fingerprint: str, reason: str) -> bool:
         """Where it serves, the version's own code failed to load: the version is not
-        READY (until its files change), with the code's error as the reason. Only the
+        READY (until it is checked again: a load, a reconcile, a re-upload), with the code's
+        error as the reason. Only the
         validated bytes that failed are marked; False when the version moved on."""
         try:
             self._db.update_item(
@@ -233,7 +234,7 @@ class Catalog:
                 Key=key(model_pk(model), VERSION_SK.format(version)),
                 UpdateExpression=(
                     "SET #state = :unavailable, reason = :reason, valid = :no, "
-                    "validation_error = :reason, updated_at = :now"
+                    "validation_error = :reason, updated_at = :now, fingerprint = :unchecked"
                 ),
                 ConditionExpression="fingerprint = :fp AND #state = :ready",
                 ExpressionAttributeNames={"#state": "state"},
@@ -244,6 +245,8 @@ class Catalog:
                     now=now_iso(),
                     fp=fingerprint,
                     ready="READY",
+                    # a load or a re-upload of the same bytes checks it again
+                    unchecked="",
                 ),
             )
         except ClientError as exc:

@@ -1,7 +1,13 @@
 """``lambdaserve dev --model-repository DIR`` keeps the catalog's own facts across restarts,
 as the deployed table does: version labels, the default version, config overrides, preload
 and unload, in ``DIR/.lambdaserve/catalog.json`` (a hidden folder the mirror leaves alone).
-The files are the folder's; what the management API set is this file's."""
+The files are the folder's; what the management API set is this file's.
+
+Versions lambdaserve numbered itself (TorchServe archives at ``DIR/<name>.mar``) keep their
+numbers too, keyed by what they are (the digest of the archive's manifest, which names its
+``modelVersion`` and build): restored as placeholders, so the same archive mirrored again
+takes its old number back, another build takes a new one, and a label given to a version
+whose archive is gone finds no version (404) instead of other bytes."""
 
 from __future__ import annotations
 
@@ -12,7 +18,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from lambdaserve.catalog.store import Catalog
+from lambdaserve.catalog import version_policy
+from lambdaserve.catalog.store import Catalog, VersionRecord
+from lambdaserve.config.model_files import MANIFEST_FILE, WORKFLOW_MANIFEST_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +54,12 @@ class CatalogState:
                 if isinstance(fields, dict)
                 else {}
             )
-            if known:
+            archives = fields.get("archives") if isinstance(fields, dict) else None
+            if known or archives:
                 self._catalog.update_model(model, **known)
                 restored += 1
+            if isinstance(archives, dict):
+                self._reserve(model, archives, known.get("version_labels") or {})
         self._written = self.path.read_text()
         logger.info("restored labels, defaults and overrides of %d model(s)", restored)
         return restored
@@ -67,6 +78,7 @@ class CatalogState:
                 "preload": record.preload or None,
                 "unloaded": record.unloaded or None,
             }
+            fields["archives"] = self._archives(name) or None
             kept = {k: v for k, v in fields.items() if v is not None}
             if kept:
                 models[name] = kept
@@ -78,6 +90,39 @@ class CatalogState:
         partial.write_text(text)
         os.replace(partial, self.path)
         self._written = text
+
+    def _archives(self, model: str) -> dict[str, str]:
+        """Version number -> manifest digest, for the versions unpacked from archives."""
+        return {
+            str(v.version): v.sha256
+            for v in self._catalog.versions(model)
+            if v.sha256 and v.model_file in (MANIFEST_FILE, WORKFLOW_MANIFEST_FILE)
+        }
+
+    def _reserve(self, model: str, archives: dict[str, Any], labels: dict[str, Any]) -> None:
+        """A placeholder per archive version: its number stays taken, and the archive with
+        that digest takes it back when the mirror publishes it again."""
+        for number, digest in archives.items():
+            if not (number.isdigit() and isinstance(digest, str) and digest):
+                continue
+            named = sorted(label for label, v in labels.items() if str(v) == number)
+            reason = (
+                "its archive is not in the model repository"
+                + (f" (label {', '.join(named)})" if named else "")
+                + ": put the archive it was published from back in the folder to serve it"
+            )
+            self._catalog.put_version(
+                VersionRecord(
+                    model=model,
+                    version=int(number),
+                    present=False,
+                    state=version_policy.UNAVAILABLE,
+                    reason=reason,
+                    validation_error=reason,
+                    model_file=MANIFEST_FILE,
+                    sha256=digest,
+                )
+            )
 
     def keep(self, stop: threading.Event, every_s: float = 1.0) -> threading.Thread:
         """Save every ``every_s`` seconds until ``stop`` is set, and once more then."""

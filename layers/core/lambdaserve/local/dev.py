@@ -86,6 +86,7 @@ class DevStack:
         # inference API's loaded models, as one Lambda sandbox would.
         process = Process(settings, clients=clients)
         install(process)
+        check_model_code_in(process)
         process.manage.registrar.reconcile_all()
         self.start_event_pumps()
         counted = _as_is
@@ -198,6 +199,17 @@ class DevStack:
 
         serve_pid = self._serve.pid if self._serve is not None else None
         return dev_banner(self.options, get_settings(), self.endpoint, serve_pid)
+
+
+def check_model_code_in(process: Process) -> None:
+    """Model code is loaded by the inference side of ``process`` before it is READY, through
+    the event the deployed infer function answers (``handlers.load_check``)."""
+    from lambdaserve.handlers import load_check
+    from lambdaserve.publishing.serving_check import InProcessCheck
+
+    process.manage.registrar.check_where_it_serves(
+        InProcessCheck(lambda event: load_check.handle(event, process.server()))
+    )
 
 
 def _check_ports(options: DevOptions) -> None:

@@ -11,6 +11,7 @@ in it runs here; the handler is only read, where it serves it runs.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import tarfile
 import tempfile
@@ -81,7 +82,9 @@ def publish_archive(
             existing = _version_of_upload(repository, model, head.etag)
             if existing is not None:
                 return Published(model, existing, label, fresh=False)
-            version = max([*repository.versions(model), *_catalog_versions(catalog, model), 0]) + 1
+            version = _number_of(members, catalog, model) or (
+                max([*repository.versions(model), *_catalog_versions(catalog, model), 0]) + 1
+            )
             prefix = f"{repository.prefix}{model}/{version}/"
             for member in members.values():
                 if member.path in (MANIFEST_FILE, WORKFLOW_MANIFEST_FILE):
@@ -115,6 +118,15 @@ def rejected_archive(catalog: Catalog, model: str, filename: str, reason: str) -
         validation_error=said,
         observed_at=time.time_ns(),
     )
+
+
+def _number_of(members: dict[str, Member], catalog: Catalog, model: str) -> int | None:
+    """The number this very archive had before (a version kept across ``dev`` restarts,
+    whose files are not in the bucket yet), keyed by its manifest's digest."""
+    with members[_manifest_file(members)].open() as body:
+        digest = hashlib.sha256(body.read()).hexdigest()
+    kept = [v.version for v in catalog.versions(model) if not v.present and v.sha256 == digest]
+    return kept[0] if kept else None
 
 
 def _catalog_versions(catalog: Catalog, model: str) -> list[int]:

@@ -10,6 +10,7 @@ from lambdaserve.catalog.repository import ArchiveKey, ConfigKey, parse_key
 from lambdaserve.config.model_files import ALIASES, MODEL_FILES
 from lambdaserve.protocol.names import is_valid_model_name
 from lambdaserve.publishing.registrar import Registrar
+from lambdaserve.publishing.version_archives import is_packed_archive
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,10 @@ class EventBatch:
             self._registrar.reconcile_model(parsed.model)
             self._models.add(parsed.model)
             return
+        if is_packed_archive(parsed.path) and self._uploads.unpack_in_version(
+            key, parsed.model, parsed.version, parsed.path
+        ):
+            self._versions.add((parsed.model, parsed.version))  # refused: its reason stands
         if (parsed.model, parsed.version) not in self._versions:
             self._registrar.on_version_change(parsed.model, parsed.version)
             self._versions.add((parsed.model, parsed.version))

@@ -182,6 +182,7 @@ class ModelManager:
         # (or a bucket error) are validated again.
         self._registrar.reconcile_model(name)
         versions = self._settled_versions(name)
+        self._registrar.uploads.label_recovered_archives(name)
         if not any(v.state == version_policy.READY for v in versions):
             # Triton answers a load that serves nothing with 400 and the reason
             reasons = "; ".join(f"version {v.version}: {v.reason}" for v in versions)

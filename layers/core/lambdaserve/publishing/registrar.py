@@ -30,10 +30,11 @@ from lambdaserve.catalog.store import (
     now_iso,
 )
 from lambdaserve.config.model_config import ModelConfig
-from lambdaserve.config.model_files import selects_runtime
+from lambdaserve.config.model_files import CODE_FILES, selects_runtime
 from lambdaserve.errors import ModelRejected, RuntimeMissing, first_line
 from lambdaserve.pipelines.ensemble_registry import EnsembleRegistry
 from lambdaserve.publishing.config_reader import ConfigReader
+from lambdaserve.publishing.serving_check import ServingCheck
 from lambdaserve.publishing.uploads import UploadPublisher
 from lambdaserve.publishing.validation import VersionValidator
 
@@ -70,6 +71,11 @@ class Registrar:
         self._in_thread = threading.local()
         self._retired: set[str] = set()  # models with a version just removed
         self._clock = clock
+        self._serving_check: ServingCheck | None = None
+
+    def check_where_it_serves(self, check: ServingCheck | None) -> None:
+        """Versions with model code are READY only once ``check`` loaded them there."""
+        self._serving_check = check
 
     def on_version_change(self, model: str, version: int) -> None:
         """Reconcile one version against the bucket, then re-apply the model's version_policy."""
@@ -154,7 +160,15 @@ class Registrar:
             return
         fingerprint = _fingerprint(objects, config)
         if already_validated(existing, fingerprint):
+            logger.info("%s version %s is unchanged since it was validated", model, version)
             return
+        if existing is not None and existing.present and not existing.fingerprint:
+            logger.info(  # a failure of this environment or of a load: never remembered
+                "%s version %s: validating again (last time: %s)",
+                model,
+                version,
+                existing.validation_error or existing.reason,
+            )
         loading = loading_version(model, version, fingerprint, observed_at, existing)
         if not self._catalog.put_version(loading):
             return
@@ -202,7 +216,7 @@ class Registrar:
             return self._rejected(
                 loading, f"validation failed: {type(exc).__name__}: {first_line(exc)}"
             )
-        return replace(
+        candidate = replace(
             loading,
             pending=False,
             valid=True,
@@ -217,13 +231,42 @@ class Registrar:
             validated_at=now_iso(),
             auto_completed=validated.completed_config,
         )
+        if self._serving_check is None or validated.model_file not in CODE_FILES:
+            return candidate
+        return self._checked_where_it_serves(loading, candidate)
 
-    def _record_bucket_error(self, loading: VersionRecord, exc: Exception) -> None:
+    def _checked_where_it_serves(
+        self, loading: VersionRecord, candidate: VersionRecord
+    ) -> VersionRecord:
+        """READY means it answers: model code is loaded where it serves (import,
+        ``initialize``, warm-up) before the version may serve; its own error otherwise."""
+        assert self._serving_check is not None
+        self._catalog.set_loading_reason(loading, "loading where it serves")
+        try:
+            answer = self._serving_check.check(candidate)
+        except (ClientError, BotoCoreError) as exc:
+            self._record_bucket_error(loading, exc, "could not ask the infer function to load it")
+            raise
+        if not answer.reason:
+            logger.info(
+                "%s version %s loaded in %s", loading.model, loading.version, answer.environment
+            )
+            return candidate
+        reason = f"failed to load where it serves ({answer.environment}): {answer.reason}"
+        # not remembered: a load, a reconcile or a re-upload of the same bytes checks again
+        return replace(self._rejected(loading, reason), fingerprint="")
+
+    def _record_bucket_error(
+        self,
+        loading: VersionRecord,
+        exc: Exception,
+        what: str = "could not read the version from the bucket",
+    ) -> None:
         """Not a fact about the model: recorded without the fingerprint (so the next event
         or reconcile validates again) while the event is retried."""
         self._catalog.put_version(
             replace(
-                self._rejected(loading, f"could not read the version from the bucket: {exc}"),
+                self._rejected(loading, f"{what}: {exc}"),
                 fingerprint="",
             )
         )

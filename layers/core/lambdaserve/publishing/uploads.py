@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
+
+import orjson
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.catalog.repository import ModelRepository
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.config.model_config import parse_overrides
+from lambdaserve.config.model_files import MANIFEST_FILE
 from lambdaserve.errors import ModelRejected
 from lambdaserve.protocol.names import is_valid_model_name
 from lambdaserve.publishing.archives import archive_stem, publish_archive, rejected_archive
+from lambdaserve.publishing.version_archives import unpack_in_version
 
 if TYPE_CHECKING:
     from lambdaserve.publishing.registrar import Registrar
@@ -55,12 +60,48 @@ class UploadPublisher:
         model, version = published.model, published.version
         self._serve_every_version(model)
         self._registrar.on_version_change(model, version)
+        self._label(model, version, published.label)
+
+    def unpack_in_version(self, key: str, model: str, version: int, filename: str) -> bool:
+        """``models/m/1/m.mar``: unpacked into version 1 of m. True when it was refused (the
+        refusal is recorded as the version's reason, nothing more to reconcile)."""
+        try:
+            unpack_in_version(self._repository, key, model, version)
+        except ModelRejected as exc:
+            self._catalog.get_model(model) or self._registrar.refresh_config(model)
+            record = rejected_archive(self._catalog, model, filename, exc.message)
+            self._catalog.put_version(replace(record, version=version, present=True))
+            self._registrar.apply_policy(model)
+            return True
+        return False
+
+    def label_recovered_archives(self, model: str) -> None:
+        """Archive versions READY without their ``modelVersion`` label (their load failed at
+        publish and a later load succeeded) get it, as their publish would have given it."""
+        record = self._catalog.get_model(model)
+        labels = record.version_labels if record else {}
+        labelled = set(labels.values())
+        for version in self._catalog.versions(model):
+            if version.model_file != MANIFEST_FILE or version.version in labelled:
+                continue
+            manifest = self._repository.read_model_file(
+                model, f"{version.version}/{MANIFEST_FILE}", 1024**2
+            )
+            try:
+                label = orjson.loads(manifest or b"{}").get("model", {}).get("modelVersion")
+            except (orjson.JSONDecodeError, AttributeError):
+                continue
+            if isinstance(label, str) and label and label not in labels:  # never moved back
+                self._label(model, version.version, label)
+
+    def _label(self, model: str, version: int, label: str) -> None:
+        """The archive's ``modelVersion`` on its version, once it serves (never before)."""
         record = self._catalog.get_version(model, version)
-        if published.label and record is not None and record.state == version_policy.READY:
+        if label and record is not None and record.state == version_policy.READY:
             current = self._catalog.get_model(model)
-            labels = {**(current.version_labels if current else {}), published.label: version}
+            labels = {**(current.version_labels if current else {}), label: version}
             self._catalog.update_model(model, version_labels=labels)
-            logger.info("%s version %s is labelled %s", model, version, published.label)
+            logger.info("%s version %s is labelled %s", model, version, label)
 
     def _serve_every_version(self, model: str) -> None:
         """TorchServe serves every registered version of a model (one is the default); a model

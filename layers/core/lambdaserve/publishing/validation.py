@@ -37,6 +37,7 @@ from lambdaserve.publishing.auto_complete import (
     completed_fields,
     declares_auto_complete,
 )
+from lambdaserve.publishing.version_archives import is_packed_archive
 from lambdaserve.runtimes.model_code import DISABLED
 from lambdaserve.runtimes.openvino.readers import PADDLE_1X
 from lambdaserve.runtimes.registry import runtime_for
@@ -109,7 +110,8 @@ class VersionValidator:
         ``progress`` hears what is happening to a large version (sizes, rates) as it goes.
         """
         by_path = _aliased(
-            _by_relative_path(objects, self._repository.prefix), config.default_model_filename
+            _unpacked(_by_relative_path(objects, self._repository.prefix)),
+            config.default_model_filename,
         )
         check_platform(config, by_path)
         model_file = _model_file(by_path)
@@ -218,6 +220,14 @@ def _by_relative_path(objects: list[ObjectInfo], prefix: str) -> dict[str, Objec
     return by_path
 
 
+def _unpacked(by_path: dict[str, ObjectInfo]) -> dict[str, ObjectInfo]:
+    """A TorchServe archive dropped into the version serves from what it unpacked to: the
+    packed file itself is neither downloaded nor loaded where it serves."""
+    if MANIFEST_FILE not in by_path and WORKFLOW_MANIFEST_FILE not in by_path:
+        return by_path
+    return {path: info for path, info in by_path.items() if not is_packed_archive(path)}
+
+
 def _aliased(by_path: dict[str, ObjectInfo], name: str) -> dict[str, ObjectInfo]:
     """Triton's ``default_model_filename``: the named file is the model, served as the file
     its suffix stands for (``resnet.onnx`` as ``model.onnx``)."""
@@ -262,6 +272,12 @@ def _model_file(by_path: dict[str, ObjectInfo]) -> str:
 
 
 def _no_model_file(by_path: dict[str, ObjectInfo]) -> str:
+    packed = sorted(p for p in by_path if is_packed_archive(p))
+    if packed:
+        return (
+            f"{packed[0]} is not unpacked: an archive uploaded into a version directory is "
+            "unpacked when its upload is seen; upload it again (the log says why it was not)"
+        )
     if "__model__" in by_path:
         return PADDLE_1X.format(folder=".", stem="model")
     if "model.json" in by_path and "model.pdiparams" in by_path:
@@ -275,6 +291,7 @@ def _no_model_file(by_path: dict[str, ObjectInfo]) -> str:
         "model.bin (OpenVINO IR), model.savedmodel/ (a TF SavedModel), model.pdmodel with "
         "model.pdiparams (Paddle), model.py (a Triton Python model), handler.py (a "
         "TorchServe handler), web_service.py with config.yml (a Paddle Serving pipeline) "
-        "or a TorchServe archive (a .mar at models/, or its files with MAR-INF/MANIFEST.json) "
+        "or a TorchServe archive (a .mar at models/ or in the version directory, or its files "
+        "with MAR-INF/MANIFEST.json) "
         "into the version directory"
     )

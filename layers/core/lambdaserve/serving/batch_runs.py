@@ -17,6 +17,7 @@ from lambdaserve.errors import LambdaServeError
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel, RequestsModel
+from lambdaserve.runtimes.code_errors import request_ids
 from lambdaserve.serving.binding import bind_inputs, select_outputs
 from lambdaserve.serving.classification import classify
 
@@ -106,7 +107,8 @@ def _run_requests(
             (bind_inputs(member, served.signature), select_outputs(member, served.signature))
         )
     bound = time.perf_counter_ns()
-    answers = loaded.run_requests(calls)
+    with request_ids([member.id for member in members]):  # for model code's failure log
+        answers = loaded.run_requests(calls)
     ran = time.perf_counter_ns()
     results = []
     for member, answer in zip(members, answers, strict=True):

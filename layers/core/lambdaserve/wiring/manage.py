@@ -13,6 +13,7 @@ from lambdaserve.pipelines.ensemble_registry import Dependents, EnsembleRegistry
 from lambdaserve.publishing.auto_complete import IsolatedProcess, ValidatorFunction
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.publishing.registrar import Registrar
+from lambdaserve.publishing.serving_check import InferFunctionCheck
 from lambdaserve.publishing.validation import VersionValidator
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.aws import AwsClients
@@ -54,14 +55,19 @@ def build_manage_services(
         on_config_rejected=on_config_rejected,
         ensembles=EnsembleRegistry(catalog, Dependents(clients.dynamodb, settings.table)),
     )
+    if settings.serving_check_function:
+        registrar.check_where_it_serves(
+            InferFunctionCheck(validator_client(settings), settings.serving_check_function)
+        )
     return ManageServices(
         repository, catalog, registrar, ModelManager(repository, catalog, registrar)
     )
 
 
 def validator_client(settings: Settings) -> Any:
-    """The Lambda client that invokes the code validator: one try (user code must not run
-    twice), and a read timeout past the validator's own 90 s."""
+    """The Lambda client that invokes the code validator or the infer function's load check:
+    one try (user code must not run twice), and a read timeout past the validator's own 90 s
+    (a load check that runs longer ends as a failed check: the next load checks again)."""
     import boto3
     from botocore.config import Config
 

@@ -35,6 +35,7 @@ from lambdaserve.errors import (
     first_line,
 )
 from lambdaserve.runtimes.base import LoadOptions
+from lambdaserve.runtimes.code_errors import current_request_ids, log_code_failure
 from lambdaserve.runtimes.model_code import DISABLED, new_module, run_one
 from lambdaserve.runtimes.torchserve import workflow as torchserve_workflow
 from lambdaserve.runtimes.torchserve.context import Answer, Context
@@ -97,17 +98,18 @@ class TorchServeHandlerRuntime:
             if _is_workflow(model_path):
                 session: Session = _load_workflow(model_path, model_dir, config, options.version)
             else:
-                manifest = _manifest(model_path, config.name, options.version)
+                manifest = _manifest(model_path, config.name)
                 batching = frontend_batching(manifest, model_dir)
                 session = _load_session(manifest, model_dir, config, options.version, batching)
         except LambdaServeError:
             raise
         except Exception as exc:
+            log_code_failure("the handler", config.name, options.version, exc)
             raise ModelCodeFailed(
                 f"the handler of {config.name!r} failed to load: "
                 f"{type(exc).__name__}: {first_line(exc, 500)}"
             ) from exc
-        return HandlerModel(session, batching)
+        return HandlerModel(session, batching, (config.name, options.version))
 
 
 def _load_session(
@@ -157,11 +159,10 @@ def _model_dir(model_path: Path) -> Path:
     return model_path.parent.parent if model_path.name == Path(MANIFEST).name else model_path.parent
 
 
-def _manifest(model_path: Path, model: str, version: int) -> Manifest:
+def _manifest(model_path: Path, model: str) -> Manifest:
     if model_path.name == Path(MANIFEST).name:
         return read_manifest(model_path)
-    document = synthesized_manifest(model, version)
-    return Manifest(document, model, str(version), "handler.py", "", "", "")
+    return synthesized_manifest(model, model_path.parent)
 
 
 class _PlainSession:
@@ -192,10 +193,16 @@ class HandlerModel:
 
     device = "cpu"
 
-    def __init__(self, session: Session, batching: FrontendBatching | None = None) -> None:
+    def __init__(
+        self,
+        session: Session,
+        batching: FrontendBatching | None = None,
+        served: tuple[str, int] = ("", 0),
+    ) -> None:
         self._session = session
         self._calls = threading.Lock()
         self.batching = batching or FrontendBatching()
+        self._served = served  # model and version, for the log
 
     def close(self) -> None:
         self._session.close()
@@ -210,6 +217,9 @@ class HandlerModel:
             try:
                 results = session.call(rows, session.handler_context)
             except Exception as exc:
+                known = getattr(session.handler_context, "request_ids", None) or {}
+                ids = current_request_ids(len(rows), [known[i] for i in sorted(known)])
+                log_code_failure("the handler", *self._served, exc, ids)
                 raise InferenceError(f"the handler raised {type(exc).__name__}: {exc}") from exc
             return self._answers(rows, results)
 

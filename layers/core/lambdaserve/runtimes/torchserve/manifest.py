@@ -81,14 +81,37 @@ def read_manifest(path: Path) -> Manifest:
     )
 
 
-def synthesized_manifest(model: str, version: int) -> dict[str, Any]:
-    """What torch-model-archiver writes for ``--handler handler.py`` and nothing else."""
-    return {
-        "createdOn": "",
-        "runtime": "python",
-        "model": {"modelName": model, "handler": "handler.py", "modelVersion": str(version)},
-        "archiverVersion": "",
+# A bare handler's model file, as torch-model-archiver's --serialized-file names it: the
+# formats TorchServe's BaseHandler loads first (TorchScript, then ONNX), then weights files.
+SERIALIZED_SUFFIXES = (".pt", ".pth", ".torchscript", ".onnx", ".safetensors", ".bin", ".ckpt")
+# torch-model-archiver requires --version; TorchServe's docs use "1.0".
+BARE_MODEL_VERSION = "1.0"
+
+
+def synthesized_manifest(model: str, model_dir: Path) -> Manifest:
+    """What torch-model-archiver writes for ``--handler handler.py`` (and
+    ``--serialized-file`` when the version ships a model file beside it), so a ``BaseHandler``
+    subclass finds ``context.manifest`` as it would in TorchServe."""
+    entry: dict[str, Any] = {
+        "modelName": model,
+        "handler": "handler.py",
+        "modelVersion": BARE_MODEL_VERSION,
     }
+    serialized = serialized_file(model_dir)
+    if serialized:
+        entry["serializedFile"] = serialized
+    document = {"createdOn": "", "runtime": "python", "model": entry, "archiverVersion": ""}
+    return Manifest(document, model, BARE_MODEL_VERSION, "handler.py", serialized, "", "")
+
+
+def serialized_file(model_dir: Path) -> str:
+    """The model file beside a bare handler.py: the first by ``SERIALIZED_SUFFIXES``."""
+    files = sorted(p.name for p in model_dir.iterdir() if p.is_file())
+    for suffix in SERIALIZED_SUFFIXES:
+        for name in files:
+            if name.endswith(suffix):
+                return name
+    return ""
 
 
 def check_archive(manifest: Manifest, model_dir: Path) -> None:

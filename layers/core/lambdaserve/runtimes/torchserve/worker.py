@@ -28,12 +28,13 @@ from lambdaserve.errors import ModelNotReady
 from lambdaserve.metrics.custom import CUSTOM_METRICS, CustomMetrics
 from lambdaserve.runtimes.torchserve import torchvision_ops
 from lambdaserve.runtimes.torchserve.context import Answer, encode_answer
-from lambdaserve.runtimes.torchserve.manifest import Manifest
+from lambdaserve.runtimes.torchserve.manifest import MANIFEST, Manifest
 
 MISSING = (
-    "this model is a TorchServe archive and TorchServe's handler code is not installed where "
-    "it serves: install lambdaserve[torchserve] (torchserve==0.12.0 and torch==2.13.0), or use "
-    "the PyTorch infer image"
+    "this model is a TorchServe archive and TorchServe's handler code (the ts package) is not "
+    "installed where it serves: run `make dev TORCHSERVE=1` locally, or deploy `make build "
+    "VARIANT=torchserve` with EnablePythonModels=true (lambdaserve[torchserve]: "
+    "torchserve==0.12.0 and torch==2.13.0)"
 )
 _IMPORTS = threading.Lock()
 logger = logging.getLogger(__name__)
@@ -89,16 +90,21 @@ def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
     os.environ.setdefault("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "1")
 
     def load() -> Any:
-        return TsModelLoader().load(
-            manifest.model_name,
-            str(model_dir),
-            manifest.handler,
-            gpu_id=_gpu_id(),
-            batch_size=batch_size,
-            envelope=None,
-            limit_max_image_pixels=True,
-            metrics_cache=metrics_cache(manifest.model_name),
-        )
+        if not (model_dir / MANIFEST).is_file():
+            return _load_bare(manifest, model_dir, batch_size)
+        try:
+            return TsModelLoader().load(
+                manifest.model_name,
+                str(model_dir),
+                manifest.handler,
+                gpu_id=_gpu_id(),
+                batch_size=batch_size,
+                envelope=None,
+                limit_max_image_pixels=True,
+                metrics_cache=metrics_cache(manifest.model_name),
+            )
+        except ImportError as error:
+            raise _handler_import_error(error, manifest, model_dir) from None
 
     with imports_from(model_dir):
         try:
@@ -109,6 +115,43 @@ def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
         # the built-in vision handlers import torchvision: its Python serves without its C++ ops
         torchvision_ops.import_torchvision()
         return load()
+
+
+def _load_bare(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
+    """A bare ``<v>/handler.py``: TorchServe's loader steps, given the manifest
+    torch-model-archiver would have written (its loader reads one only from MAR-INF)."""
+    from ts.model_loader import TsModelLoader
+    from ts.service import Service
+
+    loader = TsModelLoader()
+    module, function_name = loader._load_handler_file(manifest.handler)
+    function_name = function_name or "handle"
+    if hasattr(module, function_name):
+        entry_point, initialize = loader._get_function_entry_point(module, function_name)
+    else:
+        entry_point, initialize = loader._get_class_entry_point(module)
+    service = Service(
+        manifest.model_name,
+        str(model_dir),
+        manifest.document,
+        entry_point,
+        _gpu_id(),
+        batch_size,
+        True,
+        metrics_cache(manifest.model_name),
+    )
+    initialize(service.context)
+    return service
+
+
+def _handler_import_error(error: ImportError, manifest: Manifest, model_dir: Path) -> ImportError:
+    """The handler file's own ImportError (a package it needs is missing), not the one of
+    the built-in handler TorchServe's loader falls back to (``ts.torch_handler.<name>``)."""
+    shipped = manifest.handler_file and (model_dir / manifest.handler_file).is_file()
+    cause = error.__context__
+    if shipped and isinstance(cause, ImportError) and "ts.torch_handler" in str(error):
+        return cause
+    return error
 
 
 @contextmanager

@@ -29,6 +29,7 @@ from lambdaserve.errors import (
     first_line,
 )
 from lambdaserve.runtimes.base import LoadOptions
+from lambdaserve.runtimes.code_errors import current_request_ids, log_code_failure
 from lambdaserve.runtimes.model_code import DISABLED, new_module, outline, run_one
 from lambdaserve.runtimes.triton_python import pb_utils
 from lambdaserve.runtimes.triton_python.decoupled import one_response, stream_responses
@@ -68,13 +69,20 @@ class PythonModelRuntime:
             if hasattr(instance, "initialize"):
                 instance.initialize(_initialize_args(config, options.version, version_dir))
         except Exception as exc:
+            log_code_failure("model.py", config.name, options.version, exc)
             raise ModelCodeFailed(
                 f"model.py of {config.name!r} failed to load: "
                 f"{type(exc).__name__}: {first_line(exc, 500)}"
             ) from exc
         finally:
             pb_utils._model_dir.reset(token)
-        return PythonModel(instance, signature, str(version_dir), decoupled=config.decoupled)
+        return PythonModel(
+            instance,
+            signature,
+            str(version_dir),
+            decoupled=config.decoupled,
+            served=(config.name, options.version),
+        )
 
 
 class PythonModel:
@@ -83,8 +91,15 @@ class PythonModel:
     device = "cpu"
 
     def __init__(
-        self, instance: Any, signature: Signature, model_dir: str, *, decoupled: bool = False
+        self,
+        instance: Any,
+        signature: Signature,
+        model_dir: str,
+        *,
+        decoupled: bool = False,
+        served: tuple[str, int] = ("", 0),
     ) -> None:
+        self._served = served  # model and version, for the log
         self._instance = instance
         self._signature = signature
         self._model_dir = model_dir
@@ -131,8 +146,10 @@ class PythonModel:
             if inspect.iscoroutine(responses):  # `async def execute`, as Triton allows
                 responses = _run_coroutine(responses)
         except pb_utils.TritonModelException as exc:
+            log_code_failure("model.py", *self._served, exc, current_request_ids(len(requests)))
             return [InferenceError(f"the model raised: {exc}")] * len(requests)
         except Exception as exc:
+            log_code_failure("model.py", *self._served, exc, current_request_ids(len(requests)))
             failed = InferenceError(f"the model raised {type(exc).__name__}: {exc}")
             return [failed] * len(requests)
         finally:
