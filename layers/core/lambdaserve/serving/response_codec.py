@@ -62,7 +62,8 @@ def decode_outputs(entry: bytes) -> dict[str, np.ndarray[Any, Any]]:
         header = orjson.loads(entry[start : start + length])
     except orjson.JSONDecodeError as exc:
         raise MalformedEntry(f"unreadable header: {exc}") from exc
-    view = memoryview(entry)
+    # one copy, so the arrays are writable: ensemble steps and BLS callers may write them
+    view = memoryview(bytearray(entry))
     offset = start + length
     outputs: dict[str, np.ndarray[Any, Any]] = {}
     try:

@@ -106,7 +106,6 @@ class RedisTier:
             socket_timeout=options.timeout_s,
             socket_connect_timeout=options.timeout_s,
             retry=Retry(NoBackoff(), 0),
-            retry_on_timeout=False,
             health_check_interval=0,
         )
 
