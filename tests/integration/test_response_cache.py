@@ -215,3 +215,52 @@ def test_a_redis_outage_mid_load_fails_no_request(stack):
     assert stats["cache_hit"]["count"] > 0  # Redis answered before it died
     assert stats["cache_hit"]["count"] + stats["cache_miss"]["count"] == 200
     assert log.count("the shared response cache (redis") == 1, log
+
+
+def test_torchserve_tf_serving_and_paddle_doors_answer_the_same_bytes_hit_or_miss(stack):
+    """Given `serve` (its default local response cache) and a model that opts in
+    When TorchServe's, TF Serving's and Paddle's doors each send their request twice
+    Then each door's two answers are the same bytes, and the second of each was a hit."""
+    from lambdaserve.server.background import BackgroundServer
+    from lambdaserve.server.serve import build_serving_app
+    from tests.support import free_port
+
+    _publish(stack)
+    rows = RNG.random((3, 4), dtype=np.float32)
+    calls = [
+        ("/predictions/mlp", [rows[0].tolist()]),
+        ("/v1/models/mlp:predict", {"instances": [rows[1].tolist()]}),
+        ("/mlp/prediction", {"key": ["INPUT__0"], "value": [str([rows[2].tolist()])]}),
+    ]
+    server = BackgroundServer(build_serving_app(batching=True), "127.0.0.1", free_port()).start()
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            answers = [[client.post(path, json=body) for _ in range(2)] for path, body in calls]
+            stats = client.get("/v2/models/mlp/stats").json()["model_stats"][0]
+    finally:
+        server.stop()
+    for first, second in answers:
+        assert (first.status_code, second.status_code) == (200, 200), first.text
+        assert first.content == second.content
+    inference = stats["inference_stats"]
+    assert (inference["cache_hit"]["count"], inference["cache_miss"]["count"]) == (3, 3)
+    assert stats["execution_count"] == 3
+    expected = ort.InferenceSession(MLP).run(None, {"INPUT__0": rows})[0]
+    np.testing.assert_allclose(answers[1][1].json()["predictions"][0], expected[1], rtol=1e-5)
+
+
+def test_queued_requests_answered_from_the_cache_skip_the_model(stack):
+    """Given a model with the response cache
+    When the batch entry point (the batcher's call) gets the same request in two deliveries
+    Then the second is answered from the cache, the same response, the model not run again."""
+    from lambdaserve.handlers import infer
+
+    _publish(stack)
+    rows = RNG.random((1, 4), dtype=np.float32)
+    event = {"requests": [{"model_name": "mlp", "id": "q1", **_json_body(rows)}]}
+    first = infer.batch_handler(event, None)["results"]
+    second = infer.batch_handler(event, None)["results"]
+    assert first == second and first[0]["status"] == 200, first
+    stats = infer.server().stats.snapshot("mlp")["model_stats"][0]
+    assert stats["execution_count"] == 1
+    assert stats["inference_stats"]["cache_hit"]["count"] == 1

@@ -254,3 +254,27 @@ def test_settings_choose_the_tiers(aws):
     assert local is not None and not local.blocking
     shared = response_cache_from(replace(aws.settings, redis_host="127.0.0.1", redis_port=1))
     assert shared is not None and shared.blocking and len(shared.tiers) == 2
+
+
+def test_the_infer_functions_emf_lines_count_hits_and_misses(aws):
+    """Given the infer function's invocation metrics listening to the statistics
+    When one request misses and one hits in an invocation
+    Then its EMF line for the version declares and carries CacheHits and CacheMisses."""
+    import io
+    import json
+
+    from lambdaserve.metrics.emf import InvocationMetrics
+    from lambdaserve.metrics.stats import StatsRegistry
+
+    publish(aws, "mlp", {"config.pbtxt": CACHED, "1/model.onnx": MLP})
+    out = io.StringIO()
+    metrics = InvocationMetrics("lambdaserve-infer", out)
+    stats = StatsRegistry(metrics.record, metrics.record_cache)
+    server = build_model_server(aws.settings, aws.clients, stats)
+    run(server, "mlp", request())
+    run(server, "mlp", request())
+    metrics.flush()
+    [line] = [json.loads(text) for text in out.getvalue().splitlines()]
+    declared = [m["Name"] for m in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
+    assert {"CacheHits", "CacheMisses"} <= set(declared)
+    assert (line["Inferences"], line["CacheHits"], line["CacheMisses"]) == (2, 1, 1)

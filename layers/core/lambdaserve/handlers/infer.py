@@ -52,7 +52,8 @@ CUSTOM_METRICS.add_listener(invocation_metrics.record_custom)
 @cache
 def server() -> ModelServer:
     """Module-scope singleton: loaded models survive across warm invocations."""
-    return build_model_server(get_settings(), stats=StatsRegistry(invocation_metrics.record))
+    stats = StatsRegistry(invocation_metrics.record, invocation_metrics.record_cache)
+    return build_model_server(get_settings(), stats=stats)
 
 
 @cache

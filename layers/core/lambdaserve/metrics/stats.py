@@ -85,15 +85,20 @@ class VersionStats:
 
 
 Listener = Callable[[str, int, Execution | None, int], None]
+# (model, version, hit): every response cache lookup (EMF's CacheHits / CacheMisses)
+CacheListener = Callable[[str, int, bool], None]
 
 
 class StatsRegistry:
     """Thread-safe counters per (model, version); ``listener`` sees every record (EMF)."""
 
-    def __init__(self, listener: Listener | None = None) -> None:
+    def __init__(
+        self, listener: Listener | None = None, cache_listener: CacheListener | None = None
+    ) -> None:
         self._lock = threading.Lock()
         self._versions: dict[tuple[str, int], VersionStats] = {}
         self.listener = listener
+        self.cache_listener = cache_listener
 
     def record_success(self, model: str, version: int, execution: Execution) -> None:
         with self._lock:
@@ -132,10 +137,14 @@ class StatsRegistry:
             stats.last_inference_ms = int(time.time() * 1000)
             stats.success.add(ns)
             stats.cache_hit.add(ns)
+        if self.cache_listener:
+            self.cache_listener(model, version, True)
 
     def record_cache_miss(self, model: str, version: int, ns: int) -> None:
         with self._lock:
             self._versions.setdefault((model, version), VersionStats()).cache_miss.add(ns)
+        if self.cache_listener:
+            self.cache_listener(model, version, False)
 
     def record_cache_insert(self, model: str, version: int, ns: int) -> None:
         """A miss's insertion: its time joins the miss duration, as in Triton."""
