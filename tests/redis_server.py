@@ -51,7 +51,12 @@ def redis_server() -> Iterator[RedisServer]:
     port = free_port()
     process = subprocess.Popen(
         # no persistence: nothing written outside the process, nothing read at start
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        [
+            binary,
+            *("--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"),
+            # DEBUG SLEEP stages a slow cache (a server that answers nothing for a while)
+            *("--enable-debug-command", "local"),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -4,26 +4,32 @@ and a real redis-server shared by them, killed mid-load."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
 import httpx
 import numpy as np
 import onnxruntime as ort
+import redis
 import tritonclient.grpc as grpcclient
 import tritonclient.http as triton
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
+from lambdaserve.apps.v2_calls import v2_infer
 from lambdaserve.local.http_api_event import http_api_event
+from lambdaserve.services.inference import build_model_server
 from tests import builders
 from tests.integration.grpc_support import lambdaserve_serve
-from tests.redis_server import redis_server
-from tests.support import scrape
+from tests.redis_server import RedisServer, redis_server
+from tests.support import scrape, wait_until
 
 MLP = builders.onnx_mlp(4, 3)
 CACHED = b"max_batch_size: 8\nresponse_cache { enable: true }"
@@ -264,3 +270,47 @@ def test_queued_requests_answered_from_the_cache_skip_the_model(stack):
     stats = infer.server().stats.snapshot("mlp")["model_stats"][0]
     assert stats["execution_count"] == 1
     assert stats["inference_stats"]["cache_hit"]["count"] == 1
+
+
+def _answers_within(server: RedisServer, seconds: float) -> bool:
+    try:
+        return bool(redis.Redis(port=server.port, socket_timeout=seconds).ping())
+    except redis.RedisError:
+        return False
+
+
+def _sleep(server: RedisServer, seconds: int) -> None:
+    """The server stops answering anyone for ``seconds`` (its connections stay open)."""
+    with contextlib.suppress(redis.RedisError):  # killed while it slept: the point
+        redis.Redis(port=server.port).execute_command("DEBUG", "SLEEP", str(seconds))
+
+
+def test_a_slow_shared_cache_is_a_miss_not_a_wait(stack, caplog):
+    """Given an instance whose response cache is a Redis that has stopped answering
+    (DEBUG SLEEP: connected, silent)
+    When a request it holds the answer for arrives
+    Then the model answers it (a miss after the bounded timeout) while Redis still sleeps,
+    and the outage is logged once."""
+    _publish(stack)
+    rows = RNG.random((1, 4), dtype=np.float32)
+    body = json.dumps(_json_body(rows)).encode()
+    with redis_server() as shared:
+        settings = replace(
+            stack.settings, response_cache_bytes=0, redis_host="127.0.0.1", redis_port=shared.port
+        )
+        server = build_model_server(settings)
+        computed = v2_infer(server, "mlp", None, body, None).body
+        assert v2_infer(server, "mlp", None, body, None).body == computed  # a hit
+        sleeper = threading.Thread(target=_sleep, args=(shared, 600), daemon=True)
+        sleeper.start()
+        wait_until(lambda: not _answers_within(shared, 0.5), 60)
+        answers = [v2_infer(server, "mlp", None, body, None).body for _ in range(3)]
+        still_sleeping = sleeper.is_alive()
+        shared.kill()
+        sleeper.join(timeout=60)
+    assert still_sleeping  # answered while Redis was silent, not after it woke
+    assert answers == [computed] * 3
+    inference = server.stats.snapshot("mlp")["model_stats"][0]["inference_stats"]
+    assert (inference["cache_hit"]["count"], inference["cache_miss"]["count"]) == (1, 4)
+    logged = [r for r in caplog.records if "the shared response cache (redis" in r.getMessage()]
+    assert len(logged) == 1
