@@ -314,3 +314,48 @@ def test_a_slow_shared_cache_is_a_miss_not_a_wait(stack, caplog):
     assert (inference["cache_hit"]["count"], inference["cache_miss"]["count"]) == (1, 4)
     logged = [r for r in caplog.records if "the shared response cache (redis" in r.getMessage()]
     assert len(logged) == 1
+
+
+FIXTURES = Path(__file__).parent.parent / "fixtures" / "python_models"
+
+
+def test_an_ensemble_caches_at_the_top_level_and_its_steps_by_their_own_config(stack):
+    """Given an ensemble with the response cache whose ONNX step (mlp) also has it
+    When the ensemble is asked the same request twice, then a request whose scaled rows the
+    mlp has seen through the ensemble is sent to the mlp directly
+    Then the second ensemble call runs no step, and the mlp answers its own call from its cache."""
+    for name in ("scale", "double", "softmax"):
+        for file in sorted((FIXTURES / name).rglob("*")):
+            if file.is_file():
+                relative = file.relative_to(FIXTURES / name).as_posix()
+                stack.put(f"models/{name}/{relative}", file.read_bytes())
+    stack.put("models/mlp/config.pbtxt", b"response_cache { enable: true }")
+    stack.put("models/mlp/1/model.onnx", MLP)
+    pipe = (FIXTURES / "pipe" / "config.pbtxt").read_bytes()
+    stack.put("models/pipe/config.pbtxt", pipe + b"\nresponse_cache { enable: true }\n")
+    for model in ("scale", "double", "softmax", "mlp", "pipe"):
+        stack.wait_state(model, 1, "READY")
+    raw = RNG.random((2, 4), dtype=np.float32) * 10
+    body = {
+        "inputs": [
+            {"name": "RAW", "datatype": "FP32", "shape": [2, 4], "data": raw.ravel().tolist()}
+        ]
+    }
+
+    def stats() -> dict[str, dict]:
+        entries = stack.inference.get("/v2/models/stats").json()["model_stats"]
+        return {entry["name"]: entry for entry in entries}
+
+    first = stack.inference.post("/v2/models/pipe/infer", json=body)
+    before = stats()  # the ensemble's warm-up and first call ran every step
+    second = stack.inference.post("/v2/models/pipe/infer", json=body)
+    # the step asked for the output it maps; so does this call (the key covers outputs asked)
+    asked = {**_json_body(raw / 10), "outputs": [{"name": "OUTPUT__0"}]}
+    direct = stack.inference.post("/v2/models/mlp/infer", json=asked)
+    after = stats()
+    assert [a.status_code for a in (first, second, direct)] == [200, 200, 200], first.text
+    assert first.content == second.content
+    assert after["pipe"]["inference_stats"]["cache_hit"]["count"] == 1
+    for step in ("scale", "double", "softmax", "mlp"):
+        assert after[step]["execution_count"] == before[step]["execution_count"], step
+    assert after["mlp"]["inference_stats"]["cache_hit"]["count"] == 1  # the direct call
