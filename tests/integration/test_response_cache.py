@@ -359,3 +359,31 @@ def test_an_ensemble_caches_at_the_top_level_and_its_steps_by_their_own_config(s
     for step in ("scale", "double", "softmax", "mlp"):
         assert after[step]["execution_count"] == before[step]["execution_count"], step
     assert after["mlp"]["inference_stats"]["cache_hit"]["count"] == 1  # the direct call
+
+
+def test_a_decoupled_models_whole_response_sequence_is_cached(stack):
+    """Given python_backend's repeat model (decoupled: one response per element) with the
+    response cache
+    When the same request streams twice over HTTP generate_stream
+    Then the second stream carries the same events in order, from the cache: the model ran once."""
+    for file in sorted((FIXTURES / "repeat_int32").rglob("*")):
+        if file.is_file():
+            relative = file.relative_to(FIXTURES / "repeat_int32").as_posix()
+            stack.put(f"models/repeat_int32/{relative}", file.read_bytes())
+    config = (FIXTURES / "repeat_int32" / "config.pbtxt").read_bytes()
+    stack.put("models/repeat_int32/config.pbtxt", config + b"\nresponse_cache { enable: true }\n")
+    stack.wait_state("repeat_int32", 1, "READY")
+
+    def events() -> list[str]:
+        with stack.inference.stream(
+            "POST", "/v2/models/repeat_int32/generate_stream", json={"IN": [4, 2, 7]}
+        ) as response:
+            assert response.status_code == 200
+            return [line for line in response.iter_lines() if line.startswith("data: ")]
+
+    first, second = events(), events()
+    assert len(first) == 3 and first == second
+    stats = stack.inference.get("/v2/models/repeat_int32/stats").json()["model_stats"][0]
+    inference = stats["inference_stats"]
+    assert (inference["cache_hit"]["count"], inference["cache_miss"]["count"]) == (1, 1)
+    assert stats["execution_count"] == 1

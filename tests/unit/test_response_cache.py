@@ -16,7 +16,13 @@ from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
 from lambdaserve.services.inference import build_model_server
 from lambdaserve.serving.response_cache import ResponseCache, request_key
 from lambdaserve.serving.response_cache_setup import cache_config_env, response_cache_from
-from lambdaserve.serving.response_codec import MalformedEntry, decode_outputs, encode_outputs
+from lambdaserve.serving.response_codec import (
+    MalformedEntry,
+    decode_outputs,
+    decode_sequence,
+    encode_outputs,
+    encode_sequence,
+)
 from lambdaserve.serving.response_tiers import LocalTier
 from lambdaserve.tensors.encoding import v2_datatype
 from tests import builders
@@ -278,3 +284,17 @@ def test_the_infer_functions_emf_lines_count_hits_and_misses(aws):
     declared = [m["Name"] for m in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
     assert {"CacheHits", "CacheMisses"} <= set(declared)
     assert (line["Inferences"], line["CacheHits"], line["CacheMisses"]) == (2, 1, 1)
+
+
+def test_a_response_sequence_round_trips_in_order_and_refuses_a_truncated_entry():
+    responses = [
+        {"OUT": np.array([v], np.int32), "IDX": np.array([i], np.uint32)}
+        for i, v in enumerate([4, 2, 7])
+    ]
+    entry = encode_sequence(responses)
+    decoded = decode_sequence(entry)
+    assert [(int(r["OUT"][0]), int(r["IDX"][0])) for r in decoded] == [(4, 0), (2, 1), (7, 2)]
+    assert decode_sequence(encode_sequence([])) == []
+    for broken in (entry[:-1], entry + b"x", encode_outputs(responses[0])):
+        with pytest.raises(MalformedEntry):
+            decode_sequence(broken)

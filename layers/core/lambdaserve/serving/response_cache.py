@@ -17,10 +17,10 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
@@ -30,7 +30,9 @@ from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.serving.response_codec import (
     MalformedEntry,
     decode_outputs,
+    decode_sequence,
     encode_outputs,
+    encode_sequence,
     tensor_bytes,
 )
 from lambdaserve.serving.response_tiers import CacheTier, LocalTier
@@ -42,6 +44,7 @@ KEY_PREFIX = b"lambdaserve:response:"
 # Request parameters that only choose how the answer is written or scheduled, never what it is
 _ENCODING_ONLY = frozenset({"binary_data_output", "timeout", "priority"})
 Outputs = dict[str, np.ndarray[Any, Any]]
+T = TypeVar("T")
 
 # What the access log writes beside a request's line ("hit" or "miss"); the middleware puts a
 # fresh list here per request, and the cache (maybe on another thread) appends to it.
@@ -57,6 +60,8 @@ class Lookup:
     outputs: Outputs | None
     started_ns: int
     lookup_ns: int
+    # a decoupled model's cached responses, in order (None: a miss)
+    responses: list[Outputs] | None = None
 
 
 class ResponseCache:
@@ -83,16 +88,20 @@ class ResponseCache:
             return None
         started = time.perf_counter_ns()
         key = request_key(self.version_digest(served), request)
-        outputs = self._get(key)
+        decoupled = served.config.decoupled
+        found = self._get(key, decode_sequence if decoupled else decode_outputs)
         done = time.perf_counter_ns()
-        if outputs is not None:
+        if found is not None:
             stats.record_cache_hit(served.model, served.version, done - started)
         else:
             stats.record_cache_miss(served.model, served.version, done - started)
         note = outcome_note.get()
         if note is not None:
-            note.append("hit" if outputs is not None else "miss")
-        return Lookup(key, outputs, started, done - started)
+            note.append("hit" if found is not None else "miss")
+        if decoupled:
+            responses = found if isinstance(found, list) else None
+            return Lookup(key, None, started, done - started, responses)
+        return Lookup(key, found if isinstance(found, dict) else None, started, done - started)
 
     def store(
         self,
@@ -104,6 +113,27 @@ class ResponseCache:
         """Keep a successful answer (Triton's miss duration covers the insertion too)."""
         started = time.perf_counter_ns()
         entry = encode_outputs(outputs)
+        self._put(served, lookup, entry, stats, started)
+
+    def store_sequence(
+        self,
+        served: ServedVersion,
+        lookup: Lookup,
+        responses: list[Outputs],
+        stats: StatsRegistry,
+    ) -> None:
+        """Keep a decoupled model's every response to a request that completed."""
+        started = time.perf_counter_ns()
+        self._put(served, lookup, encode_sequence(responses), stats, started)
+
+    def _put(
+        self,
+        served: ServedVersion,
+        lookup: Lookup,
+        entry: bytes,
+        stats: StatsRegistry,
+        started: int,
+    ) -> None:
         if len(entry) > self.max_entry_bytes:
             stats.record_cache_too_large(served.model, served.version)
         else:
@@ -124,13 +154,13 @@ class ResponseCache:
             self._digests[id(served)] = (served, digest)
         return digest
 
-    def _get(self, key: bytes) -> Outputs | None:
+    def _get(self, key: bytes, decode: Callable[[bytes], T]) -> T | None:
         for index, tier in enumerate(self.tiers):
             entry = tier.get(key)
             if entry is None:
                 continue
             try:
-                outputs = decode_outputs(entry)
+                outputs = decode(entry)
             except MalformedEntry as exc:
                 logger.warning(
                     "a %s response cache entry is unreadable (%s): a miss", tier.name, exc

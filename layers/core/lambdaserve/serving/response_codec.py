@@ -9,7 +9,7 @@ encoding. Decoding checks every length; a malformed entry is a miss, never an an
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,7 +19,9 @@ from lambdaserve.errors import LambdaServeError
 from lambdaserve.tensors.encoding import from_binary, to_binary, v2_datatype
 
 MAGIC = b"LSRC1"
+SEQUENCE = b"LSRS1"  # a decoupled model's responses: a count, then each entry with its length
 _LENGTH = struct.Struct("<I")
+_SIZE = struct.Struct("<Q")
 
 
 class MalformedEntry(LambdaServeError):
@@ -43,6 +45,35 @@ def encode_outputs(outputs: Mapping[str, np.ndarray[Any, Any]]) -> bytes:
         payloads.append(raw)
     document = orjson.dumps(header)
     return b"".join([MAGIC, _LENGTH.pack(len(document)), document, *payloads])
+
+
+def encode_sequence(responses: Sequence[Mapping[str, np.ndarray[Any, Any]]]) -> bytes:
+    parts = [SEQUENCE, _LENGTH.pack(len(responses))]
+    for outputs in responses:
+        entry = encode_outputs(outputs)
+        parts += [_SIZE.pack(len(entry)), entry]
+    return b"".join(parts)
+
+
+def decode_sequence(entry: bytes) -> list[dict[str, np.ndarray[Any, Any]]]:
+    """The responses ``encode_sequence`` wrote; MalformedEntry for anything else."""
+    if not entry.startswith(SEQUENCE) or len(entry) < len(SEQUENCE) + _LENGTH.size:
+        raise MalformedEntry("not a cached response sequence")
+    (count,) = _LENGTH.unpack_from(entry, len(SEQUENCE))
+    offset = len(SEQUENCE) + _LENGTH.size
+    responses = []
+    for _ in range(count):
+        if offset + _SIZE.size > len(entry):
+            raise MalformedEntry("a sequence shorter than its count says")
+        (size,) = _SIZE.unpack_from(entry, offset)
+        offset += _SIZE.size
+        if offset + size > len(entry):
+            raise MalformedEntry("a sequence shorter than its entries say")
+        responses.append(decode_outputs(entry[offset : offset + size]))
+        offset += size
+    if offset != len(entry):
+        raise MalformedEntry("a sequence longer than its entries say")
+    return responses
 
 
 def tensor_bytes(array: np.ndarray[Any, Any]) -> bytes:
