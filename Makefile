@@ -10,7 +10,7 @@ VARIANT ?= cpu
 .PHONY: help dev test test-localstack validate build gpu-image lint install-dev install-test install-torch \
 	install-torchserve \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
-	bench-pipelines bench-validate bench-grpc bench-server-mode robustness clean
+	bench-pipelines bench-validate bench-grpc bench-server-mode bench-cache robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -123,6 +123,9 @@ bench-peers: install-test ## side by side with TorchServe and Triton
 	$(BIN)/pip install -q 'matplotlib>=3.8'
 	$(BIN)/python scripts/bench_peers.py $(ARGS)
 	$(BIN)/python scripts/bench_grpc.py
+
+bench-cache: install-test ## response cache: hit vs computed (local, Redis), cold instance from Redis vs cold load
+	$(BIN)/python scripts/bench_cache.py $(ARGS)
 
 bench-grpc: install-test ## gRPC: lambdaserve serve vs Triton's gRPC front end (pytriton), and vs its HTTP path
 	$(BIN)/python scripts/bench_grpc.py $(ARGS)

@@ -32,6 +32,11 @@ TRITON_FAMILIES = {
     "nv_inference_compute_infer_duration_us",
     "nv_inference_compute_output_duration_us",
     "nv_inference_pending_request_count",
+    # Triton's response cache families (zeros for models without response_cache)
+    "nv_cache_num_hits_per_model",
+    "nv_cache_num_misses_per_model",
+    "nv_cache_hit_duration_per_model",
+    "nv_cache_miss_duration_per_model",
 }
 LAMBDASERVE = [sys.executable, "-m", "lambdaserve.cli"]
 

@@ -770,3 +770,29 @@ def test_server_mode_health_checks_use_readiness_and_liveness_with_a_warm_up_gra
         if a["Key"] == "deregistration_delay.timeout_seconds"
     ]
     assert drain_s <= delays[0] < container["StopTimeout"]
+
+
+def test_a_shared_response_cache_is_reached_on_its_port_alone(cfn):
+    """Given ResponseCacheVpcId (a Redis/Valkey the user gives, in a VPC)
+    Then the infer functions join that VPC, their group reaches the cache on its port and AWS
+    APIs over HTTPS only, and the cache's group admits that group on that port alone."""
+    resources = cfn["Resources"]
+    client = resources["ResponseCacheClientSecurityGroup"]
+    ingress = resources["ResponseCacheIngress"]
+    assert client["Condition"] == ingress["Condition"] == "SharedResponseCacheInVpc"
+    to_cache, to_apis = client["Properties"]["SecurityGroupEgress"]
+    port = {"Ref": "ResponseCacheRedisPort"}
+    assert to_cache["DestinationSecurityGroupId"] == {"Ref": "ResponseCacheSecurityGroupId"}
+    assert (to_cache["FromPort"], to_cache["ToPort"]) == (port, port)
+    assert (to_apis["FromPort"], to_apis["ToPort"], to_apis["IpProtocol"]) == (443, 443, "tcp")
+    rule = ingress["Properties"]
+    assert rule["GroupId"] == {"Ref": "ResponseCacheSecurityGroupId"}
+    assert rule["SourceSecurityGroupId"] == {"Ref": "ResponseCacheClientSecurityGroup"}
+    assert (rule["FromPort"], rule["ToPort"], rule["IpProtocol"]) == (port, port, "tcp")
+    assert "CidrIp" not in rule
+    for name in ("InferFunction", "InferBatchFunction"):
+        properties = resources[name]["Properties"]
+        assert "ResponseCacheClientSecurityGroup" in json.dumps(properties["VpcConfig"]), name
+        variables = properties["Environment"]["Variables"]
+        assert variables["LAMBDASERVE_REDIS_HOST"] == {"Ref": "ResponseCacheRedisHost"}
+        assert variables["LAMBDASERVE_REDIS_TLS"] == {"Ref": "ResponseCacheRedisTls"}

@@ -154,6 +154,15 @@ def _parser() -> argparse.ArgumentParser:
         help="also answer the management RPCs (Triton's repository load/unload/index, "
         "TorchServe's management service); the task role then needs the manage permissions",
     )
+    serve.add_argument(
+        "--cache-config",
+        action="append",
+        default=[],
+        metavar="CACHE,SETTING=VALUE",
+        help="Triton's response cache for models with response_cache { enable: true }: "
+        "local,size=<bytes> (this process; default 64 MiB) and redis,host=<h>,port=<p> "
+        "(shared by every instance; also user=, password=, tls_enabled=, wait_timeout_ms=, ttl=)",
+    )
     _logging_flags(serve, access_log_default=False)
 
     worker = commands.add_parser(
@@ -215,6 +224,10 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"models": count}))
         elif args.command == "serve":
             from lambdaserve.processes.serve import serve
+            from lambdaserve.serving.response_cache_setup import cache_config_env
+
+            # the settings are read from the environment (by every worker process too)
+            os.environ.update(cache_config_env(args.cache_config))
 
             serve(
                 args.host,

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from typing import Any
 
 DEFAULT_MAX_MODEL_BYTES = 2 * 1024**3
 
@@ -70,6 +71,18 @@ class Settings:
     # balancer takes it out of rotation first), then how long in-flight requests may take.
     drain_delay_s: float = 0.0
     drain_timeout_s: float = 15.0
+    # Triton's response cache (models opt in with response_cache { enable: true }): this
+    # process's LRU in bytes (0: none), the largest answer kept, and a shared Redis tier
+    # (empty host: none) that every instance reads and writes.
+    response_cache_bytes: int = 64 * 1024**2
+    response_cache_max_entry_bytes: int = 1024**2
+    redis_host: str = ""
+    redis_port: int = 6379
+    redis_username: str = ""
+    redis_password: str = ""
+    redis_tls: bool = False
+    redis_ttl_s: int = 3600
+    redis_timeout_ms: int = 100
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -144,7 +157,27 @@ class Settings:
             prefetch_interval_s=float(
                 env.get("LAMBDASERVE_PREFETCH_INTERVAL_S", str(defaults.prefetch_interval_s))
             ),
+            **_response_cache(env, defaults),
         )
+
+
+def _response_cache(env: Mapping[str, str], defaults: Settings) -> dict[str, Any]:
+    def number(name: str, default: int) -> int:
+        return int(env.get(f"LAMBDASERVE_{name}", "") or default)
+
+    return {
+        "response_cache_bytes": number("RESPONSE_CACHE_BYTES", defaults.response_cache_bytes),
+        "response_cache_max_entry_bytes": number(
+            "RESPONSE_CACHE_MAX_ENTRY_BYTES", defaults.response_cache_max_entry_bytes
+        ),
+        "redis_host": env.get("LAMBDASERVE_REDIS_HOST", ""),
+        "redis_port": number("REDIS_PORT", defaults.redis_port),
+        "redis_username": env.get("LAMBDASERVE_REDIS_USERNAME", ""),
+        "redis_password": env.get("LAMBDASERVE_REDIS_PASSWORD", ""),
+        "redis_tls": env.get("LAMBDASERVE_REDIS_TLS", "").lower() in ("1", "true", "yes"),
+        "redis_ttl_s": number("REDIS_TTL_S", defaults.redis_ttl_s),
+        "redis_timeout_ms": number("REDIS_TIMEOUT_MS", defaults.redis_timeout_ms),
+    }
 
 
 def _half_the_memory(env: Mapping[str, str]) -> int:

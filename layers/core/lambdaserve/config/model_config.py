@@ -109,6 +109,8 @@ class ModelConfig:
     default_model_filename: str = ""
     # Triton's model_transaction_policy.decoupled: any number of responses per request
     decoupled: bool = False
+    # Triton's response_cache { enable: true }: successful answers are kept and reused
+    response_cache: bool = False
 
     @property
     def is_ensemble(self) -> bool:
@@ -147,6 +149,8 @@ class ModelConfig:
             doc["dynamic_batching"] = self.dynamic_batching.to_document()
         if self.decoupled:
             doc["model_transaction_policy"] = {"decoupled": True}
+        if self.response_cache:
+            doc["response_cache"] = {"enable": True}
         return doc
 
 
@@ -203,6 +207,7 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         ),
         default_model_filename=_default_model_filename(message.default_model_filename),
         decoupled=bool(message.model_transaction_policy.decoupled),
+        response_cache=bool(message.response_cache.enable),
     )
 
 

@@ -14,7 +14,6 @@ from lambdaserve.errors import InvalidInput
 
 _IGNORED = {
     "optimization": "optimization settings are not applied (ONNX Runtime uses its defaults)",
-    "response_cache": "response_cache is not applied: every request runs the model",
     "rate_limiter": "rate_limiter is not applied (Lambda concurrency limits apply instead)",
     "model_repository_agents": "model_repository_agents are not run",
     "batch_input": "batch_input is not applied",

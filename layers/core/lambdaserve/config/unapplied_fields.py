@@ -40,12 +40,13 @@ APPLIED = (
     # refused when they ask for what cannot be served (config/support.py)
     "sequence_batching",
     "model_transaction_policy",
+    # serving/response_cache.py
+    "response_cache",
 )
 # Said in their own words elsewhere (config/support.py)
 SAID_ELSEWHERE = (
     "instance_group.count",
     "optimization",
-    "response_cache",
     "rate_limiter",
     "model_repository_agents",
     "batch_input",

@@ -33,6 +33,15 @@ _DIRECTIVE = {
         {"Name": "InferenceMs", "Unit": "Milliseconds"},
     ],
 }
+# Versions whose invocation asked the response cache: its hits and misses too
+_CACHE_DIRECTIVE = {
+    **_DIRECTIVE,
+    "Metrics": [
+        *_DIRECTIVE["Metrics"],
+        {"Name": "CacheHits", "Unit": "Count"},
+        {"Name": "CacheMisses", "Unit": "Count"},
+    ],
+}
 
 
 class InvocationMetrics:
@@ -42,7 +51,7 @@ class InvocationMetrics:
         self._service = service
         self._stream = stream
         self._lock = threading.Lock()
-        self._pending: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0, 0, 0.0])
+        self._pending: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0, 0])
         self._custom: dict[tuple[str, tuple[str, ...], tuple[str, ...]], _Custom] = {}
 
     def record_custom(self, recorded: Recorded) -> None:
@@ -69,26 +78,27 @@ class InvocationMetrics:
                 entry[0] += execution.requests
                 entry[2] += execution.total_ns / 1e6
 
+    def record_cache(self, model: str, version: int, hit: bool) -> None:
+        """A response cache lookup (``StatsRegistry`` cache listener); a hit is also an
+        answered request (``Inferences``), as Triton counts hits as successes."""
+        with self._lock:
+            entry = self._pending[(model, version)]
+            if hit:
+                entry[0] += 1
+                entry[3] += 1
+            else:
+                entry[4] += 1
+
     def flush(self) -> None:
         with self._lock:
-            pending, self._pending = self._pending, defaultdict(lambda: [0, 0, 0.0])
+            pending, self._pending = self._pending, defaultdict(lambda: [0, 0, 0.0, 0, 0])
             custom, self._custom = self._custom, {}
         if not pending and not custom:
             return
         timestamp = int(time.time() * 1000)
         lines = [
-            orjson.dumps(
-                {
-                    "_aws": {"Timestamp": timestamp, "CloudWatchMetrics": [_DIRECTIVE]},
-                    "model": model,
-                    "version": str(version),
-                    "service": self._service,
-                    "Inferences": ok,
-                    "InferenceErrors": failed,
-                    "InferenceMs": round(ms, 3),
-                }
-            )
-            for (model, version), (ok, failed, ms) in pending.items()
+            orjson.dumps(_version_line(timestamp, self._service, model, version, counts))
+            for (model, version), counts in pending.items()
         ]
         lines += [
             orjson.dumps(_custom_line(timestamp, self._service, key, entry))
@@ -97,6 +107,28 @@ class InvocationMetrics:
         stream = self._stream or sys.stdout
         stream.write(b"\n".join(lines).decode() + "\n")
         stream.flush()
+
+
+def _version_line(
+    timestamp: int, service: str, model: str, version: int, counts: list[float]
+) -> dict[str, Any]:
+    ok, failed, ms, hits, misses = counts
+    cached = bool(hits or misses)
+    line = {
+        "_aws": {
+            "Timestamp": timestamp,
+            "CloudWatchMetrics": [_CACHE_DIRECTIVE if cached else _DIRECTIVE],
+        },
+        "model": model,
+        "version": str(version),
+        "service": service,
+        "Inferences": ok,
+        "InferenceErrors": failed,
+        "InferenceMs": round(ms, 3),
+    }
+    if cached:
+        line |= {"CacheHits": hits, "CacheMisses": misses}
+    return line
 
 
 _MAX_VALUES = 100  # EMF takes at most 100 values of one metric in one document

@@ -93,6 +93,32 @@ FAMILIES = (
         "Cumulative time spent producing inference outputs, in microseconds",
         _us("compute_output"),
     ),
+    # Triton's response cache families (per model; Triton writes them when a cache is on)
+    Family(
+        "nv_cache_num_hits_per_model",
+        "Requests answered from the response cache",
+        _count("cache_hit"),
+    ),
+    Family(
+        "nv_cache_num_misses_per_model",
+        "Response cache lookups that found no answer (the model ran)",
+        _count("cache_miss"),
+    ),
+    Family(
+        "nv_cache_hit_duration_per_model",
+        "Cumulative time of response cache hits (lookup and read), in microseconds",
+        _us("cache_hit"),
+    ),
+    Family(
+        "nv_cache_miss_duration_per_model",
+        "Cumulative time of response cache misses (lookup and insertion), in microseconds",
+        _us("cache_miss"),
+    ),
+)
+TOO_LARGE = "lambdaserve_cache_entries_too_large"
+TOO_LARGE_DOC = (
+    "Successful answers the response cache did not keep: over its per-entry bound "
+    "(LAMBDASERVE_RESPONSE_CACHE_MAX_ENTRY_BYTES)"
 )
 
 
@@ -108,6 +134,7 @@ class TritonMetrics:
             *(UnknownMetricFamily(f.name, f.documentation, labels=LABELS) for f in FAMILIES),
             UnknownMetricFamily(FAILURE, FAILURE_DOC, labels=(*LABELS, "reason")),
             GaugeMetricFamily(PENDING, PENDING_DOC, labels=LABELS),
+            UnknownMetricFamily(TOO_LARGE, TOO_LARGE_DOC, labels=LABELS),
         ]
 
     def collect(self) -> Iterable[Metric]:
@@ -128,6 +155,10 @@ class TritonMetrics:
         for labels in sorted({(e["name"], e["version"]) for e in entries} | set(waiting)):
             pending.add_metric(list(labels), float(waiting.get(labels, 0)))
         yield pending
+        too_large = UnknownMetricFamily(TOO_LARGE, TOO_LARGE_DOC, labels=LABELS)
+        for (model, version), count in registry.cache_too_large().items():
+            too_large.add_metric([model, str(version)], float(count))
+        yield too_large
 
 
 def metrics_registry(

@@ -78,18 +78,27 @@ class VersionStats:
     compute_output: _Duration = field(default_factory=_Duration)
     batches: dict[int, _BatchStats] = field(default_factory=dict)
     fail_reasons: dict[str, int] = field(default_factory=dict)
+    cache_hit: _Duration = field(default_factory=_Duration)
+    cache_miss: _Duration = field(default_factory=_Duration)
+    # successful answers the response cache did not keep: over its per-entry bound
+    cache_too_large: int = 0
 
 
 Listener = Callable[[str, int, Execution | None, int], None]
+# (model, version, hit): every response cache lookup (EMF's CacheHits / CacheMisses)
+CacheListener = Callable[[str, int, bool], None]
 
 
 class StatsRegistry:
     """Thread-safe counters per (model, version); ``listener`` sees every record (EMF)."""
 
-    def __init__(self, listener: Listener | None = None) -> None:
+    def __init__(
+        self, listener: Listener | None = None, cache_listener: CacheListener | None = None
+    ) -> None:
         self._lock = threading.Lock()
         self._versions: dict[tuple[str, int], VersionStats] = {}
         self.listener = listener
+        self.cache_listener = cache_listener
 
     def record_success(self, model: str, version: int, execution: Execution) -> None:
         with self._lock:
@@ -120,6 +129,37 @@ class StatsRegistry:
         if self.listener:
             self.listener(model, version, None, ns)
 
+    def record_cache_hit(self, model: str, version: int, ns: int) -> None:
+        """A request answered from the response cache: a success (Triton counts hits in
+        ``success``, not in ``inference_count`` or ``execution_count``) and a hit."""
+        with self._lock:
+            stats = self._versions.setdefault((model, version), VersionStats())
+            stats.last_inference_ms = int(time.time() * 1000)
+            stats.success.add(ns)
+            stats.cache_hit.add(ns)
+        if self.cache_listener:
+            self.cache_listener(model, version, True)
+
+    def record_cache_miss(self, model: str, version: int, ns: int) -> None:
+        with self._lock:
+            self._versions.setdefault((model, version), VersionStats()).cache_miss.add(ns)
+        if self.cache_listener:
+            self.cache_listener(model, version, False)
+
+    def record_cache_insert(self, model: str, version: int, ns: int) -> None:
+        """A miss's insertion: its time joins the miss duration, as in Triton."""
+        with self._lock:
+            self._versions.setdefault((model, version), VersionStats()).cache_miss.add(ns, 0)
+
+    def record_cache_too_large(self, model: str, version: int) -> None:
+        with self._lock:
+            self._versions.setdefault((model, version), VersionStats()).cache_too_large += 1
+
+    def cache_too_large(self) -> dict[tuple[str, int], int]:
+        """Per version, answers not cached for their size."""
+        with self._lock:
+            return {key: stats.cache_too_large for key, stats in sorted(self._versions.items())}
+
     def failures_by_reason(self) -> dict[tuple[str, int], dict[str, int]]:
         """Per version, failed requests per Triton ``reason`` (every reason, zeros included)."""
         with self._lock:
@@ -142,7 +182,6 @@ class StatsRegistry:
 
 
 def _to_json(name: str, version: int, stats: VersionStats) -> dict[str, Any]:
-    zero = {"count": 0, "ns": 0}
     return {
         "name": name,
         "version": str(version),
@@ -156,8 +195,8 @@ def _to_json(name: str, version: int, stats: VersionStats) -> dict[str, Any]:
             "compute_input": stats.compute_input.to_json(),
             "compute_infer": stats.compute_infer.to_json(),
             "compute_output": stats.compute_output.to_json(),
-            "cache_hit": zero,
-            "cache_miss": zero,
+            "cache_hit": stats.cache_hit.to_json(),
+            "cache_miss": stats.cache_miss.to_json(),
         },
         "batch_stats": [
             {

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -27,6 +28,7 @@ from lambdaserve.serving import streaming
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.raw_predictions import RawRequest, handler_batching, predict_raw
 from lambdaserve.serving.readiness import Readiness
+from lambdaserve.serving.response_cache import Lookup
 from lambdaserve.serving.server_batcher import handler_batcher
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tensors.signature import TensorSpec
@@ -173,11 +175,19 @@ class InferenceDataPlane:
         is the one the request asked for (None: the default), as every door passes it, so
         requests for the same version meet in one lane whichever door they came in by."""
         if self.batcher is not None:
+            # the response cache answers before the batcher: a hit never queues
+            served, lookup = await self._cache_lookup(model, version, request)
+            if served is not None and lookup is not None and lookup.outputs is not None:
+                return Inferred(model, served.version, lookup.outputs)
             outcome = await self.batcher.submit(model, version, request)
             if outcome.error is not None:
                 raise outcome.error
             if outcome.outputs is None or outcome.version is None:
                 raise InferenceError("the batch returned no outputs for this request")
+            if served is not None and lookup is not None and outcome.version == served.version:
+                await self._cache_work(
+                    partial(self.server().cache_store, served, lookup, outcome.outputs)
+                )
             return Inferred(model, outcome.version, outcome.outputs)
         server = self.server()
         return await self.call(
@@ -187,6 +197,24 @@ class InferenceDataPlane:
                 model, version, request, lambda s, outputs: Inferred(model, s.version, outputs)
             ),
         )
+
+    async def _cache_lookup(
+        self, model: str, version: int | None, request: InferRequest
+    ) -> tuple[ServedVersion | None, Lookup | None]:
+        server = self.server()
+        if server.response_cache is None:
+            return None, None
+        served = await self.served(model, version)
+        if not served.config.response_cache:
+            return served, None
+        return served, await self._cache_work(partial(server.cache_lookup, served, request))
+
+    async def _cache_work(self, work: Callable[[], T]) -> T:
+        """In-process tiers answer inline; one that waits on the network runs in a thread."""
+        cache = self.server().response_cache
+        if cache is not None and cache.blocking:
+            return await asyncio.to_thread(work)
+        return work()
 
     async def stream(
         self, model: str, version: int | None, request: InferRequest

@@ -28,7 +28,8 @@ def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: in
     def execute(
         model: str, version: int | None, requests: list[InferRequest], queued_ns: list[int]
     ) -> list[BatchResult]:
-        return server().infer_many(model, version, requests, queued_ns)
+        # the data plane asked the response cache before these queued (and stores them)
+        return server().infer_many(model, version, requests, queued_ns, cached=False)
 
     def policy(model: str, version: int | None) -> BatchPolicy:
         served = server().resolver.resolve(model, version)
@@ -46,7 +47,11 @@ def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: in
     def execute_one(model: str, version: int | None, request: InferRequest) -> BatchResult:
         try:
             return server().infer(
-                model, version, request, lambda s, o: BatchResult(outputs=o, version=s.version)
+                model,
+                version,
+                request,
+                lambda s, o: BatchResult(outputs=o, version=s.version),
+                cached=False,
             )
         except LambdaServeError as exc:
             return BatchResult(error=exc)

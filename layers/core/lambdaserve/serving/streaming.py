@@ -15,6 +15,7 @@ from lambdaserve.metrics.stats import Execution
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
 from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.response_cache import Lookup
 from lambdaserve.serving.version_resolver import ServedVersion
 
 Outputs = dict[str, np.ndarray[Any, Any]]
@@ -32,11 +33,31 @@ def stream(
     if not served.config.decoupled:
         outputs = server.infer(model, version, request, lambda _, produced: produced)
         return served, iter([outputs])
+    cache = server.response_cache
+    lookup = cache.lookup(served, request, server.stats) if cache is not None else None
+    if lookup is not None and lookup.responses is not None:
+        return served, iter(lookup.responses)  # the whole sequence, as the model sent it
     loaded = server.load(served)
     inputs = bind_inputs(request, served.signature)
     check_batch_size(inputs, model, served.config.max_batch_size)
     names = select_outputs(request, served.signature)
-    return served, _counted(server, served, loaded.stream(inputs, names))  # type: ignore[attr-defined]
+    responses = _counted(server, served, loaded.stream(inputs, names))  # type: ignore[attr-defined]
+    if cache is not None and lookup is not None:
+        responses = _remembered(server, served, lookup, responses)
+    return served, responses
+
+
+def _remembered(
+    server: ModelServer, served: ServedVersion, lookup: Lookup, responses: Iterator[Outputs]
+) -> Iterator[Outputs]:
+    """The responses as they come; the sequence is cached once the model has sent them all
+    (a failure or a client gone mid-stream stores nothing)."""
+    sent = []
+    for outputs in responses:
+        sent.append(outputs)
+        yield outputs
+    if server.response_cache is not None:
+        server.response_cache.store_sequence(served, lookup, sent, server.stats)
 
 
 def _counted(

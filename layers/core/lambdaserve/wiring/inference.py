@@ -13,6 +13,7 @@ from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.response_cache_setup import response_cache_from
 from lambdaserve.serving.version_resolver import VersionResolver
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.aws import AwsClients
@@ -40,6 +41,7 @@ def build_model_server(
         settings.max_loaded_versions,
         stats or StatsRegistry(),
         default_max_batch_size=settings.default_max_batch_size,
+        response_cache=response_cache_from(settings),
     )
     install_bls(InferenceDataPlane(lambda: server))
     return server

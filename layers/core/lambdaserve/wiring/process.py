@@ -87,7 +87,9 @@ class Process:
         return self._once(
             "server",
             lambda: build_model_server(
-                self.settings, self.clients, StatsRegistry(self.metrics.record)
+                self.settings,
+                self.clients,
+                StatsRegistry(self.metrics.record, self.metrics.record_cache),
             ),
         )
 

@@ -1,6 +1,7 @@
 """One access-log line per request: method, path, status, latency, model and version.
 
-``POST /v2/models/mlp/infer 200 0.41 ms model=mlp version=1``. The version is the one that
+``POST /v2/models/mlp/infer 200 0.41 ms model=mlp version=1`` (and ``cache=hit`` or
+``cache=miss`` for a model with the response cache). The version is the one that
 answered (a v2 response names it first thing), else the one the path asked for.
 """
 
@@ -11,6 +12,8 @@ import re
 import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from lambdaserve.serving.response_cache import outcome_note
 
 logger = logging.getLogger("lambdaserve.access")
 _TARGET = re.compile(
@@ -30,6 +33,8 @@ class AccessLog:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
+        cache_outcomes: list[str] = []
+        outcome_note.set(cache_outcomes)  # the response cache says hit or miss here
         status = 500
         answered: str | None = None
 
@@ -55,4 +60,6 @@ class AccessLog:
                 version = answered or target.group(2)
                 if version:
                     line += f" version={version}"
+            if cache_outcomes:
+                line += f" cache={cache_outcomes[0]}"
             logger.info(line)
