@@ -7,7 +7,7 @@ TORCH  ?= 0
 TORCHSERVE ?= 0
 VARIANT ?= cpu
 
-.PHONY: help dev test test-localstack validate build gpu-image lint install-dev install-test install-torch \
+.PHONY: help dev test install-redis test-localstack validate build gpu-image lint install-dev install-test install-torch \
 	install-torchserve \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
 	bench-pipelines bench-validate bench-grpc bench-server-mode bench-cache robustness clean
@@ -57,7 +57,14 @@ install-torchserve: $(VENV)/.torchserve-installed ## add TorchServe's ts (.mar a
 dev: install-dev $(if $(filter 1,$(TORCH)),install-torch) $(if $(filter 1,$(TORCHSERVE)),install-torchserve) ## run the whole system locally (Ctrl-C stops it)
 	$(BIN)/lambdaserve dev $(ARGS)
 
-test: install-test ## install what the tests need and run every test
+# The response cache's tests run a real redis-server: Debian's package, installed when missing.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+install-redis:
+	@command -v redis-server >/dev/null || { $(SUDO) apt-get install -y -q redis-server >/dev/null 2>&1 \
+	  || { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q redis-server >/dev/null; }; } \
+	  || echo "make: could not install redis-server (apt-get install -y redis-server): the response cache's tests will fail saying so"
+
+test: install-test install-redis ## install what the tests need and run every test
 	$(BIN)/pytest $(ARGS)
 
 # The integration suite against LocalStack: LOCALSTACK_ENDPOINT when given, else a LocalStack
