@@ -1,0 +1,305 @@
+"""Every shipped Python environment, built as its recipe builds it, then checked from inside it.
+
+    python scripts/shipped_envs.py build [NAME ...]   # build (or reuse) each; prints seconds
+    python scripts/shipped_envs.py check [NAME ...]   # build, then scripts/env_imports.py in it
+    python scripts/shipped_envs.py list
+
+No Docker: a Dockerfile's own ARG, COPY and RUN lines are read and run against a directory
+(``/build`` -> a copy of its build context, ``${LAMBDA_TASK_ROOT}`` and ``/opt/venv`` -> the
+environment's directory, ``pip``/``python3`` -> python3.12, the images' Python). `make dev`'s
+venv is made by the Makefile's own rule, with VENV pointed elsewhere. So a recipe that changes
+is what gets built; a recipe this reader cannot follow fails loudly (no silent copy of it).
+
+Environments live under .cache/shipped-envs/<name>-<hash of their recipe and pyproject.toml>:
+built once, reused until the recipe changes. The lambdaserve package and the function code are
+copied in afresh on every use (pure Python, as pip would install it), so a reused environment
+still runs the code under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _image_variant() -> ModuleType:
+    """scripts/image_variant.py: the variants' build arguments, one list for sam and for this."""
+    spec = importlib.util.spec_from_file_location(
+        "image_variant", ROOT / "scripts/image_variant.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+TORCH_INDEX: str = _image_variant().TORCH_INDEX
+VARIANTS: dict[str, dict[str, str]] = _image_variant().VARIANTS
+CACHE = Path(os.environ.get("SHIPPED_ENVS_DIR", ROOT / ".cache" / "shipped-envs"))
+INFER, MANAGE, GPU = (
+    "functions/infer/Dockerfile",
+    "functions/manage/Dockerfile",
+    "functions/infer/Dockerfile.gpu",
+)
+# The GPU image's one departure from its recipe: torch's CUDA wheels (~3 GB with their nvidia-*
+# libraries) are swapped for the CPU ones, which hold the same Python modules: the check is about
+# what the package imports, not CUDA. SHIPPED_ENVS_CUDA=1 builds it exactly as written.
+_GPU_WHEELS = (
+    {}
+    if os.environ.get("SHIPPED_ENVS_CUDA") == "1"
+    else {"https://download.pytorch.org/whl/cu128": "https://download.pytorch.org/whl/cpu"}
+)
+# Optional runtimes: absent from an environment is fine when the package says what installs
+# them (the check looks for this hint in the package's source).
+OPTIONAL = {
+    "torch": "lambdaserve[torch]",
+    "torchvision": "lambdaserve[torchserve]",
+    "ts": "lambdaserve[torchserve]",
+    "captum": "lambdaserve[torchserve]",
+    "openvino": "lambdaserve[openvino]",
+    # /docs from local assets: the images answer /openapi.json only (apps/docs_page.py)
+    "swagger_ui_bundle": "swagger-ui-bundle",
+}
+
+
+@dataclass(frozen=True)
+class Env:
+    name: str
+    recipe: str  # the file that builds it
+    build_args: tuple[tuple[str, str], ...] = ()
+    entries: tuple[str, ...] = ()
+    layer: bool = False  # the batcher: function code + the layer + the runtime's boto3
+
+    @property
+    def key(self) -> str:
+        digest = hashlib.sha256(self.name.encode())
+        for path in (self.recipe, "pyproject.toml", "layers/core/requirements.txt"):
+            digest.update((ROOT / path).read_bytes())
+        digest.update(repr(self.build_args).encode())
+        return digest.hexdigest()[:12]
+
+    @property
+    def home(self) -> Path:
+        return CACHE / f"{self.name}-{self.key}"
+
+
+def _variant(name: str, dockerfile: str) -> tuple[tuple[str, str], ...]:
+    extras = VARIANTS[name].get(dockerfile)
+    return (("EXTRAS", extras), ("TORCH_INDEX", TORCH_INDEX)) if extras else ()
+
+
+_INFER_ENTRIES = ("functions/infer/app.py",)
+ENVS = {
+    env.name: env
+    for env in [
+        Env("infer", INFER, entries=_INFER_ENTRIES),
+        Env("infer-torch", INFER, _variant("torch", INFER), _INFER_ENTRIES),
+        Env("infer-torchserve", INFER, _variant("torchserve", INFER), _INFER_ENTRIES),
+        Env("manage", MANAGE, entries=("functions/manage/app.py",)),
+        Env("manage-torch", MANAGE, _variant("torch", MANAGE), ("functions/manage/app.py",)),
+        Env("gpu", GPU, entries=("module:lambdaserve.cli",)),
+        Env("batcher", "template.yaml", entries=("functions/batcher/app.py",), layer=True),
+        Env("dev", "Makefile", entries=("module:lambdaserve.cli",)),
+        Env("dev-torch", "Makefile", (("TORCH", "1"),), ("module:lambdaserve.cli",)),
+    ]
+}
+# What CI builds by default: the torch variants add ~1 GB of downloads each on a cold cache.
+DEFAULT = ("infer", "manage", "batcher", "dev", "dev-torch", "infer-torchserve", "gpu")
+
+
+def python312() -> str:
+    """The images' Python: pyenv's 3.12 where there is one (its shim may point elsewhere)."""
+    pyenv = sorted(Path.home().glob(".pyenv/versions/3.12*/bin/python3.12"))
+    found = str(pyenv[-1]) if pyenv else shutil.which("python3.12")
+    if not found:
+        raise SystemExit("shipped_envs: the images' Python, python3.12, is not on this machine")
+    return found
+
+
+def dockerfile_steps(text: str) -> list[tuple[str, str]]:
+    """(instruction, arguments) per line of a Dockerfile, continuation lines joined."""
+    joined = re.sub(r"\\\n", " ", re.sub(r"^\s*#.*\n", "", text, flags=re.M))
+    steps = []
+    for line in joined.splitlines():
+        if line.strip():
+            word, _, rest = line.strip().partition(" ")
+            steps.append((word.upper(), rest.strip()))
+    return steps
+
+
+def run_dockerfile(env: Env, target: Path) -> None:
+    """The Dockerfile's ARG/ENV/COPY/RUN against ``target``; FROM/CMD/EXPOSE say nothing here."""
+    context = target.parent / f"{target.name}.build"
+    venv = target / "venv"
+    python = python312()
+    values = {"LAMBDA_TASK_ROOT": str(target)}
+    path = os.environ["PATH"]
+    for instruction, args in dockerfile_steps((ROOT / env.recipe).read_text()):
+        rest = args.replace("/build", str(context)).replace("/opt/venv", str(venv))
+        if instruction == "ARG":
+            name, _, default = rest.partition("=")
+            values[name] = dict(env.build_args).get(name, default.strip('"'))
+        elif instruction == "ENV" and rest.startswith("PATH="):
+            path = rest.removeprefix("PATH=").replace("$PATH", path)
+        elif instruction == "COPY":
+            *sources, dest = (_expand(word, values) for word in rest.split())
+            for source in sources:  # the function code is copied on each use: see fresh()
+                if not source.startswith("functions/"):
+                    _copy(ROOT / source, dest, into=len(sources) > 1 or dest.endswith("/"))
+        elif instruction == "RUN":
+            segments = [s.strip() for s in rest.split("&&")]
+            if segments[0].startswith("apt-get"):
+                continue  # the OS packages: python3.12 itself is what it brings here
+            # once `python3 -m venv` made it, pip and python3 are the venv's (ENV PATH)
+            shim = f'pip() {{ "{python}" -m pip "$@"; }}; python3() {{ "{python}" "$@"; }}; '
+            command = ("" if venv.exists() else shim) + " && ".join(segments)
+            for cuda, instead in _GPU_WHEELS.items():
+                command = command.replace(cuda, instead)
+            _log(f"{env.name}: RUN {command}")
+            subprocess.run(
+                ["bash", "-ec", command],
+                check=True,
+                env={**os.environ, **values, "PATH": path, "PIP_QUIET": "1"},
+            )
+        elif instruction not in ("FROM", "ENV", "CMD", "EXPOSE", "WORKDIR", "ENTRYPOINT"):
+            raise SystemExit(f"shipped_envs: {env.recipe}: no reading of {instruction} yet")
+    shutil.rmtree(context, ignore_errors=True)
+
+
+def _expand(word: str, values: dict[str, str]) -> str:
+    return re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m[1], m[0]), word)
+
+
+def _copy(source: Path, dest: str, into: bool) -> None:
+    """COPY's rules: a directory's contents to dest; a file into dest/ or onto dest."""
+    if source.is_dir():
+        shutil.copytree(source, dest, dirs_exist_ok=True)
+        return
+    path = Path(dest) / source.name if into else Path(dest)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, path)
+
+
+def build_layer(target: Path) -> None:
+    """`sam build` of CoreLayer (BuildMethod python3.12, ContentUri layers/core): its
+    requirements.txt into python/, then the package; boto3 as the Lambda runtime has it."""
+    python = python312()
+    pip = [python, "-m", "pip", "install", "-q", "--target"]
+    requirements = ROOT / "layers/core/requirements.txt"
+    subprocess.run([*pip, str(target / "python"), "-r", str(requirements)], check=True)
+    subprocess.run([*pip, str(target / "runtime"), "boto3"], check=True)
+
+
+def build_dev(env: Env, target: Path) -> None:
+    """The Makefile's own rules, VENV pointed at ``target`` (TORCH=1 adds install-torch's)."""
+    stamps = [f"{target}/.dev-installed"]
+    if dict(env.build_args).get("TORCH") == "1":
+        stamps.append(f"{target}/.torch-installed")
+    subprocess.run(["make", "-C", str(ROOT), f"VENV={target}", *stamps], check=True)
+
+
+def build(env: Env) -> tuple[Path, float]:
+    """The environment's directory, built unless this recipe's build is already there."""
+    target = env.home
+    started = time.monotonic()
+    if not (target / ".built").exists():
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        if env.recipe == "Makefile":
+            build_dev(env, target)
+        elif env.layer:
+            build_layer(target)
+        else:
+            run_dockerfile(env, target)
+        (target / ".built").write_text(json.dumps({"seconds": time.monotonic() - started}))
+    fresh(env, target)
+    return target, time.monotonic() - started
+
+
+def fresh(env: Env, target: Path) -> None:
+    """Today's package and function code over the built environment (dev is editable)."""
+    if env.recipe == "Makefile":
+        return
+    site = target / "python" if env.layer else _site(target)
+    shutil.rmtree(site / "lambdaserve", ignore_errors=True)
+    shutil.copytree(ROOT / "layers/core/lambdaserve", site / "lambdaserve")
+    for entry in env.entries:
+        if entry.startswith("functions/"):
+            shutil.copy2(ROOT / entry, target / "app.py" if not env.layer else target)
+
+
+def _site(target: Path) -> Path:
+    found = sorted(target.glob("venv/lib/python3*/site-packages"))
+    return found[0] if found else target
+
+
+def interpreter(env: Env, target: Path) -> list[str]:
+    """The command that runs Python with this environment alone on sys.path."""
+    if env.recipe == "Makefile":
+        return [str(target / "bin/python"), "-I"]
+    if (target / "venv").exists():
+        return [str(target / "venv/bin/python"), "-I"]
+    return [python312(), "-I", "-S"]  # Lambda: no site-packages, the task root on PYTHONPATH
+
+
+def paths(env: Env, target: Path) -> list[str]:
+    if env.layer:
+        return [str(target), str(target / "python"), str(target / "runtime")]
+    return [] if env.recipe == "Makefile" or (target / "venv").exists() else [str(target)]
+
+
+def check(env: Env, target: Path) -> dict[str, object]:
+    """scripts/env_imports.py in the environment: its JSON answer, and its exit status."""
+    entries = [e if e.startswith("module:") else str(target / "app.py") for e in env.entries]
+    spec = {"paths": paths(env, target), "entries": entries, "optional": OPTIONAL}
+    done = subprocess.run(
+        [*interpreter(env, target), str(ROOT / "scripts/env_imports.py"), json.dumps(spec)],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=target,
+        env={"PATH": os.environ["PATH"], "AWS_DEFAULT_REGION": "us-east-1", "HOME": str(target)},
+    )
+    lines = done.stdout.strip().splitlines()
+    answer = json.loads(lines[-1]) if lines else {"missing": [done.stderr[-3000:]]}
+    return {**answer, "returncode": done.returncode}
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def main() -> int:
+    command, *names = sys.argv[1:] or ["list"]
+    if command == "list":
+        print("\n".join(f"{e.name}: {e.recipe} {dict(e.build_args)}" for e in ENVS.values()))
+        return 0
+    chosen = [ENVS[n] for n in (names or DEFAULT)]
+    failed = 0
+    for env in chosen:
+        target, seconds = build(env)
+        built = json.loads((target / ".built").read_text())["seconds"]
+        _log(f"{env.name}: {target} ({seconds:.0f} s now; built in {built:.0f} s)")
+        if command == "check":
+            answer = check(env, target)
+            for problem in answer.get("missing", []):
+                _log(f"{env.name}: {problem}")
+            failed += answer["returncode"] != 0
+            _log(f"{env.name}: {'FAIL' if answer['returncode'] else 'ok'} {answer}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
