@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import onnxruntime as ort
 import pytest
 
 from tests import builders
+from tests.shipped import user_environment
 from tests.support import free_port, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -27,16 +27,14 @@ ROW = [[0.1, 0.2, 0.3, 0.4]]
 
 
 @pytest.fixture
-def dev(tmp_path: Path) -> Iterator[tuple[dict[str, int], Path]]:
+def dev(tmp_path: Path, dev_command: list[str]) -> Iterator[tuple[dict[str, int], Path]]:
     names = ("aws", "management", "inference", "server", "api")
     ports = {name: free_port() for name in names}
     log_path = tmp_path / "dev.log"
     log = log_path.open("w+")
     process = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "lambdaserve.cli",
+            *dev_command,
             "dev",
             "--no-demo",
             "--server-mode",
@@ -57,7 +55,7 @@ def dev(tmp_path: Path) -> Iterator[tuple[dict[str, int], Path]]:
         stderr=subprocess.STDOUT,
         text=True,
         env={
-            **os.environ,
+            **user_environment(),
             "LAMBDASERVE_WORK_DIR": str(tmp_path / "work"),
             # the forwarded call and the queued wait, far past what a loaded machine needs:
             # the test is about which path answers, not how fast
