@@ -71,6 +71,8 @@ OPTIONAL = {
     "openvino": "lambdaserve[openvino]",
     # /docs from local assets: the images answer /openapi.json only (apps/docs_page.py)
     "swagger_ui_bundle": "swagger-ui-bundle",
+    # SnapStart's hooks: Lambda's runtime provides the module where SnapStart is on
+    "snapshot_restore_py": "snapshot_restore_py is missing",
 }
 
 

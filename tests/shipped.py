@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -19,6 +20,7 @@ def shipped_envs() -> ModuleType:
     spec = importlib.util.spec_from_file_location("shipped_envs", ROOT / "scripts/shipped_envs.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while defined
     spec.loader.exec_module(module)
     return module
 
