@@ -141,15 +141,26 @@ def dockerfile_steps(text: str) -> list[tuple[str, str]]:
     return steps
 
 
-def run_dockerfile(env: Env, target: Path) -> None:
-    """The Dockerfile's ARG/ENV/COPY/RUN against ``target``; FROM/CMD/EXPOSE say nothing here."""
+@dataclass(frozen=True)
+class Step:
+    """One thing a Dockerfile line does here: copy ``source`` to ``dest``, or run ``command``."""
+
+    kind: str  # "copy" | "run"
+    source: str = ""
+    dest: str = ""
+    into: bool = False  # COPY of several sources, or to a dest ending in "/"
+    command: str = ""
+    environment: tuple[tuple[str, str], ...] = ()
+
+
+def dockerfile_plan(env: Env, target: Path, python: str) -> list[Step]:
+    """The Dockerfile's ARG/ENV/COPY/RUN as steps against ``target``; FROM/CMD/EXPOSE say
+    nothing about the Python environment, any other instruction stops the build."""
     context = target.parent / f"{target.name}.build"
-    venv = target / "venv"
-    python = python312()
     values = {"LAMBDA_TASK_ROOT": str(target)}
-    path = os.environ["PATH"]
+    path, venv_made, steps = os.environ["PATH"], False, []
     for instruction, args in dockerfile_steps((ROOT / env.recipe).read_text()):
-        rest = args.replace("/build", str(context)).replace("/opt/venv", str(venv))
+        rest = args.replace("/build", str(context)).replace("/opt/venv", str(target / "venv"))
         if instruction == "ARG":
             name, _, default = rest.partition("=")
             values[name] = dict(env.build_args).get(name, default.strip('"'))
@@ -159,25 +170,38 @@ def run_dockerfile(env: Env, target: Path) -> None:
             *sources, dest = (_expand(word, values) for word in rest.split())
             for source in sources:  # the function code is copied on each use: see fresh()
                 if not source.startswith("functions/"):
-                    _copy(ROOT / source, dest, into=len(sources) > 1 or dest.endswith("/"))
+                    into = len(sources) > 1 or dest.endswith("/")
+                    steps.append(Step("copy", source=source, dest=dest, into=into))
         elif instruction == "RUN":
             segments = [s.strip() for s in rest.split("&&")]
             if segments[0].startswith("apt-get"):
                 continue  # the OS packages: python3.12 itself is what it brings here
             # once `python3 -m venv` made it, pip and python3 are the venv's (ENV PATH)
             shim = f'pip() {{ "{python}" -m pip "$@"; }}; python3() {{ "{python}" "$@"; }}; '
-            command = ("" if venv.exists() else shim) + " && ".join(segments)
+            command = ("" if venv_made else shim) + " && ".join(segments)
+            venv_made = venv_made or "-m venv" in command
             for cuda, instead in _GPU_WHEELS.items():
                 command = command.replace(cuda, instead)
-            _log(f"{env.name}: RUN {command}")
-            subprocess.run(
-                ["bash", "-ec", command],
-                check=True,
-                env={**os.environ, **values, "PATH": path, "PIP_QUIET": "1"},
-            )
+            environment = tuple(sorted({**values, "PATH": path}.items()))
+            steps.append(Step("run", command=command, environment=environment))
         elif instruction not in ("FROM", "ENV", "CMD", "EXPOSE", "WORKDIR", "ENTRYPOINT"):
             raise SystemExit(f"shipped_envs: {env.recipe}: no reading of {instruction} yet")
-    shutil.rmtree(context, ignore_errors=True)
+    return steps
+
+
+def run_dockerfile(env: Env, target: Path) -> None:
+    """The plan's steps, in order; the build context's copy is removed afterwards."""
+    for step in dockerfile_plan(env, target, python312()):
+        if step.kind == "copy":
+            _copy(ROOT / step.source, step.dest, into=step.into)
+            continue
+        _log(f"{env.name}: RUN {step.command}")
+        subprocess.run(
+            ["bash", "-ec", step.command],
+            check=True,
+            env={**os.environ, **dict(step.environment), "PIP_QUIET": "1"},
+        )
+    shutil.rmtree(target.parent / f"{target.name}.build", ignore_errors=True)
 
 
 def _expand(word: str, values: dict[str, str]) -> str:
