@@ -242,6 +242,9 @@ def build(env: Env) -> tuple[Path, float]:
     started = time.monotonic()
     if not (target / ".built").exists():
         shutil.rmtree(target, ignore_errors=True)
+        for stale in CACHE.glob(f"{env.name}-*"):  # this environment from an older recipe
+            if re.fullmatch(rf"{re.escape(env.name)}-[0-9a-f]{{12}}", stale.name):
+                shutil.rmtree(stale, ignore_errors=True)
         target.mkdir(parents=True)
         if env.recipe == "Makefile":
             build_dev(env, target)
