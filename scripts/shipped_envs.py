@@ -18,6 +18,7 @@ still runs the code under test.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -27,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -118,7 +120,7 @@ ENVS = {
     ]
 }
 # What CI builds by default: the torch variants add ~1 GB of downloads each on a cold cache.
-DEFAULT = ("infer", "manage", "batcher", "dev", "dev-torch", "infer-torchserve", "gpu")
+DEFAULT = ("dev", "infer", "manage", "batcher", "infer-torchserve", "gpu", "dev-torch")
 
 
 def python312() -> str:
@@ -180,6 +182,9 @@ def dockerfile_plan(env: Env, target: Path, python: str) -> list[Step]:
             shim = f'pip() {{ "{python}" -m pip "$@"; }}; python3() {{ "{python}" "$@"; }}; '
             command = ("" if venv_made else shim) + " && ".join(segments)
             venv_made = venv_made or "-m venv" in command
+            # pip's cache off keeps the image small; here it only makes every rebuild download
+            # again (what gets installed is the same)
+            command = command.replace("--no-cache-dir ", "")
             for cuda, instead in _GPU_WHEELS.items():
                 command = command.replace(cuda, instead)
             environment = tuple(sorted({**values, "PATH": path}.items()))
@@ -233,7 +238,11 @@ def build_dev(env: Env, target: Path) -> None:
     stamps = [f"{target}/.dev-installed"]
     if dict(env.build_args).get("TORCH") == "1":
         stamps.append(f"{target}/.torch-installed")
-    subprocess.run(["make", "-C", str(ROOT), f"VENV={target}", *stamps], check=True)
+    # one at a time: each editable install writes the package's egg-info in the source tree
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / ".make.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(["make", "-C", str(ROOT), f"VENV={target}", *stamps], check=True)
 
 
 def build(env: Env) -> tuple[Path, float]:
@@ -310,13 +319,36 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def build_in_parallel(envs: list[Env]) -> int:
+    """Each environment built by its own process (SHIPPED_ENVS_JOBS at a time, default 2: the
+    builds wait on downloads as much as on the CPU), its output in .cache/shipped-envs/NAME.log.
+    The number that failed; their logs' ends are printed."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+
+    def one(env: Env) -> bool:
+        with (CACHE / f"{env.name}.log").open("w") as log:
+            done = subprocess.run(
+                [sys.executable, __file__, "build", env.name],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
+        if done.returncode:
+            _log(f"{env.name}: build failed:\n{(CACHE / f'{env.name}.log').read_text()[-4000:]}")
+        return done.returncode == 0
+
+    jobs = int(os.environ.get("SHIPPED_ENVS_JOBS", "2"))
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        return sum(not ok for ok in pool.map(one, envs))
+
+
 def main() -> int:
     command, *names = sys.argv[1:] or ["list"]
     if command == "list":
         print("\n".join(f"{e.name}: {e.recipe} {dict(e.build_args)}" for e in ENVS.values()))
         return 0
     chosen = [ENVS[n] for n in (names or DEFAULT)]
-    failed = 0
+    failed = build_in_parallel(chosen) if len(chosen) > 1 else 0
     for env in chosen:
         target, seconds = build(env)
         built = json.loads((target / ".built").read_text())["seconds"]
