@@ -32,36 +32,31 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _image_variant() -> ModuleType:
-    """scripts/image_variant.py: the variants' build arguments, one list for sam and for this."""
-    spec = importlib.util.spec_from_file_location(
-        "image_variant", ROOT / "scripts/image_variant.py"
-    )
+def _sibling(name: str) -> ModuleType:
+    """scripts/NAME.py (scripts/ is no package): image_variant.py holds the variants' build
+    arguments, one list for `make build` and for this; dockerfile_plan.py reads Dockerfiles."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)  # dataclasses look their module up while defined
     spec.loader.exec_module(module)
     return module
 
 
-TORCH_INDEX: str = _image_variant().TORCH_INDEX
-VARIANTS: dict[str, dict[str, str]] = _image_variant().VARIANTS
+_VARIANTS = _sibling("image_variant")
+TORCH_INDEX: str = _VARIANTS.TORCH_INDEX
+VARIANTS: dict[str, dict[str, str]] = _VARIANTS.VARIANTS
+_READER = _sibling("dockerfile_plan")
 CACHE = Path(os.environ.get("SHIPPED_ENVS_DIR", ROOT / ".cache" / "shipped-envs"))
 INFER, MANAGE, GPU = (
     "functions/infer/Dockerfile",
     "functions/manage/Dockerfile",
     "functions/infer/Dockerfile.gpu",
-)
-# The GPU image's one departure from its recipe: torch's CUDA wheels (~3 GB with their nvidia-*
-# libraries) are swapped for the CPU ones, which hold the same Python modules: the check is about
-# what the package imports, not CUDA. SHIPPED_ENVS_CUDA=1 builds it exactly as written.
-_GPU_WHEELS = (
-    {}
-    if os.environ.get("SHIPPED_ENVS_CUDA") == "1"
-    else {"https://download.pytorch.org/whl/cu128": "https://download.pytorch.org/whl/cpu"}
 )
 # Optional runtimes: absent from an environment is fine when the package says what installs
 # them (the check looks for this hint in the package's source).
@@ -132,95 +127,18 @@ def python312() -> str:
     return found
 
 
-def dockerfile_steps(text: str) -> list[tuple[str, str]]:
-    """(instruction, arguments) per line of a Dockerfile, continuation lines joined."""
-    joined = re.sub(r"\\\n", " ", re.sub(r"^\s*#.*\n", "", text, flags=re.M))
-    steps = []
-    for line in joined.splitlines():
-        if line.strip():
-            word, _, rest = line.strip().partition(" ")
-            steps.append((word.upper(), rest.strip()))
-    return steps
-
-
-@dataclass(frozen=True)
-class Step:
-    """One thing a Dockerfile line does here: copy ``source`` to ``dest``, or run ``command``."""
-
-    kind: str  # "copy" | "run"
-    source: str = ""
-    dest: str = ""
-    into: bool = False  # COPY of several sources, or to a dest ending in "/"
-    command: str = ""
-    environment: tuple[tuple[str, str], ...] = ()
-
-
-def dockerfile_plan(env: Env, target: Path, python: str) -> list[Step]:
-    """The Dockerfile's ARG/ENV/COPY/RUN as steps against ``target``; FROM/CMD/EXPOSE say
-    nothing about the Python environment, any other instruction stops the build."""
-    context = target.parent / f"{target.name}.build"
-    values = {"LAMBDA_TASK_ROOT": str(target)}
-    path, venv_made, steps = os.environ["PATH"], False, []
-    for instruction, args in dockerfile_steps((ROOT / env.recipe).read_text()):
-        rest = args.replace("/build", str(context)).replace("/opt/venv", str(target / "venv"))
-        if instruction == "ARG":
-            name, _, default = rest.partition("=")
-            values[name] = dict(env.build_args).get(name, default.strip('"'))
-        elif instruction == "ENV" and rest.startswith("PATH="):
-            path = rest.removeprefix("PATH=").replace("$PATH", path)
-        elif instruction == "COPY":
-            *sources, dest = (_expand(word, values) for word in rest.split())
-            for source in sources:  # the function code is copied on each use: see fresh()
-                if not source.startswith("functions/"):
-                    into = len(sources) > 1 or dest.endswith("/")
-                    steps.append(Step("copy", source=source, dest=dest, into=into))
-        elif instruction == "RUN":
-            segments = [s.strip() for s in rest.split("&&")]
-            if segments[0].startswith("apt-get"):
-                continue  # the OS packages: python3.12 itself is what it brings here
-            # once `python3 -m venv` made it, pip and python3 are the venv's (ENV PATH)
-            shim = f'pip() {{ "{python}" -m pip "$@"; }}; python3() {{ "{python}" "$@"; }}; '
-            command = ("" if venv_made else shim) + " && ".join(segments)
-            venv_made = venv_made or "-m venv" in command
-            # pip's cache off keeps the image small; here it only makes every rebuild download
-            # again (what gets installed is the same)
-            command = command.replace("--no-cache-dir ", "")
-            for cuda, instead in _GPU_WHEELS.items():
-                command = command.replace(cuda, instead)
-            environment = tuple(sorted({**values, "PATH": path}.items()))
-            steps.append(Step("run", command=command, environment=environment))
-        elif instruction not in ("FROM", "ENV", "CMD", "EXPOSE", "WORKDIR", "ENTRYPOINT"):
-            raise SystemExit(f"shipped_envs: {env.recipe}: no reading of {instruction} yet")
-    return steps
+def dockerfile_plan(env: Env, target: Path, python: str) -> list[Any]:
+    """What env's Dockerfile does against ``target`` (scripts/dockerfile_plan.py)."""
+    return list(_READER.plan(ROOT / env.recipe, dict(env.build_args), target, python))
 
 
 def run_dockerfile(env: Env, target: Path) -> None:
     """The plan's steps, in order; the build context's copy is removed afterwards."""
     for step in dockerfile_plan(env, target, python312()):
-        if step.kind == "copy":
-            _copy(ROOT / step.source, step.dest, into=step.into)
-            continue
-        _log(f"{env.name}: RUN {step.command}")
-        subprocess.run(
-            ["bash", "-ec", step.command],
-            check=True,
-            env={**os.environ, **dict(step.environment), "PIP_QUIET": "1"},
-        )
+        if step.kind == "run":
+            _log(f"{env.name}: RUN {step.command}")
+        _READER.run(step, ROOT)
     shutil.rmtree(target.parent / f"{target.name}.build", ignore_errors=True)
-
-
-def _expand(word: str, values: dict[str, str]) -> str:
-    return re.sub(r"\$\{?(\w+)\}?", lambda m: values.get(m[1], m[0]), word)
-
-
-def _copy(source: Path, dest: str, into: bool) -> None:
-    """COPY's rules: a directory's contents to dest; a file into dest/ or onto dest."""
-    if source.is_dir():
-        shutil.copytree(source, dest, dirs_exist_ok=True)
-        return
-    path = Path(dest) / source.name if into else Path(dest)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(source, path)
 
 
 def build_layer(target: Path) -> None:
@@ -272,7 +190,8 @@ def fresh(env: Env, target: Path) -> None:
         return
     site = target / "python" if env.layer else _site(target)
     shutil.rmtree(site / "lambdaserve", ignore_errors=True)
-    shutil.copytree(ROOT / "layers/core/lambdaserve", site / "lambdaserve")
+    package = ROOT / "layers/core/lambdaserve"
+    shutil.copytree(package, site / "lambdaserve", ignore=shutil.ignore_patterns("__pycache__"))
     for entry in env.entries:
         if entry.startswith("functions/"):
             shutil.copy2(ROOT / entry, target / "app.py" if not env.layer else target)
