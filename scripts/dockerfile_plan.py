@@ -17,14 +17,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-# The GPU image's one departure from its recipe: torch's CUDA wheels (~3 GB with their nvidia-*
-# libraries) are swapped for the CPU ones, which hold the same Python modules: the check is about
-# what the package imports, not CUDA. SHIPPED_ENVS_CUDA=1 builds it exactly as written.
-_GPU_WHEELS = (
-    {}
-    if os.environ.get("SHIPPED_ENVS_CUDA") == "1"
-    else {"https://download.pytorch.org/whl/cu128": "https://download.pytorch.org/whl/cpu"}
-)
+# PyTorch's own index (the variants' --extra-index-url, the GPU image's cu128 --index-url) is
+# used as written. Where a machine cannot reach it, SHIPPED_ENVS_TORCH_INDEX names one holding
+# the same torch releases (https://pypi.org/simple: its Linux wheels are the CUDA builds).
+_PYTORCH_INDEX = re.compile(r"https://download\.pytorch\.org/whl/\w+")
 
 
 def dockerfile_steps(text: str) -> list[tuple[str, str]]:
@@ -80,8 +76,10 @@ def plan(recipe: Path, build_args: dict[str, str], target: Path, python: str) ->
             # pip's cache off keeps the image small; here it only makes every rebuild download
             # again (what gets installed is the same)
             command = command.replace("--no-cache-dir ", "")
-            for cuda, instead in _GPU_WHEELS.items():
-                command = command.replace(cuda, instead)
+            instead = os.environ.get("SHIPPED_ENVS_TORCH_INDEX")
+            if instead:
+                command = _PYTORCH_INDEX.sub(instead, command)
+                values = {k: _PYTORCH_INDEX.sub(instead, v) for k, v in values.items()}
             environment = tuple(sorted({**values, "PATH": path}.items()))
             steps.append(Step("run", command=command, environment=environment))
         elif instruction not in ("FROM", "ENV", "CMD", "EXPOSE", "WORKDIR", "ENTRYPOINT"):

@@ -114,8 +114,12 @@ ENVS = {
         Env("dev-torch", "Makefile", (("TORCH", "1"),), ("module:lambdaserve.cli",)),
     ]
 }
-# What CI builds by default: the torch variants add ~1 GB of downloads each on a cold cache.
-DEFAULT = ("dev", "infer", "manage", "batcher", "infer-torchserve", "gpu", "dev-torch")
+# What CI builds (make shipped-envs): the Lambda images' default environments, the layer and
+# make dev's venvs. The torch variants and the GPU image are built on request
+# (make shipped-envs ARGS="infer-torchserve gpu"): each pulls PyTorch and its CUDA libraries
+# (~3 GB) where PyTorch's CPU index cannot be reached, minutes CI's budget does not have.
+DEFAULT = ("dev", "infer", "manage", "batcher", "dev-torch")
+ON_REQUEST = ("infer-torch", "infer-torchserve", "manage-torch", "gpu")
 
 
 def python312() -> str:
