@@ -149,5 +149,5 @@ bench-validate: install-test ## publish-time validation of large versions: secon
 robustness: install-test ## hostile inputs, uploads, injections and a poisoned async burst
 	$(BIN)/python scripts/robustness.py $(ARGS)
 
-clean: ## remove the virtual environments and caches
-	rm -rf $(VENV) $(SAM_VENV) .localstack .aws-sam .pytest_cache .mypy_cache .ruff_cache .hypothesis
+clean: ## remove the virtual environments and caches (the shipped environments too)
+	rm -rf $(VENV) $(SAM_VENV) .cache .localstack .aws-sam .pytest_cache .mypy_cache .ruff_cache .hypothesis
