@@ -73,6 +73,15 @@ OPTIONAL = {
 }
 
 
+_REQUIREMENTS = ROOT / "layers/core/requirements.txt"
+# The Makefile's rules that make dev's venv runs: variables they use, then each rule's lines
+_MAKE_RULE = re.compile(
+    r"^(?:(?:PYTHON|VENV|BIN) .*|\$\((?:BIN)\)/python:.*(?:\n\t.*)*"
+    r"|\$\(VENV\)/\.(?:dev|torch)-installed:.*(?:\n\t.*)*)$",
+    re.M,
+)
+
+
 @dataclass(frozen=True)
 class Env:
     name: str
@@ -83,9 +92,16 @@ class Env:
 
     @property
     def key(self) -> str:
+        """What the build depends on: the recipe (for the Makefile, only its venv rules: the
+        other targets change often and build nothing here), the package's requirements."""
         digest = hashlib.sha256(self.name.encode())
-        for path in (self.recipe, "pyproject.toml", "layers/core/requirements.txt"):
-            digest.update((ROOT / path).read_bytes())
+        recipe = (ROOT / self.recipe).read_text()
+        if self.recipe == "Makefile":
+            recipe = "\n".join(_MAKE_RULE.findall(recipe))
+        elif self.layer:  # template.yaml: the layer is its requirements.txt, hashed below
+            recipe = ""
+        for text in (recipe, (ROOT / "pyproject.toml").read_text(), _REQUIREMENTS.read_text()):
+            digest.update(text.encode())
         digest.update(repr(self.build_args).encode())
         return digest.hexdigest()[:12]
 
