@@ -7,7 +7,7 @@ TORCH  ?= 0
 TORCHSERVE ?= 0
 VARIANT ?= cpu
 
-.PHONY: help dev test install-redis test-localstack validate build gpu-image lint install-dev install-test install-torch \
+.PHONY: help dev test install-redis test-localstack validate shipped-envs build gpu-image lint install-dev install-test install-torch \
 	install-torchserve \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
 	bench-pipelines bench-validate bench-grpc bench-server-mode bench-cache robustness clean
@@ -90,10 +90,24 @@ gpu-image: ## docker build of the ECS GPU image (functions/infer/Dockerfile.gpu)
 	docker build -f functions/infer/Dockerfile.gpu -t lambdaserve-infer-gpu \
 	  $(if $(filter torchserve,$(VARIANT)),--build-arg EXTRAS=$(GPU_TORCHSERVE_EXTRAS)) .
 
-validate: $(SAM_VENV)/bin/sam install-test ## offline: sam validate --lint, sam build of the zip function, the manage image's validation
+# validate's tools stay out of .venv (the venv `make dev` runs from): SAM CLI has its own venv,
+# and manage_image_check.py's driver (the package and the emulator) gets this one.
+VALIDATE_VENV := .cache/validate-venv
+$(VALIDATE_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VALIDATE_VENV)
+	$(VALIDATE_VENV)/bin/pip install -q -e '.[local]'
+	touch $@
+
+validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## offline: sam validate --lint, sam build of the zip function, the manage image's validation
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1
 	scripts/sam_build.sh $(SAM_VENV)/bin/sam
-	$(BIN)/python scripts/manage_image_check.py
+	$(VALIDATE_VENV)/bin/python scripts/manage_image_check.py
+
+# Every shipped environment built as its recipe builds it (the images' pip installs under
+# python3.12, the batcher's layer, make dev's venv), under .cache/shipped-envs and reused until
+# its recipe changes; then checked from inside it. The tests run the journeys from them.
+shipped-envs: ## build each shipped environment from its recipe and check its imports (network)
+	$(PYTHON) scripts/shipped_envs.py check $(ARGS)
 
 lint: install-test ## ruff, ruff format, mypy strict, the rooms' layering (no circles, no arrow up)
 	$(BIN)/ruff check .
@@ -155,5 +169,5 @@ bench-validate: install-test ## publish-time validation of large versions: secon
 robustness: install-test ## hostile inputs, uploads, injections and a poisoned async burst
 	$(BIN)/python scripts/robustness.py $(ARGS)
 
-clean: ## remove the virtual environments and caches
-	rm -rf $(VENV) $(SAM_VENV) .localstack .aws-sam .pytest_cache .mypy_cache .ruff_cache .hypothesis
+clean: ## remove the virtual environments and caches (the shipped environments too)
+	rm -rf $(VENV) $(SAM_VENV) .cache .localstack .aws-sam .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,26 +13,27 @@ import httpx
 import pytest
 
 from tests import builders
+from tests.shipped import user_environment
 from tests.support import free_port, wait_until
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def dev_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], dict[str, int]]]:
+def dev_process(
+    tmp_path: Path, dev_command: list[str]
+) -> Iterator[tuple[subprocess.Popen[str], dict[str, int]]]:
     ports = {name: free_port() for name in ("aws", "management", "inference", "metrics", "grpc")}
     log = (tmp_path / "dev.log").open("w+")
     env = {
-        **os.environ,
+        **user_environment(),
         "LAMBDASERVE_WORK_DIR": str(tmp_path / "work"),
         # the synchronous answer limit, smaller than Lambda's 6 MB for a quick check
         "LAMBDASERVE_MAX_RESPONSE_BYTES": "200000",
     }
     process = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "lambdaserve.cli",
+            *dev_command,
             "dev",
             "--aws-port",
             str(ports["aws"]),
@@ -98,12 +97,12 @@ def test_dev_publishes_by_upload_and_stops_cleanly(dev_process):
             httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
 
 
-def test_the_aws_cli_upload_from_the_readme_works(dev_process, tmp_path: Path):
+def test_the_aws_cli_upload_from_the_readme_works(dev_process, dev_command, tmp_path: Path):
     _, ports = dev_process
     model = tmp_path / "model.onnx"
     model.write_bytes(builders.onnx_mlp())
-    # The aws CLI comes with the dev extra, next to this interpreter.
-    aws = str(Path(sys.prefix, "bin", "aws"))
+    # The aws CLI as make dev installs it (the local extra), beside `lambdaserve`
+    aws = str(Path(dev_command[0]).with_name("aws"))
     subprocess.run(
         [
             aws,
@@ -116,7 +115,7 @@ def test_the_aws_cli_upload_from_the_readme_works(dev_process, tmp_path: Path):
         ],
         check=True,
         capture_output=True,
-        env={**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"},
+        env={**user_environment(), "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"},
     )
     wait_until(lambda: ("cli-model", "1") in ready_versions(ports["management"]), 15)
 

@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import onnxruntime as ort
 import pytest
 
 from tests import builders
+from tests.shipped import user_environment
 from tests.support import free_port, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -27,16 +27,14 @@ ROW = [[0.1, 0.2, 0.3, 0.4]]
 
 
 @pytest.fixture
-def dev(tmp_path: Path) -> Iterator[tuple[dict[str, int], Path]]:
+def dev(tmp_path: Path, dev_command: list[str]) -> Iterator[tuple[dict[str, int], Path]]:
     names = ("aws", "management", "inference", "server", "api")
     ports = {name: free_port() for name in names}
     log_path = tmp_path / "dev.log"
     log = log_path.open("w+")
     process = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "lambdaserve.cli",
+            *dev_command,
             "dev",
             "--no-demo",
             "--server-mode",
@@ -57,7 +55,7 @@ def dev(tmp_path: Path) -> Iterator[tuple[dict[str, int], Path]]:
         stderr=subprocess.STDOUT,
         text=True,
         env={
-            **os.environ,
+            **user_environment(),
             "LAMBDASERVE_WORK_DIR": str(tmp_path / "work"),
             # the forwarded call and the queued wait, far past what a loaded machine needs:
             # the test is about which path answers, not how fast
@@ -125,3 +123,29 @@ def test_dev_server_mode_forwards_gpu_models_and_queues_when_serve_is_down(dev):
     assert queued.status_code == 200, queued.text
     np.testing.assert_allclose(queued.json()["outputs"][0]["data"], want.ravel(), rtol=1e-5)
     assert "server mode unreachable" in log.read_text()  # it went through the queue
+
+
+def test_dev_server_mode_answers_cpu_models_on_the_http_api_port(dev):
+    ports, _ = dev
+    # Given a CPU model (no KIND_GPU) published by upload, with `make dev ARGS="--server-mode"`
+    s3 = boto3.client(
+        "s3",
+        endpoint_url=f"http://127.0.0.1:{ports['aws']}",
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+    s3.put_object(Bucket="lambdaserve-models", Key="models/cpu/1/model.onnx", Body=MLP)
+    index = f"http://127.0.0.1:{ports['management']}/v2/repository/index"
+    wait_until(lambda: any(e["state"] == "READY" for e in httpx.post(index).json()), 180)
+    want = ort.InferenceSession(MLP).run(None, {"INPUT__0": np.array(ROW, np.float32)})[0]
+    api = f"http://127.0.0.1:{ports['api']}"
+    # When the HTTP API port is called with v2 infer and TorchServe's /predictions
+    body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": ROW}]}
+    v2 = httpx.post(f"{api}/v2/models/cpu/infer", json=body, timeout=300)
+    predictions = httpx.post(f"{api}/predictions/cpu", json=ROW[0], timeout=300)
+    # Then both answer there (the function itself: CPU models are not forwarded)
+    assert v2.status_code == 200, v2.text
+    np.testing.assert_allclose(v2.json()["outputs"][0]["data"], want.ravel(), rtol=1e-5)
+    assert predictions.status_code == 200, predictions.text
+    np.testing.assert_allclose(predictions.json(), want[0], rtol=1e-5)

@@ -9,6 +9,10 @@ and the function waits for its result up to ``LAMBDASERVE_SERVER_WAIT_S``; not d
 the client gets 202 with the status URL. No request fails because capacity was at zero, and
 none is answered twice: a request is either answered by the service, or queued once.
 Other protocols' requests answer 503 with Retry-After while the service starts.
+
+The forwarding client is urllib3, which botocore (so every environment that ships this
+package) already installs and pyproject declares: httpx is only in the ``dev`` extra, and a
+forwarder built on it failed every request in the infer image and in ``make dev``'s venv.
 """
 
 from __future__ import annotations
@@ -21,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-import httpx
 import orjson
+import urllib3
 
 from lambdaserve.protocol.v2 import HEADER_LENGTH
 from lambdaserve.queued.results import ResultRecord
@@ -78,7 +82,7 @@ class ServerModeRouter:
         queue: Queue | None,
         *,
         wait_s: float = 25.0,
-        client: httpx.Client | None = None,
+        client: urllib3.PoolManager | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -86,8 +90,9 @@ class ServerModeRouter:
         self._wants = wants_server
         self._queue = queue
         self._wait_s = wait_s
-        self._client = client or httpx.Client(
-            timeout=httpx.Timeout(wait_s, connect=2.0), follow_redirects=False
+        # no retries (a retried POST could run twice); redirects are answered as they are
+        self._client = client or urllib3.PoolManager(
+            timeout=urllib3.Timeout(connect=2.0, read=wait_s), retries=False
         )
         self._clock = clock
         self._sleep = sleep
@@ -112,20 +117,22 @@ class ServerModeRouter:
         url = self._url + call.path + (f"?{call.query}" if call.query else "")
         headers = {k: v for k, v in call.headers.items() if k.lower() not in _DROPPED}
         try:
-            response = self._client.request(call.method, url, content=call.body, headers=headers)
-        except httpx.TransportError as exc:
+            response = self._client.request(
+                call.method, url, body=call.body, headers=headers, redirect=False
+            )
+        except urllib3.exceptions.HTTPError as exc:
             logger.info("server mode unreachable (%s): the request goes to the queue", exc)
             return None
         kind = response.headers.get("content-type", "")
-        if response.status_code in _NO_CAPACITY and not kind.startswith("application/json"):
-            logger.info("server mode has no capacity (%d): queueing", response.status_code)
+        if response.status in _NO_CAPACITY and not kind.startswith("application/json"):
+            logger.info("server mode has no capacity (%d): queueing", response.status)
             return None
         kept = {
             k: v
             for k, v in response.headers.items()
             if k.lower() in ("content-type", HEADER_LENGTH.lower(), "location", "retry-after")
         }
-        return HttpAnswer(response.status_code, response.content, kept)
+        return HttpAnswer(response.status, response.data, kept)
 
     def _without_capacity(self, call: HttpCall, model: str, started: float) -> HttpAnswer:
         match = _V2_INFER.match(call.path)

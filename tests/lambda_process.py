@@ -1,0 +1,95 @@
+"""A Lambda function run from a shipped environment: its own interpreter with the image's task
+root (or the zip's code and layer) alone on sys.path, kept warm across invocations as Lambda
+keeps an execution environment. Events go in on stdin, one JSON line each; the handler's result
+comes back on a marked line (the function's own logs go to stdout too, as on Lambda)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+from tests.shipped import built, shipped_envs, user_environment
+
+_MARK = "HANDLER-RESULT "
+# The runtime loop: Lambda's bootstrap reduced to what a handler sees (event, context).
+RUNTIME = f"""
+import json, sys, traceback
+sys.path[:0] = json.loads(sys.argv[1])
+import app
+from lambdaserve.processes.event_pump import LocalContext
+
+for line in sys.stdin:
+    call = json.loads(line)
+    try:
+        result = getattr(app, call["handler"])(call["event"], LocalContext(call["function"]))
+        answer = {{"result": result}}
+    except Exception:
+        answer = {{"error": traceback.format_exc()}}
+    sys.stdout.write({_MARK!r} + json.dumps(answer) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+class LambdaProcess:
+    """Environment ``name``'s handlers, invoked one event at a time."""
+
+    def __init__(self, name: str, log: Path, environment: dict[str, str]) -> None:
+        module = shipped_envs()
+        env = module.ENVS[name]
+        target = built(name)
+        self.name = name
+        self.log_path = log
+        self._log: IO[str] = log.open("w")
+        self._process = subprocess.Popen(
+            [
+                *module.interpreter(env, target),
+                "-c",
+                RUNTIME,
+                json.dumps(module.paths(env, target)),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            cwd=target,
+            env={**user_environment(), **environment},
+        )
+
+    def invoke(self, handler: str, event: dict[str, Any]) -> Any:
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.write(
+            json.dumps({"handler": handler, "event": event, "function": self.name}) + "\n"
+        )
+        self._process.stdin.flush()
+        for line in self._process.stdout:
+            if line.startswith(_MARK):
+                answer = json.loads(line.removeprefix(_MARK))
+                if "error" in answer:
+                    raise AssertionError(f"{self.name}.{handler} raised:\n{answer['error']}")
+                return answer["result"]
+        raise AssertionError(f"{self.name} exited:\n{self.log_path.read_text()[-4000:]}")
+
+    def handler(self, name: str) -> Any:
+        """``invoke`` as a handler function (event, context), for the event pump."""
+        return lambda event, _context: self.invoke(name, event)
+
+    def __enter__(self) -> LambdaProcess:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.close()
+        try:
+            self._process.wait(30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()
