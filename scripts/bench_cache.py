@@ -45,6 +45,7 @@ from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.emulator import Emulator, free_port
 from lambdaserve.local.http_api_event import http_api_event
 from lambdaserve.local.resources import ensure_resources
+from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.settings import get_settings
 from lambdaserve.wiring.aws import AwsClients
 from lambdaserve.wiring.inference import build_model_server
@@ -148,7 +149,7 @@ def warm_c1(bodies: dict[str, bytes], redis_port: int, count: int, work: Path) -
         for label, (server, model) in runs.items():
 
             def call(server: Any = server, model: str = model, body: bytes = body) -> object:
-                return v2_infer(server, model, None, body, None)
+                return v2_infer(InferenceDataPlane(lambda: server), model, None, body, None)
 
             samples = timed(call, count if family == "mlp" else max(20, count // 10))
             report[f"{family} {label}"] = percentiles(samples)

@@ -25,6 +25,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from lambdaserve.apps.v2_calls import v2_infer
 from lambdaserve.local.http_api_event import http_api_event
+from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.wiring.inference import build_model_server
 from tests import builders
 from tests.integration.grpc_support import lambdaserve_serve
@@ -300,12 +301,13 @@ def test_a_slow_shared_cache_is_a_miss_not_a_wait(stack, caplog):
             stack.settings, response_cache_bytes=0, redis_host="127.0.0.1", redis_port=shared.port
         )
         server = build_model_server(settings)
-        computed = v2_infer(server, "mlp", None, body, None).body
-        assert v2_infer(server, "mlp", None, body, None).body == computed  # a hit
+        plane = InferenceDataPlane(lambda: server)
+        computed = v2_infer(plane, "mlp", None, body, None).body
+        assert v2_infer(plane, "mlp", None, body, None).body == computed  # a hit
         sleeper = threading.Thread(target=_sleep, args=(shared, 600), daemon=True)
         sleeper.start()
         wait_until(lambda: not _answers_within(shared, 0.5), 60)
-        answers = [v2_infer(server, "mlp", None, body, None).body for _ in range(3)]
+        answers = [v2_infer(plane, "mlp", None, body, None).body for _ in range(3)]
         still_sleeping = sleeper.is_alive()
         shared.kill()
         sleeper.join(timeout=60)

@@ -14,7 +14,7 @@ PACKAGE = ROOT / "layers" / "core" / "lambdaserve"
 ROOMS = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
 DOTTED = re.compile(r"(?<![\w.])lambdaserve(?:\.[a-z_][a-z0-9_]*)+")
 # logger names under the package's logger, not modules
-LOGGERS = {"lambdaserve.access", "lambdaserve.python_model"}
+LOGGERS = {"lambdaserve.access", "lambdaserve.python_model", "lambdaserve.model_code"}
 ROOM_PATH = re.compile(r"(?<![\w/.])((?:" + "|".join(ROOMS) + r")/[\w/]+\.py)")
 
 

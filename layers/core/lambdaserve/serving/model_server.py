@@ -67,6 +67,11 @@ class ModelServer:
         self._lock = threading.Lock()
         self._loading: dict[tuple[str, int, str], threading.Lock] = {}
 
+    @property
+    def max_loaded(self) -> int:
+        """How many versions this server holds loaded (LAMBDASERVE_MAX_LOADED_VERSIONS)."""
+        return self._max_loaded
+
     def infer(
         self,
         model: str,
