@@ -147,9 +147,10 @@ def warm_c1(bodies: dict[str, bytes], redis_port: int, count: int, work: Path) -
             "redis hit": (shared, family),
         }
         for label, (server, model) in runs.items():
+            plane = InferenceDataPlane(lambda server=server: server)
 
-            def call(server: Any = server, model: str = model, body: bytes = body) -> object:
-                return v2_infer(InferenceDataPlane(lambda: server), model, None, body, None)
+            def call(plane: Any = plane, model: str = model, body: bytes = body) -> object:
+                return v2_infer(plane, model, None, body, None)
 
             samples = timed(call, count if family == "mlp" else max(20, count // 10))
             report[f"{family} {label}"] = percentiles(samples)
