@@ -21,10 +21,10 @@ from lambdaserve.apps.v2_calls import (
     error_answer,
     read_v2_call,
 )
-from lambdaserve.handlers import load_check
 from lambdaserve.handlers.http_api import body_of, headers_of, is_binary, lambda_answer
 from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.protocol.limits import response_too_large
+from lambdaserve.publishing.serving_check import EVENT_KEY as CHECK_EVENT
 from lambdaserve.wiring.process import Process, current
 
 logger = Logger(service="lambdaserve-infer")
@@ -36,7 +36,9 @@ CUSTOM_METRICS.add_listener(lambda *args, **kw: current().metrics.record_custom(
 def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """API Gateway (HTTP API) events, and the manage function's load check (direct invoke)."""
     process = current()
-    if load_check.is_check_event(event):
+    if CHECK_EVENT in event:  # imported only for the check: no request pays for it
+        from lambdaserve.handlers import load_check
+
         return load_check.handle(event, process.server())
     try:
         parsed = APIGatewayProxyEventV2(event)

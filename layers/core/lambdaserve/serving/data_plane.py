@@ -12,26 +12,26 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from lambdaserve import __version__
-from lambdaserve.batching.dynamic_batcher import TensorBatcher
 from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.config.model_config import triton_data_type
 from lambdaserve.errors import InferenceError, LambdaServeError
 from lambdaserve.protocol.names import check_model_name, parse_version
 from lambdaserve.protocol.v2 import InferRequest
-from lambdaserve.runtimes.torchserve.context import Answer
-from lambdaserve.serving import streaming
 from lambdaserve.serving.model_server import ModelServer
-from lambdaserve.serving.raw_predictions import RawRequest, handler_batching, predict_raw
-from lambdaserve.serving.readiness import Readiness
-from lambdaserve.serving.response_cache import Lookup
-from lambdaserve.serving.server_batcher import handler_batcher
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tensors.signature import TensorSpec
+
+if TYPE_CHECKING:  # the infer function's cold path imports this module: no batching, no handlers
+    from lambdaserve.batching.dynamic_batcher import TensorBatcher
+    from lambdaserve.runtimes.torchserve.context import Answer
+    from lambdaserve.serving.raw_predictions import RawRequest
+    from lambdaserve.serving.readiness import Readiness
+    from lambdaserve.serving.response_cache import Lookup
 
 T = TypeVar("T")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "statistics", "model_configuration"]
@@ -61,7 +61,11 @@ class InferenceDataPlane:
         # long-running servers: ready once their versions are warm, not while draining
         self.readiness = readiness
         # where tensors batch, so do handlers' raw requests (as their archives ask)
-        self.raw_batcher = handler_batcher(server) if batcher is not None else None
+        self.raw_batcher = None
+        if batcher is not None:
+            from lambdaserve.serving.server_batcher import handler_batcher
+
+            self.raw_batcher = handler_batcher(server)
 
     @staticmethod
     def server_metadata() -> dict[str, Any]:
@@ -221,6 +225,8 @@ class InferenceDataPlane:
     ) -> AsyncIterator[Inferred]:
         """Every response to one request (a decoupled model's many; another's one), each as
         the model sends it: the model runs in a thread, the loop only waits."""
+        from lambdaserve.serving import streaming
+
         served, responses = await asyncio.to_thread(
             streaming.stream, self.server(), model, version, request
         )
@@ -231,6 +237,8 @@ class InferenceDataPlane:
             yield Inferred(model, served.version, outputs)
 
     async def decoupled(self, model: str, version: int | None) -> bool:
+        from lambdaserve.serving import streaming
+
         server = self.server()
         return await self.call(
             model, version, lambda: streaming.is_decoupled(server, model, version)
@@ -239,6 +247,8 @@ class InferenceDataPlane:
     async def predict_raw(self, served: ServedVersion, raw: RawRequest) -> Answer:
         """A raw request (a handler's, or BYTES elements): batched with others for the same
         handler version where its archive sets batchSize and this server batches; else alone."""
+        from lambdaserve.serving.raw_predictions import handler_batching, predict_raw
+
         server = self.server()
         model, version = served.model, served.version
         if self.raw_batcher is not None:
