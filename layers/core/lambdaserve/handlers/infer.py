@@ -21,9 +21,14 @@ from lambdaserve.apps.v2_calls import (
     error_answer,
     read_v2_call,
 )
-from lambdaserve.handlers.http_api import body_of, headers_of, is_binary, lambda_answer
+from lambdaserve.handlers.http_api import (
+    body_of,
+    check_answer_size,
+    headers_of,
+    http_call_of,
+    lambda_answer,
+)
 from lambdaserve.metrics.custom import CUSTOM_METRICS
-from lambdaserve.protocol.limits import response_too_large
 from lambdaserve.publishing.serving_check import EVENT_KEY as CHECK_EVENT
 from lambdaserve.wiring.process import Process, current
 
@@ -57,15 +62,7 @@ def _forwarded(process: Process, event: APIGatewayProxyEventV2) -> HttpAnswer | 
     router = process.forwarder
     if router is None or event.get("version") != "2.0":
         return None
-    from lambdaserve.forwarding.forwarder import HttpCall
-
-    call = HttpCall(
-        event.request_context.http.method,
-        event.raw_path,
-        event.raw_query_string or "",
-        headers_of(event),
-        body_of(event),
-    )
+    call = http_call_of(event)
     try:
         answer = router.route(call)
     except Exception as exc:
@@ -92,10 +89,7 @@ def _direct_infer(process: Process, event: APIGatewayProxyEventV2) -> HttpAnswer
             settings.max_request_bytes,
         )
         answer = encoded_answer(answer_v2_now(process.plane, call))
-        size = len(answer.body)
-        size = 4 * ((size + 2) // 3) if is_binary(answer) else size  # base64 on the wire
-        if settings.max_response_bytes and size > settings.max_response_bytes:
-            raise response_too_large(size, settings.max_response_bytes)
+        check_answer_size(answer, settings.max_response_bytes)
     except Exception as exc:
         return error_answer(exc, "POST", event.raw_path)
     return answer
