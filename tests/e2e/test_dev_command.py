@@ -210,12 +210,13 @@ def test_dev_refuses_an_answer_over_the_synchronous_limit_as_deployed(dev_proces
 
 
 def test_a_handler_whose_initialize_raises_never_shows_ready(dev_process, tmp_path: Path):
-    """Given `lambdaserve dev` as a fresh clone runs it
+    """Given `lambdaserve dev` as a fresh clone's `make dev` runs it (no TorchServe)
     When a TorchServe archive whose handler's initialize raises is uploaded, and the index
     is polled from that moment
-    Then it never shows READY, and ends UNAVAILABLE with the handler's own message; the
-    log has the handler's traceback."""
-    pytest.importorskip("ts")
+    Then it never shows READY, and ends UNAVAILABLE naming the fix (`make dev TORCHSERVE=1`);
+    with TorchServe installed the handler's own message and traceback are the reason
+    (tests/unit/test_torchserve_archives.py, tests/integration/test_ready_means_it_answers.py)."""
+    pytest.importorskip("ts")  # the test process builds the archive with TorchServe's tools
     from tests.torchserve_archives import archive
 
     _, ports = dev_process
@@ -234,5 +235,4 @@ def test_a_handler_whose_initialize_raises_never_shows_ready(dev_process, tmp_pa
     wait_until(settled, 120)
     assert all(state != "READY" for state, _ in seen), seen
     state, reason = seen[-1]
-    assert state == "UNAVAILABLE" and "the tokenizer file is missing" in reason
-    assert "Traceback" in (tmp_path / "dev.log").read_text()
+    assert state == "UNAVAILABLE" and "make dev TORCHSERVE=1" in reason, reason

@@ -72,6 +72,11 @@ class DevStack:
         clients = AwsClients(settings)
         self.resources = ensure_resources(clients, settings)
 
+        # The Lambda handlers give lambdaserve's loggers Powertools' JSON format when they are
+        # imported: import them first, so the text logs replace it
+        import lambdaserve.handlers.batcher
+        import lambdaserve.handlers.infer
+        import lambdaserve.handlers.manage  # noqa: F401
         from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
         from lambdaserve.apps.response_limit import ResponseLimit
         from lambdaserve.processes.serve import (
