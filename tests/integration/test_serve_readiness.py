@@ -73,6 +73,9 @@ def test_serve_is_ready_only_once_its_versions_are_warm_and_not_while_draining(
     serves is loaded, then ready without the broken one (whose requests answer its load
     error), and on SIGTERM not ready again while it still answers requests."""
     gate = tmp_path / "gate"
+    # serve's own loading is what this test watches: versions reach the catalog as server
+    # mode's KIND_GPU ones do, READY after the static checks, with no load at publish
+    stack.process.manage.registrar.check_where_it_serves(None)
     stack.put("models/mlp/1/model.onnx", MLP)
     stack.put("models/gated/config.pbtxt", PYTHON_CONFIG)
     stack.put("models/gated/1/model.py", GATED_MODEL.format(gate=str(gate)).encode())
