@@ -83,7 +83,7 @@ class Walk:
             top = target.split(".")[0]
             if top == PACKAGE:
                 self.module(target)
-                for item in names:  # `from lambdaserve.x import y`: y may be a module
+                for item in names:  # `from lambdaserve.<room> import y`: y may be a module
                     if self.file_of(f"{target}.{item}") is not None:
                         self.module(f"{target}.{item}")
             elif top and top not in sys.stdlib_module_names and top != "__future__":

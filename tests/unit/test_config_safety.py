@@ -206,6 +206,7 @@ class ValidationRacedByEvent:
         self._registrar = registrar
         self._catalog = catalog
         self._in_progress = in_progress
+        self.uploads = registrar.uploads
 
     def reconcile_model(self, model: str) -> None:
         self._registrar.reconcile_model(model)

@@ -16,6 +16,7 @@ from lambdaserve.errors import InferenceError, InvalidInput, RequestTimeout
 from lambdaserve.metrics.prometheus import metrics_registry
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferInput, InferRequest
+from lambdaserve.serving.data_plane import InferenceDataPlane
 
 
 def samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -71,7 +72,7 @@ def test_requests_waiting_in_the_batcher_count_as_pending_on_their_version():
         waiting = [asyncio.ensure_future(batcher.submit("m", None, request)) for _ in range(3)]
         await asyncio.sleep(0.05)
         # When /metrics asks what is pending
-        counts = queued_in(batcher, lambda: server)()  # type: ignore[arg-type,return-value]
+        counts = queued_in(batcher, InferenceDataPlane(lambda: server))()  # type: ignore[arg-type,return-value]
         for task in waiting:
             task.cancel()
         return counts
