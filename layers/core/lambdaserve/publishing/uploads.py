@@ -7,14 +7,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import orjson
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.catalog.repository import ModelRepository
-from lambdaserve.catalog.store import Catalog
+from lambdaserve.catalog.store import Catalog, ModelRecord
 from lambdaserve.config.model_config import parse_overrides
 from lambdaserve.config.model_files import MANIFEST_FILE
 from lambdaserve.errors import ModelRejected
@@ -22,8 +22,16 @@ from lambdaserve.protocol.names import is_valid_model_name
 from lambdaserve.publishing.archives import archive_stem, publish_archive, rejected_archive
 from lambdaserve.publishing.version_archives import unpack_in_version
 
-if TYPE_CHECKING:
-    from lambdaserve.publishing.registrar import Registrar
+
+class Reconciler(Protocol):
+    """What an upload asks of the catalog's reconciler (the ``Registrar``) once written."""
+
+    def refresh_config(self, model: str) -> ModelRecord: ...
+
+    def apply_policy(self, model: str) -> None: ...
+
+    def on_version_change(self, model: str, version: int) -> None: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +39,9 @@ logger = logging.getLogger(__name__)
 class UploadPublisher:
     """Writes what such uploads mean into the catalog, then lets the registrar reconcile."""
 
-    def __init__(self, repository: ModelRepository, catalog: Catalog, registrar: Registrar) -> None:
+    def __init__(
+        self, repository: ModelRepository, catalog: Catalog, registrar: Reconciler
+    ) -> None:
         self._repository = repository
         self._catalog = catalog
         self._registrar = registrar
