@@ -257,6 +257,36 @@ def test_torchserve_tf_serving_and_paddle_doors_answer_the_same_bytes_hit_or_mis
     np.testing.assert_allclose(answers[1][1].json()["predictions"][0], expected[1], rtol=1e-5)
 
 
+def test_an_async_request_the_cache_holds_is_answered_before_it_queues(stack):
+    """Given a model with the response cache, and a request it has answered once
+    When the same request is submitted with Prefer: respond-async while nothing consumes
+    the requests queue
+    Then its result is there at once, the same bytes as the synchronous answer, counted as
+    a hit; nothing was queued."""
+    _publish(stack)
+    body = _json_body(RNG.random((1, 4), dtype=np.float32))
+    first = stack.inference.post("/v2/models/mlp/infer", json=body)
+    assert first.status_code == 200, first.text
+    stack.pause_requests()
+    submitted = stack.inference.post(
+        "/v2/models/mlp/infer", json=body, headers={"Prefer": "respond-async"}
+    )
+    assert submitted.status_code == 202, submitted.text
+    result = stack.inference.get(submitted.json()["status_url"])
+    assert result.status_code == 200, result.text
+    assert result.content == first.content
+    queued = stack.clients.sqs.get_queue_attributes(
+        QueueUrl=stack.resources.requests.url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    assert queued == {
+        "ApproximateNumberOfMessages": "0",
+        "ApproximateNumberOfMessagesNotVisible": "0",
+    }
+    stats = stack.process.server().stats.snapshot("mlp")["model_stats"][0]["inference_stats"]
+    assert (stats["cache_hit"]["count"], stats["cache_miss"]["count"]) == (1, 1)
+
+
 def test_queued_requests_answered_from_the_cache_skip_the_model(stack):
     """Given a model with the response cache
     When the batch entry point (the batcher's call) gets the same request in two deliveries

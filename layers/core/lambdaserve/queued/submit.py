@@ -16,10 +16,18 @@ from typing import Any
 import orjson
 
 from lambdaserve.errors import InferenceError, InvalidInput, ModelNotFound
-from lambdaserve.protocol.v2 import REQUEST_FIELDS, parse_infer_document, split_body
+from lambdaserve.protocol.v2 import (
+    HEADER_LENGTH,
+    REQUEST_FIELDS,
+    InferRequest,
+    encode_infer_response,
+    parse_infer_document,
+    split_body,
+)
 from lambdaserve.queued.results import (
     ERROR,
     INLINE_LIMIT,
+    SUCCESS,
     PayloadStore,
     RequestEnvelope,
     ResultRecord,
@@ -27,6 +35,7 @@ from lambdaserve.queued.results import (
 )
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
 from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.serving.version_resolver import ServedVersion
 
 REPLY_TO = "reply_to"
 
@@ -74,6 +83,8 @@ class AsyncSubmitter:
         check_batch_size(inputs, model, served.config.max_batch_size)
         select_outputs(request, served.signature)
         request_id = uuid.uuid4().hex
+        if reply_to is None and self._answered_from_cache(request_id, served, request):
+            return request_id
         routing: dict[str, Any] = {
             "id": request_id,
             "model_name": model,
@@ -102,6 +113,31 @@ class AsyncSubmitter:
             self._results.complete(request_id, ERROR, 503, None, f"could not enqueue: {exc}")
             raise InferenceError("the request could not be queued; retry") from exc
         return request_id
+
+    def _answered_from_cache(
+        self, request_id: str, served: ServedVersion, request: InferRequest
+    ) -> bool:
+        """A request the response cache holds is answered before it queues: its result is
+        written at once, as the batch would have written it. (With ``reply_to`` it queues:
+        the batch delivers the reply.)"""
+        server = self._plane.server()
+        cache = server.response_cache
+        outputs = (
+            None if cache is None else cache.answer_before_queueing(served, request, server.stats)
+        )
+        if outputs is None:
+            return False
+        encoded = encode_infer_response(served.model, served.version, request, outputs)
+        length = encoded.headers.get(HEADER_LENGTH)
+        self._results.complete(
+            request_id,
+            SUCCESS,
+            200,
+            encoded.body,
+            model=served.model,
+            header_length=int(length) if length else None,
+        )
+        return True
 
     def result(self, request_id: str) -> ResultRecord:
         record = self._results.get(request_id)

@@ -103,6 +103,20 @@ class ResponseCache:
             return Lookup(key, None, started, done - started, responses)
         return Lookup(key, found if isinstance(found, dict) else None, started, done - started)
 
+    def answer_before_queueing(
+        self, served: ServedVersion, request: InferRequest, stats: StatsRegistry
+    ) -> Outputs | None:
+        """A queued request's cached outputs, looked up before it queues: a hit is counted
+        here, a miss is not (the batch that runs it looks up, and counts, once more)."""
+        if not served.config.response_cache or served.config.decoupled:
+            return None
+        started = time.perf_counter_ns()
+        found = self._get(request_key(self.version_digest(served), request), decode_outputs)
+        if not isinstance(found, dict):
+            return None
+        stats.record_cache_hit(served.model, served.version, time.perf_counter_ns() - started)
+        return found
+
     def store(
         self,
         served: ServedVersion,
