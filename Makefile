@@ -67,10 +67,16 @@ install-redis:
 test: install-test install-redis ## install what the tests need and run every test
 	$(BIN)/pytest $(ARGS)
 
-# The integration suite against LocalStack: LOCALSTACK_ENDPOINT when given, else a LocalStack
-# started on this host without Docker (scripts/localstack.sh), stopped afterwards.
-test-localstack: install-test ## the integration suite on LocalStack (started here without Docker)
-	scripts/localstack.sh run $(BIN)/pytest tests/integration $(ARGS)
+# The integration tests against LocalStack: LOCALSTACK_ENDPOINT when given, else a LocalStack
+# started on this host without Docker (scripts/localstack.sh), stopped afterwards. By default
+# the tests whose subject is the AWS services' behaviour (S3 events into SQS, DynamoDB's
+# conditional writes, queues, DLQs, labels, archives in S3); LOCALSTACK_SUITE=tests/integration
+# runs every integration test there (about 19 minutes here, against 7 for these).
+LOCALSTACK_SUITE ?= $(addprefix tests/integration/test_,publish.py convergence.py event_pump.py \
+	queued.py queued_hardening.py version_labels.py reconcile_command.py management_api.py \
+	cold_start.py ready_means_it_answers.py torchserve_archives.py server_mode_forwarding.py)
+test-localstack: install-test ## the AWS-facing integration tests on LocalStack (LOCALSTACK_SUITE=tests/integration: all)
+	scripts/localstack.sh run $(BIN)/pytest $(LOCALSTACK_SUITE) $(ARGS)
 
 # SAM CLI pins boto3 exactly, so it lives in its own venv. `sam build` of the zip functions
 # needs python3.12 on PATH (pyenv's 3.12.1 here); it is skipped with a message without one.
