@@ -28,12 +28,14 @@ BACKEND_FILES = {
     "python": ("model.py",),
     "openvino": ("model.xml", "model.onnx", _SAVEDMODEL, _TF_SERVING_SAVEDMODEL, "model.pdmodel"),
     "tensorflow": (_SAVEDMODEL, _TF_SERVING_SAVEDMODEL),
-    "paddle": ("model.pdmodel",),
+    "paddle": ("model.pdmodel", "__model__"),
+    "paddle_inference": ("model.pdmodel", "__model__"),
 }
 SUPPORTED = (
     "platform onnxruntime_onnx (model.onnx), pytorch_libtorch (model.pt) or "
     "tensorflow_savedmodel (model.savedmodel/), or backend openvino (model.xml, model.onnx, "
-    "model.savedmodel/, model.pdmodel), paddle (model.pdmodel) or python (model.py)"
+    "model.savedmodel/, model.pdmodel), paddle or paddle_inference (model.pdmodel, __model__) or "
+    "python (model.py)"
 )
 # Triton's model files for what it serves and lambdaserve does not (yet).
 OTHER_FILES = {

@@ -14,7 +14,9 @@ MODEL_FILES = {
     "model.xml": "openvino",
     "model.savedmodel/saved_model.pb": "openvino",
     "saved_model.pb": "openvino",  # TF Serving's layout: the version directory is the model
-    "model.pdmodel": "openvino",
+    "model.pdmodel": "openvino",  # Paddle Inference where OpenVINO cannot read it
+    # Paddle 1.x's inference model (Paddle Serving's examples): Paddle Inference reads it
+    "__model__": "paddle_inference",
     "model.py": "python",
     "handler.py": "torchserve_handler",
     # a Paddle Serving pipeline: the user's web_service.py with its config.yml
@@ -26,7 +28,11 @@ MODEL_FILES = {
 }
 # A config's backend choosing another runtime for a file: Triton's OpenVINO backend reads
 # model.onnx too (backend: "openvino"), and so does lambdaserve's.
-BACKEND_RUNTIMES = {("openvino", "model.onnx"): "openvino"}
+# backend: "paddle_inference" has Paddle's own predictor serve a model.pdmodel.
+BACKEND_RUNTIMES = {
+    ("openvino", "model.onnx"): "openvino",
+    ("paddle_inference", "model.pdmodel"): "paddle_inference",
+}
 # What Triton calls the formats OpenVINO serves here (model metadata's platform).
 OPENVINO_PLATFORMS = {
     "model.savedmodel/saved_model.pb": "tensorflow_savedmodel",
@@ -37,6 +43,9 @@ OPENVINO_PLATFORMS = {
 CODE_FILES = frozenset(
     {"model.py", "handler.py", "web_service.py", "MAR-INF/MANIFEST.json", "WAR-INF/MANIFEST.json"}
 )
+# Runtimes the manage function does not run (it reads the model's signature without them):
+# their versions are loaded where they serve before READY, as model code is.
+CHECKED_WHERE_IT_SERVES = frozenset({"paddle_inference"})
 # A file that says how the version is served, whatever else it ships (an archive's handler
 # may be handler.py, its model model.py or model.pt)
 MANIFEST_FILE = "MAR-INF/MANIFEST.json"

@@ -30,7 +30,7 @@ from lambdaserve.catalog.store import (
     now_iso,
 )
 from lambdaserve.config.model_config import ModelConfig
-from lambdaserve.config.model_files import CODE_FILES, selects_runtime
+from lambdaserve.config.model_files import CHECKED_WHERE_IT_SERVES, CODE_FILES, selects_runtime
 from lambdaserve.errors import ModelRejected, RuntimeMissing, first_line
 from lambdaserve.pipelines.ensemble_registry import EnsembleRegistry
 from lambdaserve.publishing.config_reader import ConfigReader
@@ -231,7 +231,9 @@ class Registrar:
             validated_at=now_iso(),
             auto_completed=validated.completed_config,
         )
-        if self._serving_check is None or validated.model_file not in CODE_FILES:
+        if self._serving_check is None or not (
+            validated.model_file in CODE_FILES or validated.runtime in CHECKED_WHERE_IT_SERVES
+        ):
             return candidate
         return self._checked_where_it_serves(loading, candidate)
 

@@ -39,7 +39,7 @@ from lambdaserve.publishing.auto_complete import (
 )
 from lambdaserve.publishing.version_archives import is_packed_archive
 from lambdaserve.runtimes.model_code import DISABLED
-from lambdaserve.runtimes.openvino.readers import PADDLE_1X
+from lambdaserve.runtimes.paddle_choice import inspect_choosing
 from lambdaserve.runtimes.registry import runtime_for
 from lambdaserve.serving.progress import TransferProgress, human_bytes
 from lambdaserve.serving.warmup import check_warmup
@@ -141,7 +141,8 @@ class VersionValidator:
             try:
                 completed = self._auto_complete(root / model_file, config)
                 config = apply_completion(config, completed) if completed else config
-                signature = runtime.inspect(root / model_file, config)
+                runtime, signature, chosen = inspect_choosing(runtime, root / model_file, config)
+                notes = "; ".join(n for n in (notes, chosen) if n)
                 check_tensors(config, signature)
                 signature = client_signature(signature, config.reshapes)
                 if report:
@@ -278,8 +279,6 @@ def _no_model_file(by_path: dict[str, ObjectInfo]) -> str:
             f"{packed[0]} is not unpacked: an archive uploaded into a version directory is "
             "unpacked when its upload is seen; upload it again (the log says why it was not)"
         )
-    if "__model__" in by_path:
-        return PADDLE_1X.format(folder=".", stem="model")
     if "model.json" in by_path and "model.pdiparams" in by_path:
         return (
             "model.json is Paddle 3's PIR format, which OpenVINO cannot read; save the model "
@@ -289,8 +288,9 @@ def _no_model_file(by_path: dict[str, ObjectInfo]) -> str:
     return (
         "no model file: upload model.onnx (ONNX), model.pt (TorchScript), model.xml with "
         "model.bin (OpenVINO IR), model.savedmodel/ (a TF SavedModel), model.pdmodel with "
-        "model.pdiparams (Paddle), model.py (a Triton Python model), handler.py (a "
-        "TorchServe handler), web_service.py with config.yml (a Paddle Serving pipeline) "
+        "model.pdiparams or __model__ with its parameters (Paddle), model.py (a Triton "
+        "Python model), handler.py (a TorchServe handler), web_service.py with config.yml "
+        "(a Paddle Serving pipeline) "
         "or a TorchServe archive (a .mar at models/ or in the version directory, or its files "
         "with MAR-INF/MANIFEST.json) "
         "into the version directory"

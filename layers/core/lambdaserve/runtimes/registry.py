@@ -35,6 +35,10 @@ def runtime_named(backend: str) -> Runtime:  # noqa: PLR0911 (one lazy import pe
         from lambdaserve.runtimes.torchserve.handler import TorchServeHandlerRuntime
 
         return TorchServeHandlerRuntime()
+    if backend == "paddle_inference":
+        from lambdaserve.runtimes.paddle_inference import PaddleInferenceRuntime
+
+        return PaddleInferenceRuntime()
     if backend == "paddle_pipeline":
         from lambdaserve.runtimes.paddle.pipeline import PaddlePipelineRuntime
 

@@ -270,7 +270,10 @@ class InferenceDataPlane:
 def autocompleted_config(served: ServedVersion) -> dict[str, Any]:
     """Triton's config JSON, with inputs/outputs filled from the model as Triton does."""
     document = served.config.to_triton_json()
-    if served.record.runtime == "openvino" and served.platform in ("openvino", "paddle"):
+    if served.record.runtime in ("openvino", "paddle_inference") and served.platform in (
+        "openvino",
+        "paddle",
+    ):
         document["backend"] = served.platform  # Triton's backends without a platform name
     else:
         document["platform"] = served.platform

@@ -39,6 +39,8 @@ class ServedVersion:
             return self.config.platform
         if self.record.runtime == "openvino":  # a backend without a platform: its name
             return OPENVINO_PLATFORMS.get(self.record.model_file, "openvino")
+        if self.record.runtime == "paddle_inference":
+            return "paddle"
         return "pytorch_libtorch" if self.record.runtime == "torchscript" else "onnxruntime_onnx"
 
 
