@@ -5,16 +5,17 @@ BIN    := $(VENV)/bin
 ARGS   ?=
 TORCH  ?= 0
 TORCHSERVE ?= 0
+PADDLE ?= 0
 VARIANT ?= cpu
 
 .PHONY: help dev test install-redis test-localstack validate shipped-envs build gpu-image lint install-dev install-test install-torch \
-	install-torchserve \
+	install-torchserve install-paddle \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
 	bench-pipelines bench-validate bench-grpc bench-server-mode bench-cache robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  ARGS=\"...\" passes flags (make dev ARGS=\"--model-repository ./models\"); TORCH=1 adds PyTorch to make dev, TORCHSERVE=1 TorchServe's ts for .mar handlers"
+	@echo "  ARGS=\"...\" passes flags (make dev ARGS=\"--model-repository ./models\"); TORCH=1 adds PyTorch to make dev, TORCHSERVE=1 TorchServe's ts for .mar handlers, PADDLE=1 Paddle Inference for Paddle 1.x models"
 
 $(BIN)/python:
 	@echo "make: creating the virtual environment $(VENV) with $(PYTHON)"
@@ -27,15 +28,17 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[local,images]'
 	touch $@
 
-# Everything the tests need, TorchScript and OpenVINO included (torch==2.13.0, the CPU wheel).
+# Everything the tests need, TorchScript, OpenVINO and Paddle Inference included (torch==2.13.0
+# and paddlepaddle==3.3.1, the CPU wheels).
 $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	@echo "make: installing lambdaserve with the test tools (pytest, schemathesis, ruff, mypy, cfn-lint, awscli), OpenVINO, torch==2.13.0 (CPU) and the peers' clients into $(VENV) ..."
-	$(BIN)/pip install -q -e '.[dev,torch]'
+	@echo "make: installing lambdaserve with the test tools (pytest, schemathesis, ruff, mypy, cfn-lint, awscli), OpenVINO, torch==2.13.0 (CPU), paddlepaddle (CPU) and the peers' clients into $(VENV) ..."
+	$(BIN)/pip install -q -e '.[dev,torch,paddle]'
 	@# TF Serving's client stubs; their `tensorflow` requirement is met by tensorflow-cpu
 	$(BIN)/pip install -q --no-deps 'tensorflow-serving-api==2.20.*'
 	@# Paddle Serving's pipeline stubs (its wheel pins an old protobuf: only the file is used)
 	$(BIN)/pip download -q --no-deps -d $(VENV)/peer-wheels 'paddle-serving-server==0.9.0'
-	touch $@ $(VENV)/.dev-installed $(VENV)/.torch-installed $(VENV)/.torchserve-installed
+	touch $@ $(VENV)/.dev-installed $(VENV)/.torch-installed $(VENV)/.torchserve-installed \
+	  $(VENV)/.paddle-installed
 
 $(VENV)/.torch-installed: | $(BIN)/python
 	@echo "make: installing torch==2.13.0 (CPU) into $(VENV) for TorchScript models ..."
@@ -49,12 +52,21 @@ $(VENV)/.torchserve-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[local,images,torchserve]'
 	touch $@ $(VENV)/.torch-installed
 
+# Paddle Inference for the Paddle models OpenVINO does not read (the `paddle` extra).
+$(VENV)/.paddle-installed: pyproject.toml | $(BIN)/python
+	@echo "make: installing Paddle Inference (paddlepaddle==3.3.1, CPU) into $(VENV) for Paddle 1.x models (__model__) and old operators ..."
+	$(BIN)/pip install -q -e '.[local,images,paddle]'
+	touch $@
+
 install-dev: $(VENV)/.dev-installed
 install-test: $(VENV)/.test-installed
 install-torch: $(VENV)/.torch-installed ## add PyTorch (TorchScript models) to .venv
 install-torchserve: $(VENV)/.torchserve-installed ## add TorchServe's ts (.mar archives, BaseHandler handlers) to .venv
+install-paddle: $(VENV)/.paddle-installed ## add Paddle Inference (Paddle 1.x __model__ models, old operators) to .venv
 
-dev: install-dev $(if $(filter 1,$(TORCH)),install-torch) $(if $(filter 1,$(TORCHSERVE)),install-torchserve) ## run the whole system locally (Ctrl-C stops it)
+DEV_EXTRAS = $(if $(filter 1,$(TORCH)),install-torch) $(if $(filter 1,$(TORCHSERVE)),install-torchserve) \
+	$(if $(filter 1,$(PADDLE)),install-paddle)
+dev: install-dev $(DEV_EXTRAS) ## run the whole system locally (Ctrl-C stops it)
 	$(BIN)/lambdaserve dev $(ARGS)
 
 # The response cache's tests run a real redis-server: Debian's package, installed when missing.
@@ -88,7 +100,7 @@ $(SAM_VENV)/bin/sam:
 # What `validate` proves offline: the template lints and transforms, the zip function and the
 # layer build and import under python3.12, the manage image's package validates every format.
 # What only `make build` (Docker) and a deploy prove: the images build, and the stack deploys.
-build: $(SAM_VENV)/bin/sam ## sam build of the Lambda images (Docker): VARIANT=cpu (default), torch or torchserve
+build: $(SAM_VENV)/bin/sam ## sam build of the Lambda images (Docker): VARIANT=cpu (default), torch, torchserve or paddle
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build -t $$($(PYTHON) scripts/image_variant.py $(VARIANT))
 
 GPU_TORCHSERVE_EXTRAS := local,images,torchserve

@@ -1,11 +1,14 @@
 """The stack's images in one variant, chosen by one argument: writes a copy of template.yaml
 whose image functions carry the Docker build arguments of that variant, for `sam build -t`.
 
-    python scripts/image_variant.py cpu|torch|torchserve   # prints the template's path
+    python scripts/image_variant.py cpu|torch|torchserve|paddle   # prints the template's path
 
 - cpu (default): ONNX Runtime and OpenVINO (the Dockerfiles' defaults);
 - torch: PyTorch 2.13.0 (CPU wheels) beside them, for TorchScript versions;
-- torchserve: TorchServe's `ts` package and PyTorch, for handlers run by TorchServe's code.
+- torchserve: TorchServe's `ts` package and PyTorch, for handlers run by TorchServe's code;
+- paddle: Paddle Inference (paddlepaddle, CPU) in the infer image, for the Paddle models
+  OpenVINO does not read (Paddle 1.x's __model__, old operators). The manage image needs no
+  paddle: it reads a Paddle program's signature from its protobuf.
 
 The GPU image for ECS (GpuImageUri, ServerModeImageUri) is functions/infer/Dockerfile.gpu,
 built with `make gpu-image`: SAM builds only the Lambda images.
@@ -30,6 +33,7 @@ VARIANTS: dict[str, dict[str, str]] = {
         "functions/infer/Dockerfile": "images,openvino,torchserve",
         "functions/manage/Dockerfile": "openvino,torch",
     },
+    "paddle": {"functions/infer/Dockerfile": "images,openvino,paddle"},
 }
 _METADATA = re.compile(
     r"^(?P<indent> +)Dockerfile: (?P<dockerfile>\S+)\n(?P=indent)DockerContext: \.\n"

@@ -671,6 +671,17 @@ def test_one_argument_chooses_the_images_variant():
             assert metadata["DockerTag"].endswith(f"-{variant}"), name
     infer = yaml_of(module.variant_template("torchserve", text))["Resources"]["InferFunction"]
     assert infer["Metadata"]["DockerBuildArgs"]["EXTRAS"] == "images,openvino,torchserve"
+    # paddle: Paddle Inference in the images that serve; the manage image reads Paddle
+    # programs without it
+    paddle = yaml_of(module.variant_template("paddle", text))["Resources"]
+    for name, resource in paddle.items():
+        if resource.get("Properties", {}).get("PackageType") != "Image":
+            continue
+        args = resource["Metadata"].get("DockerBuildArgs", {})
+        if resource["Metadata"]["Dockerfile"] == "functions/infer/Dockerfile":
+            assert args["EXTRAS"] == "images,openvino,paddle", name
+        else:
+            assert not args, name
 
 
 def yaml_of(text: str) -> dict[str, Any]:
