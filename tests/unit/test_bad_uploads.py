@@ -211,11 +211,11 @@ def test_a_key_outside_the_layout_is_logged_with_where_it_would_be_read(aws, cap
     assert line.startswith(f"ignoring {key}: ") and advice in line
 
 
-def test_a_paddle_1x_model_is_refused_with_the_command_that_re_saves_it(aws):
-    # Given Paddle Serving's uci_housing layout: Paddle 1.x's __model__ and __params__
+def test_a_paddle_1x_program_that_is_no_inference_program_is_refused_saying_so(aws):
+    # Given Paddle 1.x's layout, __model__ and __params__, whose program has no feed or fetch
     state, reason = publish(aws, "uci", {"__model__": b"\x0a\x00", "__params__": b"\x00" * 8})
-    # Then the version says what to run, and what to upload after
+    # Then the version says what the file is not, and how to save one (Paddle Inference
+    # serves real __model__ programs: tests/unit/test_paddle_inference.py)
     assert state == version_policy.UNAVAILABLE
-    assert "Paddle 1.x inference models (__model__) are not read by OpenVINO" in reason
-    assert "paddle.static.save_inference_model('./model'" in reason
-    assert "upload model.pdmodel with model.pdiparams" in reason
+    assert "__model__ is not a Paddle inference program" in reason
+    assert "paddle.static.save_inference_model" in reason

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,9 @@ PARAMS_FILES = {"__model__": "__params__", "model.pdmodel": "model.pdiparams"}
 
 def _inference() -> Any:
     try:
-        import paddle.inference
+        with warnings.catch_warnings():  # paddle's import warns that no C++ compiler cache
+            warnings.simplefilter("ignore")  # (ccache) is installed: nothing here compiles
+            import paddle.inference
     except ImportError as exc:
         raise InferenceError(f"{MISSING} ({exc})") from exc
     return paddle.inference
