@@ -589,8 +589,9 @@ def test_the_server_mode_task_reads_models_and_the_catalog_only(cfn):
 def test_model_code_runs_at_publish_only_in_a_function_that_can_read_nothing(cfn):
     """Given the SAM template, compiled
     Then the code validator's role allows nothing of the stack's, and the functions that
-    validate versions may invoke it and the infer function (to load model code where it
-    serves before it is READY) — only where model code is enabled, and nothing else."""
+    validate versions may invoke it only where model code is enabled, and the infer function
+    (to load model code and Paddle Inference versions where they serve before READY) always,
+    and nothing else."""
     role = cfn["Resources"]["CodeValidatorFunctionRole"]
     assert _statements(role) == []
     assert cfn["Resources"]["CodeValidatorFunction"]["Condition"] == "PythonModels"
@@ -600,8 +601,9 @@ def test_model_code_runs_at_publish_only_in_a_function_that_can_read_nothing(cfn
         assert function["Environment"]["Variables"]["LAMBDASERVE_CODE_VALIDATOR_FUNCTION"] == {
             "Fn::If": ["PythonModels", {"Ref": "CodeValidatorFunction"}, ""]
         }
+        # the infer function's load check: always (Paddle Inference versions need it too)
         assert function["Environment"]["Variables"]["LAMBDASERVE_SERVING_CHECK_FUNCTION"] == {
-            "Fn::If": ["PythonModels", {"Ref": "InferFunctionAliaslive"}, ""]
+            "Ref": "InferFunctionAliaslive"
         }
         policies = cfn["Resources"][f"{name}Role"]["Properties"]["Policies"]
         invoke = [p for p in policies if "Fn::If" in p and p["Fn::If"][0] == "PythonModels"]
@@ -612,11 +614,20 @@ def test_model_code_runs_at_publish_only_in_a_function_that_can_read_nothing(cfn
                 "Action": ["lambda:InvokeFunction"],
                 "Resource": {"Fn::GetAtt": ["CodeValidatorFunction", "Arn"]},
             },
+        ]
+        always = [
+            s
+            for p in policies
+            if "PolicyDocument" in p
+            for s in p["PolicyDocument"]["Statement"]
+            if "lambda:InvokeFunction" in s["Action"]
+        ]
+        assert always == [
             {
                 "Effect": "Allow",
                 "Action": ["lambda:InvokeFunction"],
                 "Resource": {"Ref": "InferFunctionAliaslive"},
-            },
+            }
         ]
 
 
