@@ -56,6 +56,7 @@ def test_paddle_1x_models_answer_what_paddle_computed(stack, paddle_models, layo
     np.testing.assert_allclose(np.array(output["data"]).reshape(4, 1), answer, rtol=1e-6)
     # And model metadata names the platform as Triton's Paddle backend does
     assert stack.inference.get("/v2/models/uci").json()["platform"] == "paddle"
+    assert stack.inference.get("/v2/models/uci/config").json()["backend"] == "paddle"
 
 
 def test_uci_housing_answers_paddle_servings_pipeline_api(stack, paddle_models):
