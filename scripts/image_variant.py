@@ -35,6 +35,8 @@ VARIANTS: dict[str, dict[str, str]] = {
     },
     "paddle": {"functions/infer/Dockerfile": "images,openvino,paddle"},
 }
+# Variants whose wheels come from PyTorch's CPU index (the others need no extra index)
+TORCH_VARIANTS = frozenset({"torch", "torchserve"})
 _METADATA = re.compile(
     r"^(?P<indent> +)Dockerfile: (?P<dockerfile>\S+)\n(?P=indent)DockerContext: \.\n"
     r"(?P=indent)DockerTag: (?P<tag>\S+)\n",
@@ -53,11 +55,11 @@ def variant_template(variant: str, template: str) -> str:
         if not wanted:
             return match[0]
         indent, tag = match["indent"], match["tag"]
+        index = f"{indent}  TORCH_INDEX: {TORCH_INDEX}\n" if variant in TORCH_VARIANTS else ""
         return (
             match[0].replace(f"DockerTag: {tag}", f"DockerTag: {tag}-{variant}")
             + f"{indent}DockerBuildArgs:\n"
-            f"{indent}  EXTRAS: {wanted}\n"
-            f"{indent}  TORCH_INDEX: {TORCH_INDEX}\n"
+            f"{indent}  EXTRAS: {wanted}\n" + index
         )
 
     return _METADATA.sub(with_args, template)

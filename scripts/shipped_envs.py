@@ -113,7 +113,11 @@ class Env:
 
 def _variant(name: str, dockerfile: str) -> tuple[tuple[str, str], ...]:
     extras = VARIANTS[name].get(dockerfile)
-    return (("EXTRAS", extras), ("TORCH_INDEX", TORCH_INDEX)) if extras else ()
+    if not extras:
+        return ()
+    if name not in _VARIANTS.TORCH_VARIANTS:
+        return (("EXTRAS", extras),)
+    return (("EXTRAS", extras), ("TORCH_INDEX", TORCH_INDEX))
 
 
 _INFER_ENTRIES = ("functions/infer/app.py",)

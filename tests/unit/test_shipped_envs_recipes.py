@@ -25,7 +25,7 @@ def plan(name: str, target: Path) -> tuple[list, dict[str, str], str]:
     [
         ("infer", "images,openvino", ""),
         ("infer-torchserve", "images,openvino,torchserve", "https://download.pytorch.org/whl/cpu"),
-        ("infer-paddle", "images,openvino,paddle", "https://download.pytorch.org/whl/cpu"),
+        ("infer-paddle", "images,openvino,paddle", ""),
         ("manage", "openvino", ""),
         ("manage-torch", "openvino,torch", "https://download.pytorch.org/whl/cpu"),
     ],
