@@ -7,18 +7,24 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from importlib.abc import MetaPathFinder
 from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from lambdaserve.catalog import version_policy
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import ModelRejected
+from lambdaserve.handlers import load_check
+from lambdaserve.protocol.v2 import InferInput, InferRequest
+from lambdaserve.publishing.serving_check import InProcessCheck
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.paddle_inference import PaddleInferenceRuntime
 from lambdaserve.runtimes.paddle_program import read_program
 from lambdaserve.tensors.signature import TensorSpec
+from lambdaserve.wiring.inference import build_model_server
 from tests.paddle_models import INPUT, build_paddle_models, version_files
 from tests.unit.test_validation import validate
 
@@ -122,6 +128,7 @@ class NoPaddle(MetaPathFinder):  # as if paddlepaddle were not installed
 
 
 sys.meta_path.insert(0, NoPaddle())
+from lambdaserve.catalog import version_policy
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import InferenceError
 from lambdaserve.runtimes.base import LoadOptions
@@ -159,3 +166,49 @@ def test_without_paddle_the_signature_is_read_and_the_load_names_the_fix(paddle_
     assert reason.startswith("Paddle Inference (the paddlepaddle package) is not installed")
     assert "make dev PADDLE=1" in reason and "make build VARIANT=paddle" in reason
     assert "pip install 'lambdaserve[paddle]'" in reason
+
+
+class _NoPaddle(MetaPathFinder):
+    """The import system as it is where paddlepaddle is not installed."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "paddle" or name.startswith("paddle."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+def test_a_paddle_version_is_unavailable_without_paddle_and_ready_after_a_load(
+    aws, paddle_models, monkeypatch
+):
+    # Given the stack checking versions where they serve (as `lambdaserve dev` does), in a
+    # process where paddle cannot be imported (not installed: the import system refuses it)
+    serving = build_model_server(aws.settings, aws.clients)
+    aws.services.registrar.check_where_it_serves(
+        InProcessCheck(lambda event: load_check.handle(event, serving))
+    )
+    blocker = _NoPaddle()
+    monkeypatch.setattr(sys, "meta_path", [blocker, *sys.meta_path])
+    for name in [m for m in sys.modules if m == "paddle" or m.startswith("paddle.")]:
+        monkeypatch.delitem(sys.modules, name)
+    root, expected = paddle_models
+    # When uci_housing_model is published
+    for path, body in version_files(root, "uci_housing").items():
+        aws.put(f"models/uci/1/{path}", body)
+    aws.services.registrar.on_version_change("uci", 1)
+    # Then it is never READY: the reason says where it was checked and what installs paddle
+    record = aws.services.catalog.get_version("uci", 1)
+    assert record.state == version_policy.UNAVAILABLE
+    assert record.reason.startswith("failed to load where it serves (the infer process")
+    assert "Paddle Inference (the paddlepaddle package) is not installed" in record.reason
+    assert "make dev PADDLE=1" in record.reason
+    # When paddle is installed and Triton's load is asked for
+    monkeypatch.undo()
+    aws.services.manager.load("uci")
+    # Then the check runs again, and the version is READY and answers Paddle's numbers
+    assert aws.services.catalog.get_version("uci", 1).state == version_policy.READY
+    name, answer = expected["uci_housing"]
+    got = serving.infer("uci", None, InferRequest(inputs=[v2_input()]), lambda _, o: o)
+    np.testing.assert_allclose(got[name], answer, rtol=1e-6, atol=1e-6)
+
+
+def v2_input() -> InferInput:
+    return InferInput("x", "FP32", INPUT.shape, INPUT)
