@@ -17,7 +17,7 @@ def test_the_shipped_environment_has_what_its_entry_points_import(name: str):
     module = shipped_envs()
     env = module.ENVS[name]
     if name in module.ON_REQUEST and not (env.home / ".built").exists():
-        pytest.skip(f"not built: make shipped-envs ARGS={name} (PyTorch with CUDA, ~3 GB)")
+        pytest.skip(f"not built: make shipped-envs ARGS={name} (PyTorch with CUDA, ~3 GB; paddle)")
     target = built(name)
     # When its own interpreter imports the entry points and walks their imports
     answer = module.check(env, target)
