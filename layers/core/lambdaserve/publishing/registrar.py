@@ -230,6 +230,7 @@ class Registrar:
             notes=validated.notes,
             validated_at=now_iso(),
             auto_completed=validated.completed_config,
+            environment=validated.environment,
         )
         if self._serving_check is None or validated.model_file not in CODE_FILES:
             return candidate

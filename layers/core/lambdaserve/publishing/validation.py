@@ -37,6 +37,8 @@ from lambdaserve.publishing.auto_complete import (
     completed_fields,
     declares_auto_complete,
 )
+from lambdaserve.publishing.environments import Environments
+from lambdaserve.publishing.requirements import requirements_of
 from lambdaserve.publishing.version_archives import is_packed_archive
 from lambdaserve.runtimes.model_code import DISABLED
 from lambdaserve.runtimes.openvino.readers import PADDLE_1X
@@ -71,6 +73,8 @@ class ValidatedVersion:
     notes: str = ""
     # What the model's auto_complete_config filled in (Triton JSON fields)
     completed_config: dict[str, Any] = field(default_factory=dict)
+    # The version's Python environment as the catalog records it ({}: none)
+    environment: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sha256(self) -> str:
@@ -92,12 +96,14 @@ class VersionValidator:
         *,
         python_models: bool = False,
         completer: Completer | None = None,
+        environments: Environments | None = None,
     ) -> None:
         self._repository = repository
         self._max_bytes = max_bytes
         self._work_dir = work_dir
         self._python_models = python_models
         self._completer = completer or IsolatedProcess()
+        self._environments = environments
 
     def validate(
         self,
@@ -135,6 +141,7 @@ class VersionValidator:
                 self._fetch(root, path, info, transfer) for path, info in sorted(by_path.items())
             )
             runtime = runtime_for(model_file, config)
+            environment = self._environment(root, model_file, report)
             if report and transfer:
                 report(transfer.finished())
                 report(f"validating {human_bytes(total)} with {runtime.name}")
@@ -157,7 +164,20 @@ class VersionValidator:
                     f"{runtime.name} cannot load {model_file}: "
                     f"{scrub(first_line(exc, 500), root)} ({type(exc).__name__})"
                 ) from exc
-        return ValidatedVersion(runtime.name, model_file, signature, files, notes, completed)
+        return ValidatedVersion(
+            runtime.name, model_file, signature, files, notes, completed, environment
+        )
+
+    def _environment(
+        self, root: Path, model_file: str, report: Callable[[str], None] | None
+    ) -> dict[str, Any]:
+        """Model code's requirements become its environment, built once (or refused)."""
+        requirements = requirements_of(root, model_file)
+        if requirements is None or self._environments is None:
+            return {}
+        if report:
+            report(f"preparing the environment of {requirements.source}")
+        return self._environments.prepare(requirements)
 
     def _auto_complete(self, model_file: Path, config: ModelConfig) -> dict[str, Any]:
         """Triton calls a Python model's auto_complete_config before loading it."""

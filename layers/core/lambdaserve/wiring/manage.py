@@ -11,6 +11,12 @@ from lambdaserve.catalog.repository import ModelRepository
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.pipelines.ensemble_registry import Dependents, EnsembleRegistry
 from lambdaserve.publishing.auto_complete import IsolatedProcess, ValidatorFunction
+from lambdaserve.publishing.environments import (
+    EnvironmentOptions,
+    Environments,
+    FunctionBuilder,
+    IsolatedBuilder,
+)
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.publishing.registrar import Registrar
 from lambdaserve.publishing.serving_check import InferFunctionCheck
@@ -47,6 +53,7 @@ def build_manage_services(
             if settings.code_validator_function
             else IsolatedProcess()
         ),
+        environments=environments(settings, clients),
     )
     registrar = Registrar(
         repository,
@@ -61,6 +68,21 @@ def build_manage_services(
         )
     return ManageServices(
         repository, catalog, registrar, ModelManager(repository, catalog, registrar)
+    )
+
+
+def environments(settings: Settings, clients: AwsClients) -> Environments:
+    """Requirements files built into environments by the sandbox: the code-validator
+    function where it is deployed, a child process without credentials otherwise."""
+    return Environments(
+        clients.s3,
+        settings.bucket,
+        (
+            FunctionBuilder(validator_client(settings), settings.code_validator_function)
+            if settings.code_validator_function
+            else IsolatedBuilder()
+        ),
+        EnvironmentOptions(settings.package_index_url, settings.env_max_bytes),
     )
 
 

@@ -1,0 +1,215 @@
+"""A model version's Python environment, built once at publish and stored in the bucket.
+
+The manage function never installs anything itself: it checks the requirements against the
+image's pins, looks for an environment already built from the same inputs
+(``environments/<digest>.json`` beside ``environments/<digest>.tar.gz``), and otherwise asks
+the sandbox to build one, handing it a presigned PUT URL for the tarball so the sandbox holds
+no permissions. What the catalog records of the version is the JSON document written beside
+the tarball: digest, key, sha256, sizes and the packages in it.
+
+- Deployed: the code-validator function (``FunctionBuilder``), whose role allows nothing.
+- Locally and inside that function: a child process without credentials (``IsolatedBuilder``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from lambdaserve.errors import ModelRejected
+from lambdaserve.publishing.environment_build import PIP_TIMEOUT_S, BuildRequest
+from lambdaserve.publishing.requirements import (
+    Requirements,
+    Target,
+    check_pins,
+    environment_digest,
+    image_target,
+)
+
+logger = logging.getLogger(__name__)
+
+ENVIRONMENTS_PREFIX = "environments/"
+DEFAULT_INDEX_URL = "https://pypi.org/simple"
+DEFAULT_MAX_BYTES = 512 * 1024**2
+_PUT_URL_TTL_S = 3600
+_KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+
+
+class Builder(Protocol):
+    def build(self, request: BuildRequest) -> dict[str, Any]:
+        """The sandbox's answer: packages, bytes, unpacked_bytes, sha256; or error."""
+        ...
+
+
+class IsolatedBuilder:
+    """The build in a child process with no AWS credentials or lambdaserve settings."""
+
+    def build(self, request: BuildRequest) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="environment-build-") as home:
+            environment = {k: os.environ[k] for k in _KEPT_ENVIRONMENT if k in os.environ}
+            environment.update(
+                HOME=home,
+                PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+                PYTHONNOUSERSITE="1",
+                PYTHONDONTWRITEBYTECODE="1",
+            )
+            process = subprocess.Popen(
+                [sys.executable, "-m", "lambdaserve.publishing.environment_build"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=home,
+                env=environment,
+                start_new_session=True,  # its own group: pip's children end with it
+            )
+            try:
+                out, err = process.communicate(
+                    request.model_dump_json().encode(), timeout=2 * PIP_TIMEOUT_S + 60
+                )
+            except subprocess.TimeoutExpired:
+                raise ModelRejected("building the environment ran over its time limit") from None
+            finally:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        try:
+            answer: dict[str, Any] = json.loads(out or b"{}")
+        except ValueError:
+            answer = {}
+        if not answer:
+            tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no answer"]
+            raise RuntimeError(f"the environment builder failed: {tail[0]}")
+        return answer
+
+
+class FunctionBuilder:
+    """The build in the code-validator Lambda (its role reads and writes nothing)."""
+
+    def __init__(self, lambda_client: Any, function_name: str) -> None:
+        self._lambda = lambda_client
+        self._function = function_name
+
+    def build(self, request: BuildRequest) -> dict[str, Any]:
+        event = {"environment": request.model_dump()}
+        response = self._lambda.invoke(
+            FunctionName=self._function, Payload=json.dumps(event).encode()
+        )
+        answer: dict[str, Any] = json.loads(response["Payload"].read() or b"{}")
+        if response.get("FunctionError"):
+            raise RuntimeError(f"the environment builder failed: {answer.get('errorMessage')}")
+        return answer
+
+
+@dataclass(frozen=True)
+class EnvironmentOptions:
+    index_url: str = DEFAULT_INDEX_URL
+    max_bytes: int = DEFAULT_MAX_BYTES
+    prefix: str = ENVIRONMENTS_PREFIX
+
+
+class Environments:
+    """Environments by digest: built once by the sandbox, stored in the bucket."""
+
+    def __init__(
+        self,
+        s3: Any,
+        bucket: str,
+        builder: Builder,
+        options: EnvironmentOptions = EnvironmentOptions(),
+        target: Target | None = None,
+    ) -> None:
+        self._s3 = s3
+        self._bucket = bucket
+        self._builder = builder
+        self._options = options
+        self._target = target
+        self.builds = 0  # how many builds this object asked for (the rest were reused)
+
+    @property
+    def target(self) -> Target:
+        if self._target is None:
+            self._target = image_target()
+        return self._target
+
+    def prepare(self, requirements: Requirements) -> dict[str, Any]:
+        """The catalog's record of the environment (``{}`` when nothing is required), or
+        ModelRejected naming the requirement and why."""
+        if not requirements.lines:
+            return {}
+        target = self.target
+        check_pins(requirements, target)
+        digest = environment_digest(requirements, target, self._options.index_url)
+        stored = self._stored(digest)
+        if stored is not None:
+            logger.info("environment %s reused (%s)", digest[:12], requirements.source)
+            return stored
+        key = f"{self._options.prefix}{digest}.tar.gz"
+        put_url = self._s3.generate_presigned_url(
+            "put_object",
+            Params={"Bucket": self._bucket, "Key": key},
+            ExpiresIn=_PUT_URL_TTL_S,
+        )
+        self.builds += 1
+        answer = self._builder.build(
+            BuildRequest(
+                requirements=requirements.text(),
+                source=requirements.source,
+                python_version=target.python_version,
+                platforms=list(target.platforms),
+                constraints=target.constraints(),
+                pinned=[name for name, _ in target.pins],
+                index_url=self._options.index_url,
+                max_bytes=self._options.max_bytes,
+                put_url=put_url,
+            )
+        )
+        if "error" in answer:
+            raise ModelRejected(str(answer["error"]))
+        record = self._record(digest, key, answer)
+        self._s3.put_object(
+            Bucket=self._bucket,
+            Key=f"{self._options.prefix}{digest}.json",
+            Body=json.dumps(record).encode(),
+            ContentType="application/json",
+        )
+        logger.info("environment %s built: %s", digest[:12], ", ".join(record["packages"]))
+        return record
+
+    def _record(self, digest: str, key: str, answer: dict[str, Any]) -> dict[str, Any]:
+        packages = [str(p) for p in answer.get("packages", [])]
+        record: dict[str, Any] = {"digest": digest, "packages": packages}
+        if not packages:
+            return record  # the image has everything: nothing to store or fetch
+        size = int(self._s3.head_object(Bucket=self._bucket, Key=key)["ContentLength"])
+        if size != int(answer["bytes"]):
+            raise RuntimeError(f"the stored environment is {size} bytes, not {answer['bytes']}")
+        record.update(
+            key=key,
+            sha256=str(answer["sha256"]),
+            size=size,
+            unpacked_bytes=int(answer["unpacked_bytes"]),
+            python=self.target.python_version,
+        )
+        return record
+
+    def _stored(self, digest: str) -> dict[str, Any] | None:
+        try:
+            body = self._s3.get_object(
+                Bucket=self._bucket, Key=f"{self._options.prefix}{digest}.json"
+            )["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise
+        record: dict[str, Any] = json.loads(body)
+        return record
