@@ -31,6 +31,7 @@ from lambdaserve.publishing.environment_build import PIP_TIMEOUT_S, BuildRequest
 from lambdaserve.publishing.requirements import (
     Requirements,
     Target,
+    beyond_image,
     check_pins,
     environment_digest,
     image_target,
@@ -144,10 +145,11 @@ class Environments:
     def prepare(self, requirements: Requirements) -> dict[str, Any]:
         """The catalog's record of the environment (``{}`` when nothing is required), or
         ModelRejected naming the requirement and why."""
-        if not requirements.lines:
-            return {}
         target = self.target
         check_pins(requirements, target)
+        requirements = beyond_image(requirements, target)
+        if not requirements.lines:
+            return {}  # the image has everything they name
         digest = environment_digest(requirements, target, self._options.index_url)
         stored = self._stored(digest)
         if stored is not None:

@@ -129,6 +129,20 @@ def check_pins(requirements: Requirements, target: Target) -> None:
             )
 
 
+def beyond_image(requirements: Requirements, target: Target) -> Requirements:
+    """The requirements the image does not already satisfy (``check_pins`` passed: a
+    requirement naming an image package allows the image's version, which serves it)."""
+    pinned = target.pinned()
+    return Requirements(
+        tuple(
+            line
+            for line in requirements.lines
+            if canonicalize_name(Requirement(line).name) not in pinned
+        ),
+        requirements.source,
+    )
+
+
 def environment_digest(requirements: Requirements, target: Target, index: str) -> str:
     """Identical requirements for the same image and index build once."""
     document = {
