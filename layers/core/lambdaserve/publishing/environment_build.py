@@ -31,6 +31,7 @@ from lambdaserve.errors import ModelRejected
 from lambdaserve.publishing.pip_reasons import pip_reason
 
 PIP_TIMEOUT_S = 600.0
+CONTENT_TYPE = "application/gzip"  # signed into the presigned URL: the PUT must send it
 _KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 
 
@@ -198,7 +199,11 @@ def _put(url: str, tarball: Path) -> None:
             url,
             data=body,
             method="PUT",
-            headers={"Content-Length": str(tarball.stat().st_size)},
+            # urllib's default type for a body is a form, which a server may try to parse
+            headers={
+                "Content-Length": str(tarball.stat().st_size),
+                "Content-Type": CONTENT_TYPE,
+            },
         )
         with urllib.request.urlopen(request, timeout=300) as response:
             if response.status >= 300:

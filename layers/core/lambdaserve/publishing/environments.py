@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from lambdaserve.errors import ModelRejected
-from lambdaserve.publishing.environment_build import PIP_TIMEOUT_S, BuildRequest
+from lambdaserve.publishing.environment_build import CONTENT_TYPE, PIP_TIMEOUT_S, BuildRequest
 from lambdaserve.publishing.requirements import (
     Requirements,
     Target,
@@ -158,7 +158,7 @@ class Environments:
         key = f"{self._options.prefix}{digest}.tar.gz"
         put_url = self._s3.generate_presigned_url(
             "put_object",
-            Params={"Bucket": self._bucket, "Key": key},
+            Params={"Bucket": self._bucket, "Key": key, "ContentType": CONTENT_TYPE},
             ExpiresIn=_PUT_URL_TTL_S,
         )
         self.builds += 1
