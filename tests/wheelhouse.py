@@ -75,3 +75,41 @@ def _sdist(path: Path, name: str, version: str) -> None:
             info = tarfile.TarInfo(f"{name}-{version}/{file_name}")
             info.size = len(data)
             archive.addfile(info, io.BytesIO(data))
+
+
+def conda_pack(
+    path: Path,
+    python: str,
+    numpy: str,
+    *,
+    link_inside: bool = False,
+) -> Path:
+    """A tarball shaped as conda-pack writes one: bin/python a link, lib/ a shared library,
+    and in lib/python<X.Y>/site-packages tinypkg 3.0 and numpy at version ``numpy``."""
+    site = f"lib/python{python}/site-packages"
+    files = {
+        "lib/libexample.so": b"\x7fELF",
+        f"{site}/tinypkg/__init__.py": b"VERSION = '3.0'\n",
+        f"{site}/tinypkg-3.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinypkg\n"
+        b"Version: 3.0\n",
+        f"{site}/numpy/__init__.py": b"raise ImportError('the env numpy, not the image one')\n",
+        f"{site}/numpy-{numpy}.dist-info/METADATA": (
+            f"Metadata-Version: 2.1\nName: numpy\nVersion: {numpy}\n".encode()
+        ),
+        f"{site}/numpy-{numpy}.dist-info/RECORD": (
+            f"numpy/__init__.py,,\nnumpy-{numpy}.dist-info/METADATA,,\n".encode()
+        ),
+    }
+    with tarfile.open(path, "w:gz") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+        links = [("bin/python", f"python{python}")]
+        if link_inside:
+            links.append((f"{site}/escape", "/etc"))
+        for name, target in links:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            archive.addfile(info)
+    return path

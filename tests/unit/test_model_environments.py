@@ -5,6 +5,8 @@ a size budget; where it serves, the tarball unpacked checked and importable in a
 from __future__ import annotations
 
 import io
+import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -13,7 +15,13 @@ from pathlib import Path
 import pytest
 
 from lambdaserve.catalog.items import VersionRecord, version_from_item, version_to_item
+from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import ModelNotReady, ModelRejected
+from lambdaserve.publishing.conda_environments import (
+    PARAMETER,
+    execution_env_key,
+    site_packages_of,
+)
 from lambdaserve.publishing.environment_build import BuildRequest, build
 from lambdaserve.publishing.requirements import (
     Requirements,
@@ -25,7 +33,7 @@ from lambdaserve.publishing.requirements import (
     requirements_of,
 )
 from lambdaserve.serving.environments import EnvironmentDirectories
-from tests.wheelhouse import build_wheelhouse
+from tests.wheelhouse import build_wheelhouse, conda_pack
 
 TARGET = image_target()
 NUMPY = TARGET.pinned()["numpy"]
@@ -220,3 +228,61 @@ def test_version_items_written_before_environments_still_read():
     assert version_from_item(fields).environment == {"digest": "d", "packages": []}
     del fields["environment"]
     assert version_from_item(fields).environment == {}
+
+
+def test_a_conda_pack_tarball_gives_its_site_packages_less_the_images(tmp_path: Path):
+    """Given a conda-pack tarball (links and libraries outside site-packages, tinypkg 3.0
+    and the image's own numpy version inside)
+    When its site-packages are taken
+    Then tinypkg is there and importable, numpy is left to the image, nothing else came."""
+    packed = conda_pack(tmp_path / "env.tar.gz", TARGET.python_version, NUMPY)
+    site = tmp_path / "site"
+    unpacked = site_packages_of(packed, "env.tar.gz", TARGET, site, 10**9)
+    assert sorted(p.name for p in site.iterdir()) == ["tinypkg", "tinypkg-3.0.dist-info"]
+    assert unpacked == sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    done = subprocess.run(
+        [sys.executable, "-c", "import numpy, tinypkg; print(tinypkg.VERSION, numpy.__version__)"],
+        env={"PYTHONPATH": f"{site}{os.pathsep}{os.pathsep.join(sys.path[1:])}"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.split() == ["3.0", NUMPY]
+
+
+@pytest.mark.parametrize(
+    ("python", "numpy", "link_inside", "said"),
+    [
+        ("3.10", NUMPY, False, "is an environment for Python 3.10"),
+        (TARGET.python_version, "1.26.4", False, "has numpy 1.26.4; the serving image pins"),
+        (TARGET.python_version, NUMPY, True, "site-packages/escape is a link"),
+    ],
+)
+def test_a_conda_pack_tarball_that_cannot_serve_here_is_refused(
+    tmp_path: Path, python: str, numpy: str, link_inside: bool, said: str
+):
+    """Given a conda-pack tarball for another Python, with another numpy, or with a link
+    inside its site-packages
+    When its site-packages are taken
+    Then it is refused saying which and why."""
+    packed = conda_pack(tmp_path / "env.tar.gz", python, numpy, link_inside=link_inside)
+    with pytest.raises(ModelRejected, match=re.escape(said)):
+        site_packages_of(packed, "env.tar.gz", TARGET, tmp_path / "site", 10**9)
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("/opt/envs/env.tar.gz", "name a conda-pack tarball beside the model"),
+        ("$$TRITON_MODEL_DIRECTORY/../other/env.tar.gz", "points outside the model directory"),
+    ],
+)
+def test_execution_env_path_must_be_beside_the_model(value: str, said: str):
+    """Given EXECUTION_ENV_PATH naming a path elsewhere on a server, or outside the model
+    When the bucket key is derived
+    Then it is refused; the documented form names models/<m>/env.tar.gz."""
+    config = ModelConfig(name="m", parameters=((PARAMETER, value),))
+    with pytest.raises(ModelRejected, match=re.escape(said)):
+        execution_env_key(config, "models/")
+    good = ModelConfig(name="m", parameters=((PARAMETER, "$$TRITON_MODEL_DIRECTORY/env.tar.gz"),))
+    assert execution_env_key(good, "models/") == "models/m/env.tar.gz"

@@ -87,7 +87,7 @@ def build(request: BuildRequest, scratch: Path) -> dict[str, Any]:
     )
     unpacked = _check_size(target, request.max_bytes, request.source)
     tarball = Path(request.output) if request.output else scratch / "environment.tar.gz"
-    _pack(target, tarball)
+    pack(target, tarball)
     if request.put_url:
         _put(request.put_url, tarball)
     return {
@@ -176,7 +176,7 @@ def _check_size(target: Path, max_bytes: int, source: str) -> int:
     return total
 
 
-def _pack(target: Path, tarball: Path) -> None:
+def pack(target: Path, tarball: Path) -> None:
     """A tarball of the same files is the same bytes: sorted, no times, no owners."""
 
     def normalized(info: tarfile.TarInfo) -> tarfile.TarInfo:
@@ -191,6 +191,20 @@ def _pack(target: Path, tarball: Path) -> None:
     ):
         for path in sorted(target.rglob("*")):
             archive.add(path, path.relative_to(target).as_posix(), False, filter=normalized)
+
+
+def installed_packages(site: Path) -> list[str]:
+    """``name==version`` of each distribution in a site directory (its dist-info)."""
+    found = []
+    for metadata in site.glob("*.dist-info/METADATA"):
+        fields = dict(
+            line.split(": ", 1)
+            for line in metadata.read_text(errors="replace").splitlines()
+            if ": " in line and not line.startswith(" ")
+        )
+        if fields.get("Name"):
+            found.append(f"{fields['Name']}=={fields.get('Version', '')}")
+    return sorted(found)
 
 
 def _put(url: str, tarball: Path) -> None:

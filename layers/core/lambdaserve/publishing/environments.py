@@ -14,6 +14,7 @@ the tarball: digest, key, sha256, sizes and the packages in it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -21,20 +22,37 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
+from lambdaserve.catalog.repository import file_sha256
+from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import ModelRejected
-from lambdaserve.publishing.environment_build import CONTENT_TYPE, PIP_TIMEOUT_S, BuildRequest
+from lambdaserve.publishing.conda_environments import (
+    PARAMETER,
+    execution_env_key,
+    site_packages_of,
+)
+from lambdaserve.publishing.environment_build import (
+    CONTENT_TYPE,
+    PIP_TIMEOUT_S,
+    BuildRequest,
+    installed_packages,
+    pack,
+)
 from lambdaserve.publishing.requirements import (
+    FORMAT,
     Requirements,
     Target,
     beyond_image,
     check_pins,
     environment_digest,
     image_target,
+    requirements_of,
 )
 
 logger = logging.getLogger(__name__)
@@ -44,6 +62,35 @@ DEFAULT_INDEX_URL = "https://pypi.org/simple"
 DEFAULT_MAX_BYTES = 512 * 1024**2
 _PUT_URL_TTL_S = 3600
 _KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+
+
+def version_environment(
+    environments: Environments,
+    root: Path,
+    model_file: str,
+    config: ModelConfig,
+    *,
+    models_prefix: str,
+    report: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """A validated version's environment: model code's requirements (or a Python model's
+    ``EXECUTION_ENV_PATH`` tarball), built once; ``{}`` without; ModelRejected saying why."""
+    requirements = requirements_of(root, model_file)
+    python_model = model_file == "model.py"
+    packed = execution_env_key(config, models_prefix) if python_model else ""
+    if packed and requirements is not None:
+        raise ModelRejected(
+            f"both {requirements.source} and {PARAMETER} give the model an environment; keep one"
+        )
+    if packed:
+        if report:
+            report(f"preparing the environment of {PARAMETER}")
+        return environments.prepare_packed(packed)
+    if requirements is None:
+        return {}
+    if report:
+        report(f"preparing the environment of {requirements.source}")
+    return environments.prepare(requirements)
 
 
 class Builder(Protocol):
@@ -178,14 +225,68 @@ class Environments:
         if "error" in answer:
             raise ModelRejected(str(answer["error"]))
         record = self._record(digest, key, answer)
+        self._store(digest, record)
+        logger.info("environment %s built: %s", digest[:12], ", ".join(record["packages"]))
+        return record
+
+    def prepare_packed(self, packed_key: str) -> dict[str, Any]:
+        """Triton's ``EXECUTION_ENV_PATH`` tarball at ``packed_key``: its site-packages,
+        checked and repacked once per uploaded object (read as data here: nothing in it
+        runs, so no sandbox is needed)."""
+        name = packed_key.rsplit("/", 1)[-1]
+        try:
+            head = self._s3.head_object(Bucket=self._bucket, Key=packed_key)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                raise ModelRejected(
+                    f"EXECUTION_ENV_PATH names {name}, which is not uploaded: upload the "
+                    f"conda-pack tarball to {packed_key}"
+                ) from None
+            raise
+        target = self.target
+        digest = hashlib.sha256(
+            json.dumps(
+                [
+                    FORMAT,
+                    packed_key,
+                    head["ETag"],
+                    head["ContentLength"],
+                    target.python_version,
+                    list(target.pins),
+                ]
+            ).encode()
+        ).hexdigest()
+        stored = self._stored(digest)
+        if stored is not None:
+            return stored
+        self.builds += 1
+        with tempfile.TemporaryDirectory(prefix="execution-env-") as scratch:
+            local, site = Path(scratch) / "env.tar.gz", Path(scratch) / "site"
+            self._s3.download_file(self._bucket, packed_key, str(local))
+            unpacked = site_packages_of(local, name, target, site, self._options.max_bytes)
+            tarball = Path(scratch) / "environment.tar.gz"
+            pack(site, tarball)
+            key = f"{self._options.prefix}{digest}.tar.gz"
+            self._s3.upload_file(
+                str(tarball), self._bucket, key, ExtraArgs={"ContentType": CONTENT_TYPE}
+            )
+            answer = {
+                "packages": installed_packages(site),
+                "bytes": tarball.stat().st_size,
+                "unpacked_bytes": unpacked,
+                "sha256": file_sha256(tarball),
+            }
+        record = self._record(digest, key, answer) | {"source": "EXECUTION_ENV_PATH"}
+        self._store(digest, record)
+        return record
+
+    def _store(self, digest: str, record: dict[str, Any]) -> None:
         self._s3.put_object(
             Bucket=self._bucket,
             Key=f"{self._options.prefix}{digest}.json",
             Body=json.dumps(record).encode(),
             ContentType="application/json",
         )
-        logger.info("environment %s built: %s", digest[:12], ", ".join(record["packages"]))
-        return record
 
     def _record(self, digest: str, key: str, answer: dict[str, Any]) -> dict[str, Any]:
         packages = [str(p) for p in answer.get("packages", [])]

@@ -37,8 +37,7 @@ from lambdaserve.publishing.auto_complete import (
     completed_fields,
     declares_auto_complete,
 )
-from lambdaserve.publishing.environments import Environments
-from lambdaserve.publishing.requirements import requirements_of
+from lambdaserve.publishing.environments import Environments, version_environment
 from lambdaserve.publishing.version_archives import is_packed_archive
 from lambdaserve.runtimes.model_code import DISABLED
 from lambdaserve.runtimes.openvino.readers import PADDLE_1X
@@ -141,7 +140,18 @@ class VersionValidator:
                 self._fetch(root, path, info, transfer) for path, info in sorted(by_path.items())
             )
             runtime = runtime_for(model_file, config)
-            environment = self._environment(root, model_file, report)
+            environment = (
+                version_environment(
+                    self._environments,
+                    root,
+                    model_file,
+                    config,
+                    models_prefix=self._repository.prefix,
+                    report=report,
+                )
+                if self._environments is not None
+                else {}
+            )
             if report and transfer:
                 report(transfer.finished())
                 report(f"validating {human_bytes(total)} with {runtime.name}")
@@ -167,17 +177,6 @@ class VersionValidator:
         return ValidatedVersion(
             runtime.name, model_file, signature, files, notes, completed, environment
         )
-
-    def _environment(
-        self, root: Path, model_file: str, report: Callable[[str], None] | None
-    ) -> dict[str, Any]:
-        """Model code's requirements become its environment, built once (or refused)."""
-        requirements = requirements_of(root, model_file)
-        if requirements is None or self._environments is None:
-            return {}
-        if report:
-            report(f"preparing the environment of {requirements.source}")
-        return self._environments.prepare(requirements)
 
     def _auto_complete(self, model_file: Path, config: ModelConfig) -> dict[str, Any]:
         """Triton calls a Python model's auto_complete_config before loading it."""
