@@ -17,11 +17,14 @@ from lambdaserve.publishing.environments import (
     Environments,
     IsolatedBuilder,
 )
-from lambdaserve.publishing.requirements import parse_requirements
+from lambdaserve.publishing.requirements import image_target, parse_requirements
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.environments import EnvironmentDirectories, environment_file
-from tests.wheelhouse import build_wheelhouse
+from tests.wheelhouse import build_wheelhouse, conda_pack
 
+ADD_SUB = Path(__file__).parent.parent / "fixtures" / "python_models" / "add_sub"
+TARGET = image_target()
+NUMPY = TARGET.pinned()["numpy"]
 HANDLER = b"def handle(data, context):\n    return [{'ok': True} for _ in data or []]\n"
 
 
@@ -119,3 +122,38 @@ def test_a_published_handler_records_its_environment_and_a_bad_one_is_unavailabl
     stack.put("models/sdonly_model/1/handler.py", HANDLER)
     reason = stack.wait_state("sdonly_model", 1, "UNAVAILABLE", timeout_s=120)
     assert "requirement sdonly==1.0: only a source distribution" in reason
+
+
+def test_a_python_models_execution_env_path_becomes_its_environment(stack, tmp_path: Path):
+    """Given a Python model whose config sets EXECUTION_ENV_PATH to a conda-pack tarball
+    uploaded beside it
+    When the stack publishes it
+    Then it is READY with an environment from that tarball, which, fetched through the
+    model file cache, imports the env's tinypkg; the same tarball stored again is reused."""
+    packed = conda_pack(tmp_path / "env.tar.gz", TARGET.python_version, NUMPY)
+    config = (ADD_SUB / "config.pbtxt").read_text().replace('name: "add_sub"', 'name: "envpy"')
+    config += (
+        '\nparameters: { key: "EXECUTION_ENV_PATH", '
+        'value: { string_value: "$$TRITON_MODEL_DIRECTORY/env.tar.gz" } }\n'
+    )
+    stack.put("models/envpy/env.tar.gz", packed.read_bytes())
+    stack.put("models/envpy/config.pbtxt", config.encode())
+    stack.put("models/envpy/1/model.py", (ADD_SUB / "1" / "model.py").read_bytes())
+    stack.wait_state("envpy", 1, "READY", timeout_s=120)
+    [described] = stack.api.get("/models/envpy/1").json()
+    environment = described["environment"]
+    assert environment["source"] == "EXECUTION_ENV_PATH"
+    assert environment["packages"] == ["tinypkg==3.0"]
+    s3, bucket = stack.clients.s3, stack.settings.bucket
+    cache = ArtifactCache(
+        tmp_path / "cache", 10**9, lambda key, target: s3.download_file(bucket, key, str(target))
+    )
+    cached = environment_file(environment)
+    assert cached is not None
+    [directory] = EnvironmentDirectories(tmp_path / "environments")(
+        "envpy", 1, cache.materialize([cached])
+    )
+    assert imported_version(directory) == "3.0"
+    environments = Environments(s3, bucket, IsolatedBuilder())
+    assert environments.prepare_packed("models/envpy/env.tar.gz") == environment
+    assert environments.builds == 0
