@@ -186,7 +186,7 @@ def pack(target: Path, tarball: Path) -> None:
 
     with (
         open(tarball, "wb") as raw,
-        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as zipped,
+        gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as zipped,
         tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as archive,
     ):
         for path in sorted(target.rglob("*")):

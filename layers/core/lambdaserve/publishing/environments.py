@@ -209,6 +209,7 @@ class Environments:
             ExpiresIn=_PUT_URL_TTL_S,
         )
         self.builds += 1
+        logger.info("building environment %s (%s)", digest[:12], requirements.source)
         answer = self._builder.build(
             BuildRequest(
                 requirements=requirements.text(),
