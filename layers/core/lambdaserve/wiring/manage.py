@@ -78,7 +78,9 @@ def environments(settings: Settings, clients: AwsClients) -> Environments:
         clients.s3,
         settings.bucket,
         (
-            FunctionBuilder(validator_client(settings), settings.code_validator_function)
+            FunctionBuilder(
+                validator_client(settings, read_timeout=330), settings.code_validator_function
+            )
             if settings.code_validator_function
             else IsolatedBuilder()
         ),
@@ -86,10 +88,11 @@ def environments(settings: Settings, clients: AwsClients) -> Environments:
     )
 
 
-def validator_client(settings: Settings) -> Any:
+def validator_client(settings: Settings, read_timeout: int = 120) -> Any:
     """The Lambda client that invokes the code validator or the infer function's load check:
     one try (user code must not run twice), and a read timeout past the validator's own 90 s
-    (a load check that runs longer ends as a failed check: the next load checks again)."""
+    (a load check that runs longer ends as a failed check: the next load checks again). An
+    environment build may take the validator's whole 300 s: its client waits past that."""
     import boto3
     from botocore.config import Config
 
@@ -97,5 +100,5 @@ def validator_client(settings: Settings) -> Any:
         "lambda",
         region_name=settings.region,
         endpoint_url=settings.endpoint_url,
-        config=Config(read_timeout=120, connect_timeout=5, retries={"max_attempts": 1}),
+        config=Config(read_timeout=read_timeout, connect_timeout=5, retries={"max_attempts": 1}),
     )
