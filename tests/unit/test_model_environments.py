@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -32,7 +33,8 @@ from lambdaserve.publishing.requirements import (
     parse_requirements,
     requirements_of,
 )
-from lambdaserve.serving.environments import EnvironmentDirectories
+from lambdaserve.serving.cache import ArtifactCache
+from lambdaserve.serving.environments import EnvironmentDirectories, environment_file
 from tests.wheelhouse import build_wheelhouse, conda_pack
 
 TARGET = image_target()
@@ -155,27 +157,41 @@ def test_what_the_image_has_is_left_to_the_image():
 
 
 def test_two_pins_give_two_environments_that_import_their_own_version(wheels: Path, tmp_path: Path):
-    """Given environments built for tinypkg==1.0 and tinypkg==2.0
-    When each is unpacked where it serves and put on a child Python's path
-    Then each child imports its own tinypkg, and a rebuild is the same bytes."""
-    unpacked = EnvironmentDirectories(tmp_path / "environments")
+    """Given environments built for tinypkg==1.0 and tinypkg==2.0, and a model cache whose
+    budget holds one tarball
+    When each is fetched through the cache, and the hook is asked for its directory
+    Then each directory imports its own tinypkg in a child Python; a rebuild is the same
+    bytes; the first's unpacked copy is removed once the cache evicted its tarball."""
+    built = {}
     for version in ("1.0", "2.0"):
         answer = build_of(f"tinypkg=={version}\n", wheels, tmp_path / version)
         assert answer["packages"] == [f"tinypkg=={version}"]
-        tarball = tmp_path / version / "environment.tar.gz"
         again = build_of(f"tinypkg=={version}\n", wheels, tmp_path / f"{version}-again")
         assert again["sha256"] == answer["sha256"]
-        named = tmp_path / f"{answer['sha256']}.tar.gz"
-        named.write_bytes(tarball.read_bytes())
-        directory = unpacked.unpacked(named)
+        built[f"environments/{version}.tar.gz"] = tmp_path / version / "environment.tar.gz"
+        answer["key"], answer["size"] = f"environments/{version}.tar.gz", answer["bytes"]
+        built[version] = answer
+    cache = ArtifactCache(
+        tmp_path / "cache",
+        max(built["1.0"]["size"], built["2.0"]["size"]),
+        lambda key, target: shutil.copyfile(built[key], target),
+    )
+    hook = EnvironmentDirectories(tmp_path / "environments", cache)
+    directories = {}
+    for version in ("1.0", "2.0"):
+        cached = environment_file(built[version])
+        assert cached is not None
+        [directories[version]] = hook("m", 1, cache.materialize([cached]))
         done = subprocess.run(
             [sys.executable, "-c", "import tinypkg; print(tinypkg.VERSION)"],
-            env={"PYTHONPATH": str(directory), "PATH": "/usr/bin:/bin"},
+            env={"PYTHONPATH": str(directories[version]), "PATH": "/usr/bin:/bin"},
             capture_output=True,
             text=True,
             check=True,
         )
         assert done.stdout.strip() == version
+    assert not cache.has_blob(built["1.0"]["sha256"])
+    assert not directories["1.0"].exists() and directories["2.0"].is_dir()
 
 
 @pytest.mark.parametrize("kind", ["symlink", "parent"])

@@ -20,7 +20,7 @@ from typing import Any
 from filelock import FileLock
 
 from lambdaserve.errors import ModelNotReady
-from lambdaserve.serving.cache import CachedFile
+from lambdaserve.serving.cache import ArtifactCache, CachedFile
 
 logger = logging.getLogger(__name__)
 
@@ -44,16 +44,37 @@ def environment_file(environment: dict[str, Any]) -> CachedFile | None:
 
 
 class EnvironmentDirectories:
-    """Unpacked environments under ``root``, one directory per tarball digest."""
+    """Unpacked environments under ``root``, one directory per tarball digest.
 
-    def __init__(self, root: Path) -> None:
+    With ``cache`` (the model file cache), an unpacked directory whose tarball the cache
+    evicted is removed when another environment is asked for: the tarballs count in the
+    cache's budget, and their unpacked copies follow them out.
+    """
+
+    def __init__(self, root: Path, cache: ArtifactCache | None = None) -> None:
         self.root = root
+        self._cache = cache
 
     def __call__(self, model: str, version: int, version_dir: Path) -> tuple[Path, ...]:
         tarballs = sorted((version_dir / ENVIRONMENT_DIR).glob("*.tar.gz"))
         if not tarballs:
             return ()
+        self.prune(keep=tarballs[0].name.removesuffix(".tar.gz"))
         return (self.unpacked(tarballs[0]),)
+
+    def prune(self, keep: str = "") -> None:
+        """Remove unpacked environments whose tarball is no longer in the cache."""
+        if self._cache is None or not self.root.is_dir():
+            return
+        for directory in self.root.iterdir():
+            name = directory.name
+            if not directory.is_dir() or "." in name or name == keep:
+                continue
+            if self._cache.has_blob(name):
+                continue
+            with FileLock(str(directory) + ".lock"):
+                shutil.rmtree(directory, ignore_errors=True)
+            logger.info("removed environment %s: its tarball left the cache", name[:12])
 
     def unpacked(self, tarball: Path) -> Path:
         """The directory ``tarball`` unpacks to (once, across threads and processes)."""
