@@ -176,7 +176,7 @@ def test_two_pins_give_two_environments_that_import_their_own_version(wheels: Pa
         max(built["1.0"]["size"], built["2.0"]["size"]),
         lambda key, target: shutil.copyfile(built[key], target),
     )
-    hook = EnvironmentDirectories(tmp_path / "environments", cache)
+    hook = EnvironmentDirectories.beside(cache)
     directories = {}
     for version in ("1.0", "2.0"):
         cached = environment_file(built[version])

@@ -55,6 +55,12 @@ class EnvironmentDirectories:
         self.root = root
         self._cache = cache
 
+    @classmethod
+    def beside(cls, cache: ArtifactCache) -> EnvironmentDirectories:
+        """The hook for a process's model cache: unpacked next to it (``<work dir>/
+        environments`` beside ``<work dir>/cache``), following its evictions."""
+        return cls(cache.root.parent / "environments", cache)
+
     def __call__(self, model: str, version: int, version_dir: Path) -> tuple[Path, ...]:
         tarballs = sorted((version_dir / ENVIRONMENT_DIR).glob("*.tar.gz"))
         if not tarballs:
