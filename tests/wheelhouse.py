@@ -4,6 +4,7 @@ projects, and a source-only distribution (pip never builds it: wheels only)."""
 from __future__ import annotations
 
 import io
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -21,7 +22,8 @@ dependencies = {dependencies}
 
 def build_wheelhouse(root: Path) -> Path:
     """``root/wheels``: tinypkg 1.0 and 2.0 (``tinypkg.VERSION`` says which), needsold 1.0
-    (requires ``numpy<2``), and sdonly 1.0 as an sdist only."""
+    (requires ``numpy<2``), sdonly 1.0 as an sdist only, and winonly 1.0 as a Windows wheel
+    only."""
     projects = []
     for name, version, dependencies in (
         ("tinypkg", "1.0", []),
@@ -40,6 +42,10 @@ def build_wheelhouse(root: Path) -> Path:
     for batch in (projects[1:], projects[:1]):
         _pip_wheel(wheels, batch)
     _sdist(wheels / "sdonly-1.0.tar.gz", "sdonly", "1.0")
+    # a project whose only wheel is for another platform (pip judges by the file name)
+    shutil.copyfile(
+        wheels / "tinypkg-1.0-py3-none-any.whl", wheels / "winonly-1.0-cp311-cp311-win_amd64.whl"
+    )
     return wheels
 
 

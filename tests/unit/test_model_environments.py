@@ -115,6 +115,17 @@ def test_an_sdist_only_package_is_refused_with_the_reason(wheels: Path, tmp_path
     assert "never built" in message
 
 
+def test_a_package_without_a_wheel_for_the_platform_is_refused(wheels: Path, tmp_path: Path):
+    """Given a wheelhouse where winonly has only a Windows wheel
+    When requirements naming it are built
+    Then it is refused: no wheel for this Python and platform, naming the wheel it has."""
+    with pytest.raises(ModelRejected) as refused:
+        build_of("winonly\n", wheels, tmp_path)
+    message = refused.value.message
+    assert f"requirement winonly: no wheel for CPython {TARGET.python_version}" in message
+    assert "winonly-1.0-cp311-cp311-win_amd64.whl is for cp311-cp311-win_amd64" in message
+
+
 def test_a_dependency_that_conflicts_with_the_images_numpy_is_refused(wheels: Path, tmp_path: Path):
     """Given needsold, whose wheel requires numpy<2, and an image with numpy 2.x
     When requirements naming it are built
