@@ -313,3 +313,27 @@ def test_execution_env_path_must_be_beside_the_model(value: str, said: str):
         execution_env_key(config, "models/")
     good = ModelConfig(name="m", parameters=((PARAMETER, "$$TRITON_MODEL_DIRECTORY/env.tar.gz"),))
     assert execution_env_key(good, "models/") == "models/m/env.tar.gz"
+
+
+def test_the_code_validator_function_builds_an_environment(wheels: Path, tmp_path: Path):
+    """Given the code-validator function's event for an environment build (as the manage
+    function's FunctionBuilder sends it), and one that is not
+    When the function handles them
+    Then the first is built in its credential-less child; the second answers an error."""
+    from lambdaserve.handlers import code_validator
+
+    request = BuildRequest(
+        requirements="tinypkg==2.0\n",
+        python_version=TARGET.python_version,
+        platforms=list(TARGET.platforms),
+        constraints=TARGET.constraints(),
+        pinned=[name for name, _ in TARGET.pins],
+        index_url=str(wheels),
+        max_bytes=10**9,
+        output=str(tmp_path / "environment.tar.gz"),
+    )
+    answer = code_validator.handler({"environment": request.model_dump()})
+    assert answer["packages"] == ["tinypkg==2.0"]
+    assert answer["bytes"] == (tmp_path / "environment.tar.gz").stat().st_size
+    refused = code_validator.handler({"environment": {"requirements": "x"}})
+    assert refused["error"].startswith("not an environment build event")
