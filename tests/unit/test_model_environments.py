@@ -24,6 +24,7 @@ from lambdaserve.publishing.conda_environments import (
     site_packages_of,
 )
 from lambdaserve.publishing.environment_build import BuildRequest, build
+from lambdaserve.publishing.pip_reasons import pip_reason
 from lambdaserve.publishing.requirements import (
     Requirements,
     beyond_image,
@@ -337,3 +338,16 @@ def test_the_code_validator_function_builds_an_environment(wheels: Path, tmp_pat
     assert answer["bytes"] == (tmp_path / "environment.tar.gz").stat().st_size
     refused = code_validator.handler({"environment": {"requirements": "x"}})
     assert refused["error"].startswith("not an environment build event")
+
+
+def test_a_private_index_token_never_reaches_a_reason():
+    """Given a private index URL carrying a token (CodeArtifact's https://aws:<token>@...)
+    When pip's failure becomes the version's reason
+    Then the reason names the index without the token."""
+    index = "https://aws:SECRET-TOKEN@d-1.codeartifact.us-east-1.amazonaws.com/pypi/r/simple/"
+    output = (
+        f"ERROR: Could not fetch {index}nothere/\nERROR: No matching distribution found for nothere"
+    )
+    reason = pip_reason(output, "3.11", index, {})
+    assert "SECRET-TOKEN" not in reason
+    assert "(https://d-1.codeartifact.us-east-1.amazonaws.com/pypi/r/simple/)" in reason

@@ -12,12 +12,18 @@ _NOT_FOUND = re.compile(r"No matching distribution found for (\S+)")
 _FROM = re.compile(r"Could not find a version that satisfies the requirement (.+?) \(from versions")
 _SOURCES = re.compile(r"Skipping link: No sources permitted for ([^:]+): (\S+)")
 _TAGS = re.compile(r"Skipping link: none of the wheel's tags \(([^)]*)\) are compatible.*?: (\S+)")
+_USERINFO = re.compile(r"([a-z+]+://)[^/@\s]*@")
 _PROJECT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 def pip_reason(output: str, python_version: str, index: str, pins: dict[str, str]) -> str:
     """One sentence naming the requirement pip could not install, from its ``-vv`` output;
-    ``pins`` are the image's packages (canonical name: version)."""
+    ``pins`` are the image's packages (canonical name: version). Credentials in a URL
+    (a private index's token) never reach the reason."""
+    return _USERINFO.sub(r"\1", _reason(output, python_version, index, pins))
+
+
+def _reason(output: str, python_version: str, index: str, pins: dict[str, str]) -> str:
     missing = _NOT_FOUND.findall(output)
     if "The conflict is caused by" in output or (
         not missing and "conflicting dependencies" in output
