@@ -20,6 +20,7 @@ from lambdaserve.publishing.environments import (
 from lambdaserve.publishing.requirements import image_target, parse_requirements
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.environments import EnvironmentDirectories, environment_file
+from tests.torchserve_archives import _model_archiver
 from tests.wheelhouse import build_wheelhouse, conda_pack
 
 ADD_SUB = Path(__file__).parent.parent / "fixtures" / "python_models" / "add_sub"
@@ -157,3 +158,27 @@ def test_a_python_models_execution_env_path_becomes_its_environment(stack, tmp_p
     environments = Environments(s3, bucket, IsolatedBuilder())
     assert environments.prepare_packed("models/envpy/env.tar.gz") == environment
     assert environments.builds == 0
+
+
+def test_a_mar_built_with_a_requirements_file_gets_its_environment(
+    wheel_index: Path, stack, tmp_path: Path
+):
+    """Given a .mar built by torch-model-archiver --requirements-file (tinypkg==1.0)
+    When it is uploaded under models/
+    Then the version it becomes is READY with the environment its manifest's
+    requirementsFile names."""
+    handler = tmp_path / "handler.py"
+    handler.write_bytes(HANDLER)
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text("tinypkg==1.0\n")
+    export = _model_archiver(
+        tmp_path,
+        [
+            "--model-name", "envmar", "--version", "1.0", "--handler", str(handler),
+            "--requirements-file", str(requirements),
+        ],
+    )  # fmt: skip
+    stack.put("models/envmar.mar", (export / "envmar.mar").read_bytes())
+    stack.wait_state("envmar", 1, "READY", timeout_s=120)
+    [described] = stack.api.get("/models/envmar/1").json()
+    assert described["environment"]["packages"] == ["tinypkg==1.0"]
