@@ -103,6 +103,8 @@ def test_a_requirement_excluding_the_images_numpy_is_refused_before_resolving():
         check_pins(Requirements(("numpy<2", "tinypkg"), "requirements.txt"), TARGET)
     assert f"numpy<2 conflicts with the serving image's numpy {NUMPY}" in refused.value.message
     check_pins(Requirements((f"numpy>={NUMPY}",), "requirements.txt"), TARGET)  # allowed
+    # a marker that does not hold where it serves asks for nothing
+    check_pins(Requirements(('numpy<2; python_version < "3"',), "requirements.txt"), TARGET)
 
 
 def test_an_sdist_only_package_is_refused_with_the_reason(wheels: Path, tmp_path: Path):

@@ -120,6 +120,8 @@ def check_pins(requirements: Requirements, target: Target) -> None:
     for line in requirements.lines:
         requirement = Requirement(line)
         name = canonicalize_name(requirement.name)
+        if not applies(requirement, target):
+            continue
         if name in pinned and not requirement.specifier.contains(pinned[name], prereleases=True):
             raise ModelRejected(
                 f"{requirements.source}: {line} conflicts with the serving image's "
@@ -127,6 +129,16 @@ def check_pins(requirements: Requirements, target: Target) -> None:
                 "runtimes, lambdaserve's own) cannot be replaced by a model; require a range "
                 f"that includes {pinned[name]}, or leave {name} out"
             )
+
+
+def applies(requirement: Requirement, target: Target) -> bool:
+    """Whether a requirement's marker (``; python_version < "3.12"``) holds where it serves."""
+    if requirement.marker is None:
+        return True
+    version = target.python_version
+    return requirement.marker.evaluate(
+        {"python_version": version, "python_full_version": f"{version}.0"}
+    )
 
 
 def beyond_image(requirements: Requirements, target: Target) -> Requirements:
