@@ -12,11 +12,8 @@ from pathlib import Path
 import pytest
 
 from lambdaserve.errors import ModelRejected
-from lambdaserve.publishing.environments import (
-    EnvironmentOptions,
-    Environments,
-    IsolatedBuilder,
-)
+from lambdaserve.publishing.environment_builders import IsolatedBuilder
+from lambdaserve.publishing.environments import EnvironmentOptions, Environments
 from lambdaserve.publishing.requirements import image_target, parse_requirements
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.environments import EnvironmentDirectories, environment_file

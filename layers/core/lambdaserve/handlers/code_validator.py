@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from lambdaserve.errors import ModelRejected
 from lambdaserve.publishing.auto_complete import IsolatedProcess
 from lambdaserve.publishing.environment_build import BuildRequest
-from lambdaserve.publishing.environments import IsolatedBuilder
+from lambdaserve.publishing.environment_builders import IsolatedBuilder
 
 
 class CompletionEvent(BaseModel):
