@@ -11,7 +11,7 @@ VARIANT ?= cpu
 .PHONY: help dev test install-redis test-localstack validate shipped-envs build gpu-image lint install-dev install-test install-torch \
 	install-torchserve install-paddle \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
-	bench-pipelines bench-validate bench-grpc bench-server-mode bench-cache robustness clean
+	bench-pipelines bench-validate bench-grpc bench-server-mode bench-cache bench-envs robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -141,6 +141,9 @@ peer-suites: install-test ## the peers' own test suites against lambdaserve (SUI
 
 bench-publish: install-test ## publish -> READY latency, convergence under shuffled events
 	$(BIN)/python scripts/bench_publish.py $(ARGS)
+
+bench-envs: install-test ## publish -> READY with a requirements.txt: first build, then reuse (ARGS="--index URL")
+	$(BIN)/python scripts/bench_envs.py $(ARGS)
 
 bench-infer: install-test ## inference overhead vs raw InferenceSession.run
 	$(BIN)/python scripts/bench_infer.py $(ARGS)

@@ -248,12 +248,14 @@ def test_manage_roles_touch_only_the_model_repository_and_the_catalog_calls_made
         assert "requests/" not in text and "results/" not in text, name
         for forbidden in ("DeleteItem", "Scan", "BatchWriteItem", "BatchGetItem"):
             assert forbidden not in text, (name, forbidden)
-        # only the events function writes, and only under models/: an uploaded TorchServe
-        # archive unpacked into a version directory
+        # only the events function writes under models/ (an uploaded TorchServe archive
+        # unpacked into a version directory); each validates, so each writes model
+        # environments (and signs their upload URL) under environments/ alone
         writes = [s for s in statements if "s3:PutObject" in json.dumps(s["Action"])]
-        expected = ['{"Fn::Sub": "${ModelBucket.Arn}/models/*"}']
+        environments = '{"Fn::Sub": "${ModelBucket.Arn}/environments/*"}'
+        expected = ['{"Fn::Sub": "${ModelBucket.Arn}/models/*"}', environments]
         assert [json.dumps(s["Resource"]) for s in writes] == (
-            expected if name == "ManageEventsFunctionRole" else []
+            expected if name == "ManageEventsFunctionRole" else [environments]
         ), name
         dynamo = {a for s in statements for a in s["Action"] if a.startswith("dynamodb:")}
         assert dynamo == {
@@ -264,7 +266,9 @@ def test_manage_roles_touch_only_the_model_repository_and_the_catalog_calls_made
             "dynamodb:ConditionCheckItem",
         }, name
         listing = [s for s in statements if s["Action"] == ["s3:ListBucket"]]
-        assert listing and listing[0]["Condition"] == {"StringLike": {"s3:prefix": ["models/*"]}}
+        assert listing and listing[0]["Condition"] == {
+            "StringLike": {"s3:prefix": ["models/*", "environments/*"]}
+        }
     deletes = json.dumps(_statements(roles["ManageApiFunctionRole"]))
     assert "s3:DeleteObject" in deletes and "ModelBucket.Arn}/models/*" in deletes
 
@@ -296,7 +300,7 @@ def test_zip_functions_share_the_core_layer_and_images_use_none(cfn):
                 {"Ref": "InferEphemeralStorage"},
                 snapstart_size,
                 10240,  # the manage functions: a 2 GiB version, downloaded and loaded
-                512,  # the code validator: one model.py
+                2048,  # the code validator: one model.py, or one model environment's build
             )
         else:
             assert properties["Runtime"] == "python3.12"

@@ -83,6 +83,11 @@ class Settings:
     redis_tls: bool = False
     redis_ttl_s: int = 3600
     redis_timeout_ms: int = 100
+    # Model environments (requirements files) at publish: the package index the sandbox
+    # installs wheels from (a URL, or a local directory of wheels: --no-index --find-links)
+    # and the most an environment may unpack to.
+    package_index_url: str = "https://pypi.org/simple"
+    env_max_bytes: int = 512 * 1024**2
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -157,6 +162,9 @@ class Settings:
             prefetch_interval_s=float(
                 env.get("LAMBDASERVE_PREFETCH_INTERVAL_S", str(defaults.prefetch_interval_s))
             ),
+            package_index_url=env.get("LAMBDASERVE_PACKAGE_INDEX_URL", "")
+            or defaults.package_index_url,
+            env_max_bytes=int(env.get("LAMBDASERVE_ENV_MAX_BYTES", "") or defaults.env_max_bytes),
             **_response_cache(env, defaults),
         )
 

@@ -251,6 +251,8 @@ def describe_version_record(
         "sha256": record.sha256,
         "size": record.size,
         "files": list(record.files),
+        # The Python environment its requirements file built ({}: none)
+        "environment": record.environment,
         "createdAt": record.created_at,
         "updatedAt": record.updated_at,
         "validatedAt": record.validated_at,

@@ -80,6 +80,9 @@ class VersionRecord:
     validated_at: str = ""
     # What the version's auto_complete_config filled into the config (Triton JSON fields)
     auto_completed: dict[str, Any] = field(default_factory=dict)
+    # The version's Python environment (publishing.environments): digest, key, sha256, size,
+    # unpacked_bytes, packages; empty when it has none. Items written before have none.
+    environment: dict[str, Any] = field(default_factory=dict)
 
 
 def loading_version(
@@ -169,7 +172,7 @@ def model_from_item(item: dict[str, Any]) -> ModelRecord:
     )
 
 
-_JSON_VERSION_FIELDS = ("signature", "files", "auto_completed")
+_JSON_VERSION_FIELDS = ("signature", "files", "auto_completed", "environment")
 
 
 def version_to_item(record: VersionRecord) -> dict[str, Any]:
@@ -195,4 +198,5 @@ def version_from_item(fields_of_item: dict[str, Any]) -> VersionRecord:
     fields["signature"] = json.loads(fields.get("signature") or "{}")
     fields["files"] = tuple(json.loads(fields.get("files") or "[]"))
     fields["auto_completed"] = json.loads(fields.get("auto_completed") or "{}")
+    fields["environment"] = json.loads(fields.get("environment") or "{}")
     return VersionRecord(**fields)

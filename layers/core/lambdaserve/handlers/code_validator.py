@@ -1,5 +1,7 @@
 """The code-validator function: a Python model's ``auto_complete_config``, run for the manage
-functions with a role that allows nothing (``publishing.auto_complete``)."""
+functions with a role that allows nothing (``publishing.auto_complete``); and a model's
+requirements built into an environment, stored through the presigned URL the event carries
+(``publishing.environments``)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ from pydantic import BaseModel, ValidationError
 
 from lambdaserve.errors import ModelRejected
 from lambdaserve.publishing.auto_complete import IsolatedProcess
+from lambdaserve.publishing.environment_build import BuildRequest
+from lambdaserve.publishing.environment_builders import IsolatedBuilder
 
 
 class CompletionEvent(BaseModel):
@@ -18,6 +22,12 @@ class CompletionEvent(BaseModel):
 
 
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    if "environment" in event:
+        try:
+            request = BuildRequest.model_validate(event["environment"])
+        except ValidationError as exc:
+            return {"error": f"not an environment build event: {exc}"}
+        return IsolatedBuilder().build(request)
     try:
         parsed = CompletionEvent.model_validate(event)
         source = base64.b64decode(parsed.model_py, validate=True)

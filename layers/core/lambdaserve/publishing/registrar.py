@@ -230,6 +230,7 @@ class Registrar:
             notes=validated.notes,
             validated_at=now_iso(),
             auto_completed=validated.completed_config,
+            environment=validated.environment,
         )
         if self._serving_check is None or not (
             validated.model_file in CODE_FILES or validated.runtime in CHECKED_WHERE_IT_SERVES

@@ -37,6 +37,7 @@ from lambdaserve.publishing.auto_complete import (
     completed_fields,
     declares_auto_complete,
 )
+from lambdaserve.publishing.environments import Environments, version_environment
 from lambdaserve.publishing.version_archives import is_packed_archive
 from lambdaserve.runtimes.model_code import DISABLED
 from lambdaserve.runtimes.paddle_choice import inspect_choosing
@@ -71,6 +72,8 @@ class ValidatedVersion:
     notes: str = ""
     # What the model's auto_complete_config filled in (Triton JSON fields)
     completed_config: dict[str, Any] = field(default_factory=dict)
+    # The version's Python environment as the catalog records it ({}: none)
+    environment: dict[str, Any] = field(default_factory=dict)
 
     @property
     def sha256(self) -> str:
@@ -92,12 +95,14 @@ class VersionValidator:
         *,
         python_models: bool = False,
         completer: Completer | None = None,
+        environments: Environments | None = None,
     ) -> None:
         self._repository = repository
         self._max_bytes = max_bytes
         self._work_dir = work_dir
         self._python_models = python_models
         self._completer = completer or IsolatedProcess()
+        self._environments = environments
 
     def validate(
         self,
@@ -135,6 +140,18 @@ class VersionValidator:
                 self._fetch(root, path, info, transfer) for path, info in sorted(by_path.items())
             )
             runtime = runtime_for(model_file, config)
+            environment = (
+                version_environment(
+                    self._environments,
+                    root,
+                    model_file,
+                    config,
+                    models_prefix=self._repository.prefix,
+                    report=report,
+                )
+                if self._environments is not None
+                else {}
+            )
             if report and transfer:
                 report(transfer.finished())
                 report(f"validating {human_bytes(total)} with {runtime.name}")
@@ -158,7 +175,9 @@ class VersionValidator:
                     f"{runtime.name} cannot load {model_file}: "
                     f"{scrub(first_line(exc, 500), root)} ({type(exc).__name__})"
                 ) from exc
-        return ValidatedVersion(runtime.name, model_file, signature, files, notes, completed)
+        return ValidatedVersion(
+            runtime.name, model_file, signature, files, notes, completed, environment
+        )
 
     def _auto_complete(self, model_file: Path, config: ModelConfig) -> dict[str, Any]:
         """Triton calls a Python model's auto_complete_config before loading it."""

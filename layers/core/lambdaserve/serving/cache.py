@@ -90,6 +90,10 @@ class ArtifactCache:
         self.evict(keep={item.sha256 for item in files})
         return view
 
+    def has_blob(self, sha256: str) -> bool:
+        """Whether content with this digest is cached (verified or not yet)."""
+        return (self._blobs / sha256).exists()
+
     def bytes_used(self) -> int:
         return sum(p.stat().st_size for p in self._blob_files())
 

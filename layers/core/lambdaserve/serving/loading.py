@@ -11,6 +11,7 @@ from lambdaserve.config.model_files import CODE_FILES
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions, RequestsModel
 from lambdaserve.runtimes.registry import runtime_named
 from lambdaserve.serving.cache import ArtifactCache, CachedFile
+from lambdaserve.serving.environments import environment_file
 from lambdaserve.serving.progress import human_bytes
 from lambdaserve.serving.reshaped_model import ReshapedModel
 from lambdaserve.serving.warmup import warm_up
@@ -22,9 +23,13 @@ logger = logging.getLogger("lambdaserve.serving.model_server")
 
 
 def version_files(served: ServedVersion) -> list[CachedFile]:
-    return [
+    """The version's files, and its environment's tarball where it has one (fetched and
+    cached as they are; ``serving.environments`` unpacks it)."""
+    files = [
         CachedFile(f["path"], f["key"], f["sha256"], int(f["size"])) for f in served.record.files
     ]
+    environment = environment_file(served.record.environment)
+    return files if environment is None else [*files, environment]
 
 
 def load_version(served: ServedVersion, cache: ArtifactCache, options: LoadOptions) -> LoadedModel:

@@ -11,6 +11,8 @@ from lambdaserve.catalog.repository import ModelRepository
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.pipelines.ensemble_registry import Dependents, EnsembleRegistry
 from lambdaserve.publishing.auto_complete import IsolatedProcess, ValidatorFunction
+from lambdaserve.publishing.environment_builders import FunctionBuilder, IsolatedBuilder
+from lambdaserve.publishing.environments import EnvironmentOptions, Environments
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.publishing.registrar import Registrar
 from lambdaserve.publishing.serving_check import InferFunctionCheck
@@ -47,6 +49,7 @@ def build_manage_services(
             if settings.code_validator_function
             else IsolatedProcess()
         ),
+        environments=environments(settings, clients),
     )
     registrar = Registrar(
         repository,
@@ -64,10 +67,28 @@ def build_manage_services(
     )
 
 
-def validator_client(settings: Settings) -> Any:
+def environments(settings: Settings, clients: AwsClients) -> Environments:
+    """Requirements files built into environments by the sandbox: the code-validator
+    function where it is deployed, a child process without credentials otherwise."""
+    return Environments(
+        clients.s3,
+        settings.bucket,
+        (
+            FunctionBuilder(
+                validator_client(settings, read_timeout=330), settings.code_validator_function
+            )
+            if settings.code_validator_function
+            else IsolatedBuilder()
+        ),
+        EnvironmentOptions(settings.package_index_url, settings.env_max_bytes),
+    )
+
+
+def validator_client(settings: Settings, read_timeout: int = 120) -> Any:
     """The Lambda client that invokes the code validator or the infer function's load check:
     one try (user code must not run twice), and a read timeout past the validator's own 90 s
-    (a load check that runs longer ends as a failed check: the next load checks again)."""
+    (a load check that runs longer ends as a failed check: the next load checks again). An
+    environment build may take the validator's whole 300 s: its client waits past that."""
     import boto3
     from botocore.config import Config
 
@@ -75,5 +96,5 @@ def validator_client(settings: Settings) -> Any:
         "lambda",
         region_name=settings.region,
         endpoint_url=settings.endpoint_url,
-        config=Config(read_timeout=120, connect_timeout=5, retries={"max_attempts": 1}),
+        config=Config(read_timeout=read_timeout, connect_timeout=5, retries={"max_attempts": 1}),
     )

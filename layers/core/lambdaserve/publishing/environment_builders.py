@@ -1,0 +1,90 @@
+"""Where a model environment is built: the sandbox, never the manage function.
+
+- Deployed: the code-validator function (``FunctionBuilder``), whose role allows nothing; it
+  runs the same child as below (``handlers.code_validator``).
+- Locally and inside that function: a child process without credentials or lambdaserve
+  settings, in its own process group (``IsolatedBuilder``).
+
+Either answers what ``environment_build.build`` returned, or ``{"error": reason}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from typing import Any, Protocol
+
+from lambdaserve.errors import ModelRejected
+from lambdaserve.publishing.environment_build import PIP_TIMEOUT_S, BuildRequest
+
+_KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+
+
+class Builder(Protocol):
+    def build(self, request: BuildRequest) -> dict[str, Any]:
+        """The sandbox's answer: packages, bytes, unpacked_bytes, sha256; or error."""
+        ...
+
+
+class IsolatedBuilder:
+    """The build in a child process with no AWS credentials or lambdaserve settings."""
+
+    def build(self, request: BuildRequest) -> dict[str, Any]:
+        with tempfile.TemporaryDirectory(prefix="environment-build-") as home:
+            environment = {k: os.environ[k] for k in _KEPT_ENVIRONMENT if k in os.environ}
+            environment.update(
+                HOME=home,
+                PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+                PYTHONNOUSERSITE="1",
+                PYTHONDONTWRITEBYTECODE="1",
+            )
+            process = subprocess.Popen(
+                [sys.executable, "-m", "lambdaserve.publishing.environment_build"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=home,
+                env=environment,
+                start_new_session=True,  # its own group: pip's children end with it
+            )
+            try:
+                out, err = process.communicate(
+                    request.model_dump_json().encode(), timeout=2 * PIP_TIMEOUT_S + 60
+                )
+            except subprocess.TimeoutExpired:
+                raise ModelRejected("building the environment ran over its time limit") from None
+            finally:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        try:
+            answer: dict[str, Any] = json.loads(out or b"{}")
+        except ValueError:
+            answer = {}
+        if not answer:
+            tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no answer"]
+            raise RuntimeError(f"the environment builder failed: {tail[0]}")
+        return answer
+
+
+class FunctionBuilder:
+    """The build in the code-validator Lambda (its role reads and writes nothing)."""
+
+    def __init__(self, lambda_client: Any, function_name: str) -> None:
+        self._lambda = lambda_client
+        self._function = function_name
+
+    def build(self, request: BuildRequest) -> dict[str, Any]:
+        event = {"environment": request.model_dump()}
+        response = self._lambda.invoke(
+            FunctionName=self._function, Payload=json.dumps(event).encode()
+        )
+        answer: dict[str, Any] = json.loads(response["Payload"].read() or b"{}")
+        if response.get("FunctionError"):
+            raise RuntimeError(f"the environment builder failed: {answer.get('errorMessage')}")
+        return answer
