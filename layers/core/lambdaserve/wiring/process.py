@@ -20,6 +20,7 @@ from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.settings import Settings, get_settings
 from lambdaserve.wiring.aws import AwsClients
 from lambdaserve.wiring.inference import build_model_server
+from lambdaserve.workers.options import EnvironmentPaths, no_environment
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -58,8 +59,11 @@ class Process:
         service: str = "lambdaserve-infer",
         clients: AwsClients | None = None,
         on_config_rejected: Callable[[str, str], None] | None = None,
+        environment_paths: EnvironmentPaths = no_environment,
     ) -> None:
         self.settings = settings
+        # a version's own Python environment, first on its workers' path
+        self.environment_paths = environment_paths
         self.metrics = InvocationMetrics(service)
         self.on_config_rejected = on_config_rejected
         self._given_clients = clients
@@ -90,6 +94,7 @@ class Process:
                 self.settings,
                 self.clients,
                 StatsRegistry(self.metrics.record, self.metrics.record_cache),
+                self.environment_paths,
             ),
         )
 

@@ -1,0 +1,175 @@
+"""A worker's main (``python -m lambdaserve.workers.child``): load one version's model code
+with its runtime, then answer the serving process's requests until told to stop or killed.
+
+Its log records go to stderr one JSON line each (marked, so the serving process re-logs them
+under their own logger and level, tracebacks whole); anything else the code prints is passed
+on as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lambdaserve.workers.channel import Channel
+from lambdaserve.workers.shared_area import Area, arrays_of
+
+RECORD_MARK = "\x1elambdaserve-log "
+
+
+class _LineHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+            line = orjson.dumps({"level": record.levelno, "name": record.name, "text": text})
+            sys.stderr.write(RECORD_MARK + line.decode() + "\n")
+            sys.stderr.flush()
+        except Exception:  # a log line must never take the worker down
+            self.handleError(record)
+
+
+def _error(exc: BaseException) -> dict[str, str]:
+    from lambdaserve.errors import LambdaServeError
+
+    if isinstance(exc, LambdaServeError):
+        return {"type": type(exc).__name__, "message": exc.message}
+    return {"type": "InferenceError", "message": f"{type(exc).__name__}: {exc}"}
+
+
+class Worker:
+    def __init__(self, channel: Channel, requests: Area, responses: Area) -> None:
+        self.channel, self.requests, self.responses = channel, requests, responses
+        self.model: Any = None
+        self._bls = threading.Lock()
+
+    def load(self, spec: dict[str, Any]) -> dict[str, Any]:
+        from lambdaserve.config.model_config import build
+        from lambdaserve.runtimes.base import LoadOptions
+        from lambdaserve.runtimes.registry import runtime_named
+        from lambdaserve.tensors.signature import Signature
+
+        config = build(spec["config"], spec["model"])
+        options = LoadOptions(device="cpu", python_models=True, version=spec["version"])
+        if spec["backend"] == "python":
+            self._install_bls()
+        runtime = runtime_named(spec["backend"])
+        self.model = runtime.load(
+            Path(spec["model_path"]), config, Signature.from_json(spec["signature"]), options
+        )
+        batching = getattr(self.model, "batching", None)
+        return {
+            "ok": True,
+            "batching": [batching.batch_size, batching.max_delay_s] if batching else None,
+        }
+
+    def run(self, message: dict[str, Any]) -> dict[str, Any]:
+        from lambdaserve.runtimes.code_errors import request_ids
+
+        requests = [
+            (self.requests.read_tensors(r["inputs"]), r["outputs"]) for r in message["requests"]
+        ]
+        with request_ids(message.get("ids", ())):
+            answers = self.model.run_requests(requests)
+        results: list[dict[str, Any]] = []
+        end = 0
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                results.append({"error": _error(answer)})
+                continue
+            descriptors, end = self.responses.write_tensors(arrays_of(answer), end)
+            results.append({"outputs": descriptors})
+        return {"results": results}
+
+    def rows(self, message: dict[str, Any]) -> dict[str, Any]:
+        from lambdaserve.runtimes.code_errors import request_ids
+
+        rows = [
+            {
+                key: self.requests.read_bytes(*value["b"]) if "b" in value else value["j"]
+                for key, value in row
+            }
+            for row in message["rows"]
+        ]
+        rows = [
+            {k: bytearray(v) if isinstance(v, bytes) else v for k, v in r.items()} for r in rows
+        ]
+        with request_ids(message.get("ids", ())):
+            answers = self.model.handle_rows(rows, message["headers"])
+        out, end = [], 0
+        for answer in answers:
+            offset, end = self.responses.write_bytes(answer.body, end)
+            out.append([offset, len(answer.body), answer.content_type, answer.status])
+        return {"answers": out}
+
+    def _install_bls(self) -> None:
+        """BLS from this worker: the request goes to the serving process, which runs it
+        through its data plane (any model of the catalog) and sends the answer back."""
+        from lambdaserve.runtimes.triton_python import pb_utils
+
+        def execute(request: Any) -> Any:
+            arrays = [(t.name(), t.as_numpy()) for t in request.inputs()]
+            with self._bls:
+                # the serving process is waiting on this worker: its response area is free
+                descriptors, _ = self.responses.write_tensors(arrays)
+                self.channel.send(
+                    {
+                        "op": "bls",
+                        "model": request.model_name,
+                        "version": request.model_version,
+                        "inputs": descriptors,
+                        "outputs": list(request.requested_output_names()),
+                    }
+                )
+                reply = self.channel.receive()
+                if "error" in reply:
+                    return pb_utils.InferenceResponse(error=pb_utils.TritonError(reply["error"]))
+                outputs = self.requests.read_tensors(reply["outputs"])
+            return pb_utils.InferenceResponse([pb_utils.Tensor(n, a) for n, a in outputs.items()])
+
+        pb_utils._executor = execute
+
+    def serve(self) -> None:
+        while True:
+            message = self.channel.receive()
+            op = message["op"]
+            if op == "stop":
+                close = getattr(self.model, "close", None)
+                if close is not None:
+                    close()
+                return
+            try:
+                reply = self.run(message) if op == "run" else self.rows(message)
+            except Exception as exc:
+                reply = {"error": _error(exc)}
+            self.channel.send(reply)
+
+
+def main() -> None:
+    handler = _LineHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    sock = socket.socket(fileno=int(os.environ.pop("LAMBDASERVE_WORKER_FD")))
+    channel = Channel(sock)
+    spec = channel.receive()
+    worker = Worker(
+        channel, Area.open(Path(spec["request_area"])), Area.open(Path(spec["response_area"]))
+    )
+    try:
+        answer = worker.load(spec)
+    except Exception as exc:
+        logging.getLogger("lambdaserve.workers").debug("load failed", exc_info=exc)
+        channel.send({"error": _error(exc)})
+        return
+    channel.send(answer)
+    worker.serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,372 @@
+"""A version's model code served by its worker processes: the runtime Protocol
+(``run`` / ``run_requests``, and ``handle_rows`` for TorchServe handlers) over a pool of
+children, so the model server, the batcher and every door are unchanged.
+
+Faults stay in their model: a child that dies fails the requests it held once, with how it
+ended, and is restarted after a backoff; one that holds a request past the timeout is killed
+and restarted; five crashes within a minute and the version is reported broken (the model
+server marks it UNAVAILABLE with the reason) and no longer restarted.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lambdaserve import errors
+from lambdaserve.errors import LambdaServeError, ModelCodeCrashed, ModelCodeTimedOut, ModelNotReady
+from lambdaserve.runtimes.code_errors import current_request_ids
+from lambdaserve.runtimes.torchserve.context import Answer
+from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
+from lambdaserve.tensors.signature import Arrays
+from lambdaserve.workers.bls_relay import answer_bls
+from lambdaserve.workers.channel import ChannelClosed
+from lambdaserve.workers.process import WorkerProcess
+from lambdaserve.workers.shared_area import arrays_of
+
+logger = logging.getLogger("lambdaserve.workers")
+CRASHES_ALLOWED, CRASH_WINDOW_S = 5, 60.0
+BACKOFF_S = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+_ERRORS = {
+    name: getattr(errors, name)
+    for name in (
+        "InferenceError",
+        "InvalidInput",
+        "ModelNotReady",
+        "ModelCodeFailed",
+        "ModelNotFound",
+    )
+}
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What every worker of one version is started with."""
+
+    model: str
+    version: int
+    backend: str
+    model_path: Path
+    config: dict[str, Any]  # Triton's JSON form of the version's config
+    signature: dict[str, Any]
+    python_paths: tuple[Path, ...] = ()
+    min_workers: int = 1
+    max_workers: int = 1
+    timeout_s: float = 120.0
+    start_timeout_s: float = 300.0
+
+    def load_message(self) -> dict[str, Any]:
+        return {
+            "op": "load",
+            "model": self.model,
+            "version": self.version,
+            "backend": self.backend,
+            "model_path": str(self.model_path),
+            "config": self.config,
+            "signature": self.signature,
+        }
+
+
+class WorkerModel:
+    """A loaded version whose code runs in ``spec.min_workers`` child processes."""
+
+    device = "cpu"
+    decoupled = False
+
+    def __init__(self, spec: WorkerSpec, on_broken: Callable[[str], None] | None = None) -> None:
+        self.spec = spec
+        self.batching = FrontendBatching()
+        self._on_broken = on_broken
+        self._idle: queue.Queue[WorkerProcess | None] = queue.Queue()
+        self._workers: list[WorkerProcess] = []  # started, idle or busy
+        self._lock = threading.Lock()
+        self._crashes: collections.deque[float] = collections.deque()
+        self._target = spec.min_workers
+        self._restarts = 0
+        self.broken = ""
+        self._closed = False
+        first = self._spawn()  # a load failure raises here, as an in-process load does
+        for _ in range(spec.min_workers - 1):
+            self._start_later(0.0)
+        self._idle.put(first)
+
+    # -- the runtime Protocol --------------------------------------------------------------
+    def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
+        [answer] = self.run_requests([(inputs, outputs)])
+        if isinstance(answer, LambdaServeError):
+            raise answer
+        return answer
+
+    def run_requests(
+        self, requests: Sequence[tuple[Mapping[str, np.ndarray[Any, Any]], Sequence[str]]]
+    ) -> list[Arrays | LambdaServeError]:
+        ids = current_request_ids(len(requests))
+
+        def send(worker: WorkerProcess) -> dict[str, Any]:
+            encoded, end = [], 0
+            for inputs, names in requests:
+                descriptors, end = worker.requests.write_tensors(arrays_of(inputs), end)
+                encoded.append({"inputs": descriptors, "outputs": list(names)})
+            return {"op": "run", "requests": encoded, "ids": list(ids)}
+
+        try:
+            worker, reply = self._call(send)
+        except LambdaServeError as exc:
+            return [exc] * len(requests)
+        if "error" in reply:
+            return [_error(reply["error"])] * len(requests)
+        results: list[Arrays | LambdaServeError] = []
+        for result in reply["results"]:
+            if "error" in result:
+                results.append(_error(result["error"]))
+            else:
+                results.append(worker.responses.read_tensors(result["outputs"]))
+        self._release(worker)
+        return results
+
+    def handle_rows(
+        self, rows: list[dict[str, Any]], headers: list[Mapping[str, str]] | None = None
+    ) -> list[Answer]:
+        """TorchServe's call, as ``HandlerModel.handle_rows``: bodies cross in the area."""
+        ids = current_request_ids(len(rows))
+
+        def send(worker: WorkerProcess) -> dict[str, Any]:
+            encoded, end = [], 0
+            for row in rows:
+                fields = []
+                for key, value in row.items():
+                    if isinstance(value, bytes | bytearray | memoryview):
+                        offset, end = worker.requests.write_bytes(bytes(value), end)
+                        fields.append([key, {"b": [offset, len(value)]}])
+                    else:
+                        fields.append([key, {"j": value}])
+                encoded.append(fields)
+            heads = [dict(h) for h in headers or [{} for _ in rows]]
+            return {"op": "rows", "rows": encoded, "headers": heads, "ids": list(ids)}
+
+        worker, reply = self._call(send)
+        if "error" in reply:
+            raise _error(reply["error"])
+        answers = [
+            Answer(worker.responses.read_bytes(offset, length), content_type, status)
+            for offset, length, content_type, status in reply["answers"]
+        ]
+        self._release(worker)
+        return answers
+
+    # -- one call through one worker -------------------------------------------------------
+    def _call(
+        self, build: Callable[[WorkerProcess], dict[str, Any]]
+    ) -> tuple[WorkerProcess, dict[str, Any]]:
+        """The answer to one message; the worker stays taken until ``_release`` (its
+        response area is read first). Crashes and timeouts raise, the worker replaced."""
+        worker = self._take()
+        try:
+            worker.channel.send(build(worker))
+            deadline = time.monotonic() + self.spec.timeout_s
+            while True:
+                reply = worker.channel.receive(max(0.001, deadline - time.monotonic()))
+                if reply.get("op") != "bls":
+                    return worker, reply
+                answer_bls(worker, reply)  # a BLS call from the model: answered, then wait on
+        except TimeoutError:
+            logger.error(
+                "%s held a request past its timeout of %.0f s: killing worker pid %s",
+                worker.label,
+                self.spec.timeout_s,
+                worker.pid,
+            )
+            worker.kill()
+            self._replace(worker, "timeout")
+            raise ModelCodeTimedOut(
+                f"the model's code did not answer within its timeout of {self.spec.timeout_s:g} s "
+                f"(responseTimeout); its worker was killed and is restarted"
+            ) from None
+        except ChannelClosed:
+            ended = worker.how_it_ended()
+            logger.error("%s: worker pid %s %s", worker.label, worker.pid, ended)
+            self._replace(worker, ended)
+            raise ModelCodeCrashed(
+                f"the model's code crashed: its worker process {ended}"
+            ) from None
+        except BaseException:
+            self._release(worker)
+            raise
+
+    def _take(self) -> WorkerProcess:
+        while True:
+            if self.broken:
+                raise ModelNotReady(self.broken)
+            try:
+                worker = self._idle.get(timeout=self.spec.start_timeout_s)
+            except queue.Empty:
+                raise ModelNotReady(
+                    f"no worker of {self.spec.model!r} became free within "
+                    f"{self.spec.start_timeout_s:g} s"
+                ) from None
+            if worker is None:  # woken: broken or closed
+                self._idle.put(None)
+                continue
+            with self._lock:
+                surplus = len(self._workers) > self._target
+                if surplus:
+                    self._workers.remove(worker)
+            if surplus:
+                threading.Thread(target=worker.stop, daemon=True).start()
+                continue
+            if worker.alive():
+                return worker
+            self._replace(worker, worker.how_it_ended())
+
+    def _release(self, worker: WorkerProcess) -> None:
+        self._idle.put(worker)
+
+    # -- starting and restarting -----------------------------------------------------------
+    def _spawn(self) -> WorkerProcess:
+        index = self._restarts
+        self._restarts += 1
+        label = f"{self.spec.model} version {self.spec.version} worker {index}"
+        worker = WorkerProcess(label, self.spec.python_paths, index)
+        try:
+            answer = worker.start(self.spec.load_message(), self.spec.start_timeout_s)
+        except (TimeoutError, ChannelClosed):
+            worker.kill()
+            ended = worker.how_it_ended()
+            worker.close()
+            raise errors.ModelCodeFailed(
+                f"the worker of {self.spec.model!r} {ended} while loading"
+            ) from None
+        if "error" in answer:
+            worker.stop()
+            raise _error(answer["error"])
+        if answer.get("batching"):
+            self.batching = FrontendBatching(*answer["batching"])
+        with self._lock:
+            self._workers.append(worker)
+        return worker
+
+    def _replace(self, worker: WorkerProcess, why: str) -> None:
+        """Count the loss; restart after the backoff, or report the version broken."""
+        with self._lock:
+            if worker in self._workers:
+                self._workers.remove(worker)
+            now = time.monotonic()
+            self._crashes.append(now)
+            while self._crashes and now - self._crashes[0] > CRASH_WINDOW_S:
+                self._crashes.popleft()
+            crashes = len(self._crashes)
+        worker.close()
+        if self._closed:
+            return
+        if crashes >= CRASHES_ALLOWED:
+            self._break(
+                f"its code crashed {crashes} times within {CRASH_WINDOW_S:.0f} s; the last: {why}"
+            )
+            return
+        self._start_later(BACKOFF_S[min(crashes - 1, len(BACKOFF_S) - 1)])
+
+    def _start_later(self, delay_s: float) -> None:
+        def start() -> None:
+            time.sleep(delay_s)
+            if self._closed or self.broken:
+                return
+            try:
+                worker = self._spawn()
+            except LambdaServeError as exc:
+                logger.error(
+                    "%s version %s: restarting a worker failed: %s",
+                    self.spec.model,
+                    self.spec.version,
+                    exc.message,
+                )
+                self._break(f"its worker could not be restarted: {exc.message}")
+                return
+            self._idle.put(worker)
+
+        threading.Thread(target=start, name=f"{self.spec.model}-worker-start", daemon=True).start()
+
+    def _break(self, reason: str) -> None:
+        self.broken = reason
+        self._idle.put(None)
+        logger.error("%s version %s is broken: %s", self.spec.model, self.spec.version, reason)
+        if self._on_broken is not None:
+            self._on_broken(reason)
+
+    # -- management ------------------------------------------------------------------------
+    def scale(self, min_workers: int, max_workers: int | None = None) -> None:
+        """TorchServe's ``PUT /models/{m}?min_worker=``: start workers up to the count; the
+        ones above it stop when they next fall idle."""
+        target = max(1, min_workers)
+        with self._lock:
+            missing = target - len(self._workers)
+            self._target = target
+        for _ in range(max(0, missing)):
+            self._start_later(0.0)
+        if missing < 0:
+            self._trim()
+
+    def _trim(self) -> None:
+        """Stop idle workers above the target now (busy ones stop when they come back)."""
+        kept: list[WorkerProcess | None] = []
+        while True:
+            try:
+                worker = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            if worker is None:
+                kept.append(worker)
+                continue
+            with self._lock:
+                surplus = len(self._workers) > self._target
+                if surplus:
+                    self._workers.remove(worker)
+            if surplus:
+                worker.stop()
+            else:
+                kept.append(worker)
+        for worker in kept:
+            self._idle.put(worker)
+
+    def describe(self) -> list[dict[str, Any]]:
+        """TorchServe's ``workers`` entries of describe."""
+        with self._lock:
+            workers = list(self._workers)
+        return [
+            {
+                "id": str(9000 + w.index),
+                "startTime": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(w.started_at)),
+                "status": "READY" if w.alive() else "UNLOADING",
+                "memoryUsage": w.rss_bytes(),
+                "pid": w.pid,
+                "gpu": False,
+                "gpuUsage": "N/A",
+            }
+            for w in workers
+        ]
+
+    def memory_bytes(self) -> int:
+        with self._lock:
+            return sum(w.rss_bytes() for w in self._workers)
+
+    def close(self) -> None:
+        """Every worker told to finalize and exit (killed when it does not)."""
+        self._closed = True
+        with self._lock:
+            workers, self._workers = list(self._workers), []
+        self._idle.put(None)
+        for worker in workers:
+            worker.stop()
+
+
+def _error(document: dict[str, str]) -> LambdaServeError:
+    kind: type[LambdaServeError] = _ERRORS.get(document.get("type", ""), errors.InferenceError)
+    return kind(document.get("message", "the model's code failed"))
