@@ -12,7 +12,6 @@ import logging
 import os
 import socket
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,6 @@ class Worker:
     def __init__(self, channel: Channel, requests: Area, responses: Area) -> None:
         self.channel, self.requests, self.responses = channel, requests, responses
         self.model: Any = None
-        self._bls = threading.Lock()
 
     def load(self, spec: dict[str, Any]) -> dict[str, Any]:
         from lambdaserve.config.model_config import build
@@ -58,7 +56,9 @@ class Worker:
         config = build(spec["config"], spec["model"])
         options = LoadOptions(device="cpu", python_models=True, version=spec["version"])
         if spec["backend"] == "python":
-            self._install_bls()
+            from lambdaserve.workers.bls_relay import install_in_worker
+
+            install_in_worker(self.channel, self.requests, self.responses)
         runtime = runtime_named(spec["backend"])
         self.model = runtime.load(
             Path(spec["model_path"]), config, Signature.from_json(spec["signature"]), options
@@ -107,33 +107,6 @@ class Worker:
             offset, end = self.responses.write_bytes(answer.body, end)
             out.append([offset, len(answer.body), answer.content_type, answer.status])
         return {"answers": out}
-
-    def _install_bls(self) -> None:
-        """BLS from this worker: the request goes to the serving process, which runs it
-        through its data plane (any model of the catalog) and sends the answer back."""
-        from lambdaserve.runtimes.triton_python import pb_utils
-
-        def execute(request: Any) -> Any:
-            arrays = [(t.name(), t.as_numpy()) for t in request.inputs()]
-            with self._bls:
-                # the serving process is waiting on this worker: its response area is free
-                descriptors, _ = self.responses.write_tensors(arrays)
-                self.channel.send(
-                    {
-                        "op": "bls",
-                        "model": request.model_name,
-                        "version": request.model_version,
-                        "inputs": descriptors,
-                        "outputs": list(request.requested_output_names()),
-                    }
-                )
-                reply = self.channel.receive()
-                if "error" in reply:
-                    return pb_utils.InferenceResponse(error=pb_utils.TritonError(reply["error"]))
-                outputs = self.requests.read_tensors(reply["outputs"])
-            return pb_utils.InferenceResponse([pb_utils.Tensor(n, a) for n, a in outputs.items()])
-
-        pb_utils._executor = execute
 
     def serve(self) -> None:
         while True:
