@@ -220,6 +220,13 @@ class ModelServer:
         with self._lock:
             return [(model, version) for model, version, _ in self._loaded]
 
+    def loaded_models(self) -> list[tuple[str, int, LoadedModel]]:
+        """Every loaded version with its model (worker pools are described from these)."""
+        with self._lock:
+            return [
+                (model, version, loaded) for (model, version, _), loaded in self._loaded.items()
+            ]
+
     def adopt_loaded(self, other: ModelServer) -> None:
         """Serve ``other``'s loaded models (a SnapStart restore renews clients, not models)."""
         with other._lock:

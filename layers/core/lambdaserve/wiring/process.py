@@ -226,8 +226,15 @@ class Process:
         from lambdaserve.apps.management import create_management_app
 
         return self._once(
-            "management_app", lambda: create_management_app(lambda: self.manage.manager)
+            "management_app",
+            lambda: create_management_app(lambda: self.manage.manager, self._serving_here),
         )
+
+    def _serving_here(self) -> ModelServer | None:
+        """The model server, where this process has built one (``serve``, ``dev``): the
+        management doors describe and scale its workers; None in the manage function."""
+        server: ModelServer | None = self._built.get("server")
+        return server
 
     @property
     def management_lambda_app(self) -> Mangum:

@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -302,10 +302,17 @@ class WorkerModel:
             self._on_broken(reason)
 
     # -- management ------------------------------------------------------------------------
+    @property
+    def target(self) -> int:
+        """How many workers this version keeps (its minWorkers, or the last scaling's)."""
+        return self._target
+
     def scale(self, min_workers: int, max_workers: int | None = None) -> None:
         """TorchServe's ``PUT /models/{m}?min_worker=``: start workers up to the count; the
-        ones above it stop when they next fall idle."""
+        ones above it stop now when idle, else when they next fall idle."""
         target = max(1, min_workers)
+        if max_workers is not None:
+            self.spec = replace(self.spec, max_workers=max(target, max_workers))
         with self._lock:
             missing = target - len(self._workers)
             self._target = target

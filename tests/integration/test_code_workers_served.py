@@ -1,0 +1,118 @@
+"""Model code in workers behind the real doors (LAMBDASERVE_CODE_WORKERS=1, as `serve` and
+`lambdaserve dev` run it): TorchServe's describe lists the live workers, PUT min_worker
+scales them, /metrics tells each model's worker memory, a handler's exception keeps its
+traceback in the log, and a version whose code keeps crashing turns UNAVAILABLE."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+
+import pytest
+
+from tests.support import wait_until
+
+WAIT_S = 120
+HANDLER = """
+def handle(data, context):
+    if data is None:
+        return None
+    bodies = [bytes(row["body"]) if not isinstance(row["body"], dict) else b"{}" for row in data]
+    if bodies[0] == b"raise":
+        raise ValueError("the handler was asked to raise")
+    return [body.decode().upper() for body in bodies]
+"""
+CRASHING = """
+import os, signal
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        os.kill(os.getpid(), signal.SIGSEGV)
+"""
+CRASHING_CONFIG = """
+backend: "python"
+input [{ name: "INPUT0", data_type: TYPE_FP32, dims: [ -1 ] }]
+output [{ name: "OUTPUT0", data_type: TYPE_FP32, dims: [ -1 ] }]
+"""
+
+
+@pytest.fixture
+def workers_on(monkeypatch):
+    monkeypatch.setenv("LAMBDASERVE_CODE_WORKERS", "1")  # before the stack reads its settings
+
+
+def metric(text: str, name: str, model: str) -> float:
+    found = re.search(rf'^{name}{{model="{model}",version="1"}} (\S+)$', text, re.M)
+    assert found, f"{name} for {model} not in /metrics"
+    return float(found.group(1))
+
+
+def test_describe_lists_live_workers_scaling_changes_them_and_metrics_show_memory(
+    workers_on, stack
+):
+    """Given a handler published with model-config.yaml minWorkers 1 / maxWorkers 3,
+    When it answers a prediction, is described, and is scaled with PUT min_worker=2,
+    Then describe lists a live worker process (its pid, not ours; memory), then two, and
+    /metrics gives the model's worker count and resident memory."""
+    stack.put("models/upper/1/handler.py", HANDLER.encode())
+    stack.put("models/upper/1/model-config.yaml", b"minWorkers: 1\nmaxWorkers: 3\n")
+    stack.wait_state("upper", 1, "READY")
+    answer = stack.inference.post("/predictions/upper", content=b"hello")
+    assert answer.status_code == 200 and answer.text == "HELLO"
+
+    [described] = stack.api.get("/models/upper").json()
+    [worker] = described["workers"]
+    assert worker["status"] == "READY" and worker["pid"] not in (0, os.getpid())
+    assert worker["memoryUsage"] > 1_000_000 and os.path.exists(f"/proc/{worker['pid']}")
+    assert (described["minWorkers"], described["maxWorkers"]) == (1, 3)
+
+    scaled = stack.api.put("/models/upper?min_worker=2&synchronous=true")
+    assert scaled.status_code == 200, scaled.text
+    assert scaled.json()["status"] == "Workers scaled to 2 for model: upper"
+    [described] = stack.api.get("/models/upper").json()
+    assert len({w["pid"] for w in described["workers"]}) == 2
+    text = stack.inference.get("/metrics").text
+    assert metric(text, "lambdaserve_model_workers", "upper") == 2
+    assert metric(text, "lambdaserve_model_worker_memory_bytes", "upper") > 2_000_000
+
+
+def test_a_handler_exception_in_a_worker_keeps_its_traceback_in_the_log(
+    workers_on, stack, caplog
+):
+    """Given a handler in a worker that raises,
+    When a prediction makes it raise,
+    Then the client gets the short message and the log has the traceback with the
+    handler's own line, under the model code's logger."""
+    stack.put("models/upper/1/handler.py", HANDLER.encode())
+    stack.wait_state("upper", 1, "READY")
+    with caplog.at_level(logging.ERROR, logger="lambdaserve.model_code"):
+        answer = stack.inference.post("/predictions/upper", content=b"raise")
+        assert answer.status_code == 500
+        assert "the handler was asked to raise" in answer.text
+        assert "Traceback" not in answer.text
+        logged = wait_until(
+            lambda: [r for r in caplog.records if "asked to raise" in r.getMessage()], WAIT_S
+        )
+    assert "Traceback" in logged[0].getMessage() and 'handler.py", line 7' in logged[0].getMessage()
+
+
+def test_a_version_whose_code_keeps_crashing_turns_unavailable_with_the_reason(
+    workers_on, stack
+):
+    """Given a Python model whose execute kills its own process with SIGSEGV,
+    When it is asked five times,
+    Then each request answers once that its code crashed (naming the signal), and the
+    version turns UNAVAILABLE saying it crashed five times."""
+    stack.put("models/crasher/config.pbtxt", CRASHING_CONFIG.encode())
+    stack.put("models/crasher/1/model.py", CRASHING.encode())
+    stack.wait_state("crasher", 1, "READY")
+    body = {"inputs": [{"name": "INPUT0", "shape": [1], "datatype": "FP32", "data": [1.0]}]}
+    for _ in range(5):
+        answer = stack.inference.post("/v2/models/crasher/infer", json=body, timeout=WAIT_S)
+        assert answer.status_code == 500
+        assert "crashed" in answer.json()["error"] and "SIGSEGV" in answer.json()["error"]
+    reason = stack.wait_state("crasher", 1, "UNAVAILABLE", timeout_s=WAIT_S)
+    assert "crashed 5 times" in reason
