@@ -46,6 +46,18 @@ class Worker:
     def __init__(self, channel: Channel, requests: Area, responses: Area) -> None:
         self.channel, self.requests, self.responses = channel, requests, responses
         self.model: Any = None
+        self.recorded: list[dict[str, Any]] = []
+        self._relay_metrics()
+
+    def _relay_metrics(self) -> None:
+        """The code's custom metrics (TorchServe's ``context.metrics``, pb_utils'
+        MetricFamily) go back with the answer, recorded in the serving process's /metrics."""
+        from lambdaserve.metrics.custom import CUSTOM_METRICS
+
+        def record(name: str, **fields: Any) -> None:
+            self.recorded.append({"name": name} | {k: v for k, v in fields.items()})
+
+        CUSTOM_METRICS.record = record  # type: ignore[method-assign]
 
     def load(self, spec: dict[str, Any]) -> dict[str, Any]:
         from lambdaserve.config.model_config import build
@@ -121,6 +133,8 @@ class Worker:
                 reply = self.run(message) if op == "run" else self.rows(message)
             except Exception as exc:
                 reply = {"error": _error(exc)}
+            if self.recorded:
+                reply["metrics"], self.recorded = self.recorded, []
             self.channel.send(reply)
 
 

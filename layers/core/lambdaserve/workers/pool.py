@@ -24,6 +24,7 @@ import numpy as np
 
 from lambdaserve import errors
 from lambdaserve.errors import LambdaServeError, ModelCodeCrashed, ModelCodeTimedOut, ModelNotReady
+from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.runtimes.code_errors import current_request_ids
 from lambdaserve.runtimes.torchserve.context import Answer
 from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
@@ -176,6 +177,7 @@ class WorkerModel:
             while True:
                 reply = worker.channel.receive(max(0.001, deadline - time.monotonic()))
                 if reply.get("op") != "bls":
+                    _record_metrics(reply.pop("metrics", ()))
                     return worker, reply
                 answer_bls(worker, reply)  # a BLS call from the model: answered, then wait on
         except TimeoutError:
@@ -377,3 +379,12 @@ class WorkerModel:
 def _error(document: dict[str, str]) -> LambdaServeError:
     kind: type[LambdaServeError] = _ERRORS.get(document.get("type", ""), errors.InferenceError)
     return kind(document.get("message", "the model's code failed"))
+
+
+def _record_metrics(recorded: Sequence[dict[str, Any]]) -> None:
+    """The custom metrics the code recorded in its worker, recorded here (/metrics)."""
+    for fields in recorded:
+        try:
+            CUSTOM_METRICS.record(**fields)
+        except (TypeError, ValueError) as exc:  # as TorchServe: a bad metric is logged
+            logger.error("[METRICS] %s", exc)
