@@ -79,9 +79,7 @@ def test_describe_lists_live_workers_scaling_changes_them_and_metrics_show_memor
     assert metric(text, "lambdaserve_model_worker_memory_bytes", "upper") > 2_000_000
 
 
-def test_a_handler_exception_in_a_worker_keeps_its_traceback_in_the_log(
-    workers_on, stack, caplog
-):
+def test_a_handler_exception_in_a_worker_keeps_its_traceback_in_the_log(workers_on, stack, caplog):
     """Given a handler in a worker that raises,
     When a prediction makes it raise,
     Then the client gets the short message and the log has the traceback with the
@@ -99,9 +97,7 @@ def test_a_handler_exception_in_a_worker_keeps_its_traceback_in_the_log(
     assert "Traceback" in logged[0].getMessage() and 'handler.py", line 7' in logged[0].getMessage()
 
 
-def test_a_version_whose_code_keeps_crashing_turns_unavailable_with_the_reason(
-    workers_on, stack
-):
+def test_a_version_whose_code_keeps_crashing_turns_unavailable_with_the_reason(workers_on, stack):
     """Given a Python model whose execute kills its own process with SIGSEGV,
     When it is asked five times,
     Then each request answers once that its code crashed (naming the signal), and the

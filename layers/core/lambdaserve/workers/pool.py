@@ -25,7 +25,7 @@ import numpy as np
 from lambdaserve import errors
 from lambdaserve.errors import LambdaServeError, ModelCodeCrashed, ModelCodeTimedOut, ModelNotReady
 from lambdaserve.metrics.custom import CUSTOM_METRICS
-from lambdaserve.runtimes.code_errors import current_request_ids
+from lambdaserve.runtimes.code_errors import known_request_ids
 from lambdaserve.runtimes.torchserve.context import Answer
 from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
 from lambdaserve.tensors.signature import Arrays
@@ -110,7 +110,7 @@ class WorkerModel:
     def run_requests(
         self, requests: Sequence[tuple[Mapping[str, np.ndarray[Any, Any]], Sequence[str]]]
     ) -> list[Arrays | LambdaServeError]:
-        ids = current_request_ids(len(requests))
+        ids = known_request_ids()  # the worker makes fresh ones only if it logs a failure
 
         def send(worker: WorkerProcess) -> dict[str, Any]:
             encoded, end = [], 0
@@ -138,7 +138,7 @@ class WorkerModel:
         self, rows: list[dict[str, Any]], headers: list[Mapping[str, str]] | None = None
     ) -> list[Answer]:
         """TorchServe's call, as ``HandlerModel.handle_rows``: bodies cross in the area."""
-        ids = current_request_ids(len(rows))
+        ids = known_request_ids()
 
         def send(worker: WorkerProcess) -> dict[str, Any]:
             encoded, end = [], 0
@@ -174,12 +174,14 @@ class WorkerModel:
         try:
             worker.channel.send(build(worker))
             deadline = time.monotonic() + self.spec.timeout_s
+            wait = self.spec.timeout_s  # the same each call: no socket timeout change
             while True:
-                reply = worker.channel.receive(max(0.001, deadline - time.monotonic()))
+                reply = worker.channel.receive(wait)
                 if reply.get("op") != "bls":
                     _record_metrics(reply.pop("metrics", ()))
                     return worker, reply
                 answer_bls(worker, reply)  # a BLS call from the model: answered, then wait on
+                wait = max(0.001, deadline - time.monotonic())
         except TimeoutError:
             logger.error(
                 "%s held a request past its timeout of %.0f s: killing worker pid %s",
@@ -208,15 +210,14 @@ class WorkerModel:
         while True:
             if self.broken:
                 raise ModelNotReady(self.broken)
-            try:
-                worker = self._idle.get(timeout=self.spec.start_timeout_s)
+            try:  # a free worker now, without the timed wait's condition variable
+                worker = self._idle.get_nowait()
             except queue.Empty:
-                raise ModelNotReady(
-                    f"no worker of {self.spec.model!r} became free within "
-                    f"{self.spec.start_timeout_s:g} s"
-                ) from None
+                worker = self._wait_for_worker()
             if worker is None:  # woken: broken or closed
                 self._idle.put(None)
+                if self._closed and not self.broken:
+                    raise ModelNotReady(f"{self.spec.model!r} was unloaded")
                 continue
             with self._lock:
                 surplus = len(self._workers) > self._target
@@ -228,6 +229,15 @@ class WorkerModel:
             if worker.alive():
                 return worker
             self._replace(worker, worker.how_it_ended())
+
+    def _wait_for_worker(self) -> WorkerProcess | None:
+        try:
+            return self._idle.get(timeout=self.spec.start_timeout_s)
+        except queue.Empty:
+            raise ModelNotReady(
+                f"no worker of {self.spec.model!r} became free within "
+                f"{self.spec.start_timeout_s:g} s"
+            ) from None
 
     def _release(self, worker: WorkerProcess) -> None:
         self._idle.put(worker)
