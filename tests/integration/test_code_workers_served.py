@@ -5,12 +5,15 @@ traceback in the log, and a version whose code keeps crashing turns UNAVAILABLE.
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import re
 
 import pytest
 
+from tests.integration.grpc_support import lambdaserve_serve
+from tests.integration.test_grpc_peers import peer, torchserve_stubs  # noqa: F401 (a fixture)
 from tests.support import wait_until
 
 WAIT_S = 120
@@ -18,7 +21,7 @@ HANDLER = """
 def handle(data, context):
     if data is None:
         return None
-    bodies = [bytes(row["body"]) if not isinstance(row["body"], dict) else b"{}" for row in data]
+    bodies = [bytes(row.get("body", row.get("data"))) for row in data]
     if bodies[0] == b"raise":
         raise ValueError("the handler was asked to raise")
     return [body.decode().upper() for body in bodies]
@@ -112,3 +115,41 @@ def test_a_version_whose_code_keeps_crashing_turns_unavailable_with_the_reason(w
         assert "crashed" in answer.json()["error"] and "SIGSEGV" in answer.json()["error"]
     reason = stack.wait_state("crasher", 1, "UNAVAILABLE", timeout_s=WAIT_S)
     assert "crashed 5 times" in reason
+
+
+def test_torchserves_grpc_client_scales_a_handlers_workers_in_serve(
+    workers_on,
+    stack,
+    torchserve_stubs,  # noqa: F811 (the fixture imported above)
+):
+    """Given `lambdaserve serve --grpc-management` with workers on and a handler published,
+    When TorchServe's own gRPC client predicts, then asks ScaleWorker for min_worker=2,
+    Then the prediction answers, the scaling is accepted, and DescribeModel comes to list
+    two live workers with their pids."""
+    stack.put("models/upper/1/handler.py", HANDLER.encode())
+    stack.wait_state("upper", 1, "READY")
+    hello = base64.b64encode(b"hello").decode()
+    with lambdaserve_serve("--grpc-management") as served:
+        predicted, scaled = peer(
+            "torchserve_client.py",
+            served.grpc_url,
+            [
+                {"rpc": "Predictions", "model": "upper", "input": {"data": hello}},
+                {"rpc": "ScaleWorker", "model": "upper"},
+            ],
+            str(torchserve_stubs),
+        )
+        assert base64.b64decode(predicted["predictions"][0]) == b"HELLO"
+        assert scaled["msg"] == {"status": "Processing worker updates..."}
+
+        def workers() -> list[dict]:
+            [answer] = peer(
+                "torchserve_client.py",
+                served.grpc_url,
+                [{"rpc": "DescribeModel", "model": "upper"}],
+                str(torchserve_stubs),
+            )
+            return answer["msg"][0]["workers"]
+
+        listed = wait_until(lambda: len(w := workers()) == 2 and w, WAIT_S, interval_s=1)
+    assert all(w["status"] == "READY" and w["pid"] > 0 for w in listed)
