@@ -159,14 +159,14 @@ def handler_model(directory: Path, name: str, yaml: str = "") -> WorkerModel:
 
 
 def test_a_handler_past_its_response_timeout_is_killed_and_the_next_request_answers(tmp_path):
-    """Given a TorchServe handler whose model-config.yaml sets responseTimeout: 2,
+    """Given a TorchServe handler whose model-config.yaml sets responseTimeout: 3,
     When a request makes it sleep past that,
     Then the request answers a timeout, its worker is killed and replaced, and the next
     request answers from a new process."""
-    model = handler_model(tmp_path, "sleepy", "responseTimeout: 2\n")
+    model = handler_model(tmp_path, "sleepy", "responseTimeout: 3\n")
     try:
         [before] = model.describe()
-        with pytest.raises(ModelCodeTimedOut, match="timeout of 2 s"):
+        with pytest.raises(ModelCodeTimedOut, match="timeout of 3 s"):
             model.handle_rows([{"body": bytearray(b"sleep")}])
         [answer] = model.handle_rows([{"body": bytearray(b"hello")}])
         assert answer.body == b"HELLO"

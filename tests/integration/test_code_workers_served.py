@@ -47,15 +47,20 @@ def workers_on(monkeypatch):
     monkeypatch.setenv("LAMBDASERVE_CODE_WORKERS", "1")  # before the stack reads its settings
 
 
+@pytest.fixture
+def stack(workers_on, stack):
+    """The stack with workers on; its workers stopped after the test, as a server stops."""
+    yield stack
+    stack.process.server().close()
+
+
 def metric(text: str, name: str, model: str) -> float:
     found = re.search(rf'^{name}{{model="{model}",version="1"}} (\S+)$', text, re.M)
     assert found, f"{name} for {model} not in /metrics"
     return float(found.group(1))
 
 
-def test_describe_lists_live_workers_scaling_changes_them_and_metrics_show_memory(
-    workers_on, stack
-):
+def test_describe_lists_live_workers_scaling_changes_them_and_metrics_show_memory(stack):
     """Given a handler published with model-config.yaml minWorkers 1 / maxWorkers 3,
     When it answers a prediction, is described, and is scaled with PUT min_worker=2,
     Then describe lists a live worker process (its pid, not ours; memory), then two, and
@@ -82,7 +87,7 @@ def test_describe_lists_live_workers_scaling_changes_them_and_metrics_show_memor
     assert metric(text, "lambdaserve_model_worker_memory_bytes", "upper") > 2_000_000
 
 
-def test_a_handler_exception_in_a_worker_keeps_its_traceback_in_the_log(workers_on, stack, caplog):
+def test_a_handler_exception_in_a_worker_keeps_its_traceback_in_the_log(stack, caplog):
     """Given a handler in a worker that raises,
     When a prediction makes it raise,
     Then the client gets the short message and the log has the traceback with the
@@ -100,7 +105,7 @@ def test_a_handler_exception_in_a_worker_keeps_its_traceback_in_the_log(workers_
     assert "Traceback" in logged[0].getMessage() and 'handler.py", line 7' in logged[0].getMessage()
 
 
-def test_a_version_whose_code_keeps_crashing_turns_unavailable_with_the_reason(workers_on, stack):
+def test_a_version_whose_code_keeps_crashing_turns_unavailable_with_the_reason(stack):
     """Given a Python model whose execute kills its own process with SIGSEGV,
     When it is asked five times,
     Then each request answers once that its code crashed (naming the signal), and the

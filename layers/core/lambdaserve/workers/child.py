@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -139,6 +140,8 @@ class Worker:
 
 
 def main() -> None:
+    # Ctrl-C reaches the whole process group: the serving process stops its workers itself
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     handler = _LineHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)

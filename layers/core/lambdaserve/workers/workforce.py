@@ -122,8 +122,9 @@ class Workforce:
 
     # -- starting and restarting -----------------------------------------------------------
     def _spawn(self) -> WorkerProcess:
-        index = self._restarts
-        self._restarts += 1
+        with self._lock:  # restarts start from several threads
+            index = self._restarts
+            self._restarts += 1
         label = f"{self.spec.model} version {self.spec.version} worker {index}"
         worker = WorkerProcess(label, self.spec.python_paths, index)
         try:
