@@ -9,9 +9,13 @@ import base64
 import logging
 import os
 import re
+from pathlib import Path
 
+import numpy as np
+import onnxruntime as ort
 import pytest
 
+from tests import builders
 from tests.integration.grpc_support import lambdaserve_serve
 from tests.integration.test_grpc_peers import peer, torchserve_stubs  # noqa: F401 (a fixture)
 from tests.support import wait_until
@@ -120,6 +124,39 @@ def test_a_version_whose_code_keeps_crashing_turns_unavailable_with_the_reason(s
         assert "crashed" in answer.json()["error"] and "SIGSEGV" in answer.json()["error"]
     reason = stack.wait_state("crasher", 1, "UNAVAILABLE", timeout_s=WAIT_S)
     assert "crashed 5 times" in reason
+
+
+def test_a_bls_call_from_a_worker_runs_the_other_model_in_the_serving_process(stack):
+    """Given an ONNX model and python_backend's BLS example calling it, in a worker,
+    When the BLS model is asked, once for the ONNX model and once for a model that is not,
+    Then the answer is the ONNX model's own, the ONNX model's statistics count the call
+    (it ran in the serving process), and the missing model's error comes back as the
+    model's error."""
+    model_py = Path(__file__).parent.parent / "fixtures" / "python_models" / "bls_mlp"
+    mlp = builders.onnx_mlp(4, 3)
+    stack.put("models/mlp/1/model.onnx", mlp)
+    stack.put("models/bls_mlp/config.pbtxt", (model_py / "config.pbtxt").read_bytes())
+    stack.put("models/bls_mlp/1/model.py", (model_py / "1" / "model.py").read_bytes())
+    stack.wait_state("mlp", 1, "READY")
+    stack.wait_state("bls_mlp", 1, "READY")
+    x = np.random.default_rng(0).random((2, 4), dtype=np.float32)
+    body = {
+        "inputs": [
+            {"name": "INPUT0", "shape": [2, 4], "datatype": "FP32", "data": x.ravel().tolist()}
+        ]
+    }
+    answer = stack.inference.post("/v2/models/bls_mlp/infer", json=body)
+    assert answer.status_code == 200, answer.text
+    [output] = answer.json()["outputs"]
+    expected = ort.InferenceSession(mlp).run(None, {"INPUT__0": x})[0]
+    np.testing.assert_allclose(np.array(output["data"]).reshape(2, 3), expected, rtol=1e-6)
+    [worker] = stack.api.get("/models/bls_mlp").json()[0]["workers"]
+    assert worker["pid"] not in (0, os.getpid())  # a worker process answered
+    stats = stack.inference.get("/v2/models/mlp/stats").json()["model_stats"]
+    assert stats[0]["inference_count"] >= 2
+    body["inputs"][0]["data"][0] = -1.0
+    ghost = stack.inference.post("/v2/models/bls_mlp/infer", json=body)
+    assert ghost.status_code == 500 and "BLS call failed" in ghost.json()["error"]
 
 
 def test_torchserves_grpc_client_scales_a_handlers_workers_in_serve(
