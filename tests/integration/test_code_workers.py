@@ -120,6 +120,23 @@ def test_a_worker_killed_mid_request_fails_that_request_once_and_is_restarted(tm
         other.close()
 
 
+def test_an_idle_worker_that_dies_is_replaced_before_any_request(tmp_path):
+    """Given a Python model's worker waiting for requests,
+    When it is killed with SIGKILL,
+    Then a new worker process takes its place without a request asking, and answers."""
+    model = python_model(tmp_path, "idle")
+    try:
+        [first] = model.describe()
+        os.kill(first["pid"], signal.SIGKILL)
+        [second] = wait_until(
+            lambda: [w for w in model.describe() if w["pid"] != first["pid"]], WAIT_S
+        )
+        assert second["status"] == "READY"
+        assert double(model, [2.0]) == [4.0]
+    finally:
+        model.close()
+
+
 HANDLER = """
 import time
 

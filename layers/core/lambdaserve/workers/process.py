@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,16 @@ _TAIL = 20  # last output lines kept for a crash's message
 class WorkerProcess:
     """A started child; ``call`` sends one message and waits for its answer."""
 
-    def __init__(self, label: str, python_paths: tuple[Path, ...], index: int = 0) -> None:
+    def __init__(
+        self,
+        label: str,
+        python_paths: tuple[Path, ...],
+        index: int = 0,
+        on_exit: Callable[[WorkerProcess], None] | None = None,
+    ) -> None:
         self.index = index
+        self.busy = False  # taken by a call (its caller handles the worker's end)
+        self._on_exit = on_exit
         self.label = label  # "model version N worker K", for the log
         self.tail: collections.deque[str] = collections.deque(maxlen=_TAIL)
         self.started_at = time.time()
@@ -95,6 +104,8 @@ class WorkerProcess:
                     pass
             self.tail.append(line)
             logger.info("[%s pid %s] %s", self.label, self.pid, line)
+        if self._on_exit is not None:  # its output ends when it does: told at once
+            self._on_exit(self)
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -106,7 +117,8 @@ class WorkerProcess:
             code = self.process.wait(wait_s)
         except subprocess.TimeoutExpired:
             return "stopped answering"
-        self._pump.join(timeout=wait_s)
+        if threading.current_thread() is not self._pump:
+            self._pump.join(timeout=wait_s)
         if code < 0:
             try:
                 name = signal.Signals(-code).name

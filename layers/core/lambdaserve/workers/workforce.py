@@ -105,6 +105,7 @@ class Workforce:
                 threading.Thread(target=worker.stop, daemon=True).start()
                 continue
             if worker.alive():
+                worker.busy = True
                 return worker
             self._replace(worker, worker.how_it_ended())
 
@@ -118,6 +119,7 @@ class Workforce:
             ) from None
 
     def _release(self, worker: WorkerProcess) -> None:
+        worker.busy = False
         self._idle.put(worker)
 
     # -- starting and restarting -----------------------------------------------------------
@@ -126,7 +128,7 @@ class Workforce:
             index = self._restarts
             self._restarts += 1
         label = f"{self.spec.model} version {self.spec.version} worker {index}"
-        worker = WorkerProcess(label, self.spec.python_paths, index)
+        worker = WorkerProcess(label, self.spec.python_paths, index, self._exited)
         try:
             answer = worker.start(self.spec.load_message(), self.spec.start_timeout_s)
         except (TimeoutError, ChannelClosed):
@@ -145,11 +147,22 @@ class Workforce:
             self._workers.append(worker)
         return worker
 
+    def _exited(self, worker: WorkerProcess) -> None:
+        """A worker's process ended. An idle one is replaced now, as TorchServe restarts a
+        dead worker; a busy one is its caller's to answer and replace."""
+        if worker.busy or self._closed:
+            return
+        with self._lock:
+            if worker not in self._workers:  # stopped on purpose, or already replaced
+                return
+        self._replace(worker, worker.how_it_ended())
+
     def _replace(self, worker: WorkerProcess, why: str) -> None:
         """Count the loss; restart after the backoff, or report the version broken."""
         with self._lock:
-            if worker in self._workers:
-                self._workers.remove(worker)
+            if worker not in self._workers:  # the other thread that saw it end replaced it
+                return
+            self._workers.remove(worker)
             now = time.monotonic()
             self._crashes.append(now)
             while self._crashes and now - self._crashes[0] > CRASH_WINDOW_S:
