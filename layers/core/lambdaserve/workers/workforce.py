@@ -98,15 +98,19 @@ class Workforce:
                     raise ModelNotReady(f"{self.spec.model!r} was unloaded")
                 continue
             with self._lock:
+                if worker not in self._workers:  # stopped or replaced while it waited
+                    continue
                 surplus = len(self._workers) > self._target
                 if surplus:
                     self._workers.remove(worker)
+                else:
+                    worker.busy = True
             if surplus:
                 threading.Thread(target=worker.stop, daemon=True).start()
                 continue
             if worker.alive():
-                worker.busy = True
                 return worker
+            worker.busy = False
             self._replace(worker, worker.how_it_ended())
 
     def _wait_for_worker(self) -> WorkerProcess | None:
@@ -119,8 +123,15 @@ class Workforce:
             ) from None
 
     def _release(self, worker: WorkerProcess) -> None:
-        worker.busy = False
-        self._idle.put(worker)
+        with self._lock:
+            worker.busy = False
+            closing = self._closed and worker in self._workers
+            if closing:
+                self._workers.remove(worker)
+        if closing:
+            worker.stop()
+        else:
+            self._idle.put(worker)
 
     # -- starting and restarting -----------------------------------------------------------
     def _spawn(self) -> WorkerProcess:
@@ -269,12 +280,14 @@ class Workforce:
             return sum(w.rss_bytes() for w in self._workers)
 
     def close(self) -> None:
-        """Every worker told to finalize and exit (killed when it does not)."""
-        self._closed = True
+        """Every worker told to finalize and exit (killed when it does not): the idle ones
+        now, a busy one once its call has read its answer."""
         with self._lock:
-            workers, self._workers = list(self._workers), []
+            self._closed = True
+            idle = [w for w in self._workers if not w.busy]
+            self._workers = [w for w in self._workers if w.busy]
         self._idle.put(None)
-        for worker in workers:
+        for worker in idle:
             worker.stop()
 
 
