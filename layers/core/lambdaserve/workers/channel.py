@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 _LENGTH = struct.Struct("<I")
+_CHUNK = 1 << 16
 
 
 class ChannelClosed(Exception):
@@ -21,6 +22,7 @@ class Channel:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self._timeout: float | None = None
+        self._buffer = bytearray()
 
     def send(self, message: dict[str, Any]) -> None:
         body = orjson.dumps(message)
@@ -34,24 +36,27 @@ class Channel:
         if timeout != self._timeout:
             self.sock.settimeout(timeout)
             self._timeout = timeout
-        (length,) = _LENGTH.unpack(self._exactly(_LENGTH.size))
-        message: dict[str, Any] = orjson.loads(self._exactly(length))
+        # one recv usually brings the length and the whole document: one syscall, not two
+        while len(self._buffer) < _LENGTH.size:
+            self._fill()
+        (length,) = _LENGTH.unpack_from(self._buffer)
+        end = _LENGTH.size + length
+        while len(self._buffer) < end:
+            self._fill()
+        message: dict[str, Any] = orjson.loads(memoryview(self._buffer)[_LENGTH.size : end])
+        del self._buffer[:end]
         return message
 
-    def _exactly(self, count: int) -> bytes:
-        chunks, missing = [], count
-        while missing:
-            try:
-                chunk = self.sock.recv(missing)
-            except TimeoutError:
-                raise
-            except OSError as exc:
-                raise ChannelClosed(str(exc)) from None
-            if not chunk:
-                raise ChannelClosed("the other side closed the channel")
-            chunks.append(chunk)
-            missing -= len(chunk)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    def _fill(self) -> None:
+        try:
+            chunk = self.sock.recv(_CHUNK)
+        except TimeoutError:
+            raise
+        except OSError as exc:
+            raise ChannelClosed(str(exc)) from None
+        if not chunk:
+            raise ChannelClosed("the other side closed the channel")
+        self._buffer += chunk
 
     def close(self) -> None:
         self.sock.close()
