@@ -137,6 +137,69 @@ def test_an_idle_worker_that_dies_is_replaced_before_any_request(tmp_path):
         model.close()
 
 
+DECOUPLED = """
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            sender = request.get_response_sender()
+            for step in range(int(x.flat[0])):
+                out = pb_utils.Tensor("OUTPUT0", np.full(3, step, np.float32))
+                sender.send(pb_utils.InferenceResponse([out]))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+"""
+
+
+def test_a_decoupled_models_responses_stream_back_from_its_worker(tmp_path):
+    """Given a decoupled Python model in a worker, sending one response per step,
+    When it is asked for 4 steps, then for 50 of which the caller reads 2,
+    Then the 4 responses come back in order; the abandoned stream's worker is replaced,
+    not counted as a crash, and the next request answers."""
+    version = tmp_path / "steps" / "1"
+    version.mkdir(parents=True)
+    (version / "model.py").write_text(DECOUPLED)
+    config = ModelConfig(
+        "steps",
+        backend="python",
+        inputs=SIGNATURE.inputs,
+        outputs=SIGNATURE.outputs,
+        decoupled=True,
+    )
+    model = WorkerModel(
+        WorkerSpec(
+            model="steps",
+            version=1,
+            backend="python",
+            model_path=version / "model.py",
+            config=config.to_triton_json(),
+            signature=SIGNATURE.to_json(),
+            start_timeout_s=WAIT_S,
+            decoupled=True,
+        )
+    )
+    try:
+        asked = {"INPUT0": np.array([4.0], np.float32)}
+        got = [a["OUTPUT0"].tolist() for a in model.stream(asked, ["OUTPUT0"])]
+        assert got == [[float(step)] * 3 for step in range(4)]
+        [first] = model.describe()
+        many = model.stream({"INPUT0": np.array([50.0], np.float32)}, ["OUTPUT0"])
+        assert [next(many)["OUTPUT0"][0] for _ in range(2)] == [0.0, 1.0]
+        many.close()  # the caller goes away mid-stream
+        [second] = wait_until(
+            lambda: [w for w in model.describe() if w["pid"] != first["pid"]], WAIT_S
+        )
+        assert second["status"] == "READY"
+        got = [a["OUTPUT0"].tolist() for a in model.stream(asked, ["OUTPUT0"])]
+        assert len(got) == 4 and not model.broken
+    finally:
+        model.close()
+
+
 HANDLER = """
 import time
 

@@ -9,12 +9,15 @@ together, in order, once the called model has sent them all."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lambdaserve.runtimes.triton_python import pb_utils
 from lambdaserve.workers.channel import Channel
 from lambdaserve.workers.process import WorkerProcess
 from lambdaserve.workers.shared_area import Area, arrays_of
+
+if TYPE_CHECKING:
+    from lambdaserve.workers.child import ResponseWriter
 
 
 # -- the serving process's side ----------------------------------------------------------
@@ -51,14 +54,14 @@ def answer_bls(worker: WorkerProcess, message: dict[str, Any]) -> None:
 
 
 # -- the worker's side -------------------------------------------------------------------
-def install_in_worker(channel: Channel, requests: Area, responses: Area) -> None:
+def install_in_worker(channel: Channel, requests: Area, responses: ResponseWriter) -> None:
     """This worker's pb_utils sends its BLS calls to the serving process."""
     lock = threading.Lock()  # one call on the channel at a time
 
     def call(request: Any, kind: str) -> list[Any]:
         arrays = [(t.name(), t.as_numpy()) for t in request.inputs()]
         with lock:
-            descriptors, _ = responses.write_tensors(arrays)
+            descriptors = responses.write(arrays)
             channel.send(
                 {
                     "op": "bls",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import threading
 from typing import Any
 
 import orjson
@@ -23,11 +24,13 @@ class Channel:
         self.sock = sock
         self._timeout: float | None = None
         self._buffer = bytearray()
+        self._sending = threading.Lock()  # a worker's BLS and its responses send from two threads
 
     def send(self, message: dict[str, Any]) -> None:
         body = orjson.dumps(message)
         try:
-            self.sock.sendall(_LENGTH.pack(len(body)) + body)
+            with self._sending:
+                self.sock.sendall(_LENGTH.pack(len(body)) + body)
         except OSError as exc:
             raise ChannelClosed(str(exc)) from None
 

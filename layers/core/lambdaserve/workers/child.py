@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +44,25 @@ def _error(exc: BaseException) -> dict[str, str]:
     return {"type": "InferenceError", "message": f"{type(exc).__name__}: {exc}"}
 
 
+class ResponseWriter:
+    """The response area, written from one cursor per call: a decoupled model's responses
+    and its BLS inputs never overwrite what the serving process has yet to read."""
+
+    def __init__(self, area: Area) -> None:
+        self.area = area
+        self.end = 0
+        self._lock = threading.Lock()
+
+    def write(self, arrays: list[tuple[str, Any]]) -> list[Any]:
+        with self._lock:
+            descriptors, self.end = self.area.write_tensors(arrays, self.end)
+            return descriptors
+
+
 class Worker:
     def __init__(self, channel: Channel, requests: Area, responses: Area) -> None:
         self.channel, self.requests, self.responses = channel, requests, responses
+        self.writer = ResponseWriter(responses)
         self.model: Any = None
         self.recorded: list[dict[str, Any]] = []
         self._relay_metrics()
@@ -71,7 +88,7 @@ class Worker:
         if spec["backend"] == "python":
             from lambdaserve.workers.bls_relay import install_in_worker
 
-            install_in_worker(self.channel, self.requests, self.responses)
+            install_in_worker(self.channel, self.requests, self.writer)
         runtime = runtime_named(spec["backend"])
         self.model = runtime.load(
             Path(spec["model_path"]), config, Signature.from_json(spec["signature"]), options
@@ -91,14 +108,24 @@ class Worker:
         with request_ids(message.get("ids", ())):
             answers = self.model.run_requests(requests)
         results: list[dict[str, Any]] = []
-        end = 0
         for answer in answers:
             if isinstance(answer, BaseException):
                 results.append({"error": _error(answer)})
                 continue
-            descriptors, end = self.responses.write_tensors(arrays_of(answer), end)
-            results.append({"outputs": descriptors})
+            results.append({"outputs": self.writer.write(arrays_of(answer))})
         return {"results": results}
+
+    def stream(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A decoupled model's responses, each sent as the model sends it; then the end."""
+        from lambdaserve.runtimes.code_errors import request_ids
+
+        inputs = self.requests.read_tensors(message["inputs"])
+        with request_ids(message.get("ids", ())):
+            for arrays in self.model.stream(inputs, message["outputs"]):
+                self.channel.send(
+                    {"op": "response", "outputs": self.writer.write(arrays_of(arrays))}
+                )
+        return {"done": True}
 
     def rows(self, message: dict[str, Any]) -> dict[str, Any]:
         from lambdaserve.runtimes.code_errors import request_ids
@@ -115,7 +142,7 @@ class Worker:
         ]
         with request_ids(message.get("ids", ())):
             answers = self.model.handle_rows(rows, message["headers"])
-        out, end = [], 0
+        out, end = [], self.writer.end
         for answer in answers:
             offset, end = self.responses.write_bytes(answer.body, end)
             out.append([offset, len(answer.body), answer.content_type, answer.status])
@@ -130,8 +157,10 @@ class Worker:
                 if close is not None:
                     close()
                 return
+            self.writer.end = 0
+            calls = {"run": self.run, "rows": self.rows, "stream": self.stream}
             try:
-                reply = self.run(message) if op == "run" else self.rows(message)
+                reply = calls[op](message)
             except Exception as exc:
                 reply = {"error": _error(exc)}
             if self.recorded:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from lambdaserve.errors import LambdaServeError, ModelCodeCrashed, ModelCodeTime
 from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.runtimes.code_errors import known_request_ids
 from lambdaserve.runtimes.torchserve.context import Answer
+from lambdaserve.runtimes.triton_python.decoupled import one_response
 from lambdaserve.tensors.signature import Arrays
 from lambdaserve.workers.bls_relay import answer_bls
 from lambdaserve.workers.channel import ChannelClosed
@@ -35,7 +36,10 @@ class WorkerModel(Workforce):
     """A loaded version whose code runs in ``spec.min_workers`` child processes."""
 
     device = "cpu"
-    decoupled = False
+
+    @property
+    def decoupled(self) -> bool:
+        return self.spec.decoupled
 
     # -- the runtime Protocol --------------------------------------------------------------
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
@@ -47,6 +51,8 @@ class WorkerModel(Workforce):
     def run_requests(
         self, requests: Sequence[tuple[Mapping[str, np.ndarray[Any, Any]], Sequence[str]]]
     ) -> list[Arrays | LambdaServeError]:
+        if self.decoupled:  # where one answer is expected (v2 infer, a queue)
+            return [one_response(self.stream(inputs, names)) for inputs, names in requests]
         ids = known_request_ids()  # the worker makes fresh ones only if it logs a failure
 
         def send(worker: WorkerProcess) -> dict[str, Any]:
@@ -107,16 +113,36 @@ class WorkerModel(Workforce):
     ) -> tuple[WorkerProcess, dict[str, Any]]:
         """The answer to one message; the worker stays taken until ``_release`` (its
         response area is read first). Crashes and timeouts raise, the worker replaced."""
+        worker = self._send(build)
+        try:
+            return worker, self._next(worker)
+        except LambdaServeError:
+            raise  # a crash or a timeout: the worker is already replaced
+        except BaseException:
+            self._release(worker)
+            raise
+
+    def _send(self, build: Callable[[WorkerProcess], dict[str, Any]]) -> WorkerProcess:
         worker = self._take()
         try:
             worker.channel.send(build(worker))
-            deadline = time.monotonic() + self.spec.timeout_s
-            wait = self.spec.timeout_s  # the same each call: no socket timeout change
+        except ChannelClosed:
+            self._lost(worker)
+        except BaseException:
+            self._release(worker)
+            raise
+        return worker
+
+    def _next(self, worker: WorkerProcess) -> dict[str, Any]:
+        """The worker's next message for its caller (BLS calls answered on the way)."""
+        deadline = time.monotonic() + self.spec.timeout_s
+        wait = self.spec.timeout_s  # the same each call: no socket timeout change
+        try:
             while True:
                 reply = worker.channel.receive(wait)
                 if reply.get("op") != "bls":
                     _record_metrics(reply.pop("metrics", ()))
-                    return worker, reply
+                    return reply
                 answer_bls(worker, reply)  # a BLS call from the model: answered, then wait on
                 wait = max(0.001, deadline - time.monotonic())
         except TimeoutError:
@@ -133,15 +159,45 @@ class WorkerModel(Workforce):
                 f"(responseTimeout); its worker was killed and is restarted"
             ) from None
         except ChannelClosed:
-            ended = worker.how_it_ended()
-            logger.error("%s: worker pid %s %s", worker.label, worker.pid, ended)
-            self._replace(worker, ended)
-            raise ModelCodeCrashed(
-                f"the model's code crashed: its worker process {ended}"
-            ) from None
-        except BaseException:
-            self._release(worker)
+            self._lost(worker)
+
+    def _lost(self, worker: WorkerProcess) -> NoReturn:
+        ended = worker.how_it_ended()
+        logger.error("%s: worker pid %s %s", worker.label, worker.pid, ended)
+        self._replace(worker, ended)
+        raise ModelCodeCrashed(f"the model's code crashed: its worker process {ended}") from None
+
+    # -- a decoupled model's responses ----------------------------------------------------
+    def stream(
+        self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]
+    ) -> Iterator[Arrays]:
+        """A decoupled model's responses to one request, each as the worker sends it; a
+        caller that stops reading mid-stream has the worker replaced (it is still sending)."""
+        ids = known_request_ids()
+
+        def send(worker: WorkerProcess) -> dict[str, Any]:
+            descriptors, _ = worker.requests.write_tensors(arrays_of(inputs))
+            return {"op": "stream", "inputs": descriptors, "outputs": list(outputs), "ids": ids}
+
+        worker = self._send(send)
+        finished = False
+        try:
+            while True:
+                reply = self._next(worker)
+                if reply.get("op") == "response":
+                    yield worker.responses.read_tensors(reply["outputs"])
+                    continue
+                finished = True
+                self._release(worker)
+                if "error" in reply:
+                    raise error_from(reply["error"])
+                return
+        except LambdaServeError:
+            finished = True  # the model's error, or a crash or timeout already replaced
             raise
+        finally:
+            if not finished:
+                self._discard(worker)
 
 
 def _record_metrics(recorded: Sequence[dict[str, Any]]) -> None:

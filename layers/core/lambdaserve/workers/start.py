@@ -1,7 +1,7 @@
 """Which versions run in workers, and starting them: model code (TorchServe handlers and
-archives, Triton Python models) when the process enables workers. Kept in the serving
-process, and why: decoupled Python models (their response senders stream from threads of
-``execute``) and TorchServe workflows (their steps call other models through this process).
+archives, Triton Python models, decoupled ones included) when the process enables
+workers. Kept in the serving process, and why: TorchServe workflows (their steps call other
+models through this process).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def runs_in_workers(
 ) -> bool:
     if not options.enabled or backend not in CODE_BACKENDS:
         return False
-    return not config.decoupled and model_path.parent.name != _WORKFLOW_DIRECTORY
+    return model_path.parent.name != _WORKFLOW_DIRECTORY
 
 
 def start_workers(
@@ -55,6 +55,7 @@ def start_workers(
         max_workers=counts.max_workers,
         timeout_s=counts.timeout_s,
         start_timeout_s=options.start_timeout_s,
+        decoupled=config.decoupled,
     )
     return WorkerModel(spec, on_broken)
 

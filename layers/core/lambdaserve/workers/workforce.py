@@ -50,6 +50,7 @@ class WorkerSpec:
     max_workers: int = 1
     timeout_s: float = 120.0
     start_timeout_s: float = 300.0
+    decoupled: bool = False  # Triton's model_transaction_policy: responses streamed
 
     def load_message(self) -> dict[str, Any]:
         return {
@@ -157,6 +158,18 @@ class Workforce:
         with self._lock:
             self._workers.append(worker)
         return worker
+
+    def _discard(self, worker: WorkerProcess) -> None:
+        """A worker left mid-call (its caller stopped reading): killed and replaced, not
+        counted as a crash of the model's code."""
+        worker.kill()
+        with self._lock:
+            if worker not in self._workers:
+                return
+            self._workers.remove(worker)
+        worker.close()
+        if not self._closed:
+            self._start_later(0.0)
 
     def _exited(self, worker: WorkerProcess) -> None:
         """A worker's process ended. An idle one is replaced now, as TorchServe restarts a
