@@ -11,6 +11,9 @@ from typing import Any
 
 import orjson
 
+from lambdaserve import errors
+from lambdaserve.errors import LambdaServeError
+
 _LENGTH = struct.Struct("<I")
 _CHUNK = 1 << 16
 
@@ -63,3 +66,28 @@ class Channel:
 
     def close(self) -> None:
         self.sock.close()
+
+
+_ERRORS = {
+    name: getattr(errors, name)
+    for name in (
+        "InferenceError",
+        "InvalidInput",
+        "ModelNotReady",
+        "ModelCodeFailed",
+        "ModelNotFound",
+    )
+}
+
+
+def error_document(exc: BaseException) -> dict[str, str]:
+    """An exception as the typed error document the other side rebuilds."""
+    if isinstance(exc, LambdaServeError):
+        return {"type": type(exc).__name__, "message": exc.message}
+    return {"type": "InferenceError", "message": f"{type(exc).__name__}: {exc}"}
+
+
+def error_from(document: dict[str, str]) -> LambdaServeError:
+    """A worker's error document as the typed error it was there."""
+    kind: type[LambdaServeError] = _ERRORS.get(document.get("type", ""), errors.InferenceError)
+    return kind(document.get("message", "the model's code failed"))

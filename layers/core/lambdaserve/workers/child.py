@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from lambdaserve.workers.channel import Channel
+from lambdaserve.workers.channel import Channel, error_document
 from lambdaserve.workers.shared_area import Area, arrays_of
 
 RECORD_MARK = "\x1elambdaserve-log "
@@ -34,14 +34,6 @@ class _LineHandler(logging.Handler):
             sys.stderr.flush()
         except Exception:  # a log line must never take the worker down
             self.handleError(record)
-
-
-def _error(exc: BaseException) -> dict[str, str]:
-    from lambdaserve.errors import LambdaServeError
-
-    if isinstance(exc, LambdaServeError):
-        return {"type": type(exc).__name__, "message": exc.message}
-    return {"type": "InferenceError", "message": f"{type(exc).__name__}: {exc}"}
 
 
 class ResponseWriter:
@@ -110,7 +102,7 @@ class Worker:
         results: list[dict[str, Any]] = []
         for answer in answers:
             if isinstance(answer, BaseException):
-                results.append({"error": _error(answer)})
+                results.append({"error": error_document(answer)})
                 continue
             results.append({"outputs": self.writer.write(arrays_of(answer))})
         return {"results": results}
@@ -162,7 +154,7 @@ class Worker:
             try:
                 reply = calls[op](message)
             except Exception as exc:
-                reply = {"error": _error(exc)}
+                reply = {"error": error_document(exc)}
             if self.recorded:
                 reply["metrics"], self.recorded = self.recorded, []
             self.channel.send(reply)
@@ -184,7 +176,7 @@ def main() -> None:
         answer = worker.load(spec)
     except Exception as exc:
         logging.getLogger("lambdaserve.workers").debug("load failed", exc_info=exc)
-        channel.send({"error": _error(exc)})
+        channel.send({"error": error_document(exc)})
         return
     channel.send(answer)
     worker.serve()

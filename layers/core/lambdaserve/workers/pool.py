@@ -23,10 +23,10 @@ from lambdaserve.runtimes.torchserve.context import Answer
 from lambdaserve.runtimes.triton_python.decoupled import one_response
 from lambdaserve.tensors.signature import Arrays
 from lambdaserve.workers.bls_relay import answer_bls
-from lambdaserve.workers.channel import ChannelClosed
+from lambdaserve.workers.channel import ChannelClosed, error_from
 from lambdaserve.workers.process import WorkerProcess
 from lambdaserve.workers.shared_area import arrays_of
-from lambdaserve.workers.workforce import WorkerSpec, Workforce, error_from
+from lambdaserve.workers.workforce import WorkerSpec, Workforce
 
 __all__ = ["WorkerModel", "WorkerSpec"]
 logger = logging.getLogger("lambdaserve.workers")

@@ -14,25 +14,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from lambdaserve import errors
-from lambdaserve.errors import LambdaServeError, ModelNotReady
+from lambdaserve.errors import LambdaServeError, ModelCodeFailed, ModelNotReady
 from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
-from lambdaserve.workers.channel import ChannelClosed
+from lambdaserve.workers.channel import ChannelClosed, error_from
 from lambdaserve.workers.process import WorkerProcess
 
 logger = logging.getLogger("lambdaserve.workers")
 CRASHES_ALLOWED, CRASH_WINDOW_S = 5, 60.0
 BACKOFF_S = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
-_ERRORS = {
-    name: getattr(errors, name)
-    for name in (
-        "InferenceError",
-        "InvalidInput",
-        "ModelNotReady",
-        "ModelCodeFailed",
-        "ModelNotFound",
-    )
-}
 
 
 @dataclass(frozen=True)
@@ -147,7 +136,7 @@ class Workforce:
             worker.kill()
             ended = worker.how_it_ended()
             worker.close()
-            raise errors.ModelCodeFailed(
+            raise ModelCodeFailed(
                 f"the worker of {self.spec.model!r} {ended} while loading"
             ) from None
         if "error" in answer:
@@ -302,9 +291,3 @@ class Workforce:
         self._idle.put(None)
         for worker in idle:
             worker.stop()
-
-
-def error_from(document: dict[str, str]) -> LambdaServeError:
-    """A worker's error document as the typed error it was there."""
-    kind: type[LambdaServeError] = _ERRORS.get(document.get("type", ""), errors.InferenceError)
-    return kind(document.get("message", "the model's code failed"))
