@@ -10,7 +10,7 @@ VARIANT ?= cpu
 .PHONY: help dev test install-redis test-localstack validate shipped-envs build gpu-image lint install-dev install-test install-torch \
 	install-torchserve \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
-	bench-pipelines bench-validate bench-grpc bench-server-mode bench-cache robustness clean
+	bench-pipelines bench-validate bench-grpc bench-server-mode bench-cache bench-workers robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -171,6 +171,9 @@ bench-pipelines: install-test ## pipelines vs TorchServe workflow, pytriton; Pad
 
 bench-validate: install-test ## publish-time validation of large versions: seconds, memory
 	$(BIN)/python scripts/bench_validate.py $(ARGS)
+
+bench-workers: install-test ## model code in a worker process vs in process: added latency per call
+	$(BIN)/python scripts/bench_workers_code.py $(ARGS)
 
 robustness: install-test ## hostile inputs, uploads, injections and a poisoned async burst
 	$(BIN)/python scripts/robustness.py $(ARGS)

@@ -7,7 +7,7 @@ from /proc). The calls are the model server's call to the model,
 so the difference is what the worker adds; HTTP, batching and resolution are the same
 either way.
 
-    python scripts/bench_workers_code.py [--calls 3000]
+    python scripts/bench_workers_code.py [--calls 3000]   (make bench-workers)
 
 Writes bench/results/workers-code-<time>.json.
 """
