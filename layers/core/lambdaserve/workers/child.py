@@ -166,12 +166,12 @@ def main() -> None:
     handler = _LineHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
-    sock = socket.socket(fileno=int(os.environ.pop("LAMBDASERVE_WORKER_FD")))
-    channel = Channel(sock)
-    spec = channel.receive()
-    worker = Worker(
-        channel, Area.open(Path(spec["request_area"])), Area.open(Path(spec["response_area"]))
+    sock_fd, requests_fd, responses_fd = (
+        int(fd) for fd in os.environ.pop("LAMBDASERVE_WORKER_FDS").split(",")
     )
+    channel = Channel(socket.socket(fileno=sock_fd))
+    spec = channel.receive()
+    worker = Worker(channel, Area(requests_fd), Area(responses_fd))
     try:
         answer = worker.load(spec)
     except Exception as exc:

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import orjson
 
 from lambdaserve.workers.channel import Channel
 from lambdaserve.workers.child import RECORD_MARK
-from lambdaserve.workers.shared_area import Area, area_directory
+from lambdaserve.workers.shared_area import Area
 
 logger = logging.getLogger("lambdaserve.workers")
 INITIAL_AREA = 1 << 20
@@ -46,12 +45,11 @@ class WorkerProcess:
         self.tail: collections.deque[str] = collections.deque(maxlen=_TAIL)
         self.started_at = time.time()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        stem = area_directory() / f"lambdaserve-worker-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        self.request_path, self.response_path = Path(f"{stem}-req"), Path(f"{stem}-resp")
-        self.requests = Area.create(self.request_path, INITIAL_AREA)
-        self.responses = Area.create(self.response_path, INITIAL_AREA)
+        self.requests = Area.anonymous("lambdaserve-worker-requests", INITIAL_AREA)
+        self.responses = Area.anonymous("lambdaserve-worker-responses", INITIAL_AREA)
         env = dict(os.environ)
-        env["LAMBDASERVE_WORKER_FD"] = str(theirs.fileno())
+        fds = (theirs.fileno(), self.requests.fd, self.responses.fd)
+        env["LAMBDASERVE_WORKER_FDS"] = ",".join(str(fd) for fd in fds)
         env["PYTHONUNBUFFERED"] = "1"
         if python_paths:  # before the serving image's site-packages
             env["PYTHONPATH"] = os.pathsep.join(
@@ -61,7 +59,7 @@ class WorkerProcess:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "lambdaserve.workers.child"],
             env=env,
-            pass_fds=(theirs.fileno(),),
+            pass_fds=fds,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -76,17 +74,8 @@ class WorkerProcess:
 
     def start(self, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Send the load spec; the child's answer once its code is initialized."""
-        spec = spec | {
-            "request_area": str(self.request_path),
-            "response_area": str(self.response_path),
-        }
         self.channel.send(spec)
-        try:
-            return self.channel.receive(timeout)
-        finally:
-            # the child holds both files open (or is gone): nothing left to leak
-            for path in (self.request_path, self.response_path):
-                path.unlink(missing_ok=True)
+        return self.channel.receive(timeout)
 
     def _relay(self) -> None:
         assert self.process.stdout is not None
@@ -157,5 +146,3 @@ class WorkerProcess:
         self.channel.close()
         self.requests.close()
         self.responses.close()
-        for path in (self.request_path, self.response_path):
-            path.unlink(missing_ok=True)

@@ -1,7 +1,8 @@
 """Tensors across processes by shared memory: each worker has a request area and a response
 area, files on tmpfs (``/dev/shm``) both processes map. The writer grows an area (ftruncate)
 when a message does not fit; the reader remaps when a header names an end past its mapping.
-The files are unlinked once the child holds them open, so a killed pair leaves nothing.
+The files have no name (memfd): their descriptors pass to the child, so a killed pair leaves
+nothing behind.
 
 What goes in the header beside the bytes: per tensor ``[name, dtype, shape, offset,
 length]``. BYTES (object) tensors are length-prefixed elements (4-byte little-endian length,
@@ -13,6 +14,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,11 +26,14 @@ _LENGTH = struct.Struct("<I")
 _ALIGN = 64
 
 
-def area_directory() -> Path:
-    shm = Path("/dev/shm")
-    return (
-        shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(os.environ.get("TMPDIR", "/tmp"))
-    )
+def anonymous_file(name: str) -> int:
+    """A shared-memory file with no name left on disk: a memfd on Linux, else a temporary
+    file unlinked at once. Its descriptor passes to the child, so nothing can leak."""
+    if hasattr(os, "memfd_create"):
+        return os.memfd_create(name)  # close-on-exec: only the child named in pass_fds gets it
+    fd, path = tempfile.mkstemp(prefix=name)
+    os.unlink(path)
+    return fd
 
 
 class Area:
@@ -48,6 +53,10 @@ class Area:
     @classmethod
     def open(cls, path: Path) -> Area:
         return cls(os.open(path, os.O_RDWR))
+
+    @classmethod
+    def anonymous(cls, name: str, size: int) -> Area:
+        return cls(anonymous_file(name), size)
 
     @property
     def size(self) -> int:
