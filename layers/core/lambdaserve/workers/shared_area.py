@@ -1,5 +1,5 @@
 """Tensors across processes by shared memory: each worker has a request area and a response
-area, files on tmpfs (``/dev/shm``) both processes map. The writer grows an area (ftruncate)
+area, shared-memory files both processes map. The writer grows an area (ftruncate)
 when a message does not fit; the reader remaps when a header names an end past its mapping.
 The files have no name (memfd): their descriptors pass to the child, so a killed pair leaves
 nothing behind.
