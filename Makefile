@@ -11,7 +11,8 @@ VARIANT ?= cpu
 .PHONY: help dev test install-redis test-localstack validate shipped-envs build gpu-image lint install-dev install-test install-torch \
 	install-torchserve install-paddle \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
-	bench-pipelines bench-validate bench-grpc bench-server-mode bench-cache bench-envs robustness clean
+	bench-pipelines bench-validate bench-grpc bench-server-mode bench-cache bench-envs bench-code-workers \
+	robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -186,6 +187,9 @@ bench-pipelines: install-test ## pipelines vs TorchServe workflow, pytriton; Pad
 
 bench-validate: install-test ## publish-time validation of large versions: seconds, memory
 	$(BIN)/python scripts/bench_validate.py $(ARGS)
+
+bench-code-workers: install-test ## model code in a worker process vs in process: added latency per call
+	$(BIN)/python scripts/bench_workers_code.py $(ARGS)
 
 robustness: install-test ## hostile inputs, uploads, injections and a poisoned async burst
 	$(BIN)/python scripts/robustness.py $(ARGS)

@@ -61,6 +61,16 @@ class InferenceError(LambdaServeError):
     """The runtime failed while executing a valid request."""
 
 
+class ModelCodeCrashed(InferenceError):
+    """The model's code died in its worker process (a signal, an exit): the requests it held
+    are answered with this once; the worker is restarted."""
+
+
+class ModelCodeTimedOut(InferenceError):
+    """The model's code held a request past its timeout (TorchServe's ``responseTimeout``):
+    its worker is killed and restarted."""
+
+
 class ModelRejected(LambdaServeError):
     """A published version failed validation; the message says what to fix."""
 

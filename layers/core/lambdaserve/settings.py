@@ -48,6 +48,13 @@ class Settings:
     reply_to_allowed: tuple[str, ...] = ()
     client_timeout_s: float = 30.0
     python_models: bool = False
+    # Model code (handlers, Python models) in worker processes of its own
+    # (LAMBDASERVE_CODE_WORKERS=1); off: in this process, as before. The timeout where a
+    # model sets none is TorchServe's default responseTimeout.
+    code_workers: bool = False
+    worker_timeout_s: float = 120.0
+    # In a Lambda function (AWS_LAMBDA_FUNCTION_NAME set): one worker per version, no scaling.
+    in_lambda: bool = False
     # The code-validator Lambda (template: EnablePythonModels) that runs a Python model's
     # auto_complete_config at publish; empty: a child process without credentials.
     code_validator_function: str = ""
@@ -152,6 +159,11 @@ class Settings:
                 if entry.strip()
             ),
             python_models=env.get("LAMBDASERVE_PYTHON_MODELS", "").lower() in ("1", "true", "yes"),
+            code_workers=env.get("LAMBDASERVE_CODE_WORKERS", "").lower() in ("1", "true", "yes"),
+            worker_timeout_s=float(
+                env.get("LAMBDASERVE_WORKER_TIMEOUT_S", str(defaults.worker_timeout_s))
+            ),
+            in_lambda=bool(env.get("AWS_LAMBDA_FUNCTION_NAME")),
             code_validator_function=env.get("LAMBDASERVE_CODE_VALIDATOR_FUNCTION", ""),
             serving_check_function=env.get("LAMBDASERVE_SERVING_CHECK_FUNCTION", ""),
             client_timeout_s=float(

@@ -31,6 +31,7 @@ from lambdaserve.queued.submit import AsyncSubmitter
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.readiness import Readiness
+from lambdaserve.serving.worker_board import worker_memory
 
 T = TypeVar("T")
 
@@ -50,7 +51,12 @@ def create_inference_app(
     install_api_description(app)
     install_triton_extras(app)
     plane = InferenceDataPlane(server, batcher, readiness)
-    install_metrics(app, lambda: server().stats, queued_in(batcher, plane) if batcher else None)
+    install_metrics(
+        app,
+        lambda: server().stats,
+        queued_in(batcher, plane) if batcher else None,
+        lambda: worker_memory(server()),
+    )
 
     @app.get("/v2/health/live")
     async def live() -> dict[str, bool]:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import JSONResponse
@@ -18,6 +19,7 @@ from lambdaserve.apps.torchserve_management import (
     install_torchserve_management,
     refuse_scaling,
 )
+from lambdaserve.apps.worker_scaling import scaled, worker_fields
 from lambdaserve.apps.workflows import install_workflow_management
 from lambdaserve.catalog.store import VersionRecord
 from lambdaserve.errors import InvalidInput, ModelNotFound
@@ -25,14 +27,22 @@ from lambdaserve.protocol.limits import json_document
 from lambdaserve.protocol.names import check_model_name, parse_version
 from lambdaserve.publishing.management import DEFAULT_PAGE, MAX_PAGE, ModelManager, ModelView
 
+if TYPE_CHECKING:  # the management function imports no serving code
+    from lambdaserve.serving.model_server import ModelServer
 
-def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
-    """Build the app; ``manager`` is called per request so the domain loads lazily."""
+
+def create_management_app(
+    manager: Callable[[], ModelManager],
+    server: Callable[[], ModelServer | None] = lambda: None,
+) -> FastAPI:
+    """Build the app; ``manager`` is called per request so the domain loads lazily;
+    ``server``, where this process also serves, is the one whose workers describe lists and
+    scaling changes (None: no workers here)."""
     app = FastAPI(title="lambdaserve management API", version="1", docs_url=None, redoc_url=None)
     install_error_handlers(app)
     install_docs(app)
     install_api_description(app)
-    install_torchserve_management(app, manager)
+    install_torchserve_management(app, manager, server)
     install_workflow_management(app, manager)
 
     @app.get("/models")
@@ -52,13 +62,13 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
     @app.get("/models/{model}")
     @app.get("/models/{model}/all")
     def describe_model(model: str, customized: bool = Query(False)) -> list[dict[str, Any]]:
-        return describe_answer(manager(), model, None, customized)
+        return describe_answer(manager(), model, None, customized, server())
 
     @app.get("/models/{model}/{version}")
     def describe_version(
         model: str, version: str, customized: bool = Query(False)
     ) -> list[dict[str, Any]]:
-        return describe_answer(manager(), model, version, customized)
+        return describe_answer(manager(), model, version, customized, server())
 
     @app.put("/models/{model}/labels/{label}")
     async def set_label(
@@ -102,7 +112,11 @@ def create_management_app(manager: Callable[[], ModelManager]) -> FastAPI:
         )
 
     @app.put("/models/{model}")
-    async def update_model(model: str, request: Request) -> dict[str, Any]:
+    async def update_model(model: str, request: Request) -> Any:
+        query = dict(request.query_params)
+        done = await asyncio.to_thread(scaled, server(), model, None, query)
+        if done is not None:
+            return JSONResponse(status_code=done[0], content=done[1])
         refuse_scaling(model, request.query_params, manager())
         fields = await json_object(request)
         config = manager().update_config(check_model_name(model), fields)
@@ -189,16 +203,26 @@ _ENGINES = {
 
 
 def describe_answer(
-    manager: ModelManager, model: str, version: str | None, customized: bool = False
+    manager: ModelManager,
+    model: str,
+    version: str | None,
+    customized: bool = False,
+    server: ModelServer | None = None,
 ) -> list[dict[str, Any]]:
-    """TorchServe's describe: every version (``version`` None), or one by number or label."""
+    """TorchServe's describe: every version (``version`` None), or one by number or label;
+    with the versions' live workers where ``server`` runs them."""
     refuse_customized(customized)
     name = check_model_name(model)
     if version is None:
         view = manager.view(name)
-        return [describe_version_record(view, v, manager) for v in _described(view, manager)]
-    view, record = manager.version(name, manager.version_number(name, version))
-    return [describe_version_record(view, record, manager)]
+        records = _described(view, manager)
+    else:
+        view, record = manager.version(name, manager.version_number(name, version))
+        records = (record,)
+    return [
+        describe_version_record(view, r, manager) | worker_fields(server, name, r.version)
+        for r in records
+    ]
 
 
 def refuse_customized(customized: bool) -> None:

@@ -3,15 +3,16 @@ port as Triton's HTTP service serves them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from fastapi import FastAPI, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from lambdaserve.batching.dynamic_batcher import TensorBatcher
 from lambdaserve.errors import LambdaServeError
-from lambdaserve.metrics.prometheus import Pending, metrics_registry
+from lambdaserve.metrics.prometheus import LABELS, Pending, metrics_registry
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
@@ -27,9 +28,14 @@ _DOCUMENTED: dict[int | str, dict[str, Any]] = {
 
 
 def install_metrics(
-    app: FastAPI, stats: Callable[[], StatsRegistry], pending: Pending | None = None
+    app: FastAPI,
+    stats: Callable[[], StatsRegistry],
+    pending: Pending | None = None,
+    workers: Callable[[], Workers] | None = None,
 ) -> None:
     registry = metrics_registry(stats, pending)
+    if workers is not None:
+        registry.register(WorkerMemory(workers))
 
     @app.get(
         "/metrics",
@@ -39,6 +45,39 @@ def install_metrics(
     )
     async def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+# (model, version) -> (live worker processes, their resident bytes)
+Workers = dict[tuple[str, str], tuple[int, int]]
+
+
+class WorkerMemory:
+    """Each model version's worker processes and their memory (RSS), as TorchServe's
+    describe reports a worker's ``memoryUsage``: one model's memory told from another's."""
+
+    def __init__(self, workers: Callable[[], Workers]) -> None:
+        self._workers = workers
+
+    def describe(self) -> Iterable[Metric]:
+        return [
+            GaugeMetricFamily(_WORKERS, _WORKERS_DOC, labels=LABELS),
+            GaugeMetricFamily(_MEMORY, _MEMORY_DOC, labels=LABELS),
+        ]
+
+    def collect(self) -> Iterable[Metric]:
+        counts = GaugeMetricFamily(_WORKERS, _WORKERS_DOC, labels=LABELS)
+        memory = GaugeMetricFamily(_MEMORY, _MEMORY_DOC, labels=LABELS)
+        for (model, version), (count, rss) in sorted(self._workers().items()):
+            counts.add_metric([model, version], float(count))
+            memory.add_metric([model, version], float(rss))
+        yield counts
+        yield memory
+
+
+_WORKERS = "lambdaserve_model_workers"
+_WORKERS_DOC = "Worker processes running the model version's code"
+_MEMORY = "lambdaserve_model_worker_memory_bytes"
+_MEMORY_DOC = "Resident memory (RSS) of the model version's worker processes, in bytes"
 
 
 def queued_in(batcher: TensorBatcher, plane: InferenceDataPlane) -> Pending:

@@ -5,14 +5,18 @@ instead of 404/405: registration from a URL, scaling workers, unregistering a mo
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
+from lambdaserve.apps.worker_scaling import scaled
 from lambdaserve.errors import InvalidInput, ModelNotReady
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import ModelManager
+
+if TYPE_CHECKING:  # the management function imports no serving code
+    from lambdaserve.serving.model_server import ModelServer
 
 # Query parameters of TorchServe's `PUT /models/{m}` (scale workers).
 SCALING = frozenset({"min_worker", "max_worker", "number_gpu", "synchronous", "timeout"})
@@ -29,15 +33,23 @@ def install_api_description(app: FastAPI) -> None:
     app.add_route("/api-description", describe, methods=["GET"], include_in_schema=False)
 
 
-def install_torchserve_management(app: FastAPI, manager: Callable[[], ModelManager]) -> None:
+def install_torchserve_management(
+    app: FastAPI,
+    manager: Callable[[], ModelManager],
+    server: Callable[[], ModelServer | None] = lambda: None,
+) -> None:
     @app.post("/models", status_code=400)
     async def register(request: Request) -> None:
         raise registration_refusal(request.query_params.get("url", ""))
 
     @app.put("/models/{model}/{version}", status_code=400)
-    def scale_version(model: str, version: str, request: Request) -> None:
+    def scale_version(model: str, version: str, request: Request) -> JSONResponse:
         """TorchServe's per-version scaling (its only use of this route)."""
+        done = scaled(server(), model, version, dict(request.query_params))
+        if done is not None:
+            return JSONResponse(status_code=done[0], content=done[1])
         refuse_scaling(model, request.query_params, manager(), version)
+        raise InvalidInput("there are no workers to scale")  # refuse_scaling always raises
 
     @app.delete("/models/{model}", status_code=200)
     def unregister(model: str) -> JSONResponse:

@@ -97,6 +97,8 @@ class ModelConfig:
     version_policy: VersionPolicy = field(default_factory=VersionPolicy)
     dynamic_batching: DynamicBatching | None = None
     instance_kind: str = "AUTO"
+    # instance_group's counts summed: how many worker processes a Python model gets in serve
+    instance_count: int = 1
     ensemble_steps: tuple[EnsembleStep, ...] = ()
     # (output name, file name) for outputs with Triton's ``label_filename``.
     label_files: tuple[tuple[str, str], ...] = ()
@@ -131,6 +133,8 @@ class ModelConfig:
             ],
             "instance_group": [{"kind": f"KIND_{self.instance_kind}"}],
         }
+        if self.instance_count > 1:
+            doc["instance_group"][0]["count"] = self.instance_count
         if self.ensemble_steps:
             doc["ensemble_scheduling"] = {
                 "step": [
@@ -197,6 +201,7 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         version_policy=_policy(message),
         dynamic_batching=dynamic_batching_of(message),
         instance_kind=_instance_kind(message),
+        instance_count=max(1, sum(max(1, g.count) for g in message.instance_group)),
         ensemble_steps=_ensemble_steps(message),
         label_files=_label_files(message),
         parameters=tuple(sorted((k, v.string_value) for k, v in message.parameters.items())),

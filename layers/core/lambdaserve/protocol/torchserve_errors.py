@@ -26,6 +26,7 @@ _TYPES = {
     429: "ServiceUnavailableException",
     501: "MethodNotAllowedException",
     503: "ServiceUnavailableException",
+    504: "RequestTimeoutException",
     507: "InsufficientMemoryException",
 }
 

@@ -29,6 +29,11 @@ def request_ids(ids: Sequence[str | None]) -> Iterator[None]:
         _REQUEST_IDS.reset(token)
 
 
+def known_request_ids() -> tuple[str, ...]:
+    """The caller's ids as set around this call (none generated: a worker gets them)."""
+    return _REQUEST_IDS.get()
+
+
 def current_request_ids(count: int, known: Sequence[str] = ()) -> tuple[str, ...]:
     """``known`` ids, else the caller's, else fresh ones (one per request)."""
     ids = tuple(known) or _REQUEST_IDS.get()

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import CODE_FILES
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions, RequestsModel
 from lambdaserve.runtimes.registry import runtime_named
@@ -15,6 +18,7 @@ from lambdaserve.serving.environments import environment_file
 from lambdaserve.serving.progress import human_bytes
 from lambdaserve.serving.reshaped_model import ReshapedModel
 from lambdaserve.serving.warmup import warm_up
+from lambdaserve.workers.options import WorkerOptions
 
 if TYPE_CHECKING:  # serving imports this module
     from lambdaserve.serving.version_resolver import ServedVersion
@@ -32,7 +36,15 @@ def version_files(served: ServedVersion) -> list[CachedFile]:
     return files if environment is None else [*files, environment]
 
 
-def load_version(served: ServedVersion, cache: ArtifactCache, options: LoadOptions) -> LoadedModel:
+def load_version(
+    served: ServedVersion,
+    cache: ArtifactCache,
+    options: LoadOptions,
+    workers: WorkerOptions | None = None,
+    on_broken: Callable[[str], None] | None = None,
+) -> LoadedModel:
+    """Load ``served``: in this process, or (model code, where ``workers`` enables them) in
+    its worker processes; ``on_broken`` hears when those keep crashing."""
     started = time.perf_counter()
     files = version_files(served)
     directory = cache.materialize(files)
@@ -40,7 +52,21 @@ def load_version(served: ServedVersion, cache: ArtifactCache, options: LoadOptio
     runtime = runtime_named(served.record.runtime)
     config = served.config
     batched = config.max_batch_size > 0
-    loaded = runtime.load(directory / served.record.model_file, config, served.signature, options)
+    model_path = directory / served.record.model_file
+    if workers is not None and _in_workers(served.record.runtime, model_path, config, workers):
+        from lambdaserve.workers.start import start_workers
+
+        loaded: LoadedModel = start_workers(
+            model_path,
+            config,
+            served.signature,
+            runtime.name,
+            load=options,
+            options=workers,
+            on_broken=on_broken,
+        )
+    else:
+        loaded = runtime.load(model_path, config, served.signature, options)
     if config.reshapes and not isinstance(loaded, RequestsModel):
         loaded = ReshapedModel(loaded, config.reshapes, batched)
     created = time.perf_counter()
@@ -77,3 +103,11 @@ def load_version(served: ServedVersion, cache: ArtifactCache, options: LoadOptio
             else f"{runtime.name} found no CUDA device here (the GPU service runs it on one)",
         )
     return loaded
+
+
+def _in_workers(
+    backend: str, model_path: Path, config: ModelConfig, workers: WorkerOptions
+) -> bool:
+    from lambdaserve.workers.start import runs_in_workers
+
+    return runs_in_workers(backend, model_path, config, workers)

@@ -28,6 +28,7 @@ from lambdaserve.serving.classification import classify
 from lambdaserve.serving.loading import load_version, version_files
 from lambdaserve.serving.response_cache import Lookup, ResponseCache
 from lambdaserve.serving.version_resolver import ServedVersion, VersionResolver
+from lambdaserve.workers.options import WorkerOptions
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -55,8 +56,10 @@ class ModelServer:
         *,
         default_max_batch_size: int = 8,
         response_cache: ResponseCache | None = None,
+        workers: WorkerOptions | None = None,
     ) -> None:
         self.resolver = resolver
+        self.workers = workers
         self.stats = stats
         self.response_cache = response_cache
         self._default_max_batch_size = default_max_batch_size
@@ -217,6 +220,13 @@ class ModelServer:
         with self._lock:
             return [(model, version) for model, version, _ in self._loaded]
 
+    def loaded_models(self) -> list[tuple[str, int, LoadedModel]]:
+        """Every loaded version with its model (worker pools are described from these)."""
+        with self._lock:
+            return [
+                (model, version, loaded) for (model, version, _), loaded in self._loaded.items()
+            ]
+
     def adopt_loaded(self, other: ModelServer) -> None:
         """Serve ``other``'s loaded models (a SnapStart restore renews clients, not models)."""
         with other._lock:
@@ -278,15 +288,30 @@ class ModelServer:
 
     def _load(self, served: ServedVersion) -> LoadedModel:
         try:
-            return load_version(served, self._cache, replace(self._options, version=served.version))
+            return load_version(
+                served,
+                self._cache,
+                replace(self._options, version=served.version),
+                self.workers,
+                lambda reason: self._report_broken(served, reason),
+            )
         except ModelCodeFailed as exc:
             self._report_load_failure(served, exc)
             raise
 
-    def _report_load_failure(self, served: ServedVersion, exc: ModelCodeFailed) -> None:
+    def _report_broken(self, served: ServedVersion, reason: str) -> None:
+        """The version's workers keep crashing: UNAVAILABLE with the reason, as a failed load."""
+        self._report_load_failure(served, ModelCodeFailed(reason), prefix="crashes where it serves")
+
+    def _report_load_failure(
+        self,
+        served: ServedVersion,
+        exc: ModelCodeFailed,
+        prefix: str = "failed to load where it serves",
+    ) -> None:
         """READY means it answers: the version's own code failed here, so the catalog says
         UNAVAILABLE with the code's error, and the next request fails fast with it."""
-        reason = f"failed to load where it serves: {exc.message}"
+        reason = f"{prefix}: {exc.message}"
         logger.error("%s version %s %s", served.model, served.version, reason)
         try:
             self.resolver.catalog.record_load_failure(

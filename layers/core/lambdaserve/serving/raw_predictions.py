@@ -24,6 +24,7 @@ from lambdaserve.runtimes.torchserve.handler import HandlerModel
 from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
+from lambdaserve.workers.pool import WorkerModel
 
 HANDLER_RUNTIME = "torchserve_handler"
 
@@ -108,7 +109,8 @@ def handler_batching(server: ModelServer, served: ServedVersion) -> FrontendBatc
     if served.record.runtime != HANDLER_RUNTIME:
         return FrontendBatching()
     loaded = server.load(served)
-    return loaded.batching if isinstance(loaded, HandlerModel) else FrontendBatching()
+    batching = getattr(loaded, "batching", None)  # a handler, here or in its workers
+    return batching if isinstance(batching, FrontendBatching) else FrontendBatching()
 
 
 def predict_raw_many(
@@ -134,7 +136,7 @@ def _handle(
 ) -> list[Answer]:
     """The handler's one call for ``requests``, counted in the version's statistics."""
     loaded = server.load(served)
-    if not isinstance(loaded, HandlerModel):
+    if not isinstance(loaded, HandlerModel | WorkerModel):
         raise InvalidInput(f"version {served.version} of {served.model!r} is not a handler")
     started = time.perf_counter_ns()
     try:

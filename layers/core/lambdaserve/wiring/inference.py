@@ -17,12 +17,18 @@ from lambdaserve.serving.response_cache_setup import response_cache_from
 from lambdaserve.serving.version_resolver import VersionResolver
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.aws import AwsClients
+from lambdaserve.workers.options import EnvironmentPaths, WorkerOptions, no_environment
 
 
 def build_model_server(
-    settings: Settings, clients: AwsClients | None = None, stats: StatsRegistry | None = None
+    settings: Settings,
+    clients: AwsClients | None = None,
+    stats: StatsRegistry | None = None,
+    environment_paths: EnvironmentPaths = no_environment,
 ) -> ModelServer:
-    """The inference side: catalog view with a TTL, artifact cache, runtimes."""
+    """The inference side: catalog view with a TTL, artifact cache, runtimes; model code in
+    worker processes where the settings enable them, each version's environment first on
+    its workers' path (``environment_paths``)."""
     clients = clients or AwsClients(settings)
     repository = ModelRepository(clients.s3, settings.bucket, settings.models_prefix)
     cache = ArtifactCache(
@@ -42,6 +48,12 @@ def build_model_server(
         stats or StatsRegistry(),
         default_max_batch_size=settings.default_max_batch_size,
         response_cache=response_cache_from(settings),
+        workers=WorkerOptions(
+            enabled=settings.code_workers,
+            timeout_s=settings.worker_timeout_s,
+            per_version=1 if settings.in_lambda else 0,
+            environment_paths=environment_paths,
+        ),
     )
     install_bls(InferenceDataPlane(lambda: server))
     return server

@@ -20,6 +20,7 @@ from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.settings import Settings, get_settings
 from lambdaserve.wiring.aws import AwsClients
 from lambdaserve.wiring.inference import build_model_server
+from lambdaserve.workers.options import EnvironmentPaths, no_environment
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -58,8 +59,11 @@ class Process:
         service: str = "lambdaserve-infer",
         clients: AwsClients | None = None,
         on_config_rejected: Callable[[str, str], None] | None = None,
+        environment_paths: EnvironmentPaths = no_environment,
     ) -> None:
         self.settings = settings
+        # a version's own Python environment, first on its workers' path
+        self.environment_paths = environment_paths
         self.metrics = InvocationMetrics(service)
         self.on_config_rejected = on_config_rejected
         self._given_clients = clients
@@ -90,6 +94,7 @@ class Process:
                 self.settings,
                 self.clients,
                 StatsRegistry(self.metrics.record, self.metrics.record_cache),
+                self.environment_paths,
             ),
         )
 
@@ -221,8 +226,15 @@ class Process:
         from lambdaserve.apps.management import create_management_app
 
         return self._once(
-            "management_app", lambda: create_management_app(lambda: self.manage.manager)
+            "management_app",
+            lambda: create_management_app(lambda: self.manage.manager, self._serving_here),
         )
+
+    def _serving_here(self) -> ModelServer | None:
+        """The model server, where this process has built one (``serve``, ``dev``): the
+        management doors describe and scale its workers; None in the manage function."""
+        server: ModelServer | None = self._built.get("server")
+        return server
 
     @property
     def management_lambda_app(self) -> Mangum:

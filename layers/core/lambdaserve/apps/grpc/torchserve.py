@@ -21,6 +21,7 @@ from google.protobuf import empty_pb2
 from lambdaserve.apps.grpc.calls import Context, answered, unary
 from lambdaserve.apps.management import describe_answer, set_default_status
 from lambdaserve.apps.torchserve_management import SCALING, refuse_scaling, registration_refusal
+from lambdaserve.apps.worker_scaling import scaled
 from lambdaserve.errors import InvalidInput, ModelNotReady
 from lambdaserve.protocol import torchserve as rest
 from lambdaserve.protocol.grpc.protos import torchserve_inference_pb2 as pb
@@ -102,7 +103,12 @@ class ManagementServicer(management.ManagementAPIsServiceServicer):
     async def DescribeModel(self, request: mpb.DescribeModelRequest, context: Context) -> Any:
         version = None if request.model_version in ("", "all") else request.model_version
         answer = await asyncio.to_thread(
-            describe_answer, self._manager(), request.model_name, version, request.customized
+            describe_answer,
+            self._manager(),
+            request.model_name,
+            version,
+            request.customized,
+            self._plane.server(),
         )
         return _answer(answer)
 
@@ -143,6 +149,15 @@ class ManagementServicer(management.ManagementAPIsServiceServicer):
         # the fields set are the HTTP call's query parameters; none set still asks to scale
         query = {f.name: "1" for f, _ in request.ListFields() if f.name in SCALING}
         query = query or {"min_worker": "1"}
+        numbers = {"min_worker": request.min_worker, "max_worker": request.max_worker}
+        asked = {k: str(v) for k, v in numbers.items() if k in query}
+        if request.synchronous:
+            asked["synchronous"] = "true"
+        done = await asyncio.to_thread(
+            scaled, self._plane.server(), request.model_name, request.model_version or None, asked
+        )
+        if done is not None:
+            return _answer(done[1])
         await asyncio.to_thread(
             refuse_scaling,
             request.model_name,

@@ -9,6 +9,7 @@ from lambdaserve.errors import (
     InferenceError,
     InvalidInput,
     LambdaServeError,
+    ModelCodeTimedOut,
     ModelNotFound,
     ModelNotReady,
     ModelRejected,
@@ -26,6 +27,7 @@ _CODES: dict[type[LambdaServeError], grpc.StatusCode] = {
     RequestTimeout: grpc.StatusCode.DEADLINE_EXCEEDED,
     PayloadTooLarge: grpc.StatusCode.RESOURCE_EXHAUSTED,
     InferenceError: grpc.StatusCode.INTERNAL,
+    ModelCodeTimedOut: grpc.StatusCode.DEADLINE_EXCEEDED,
     ModelNotReady: grpc.StatusCode.UNAVAILABLE,
     # the queue is full or the request waited past its timeout: try again later
     QueueRejected: grpc.StatusCode.RESOURCE_EXHAUSTED,

@@ -1,0 +1,59 @@
+"""The worker pools of this process's loaded versions, as the doors read and change them:
+TorchServe's describe (``workers``: id, pid, status, memory), its scaling
+(``PUT /models/{m}?min_worker=``), and each model's worker memory for ``/metrics``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdaserve.errors import InvalidInput
+from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.workers.pool import WorkerModel
+
+
+def worker_pools(server: ModelServer) -> dict[tuple[str, int], WorkerModel]:
+    return {
+        (model, version): loaded
+        for model, version, loaded in server.loaded_models()
+        if isinstance(loaded, WorkerModel)
+    }
+
+
+def described_workers(server: ModelServer, model: str, version: int) -> list[dict[str, Any]] | None:
+    """The version's workers; None when it has none here (not loaded, or not model code)."""
+    pool = worker_pools(server).get((model, version))
+    return pool.describe() if pool is not None else None
+
+
+def worker_limits(server: ModelServer, model: str, version: int) -> tuple[int, int] | None:
+    pool = worker_pools(server).get((model, version))
+    return (pool.target, pool.spec.max_workers) if pool is not None else None
+
+
+def worker_memory(server: ModelServer) -> dict[tuple[str, str], tuple[int, int]]:
+    """(model, version) -> (live workers, their resident bytes)."""
+    return {
+        (model, str(version)): (len(pool.describe()), pool.memory_bytes())
+        for (model, version), pool in worker_pools(server).items()
+    }
+
+
+def scale_workers(
+    server: ModelServer, model: str, version: int | None, min_worker: int, max_worker: int | None
+) -> WorkerModel | None:
+    """TorchServe's scaling of the version (the default one when ``version`` is None): its
+    workers loaded if they were not, then brought to ``min_worker``. None when the version
+    is not model code in workers (the caller answers what it answered before)."""
+    served = server.resolver.resolve(model, version)
+    if server.workers is None or not server.workers.enabled or server.workers.per_version:
+        return None
+    loaded = server.load(served)
+    if not isinstance(loaded, WorkerModel):
+        return None
+    if min_worker < 1 or (max_worker is not None and max_worker < min_worker):
+        raise InvalidInput(
+            f"min_worker={min_worker} max_worker={max_worker}: ask for at least one worker, "
+            "and max_worker no lower than min_worker"
+        )
+    loaded.scale(min_worker, max_worker)
+    return loaded

@@ -1,0 +1,186 @@
+"""A worker's main (``python -m lambdaserve.workers.child``): load one version's model code
+with its runtime, then answer the serving process's requests until told to stop or killed.
+
+Its log records go to stderr one JSON line each (marked, so the serving process re-logs them
+under their own logger and level, tracebacks whole); anything else the code prints is passed
+on as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from lambdaserve.workers.channel import Channel, error_document
+from lambdaserve.workers.shared_area import Area, arrays_of
+
+RECORD_MARK = "\x1elambdaserve-log "
+
+
+class _LineHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = self.format(record)
+            line = orjson.dumps({"level": record.levelno, "name": record.name, "text": text})
+            sys.stderr.write(RECORD_MARK + line.decode() + "\n")
+            sys.stderr.flush()
+        except Exception:  # a log line must never take the worker down
+            self.handleError(record)
+
+
+class ResponseWriter:
+    """The response area, written from one cursor per call: a decoupled model's responses
+    and its BLS inputs never overwrite what the serving process has yet to read."""
+
+    def __init__(self, area: Area) -> None:
+        self.area = area
+        self.end = 0
+        self._lock = threading.Lock()
+
+    def write(self, arrays: list[tuple[str, Any]]) -> list[Any]:
+        with self._lock:
+            descriptors, self.end = self.area.write_tensors(arrays, self.end)
+            return descriptors
+
+
+class Worker:
+    def __init__(self, channel: Channel, requests: Area, responses: Area) -> None:
+        self.channel, self.requests, self.responses = channel, requests, responses
+        self.writer = ResponseWriter(responses)
+        self.model: Any = None
+        self.recorded: list[dict[str, Any]] = []
+        self._relay_metrics()
+
+    def _relay_metrics(self) -> None:
+        """The code's custom metrics (TorchServe's ``context.metrics``, pb_utils'
+        MetricFamily) go back with the answer, recorded in the serving process's /metrics."""
+        from lambdaserve.metrics.custom import CUSTOM_METRICS
+
+        def record(name: str, **fields: Any) -> None:
+            self.recorded.append({"name": name} | {k: v for k, v in fields.items()})
+
+        CUSTOM_METRICS.record = record  # type: ignore[method-assign]
+
+    def load(self, spec: dict[str, Any]) -> dict[str, Any]:
+        from lambdaserve.config.model_config import build
+        from lambdaserve.runtimes.base import LoadOptions
+        from lambdaserve.runtimes.registry import runtime_named
+        from lambdaserve.tensors.signature import Signature
+
+        config = build(spec["config"], spec["model"])
+        options = LoadOptions(device="cpu", python_models=True, version=spec["version"])
+        if spec["backend"] == "python":
+            from lambdaserve.workers.bls_relay import install_in_worker
+
+            install_in_worker(self.channel, self.requests, self.writer)
+        runtime = runtime_named(spec["backend"])
+        self.model = runtime.load(
+            Path(spec["model_path"]), config, Signature.from_json(spec["signature"]), options
+        )
+        batching = getattr(self.model, "batching", None)
+        return {
+            "ok": True,
+            "batching": [batching.batch_size, batching.max_delay_s] if batching else None,
+        }
+
+    def run(self, message: dict[str, Any]) -> dict[str, Any]:
+        from lambdaserve.runtimes.code_errors import request_ids
+
+        requests = [
+            (self.requests.read_tensors(r["inputs"]), r["outputs"]) for r in message["requests"]
+        ]
+        with request_ids(message.get("ids", ())):
+            answers = self.model.run_requests(requests)
+        results: list[dict[str, Any]] = []
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                results.append({"error": error_document(answer)})
+                continue
+            results.append({"outputs": self.writer.write(arrays_of(answer))})
+        return {"results": results}
+
+    def stream(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A decoupled model's responses, each sent as the model sends it; then the end."""
+        from lambdaserve.runtimes.code_errors import request_ids
+
+        inputs = self.requests.read_tensors(message["inputs"])
+        with request_ids(message.get("ids", ())):
+            for arrays in self.model.stream(inputs, message["outputs"]):
+                self.channel.send(
+                    {"op": "response", "outputs": self.writer.write(arrays_of(arrays))}
+                )
+        return {"done": True}
+
+    def rows(self, message: dict[str, Any]) -> dict[str, Any]:
+        from lambdaserve.runtimes.code_errors import request_ids
+
+        rows = [
+            {
+                key: self.requests.read_bytes(*value["b"]) if "b" in value else value["j"]
+                for key, value in row
+            }
+            for row in message["rows"]
+        ]
+        rows = [
+            {k: bytearray(v) if isinstance(v, bytes) else v for k, v in r.items()} for r in rows
+        ]
+        with request_ids(message.get("ids", ())):
+            answers = self.model.handle_rows(rows, message["headers"])
+        out, end = [], self.writer.end
+        for answer in answers:
+            offset, end = self.responses.write_bytes(answer.body, end)
+            out.append([offset, len(answer.body), answer.content_type, answer.status])
+        return {"answers": out}
+
+    def serve(self) -> None:
+        while True:
+            message = self.channel.receive()
+            op = message["op"]
+            if op == "stop":
+                close = getattr(self.model, "close", None)
+                if close is not None:
+                    close()
+                return
+            self.writer.end = 0
+            calls = {"run": self.run, "rows": self.rows, "stream": self.stream}
+            try:
+                reply = calls[op](message)
+            except Exception as exc:
+                reply = {"error": error_document(exc)}
+            if self.recorded:
+                reply["metrics"], self.recorded = self.recorded, []
+            self.channel.send(reply)
+
+
+def main() -> None:
+    # Ctrl-C reaches the whole process group: the serving process stops its workers itself
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    handler = _LineHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    sock_fd, requests_fd, responses_fd = (
+        int(fd) for fd in os.environ.pop("LAMBDASERVE_WORKER_FDS").split(",")
+    )
+    channel = Channel(socket.socket(fileno=sock_fd))
+    spec = channel.receive()
+    worker = Worker(channel, Area(requests_fd), Area(responses_fd))
+    try:
+        answer = worker.load(spec)
+    except Exception as exc:
+        logging.getLogger("lambdaserve.workers").debug("load failed", exc_info=exc)
+        channel.send({"error": error_document(exc)})
+        return
+    channel.send(answer)
+    worker.serve()
+
+
+if __name__ == "__main__":
+    main()

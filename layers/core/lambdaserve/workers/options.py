@@ -1,0 +1,84 @@
+"""How many workers a version gets and how long a request may take in one, read from what the
+model ships: TorchServe's ``minWorkers`` / ``maxWorkers`` / ``responseTimeout`` in its
+``model-config.yaml``, Triton's ``instance_group`` count for Python models; and the hook that
+names a version's own Python environment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# (model, version, version directory) -> directories put first on the worker's sys.path
+EnvironmentPaths = Callable[[str, int, Path], tuple[Path, ...]]
+
+CODE_BACKENDS = frozenset({"python", "torchserve_handler"})
+TORCHSERVE_TIMEOUT_S = 120.0  # TorchServe's default responseTimeout
+
+
+def no_environment(model: str, version: int, version_dir: Path) -> tuple[Path, ...]:
+    return ()
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """The composition root's choices: whether model code runs in workers, the timeout
+    where a model sets none, and ``per_version`` (1 in Lambda: one worker per version; 0:
+    the counts the model asks for)."""
+
+    enabled: bool = False
+    timeout_s: float = TORCHSERVE_TIMEOUT_S
+    per_version: int = 0
+    start_timeout_s: float = 300.0
+    environment_paths: EnvironmentPaths = no_environment
+
+
+@dataclass(frozen=True)
+class Counts:
+    min_workers: int = 1
+    max_workers: int = 1
+    timeout_s: float = TORCHSERVE_TIMEOUT_S
+
+
+def counts_for(
+    backend: str, model_path: Path, instance_count: int, options: WorkerOptions
+) -> Counts:
+    """The version's worker counts and timeout."""
+    low = high = max(1, instance_count)
+    timeout = options.timeout_s
+    if backend == "torchserve_handler":
+        document = _model_yaml(model_path)
+        low = _positive(document.get("minWorkers"), 1)
+        high = max(low, _positive(document.get("maxWorkers"), low))
+        timeout = float(_positive(document.get("responseTimeout"), int(timeout)))
+    if options.per_version:
+        low = high = options.per_version
+    return Counts(low, high, timeout)
+
+
+def _positive(value: Any, default: int) -> int:
+    return (
+        value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+    )
+
+
+def _model_yaml(model_path: Path) -> dict[str, Any]:
+    """The archive's model-config.yaml (named by its manifest), or one beside a bare handler."""
+    from lambdaserve.runtimes.torchserve.manifest import MANIFEST, read_manifest
+
+    if model_path.name == Path(MANIFEST).name:
+        model_dir = model_path.parent.parent
+        name = read_manifest(model_path).config_file
+    else:
+        model_dir, name = model_path.parent, "model-config.yaml"
+    path = model_dir / name if name else None
+    if path is None or not path.is_file():
+        return {}
+    import yaml
+
+    try:
+        document = yaml.safe_load(path.read_bytes())
+    except yaml.YAMLError:
+        return {}
+    return document if isinstance(document, dict) else {}

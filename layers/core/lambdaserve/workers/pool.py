@@ -1,0 +1,209 @@
+"""A version's model code served by its worker processes: the runtime Protocol
+(``run`` / ``run_requests``, and ``handle_rows`` for TorchServe handlers) over its
+workforce, so the model server, the batcher and every door are unchanged.
+
+Faults stay in their model: a child that dies fails the requests it held once, with how it
+ended; one that holds a request past the timeout (TorchServe's ``responseTimeout``) is
+killed; either way the workforce restarts it after a backoff, or reports the version broken.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, NoReturn
+
+import numpy as np
+
+from lambdaserve.errors import LambdaServeError, ModelCodeCrashed, ModelCodeTimedOut
+from lambdaserve.metrics.custom import CUSTOM_METRICS
+from lambdaserve.runtimes.code_errors import known_request_ids
+from lambdaserve.runtimes.torchserve.context import Answer
+from lambdaserve.runtimes.triton_python.decoupled import one_response
+from lambdaserve.tensors.signature import Arrays
+from lambdaserve.workers.bls_relay import answer_bls
+from lambdaserve.workers.channel import ChannelClosed, error_from
+from lambdaserve.workers.process import WorkerProcess
+from lambdaserve.workers.shared_area import arrays_of
+from lambdaserve.workers.workforce import WorkerSpec, Workforce
+
+__all__ = ["WorkerModel", "WorkerSpec"]
+logger = logging.getLogger("lambdaserve.workers")
+
+
+class WorkerModel(Workforce):
+    """A loaded version whose code runs in ``spec.min_workers`` child processes."""
+
+    device = "cpu"
+
+    @property
+    def decoupled(self) -> bool:
+        return self.spec.decoupled
+
+    # -- the runtime Protocol --------------------------------------------------------------
+    def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
+        [answer] = self.run_requests([(inputs, outputs)])
+        if isinstance(answer, LambdaServeError):
+            raise answer
+        return answer
+
+    def run_requests(
+        self, requests: Sequence[tuple[Mapping[str, np.ndarray[Any, Any]], Sequence[str]]]
+    ) -> list[Arrays | LambdaServeError]:
+        if self.decoupled:  # where one answer is expected (v2 infer, a queue)
+            return [one_response(self.stream(inputs, names)) for inputs, names in requests]
+        ids = known_request_ids()  # the worker makes fresh ones only if it logs a failure
+
+        def send(worker: WorkerProcess) -> dict[str, Any]:
+            encoded, end = [], 0
+            for inputs, names in requests:
+                descriptors, end = worker.requests.write_tensors(arrays_of(inputs), end)
+                encoded.append({"inputs": descriptors, "outputs": list(names)})
+            return {"op": "run", "requests": encoded, "ids": list(ids)}
+
+        try:
+            worker, reply = self._call(send)
+        except LambdaServeError as exc:
+            return [exc] * len(requests)
+        if "error" in reply:
+            return [error_from(reply["error"])] * len(requests)
+        results: list[Arrays | LambdaServeError] = []
+        for result in reply["results"]:
+            if "error" in result:
+                results.append(error_from(result["error"]))
+            else:
+                results.append(worker.responses.read_tensors(result["outputs"]))
+        self._release(worker)
+        return results
+
+    def handle_rows(
+        self, rows: list[dict[str, Any]], headers: list[Mapping[str, str]] | None = None
+    ) -> list[Answer]:
+        """TorchServe's call, as ``HandlerModel.handle_rows``: bodies cross in the area."""
+        ids = known_request_ids()
+
+        def send(worker: WorkerProcess) -> dict[str, Any]:
+            encoded, end = [], 0
+            for row in rows:
+                fields = []
+                for key, value in row.items():
+                    if isinstance(value, bytes | bytearray | memoryview):
+                        offset, end = worker.requests.write_bytes(bytes(value), end)
+                        fields.append([key, {"b": [offset, len(value)]}])
+                    else:
+                        fields.append([key, {"j": value}])
+                encoded.append(fields)
+            heads = [dict(h) for h in headers or [{} for _ in rows]]
+            return {"op": "rows", "rows": encoded, "headers": heads, "ids": list(ids)}
+
+        worker, reply = self._call(send)
+        if "error" in reply:
+            raise error_from(reply["error"])
+        answers = [
+            Answer(worker.responses.read_bytes(offset, length), content_type, status)
+            for offset, length, content_type, status in reply["answers"]
+        ]
+        self._release(worker)
+        return answers
+
+    # -- one call through one worker -------------------------------------------------------
+    def _call(
+        self, build: Callable[[WorkerProcess], dict[str, Any]]
+    ) -> tuple[WorkerProcess, dict[str, Any]]:
+        """The answer to one message; the worker stays taken until ``_release`` (its
+        response area is read first). Crashes and timeouts raise, the worker replaced."""
+        worker = self._send(build)
+        try:
+            return worker, self._next(worker)
+        except LambdaServeError:
+            raise  # a crash or a timeout: the worker is already replaced
+        except BaseException:
+            self._release(worker)
+            raise
+
+    def _send(self, build: Callable[[WorkerProcess], dict[str, Any]]) -> WorkerProcess:
+        worker = self._take()
+        try:
+            worker.channel.send(build(worker))
+        except ChannelClosed:
+            self._lost(worker)
+        except BaseException:
+            self._release(worker)
+            raise
+        return worker
+
+    def _next(self, worker: WorkerProcess) -> dict[str, Any]:
+        """The worker's next message for its caller (BLS calls answered on the way)."""
+        deadline = time.monotonic() + self.spec.timeout_s
+        wait = self.spec.timeout_s  # the same each call: no socket timeout change
+        try:
+            while True:
+                reply = worker.channel.receive(wait)
+                if reply.get("op") != "bls":
+                    _record_metrics(reply.pop("metrics", ()))
+                    return reply
+                answer_bls(worker, reply)  # a BLS call from the model: answered, then wait on
+                wait = max(0.001, deadline - time.monotonic())
+        except TimeoutError:
+            logger.error(
+                "%s held a request past its timeout of %.0f s: killing worker pid %s",
+                worker.label,
+                self.spec.timeout_s,
+                worker.pid,
+            )
+            worker.kill()
+            self._replace(worker, "timeout")
+            raise ModelCodeTimedOut(
+                f"the model's code did not answer within its timeout of {self.spec.timeout_s:g} s "
+                f"(responseTimeout); its worker was killed and is restarted"
+            ) from None
+        except ChannelClosed:
+            self._lost(worker)
+
+    def _lost(self, worker: WorkerProcess) -> NoReturn:
+        ended = worker.how_it_ended()
+        logger.error("%s: worker pid %s %s", worker.label, worker.pid, ended)
+        self._replace(worker, ended)
+        raise ModelCodeCrashed(f"the model's code crashed: its worker process {ended}") from None
+
+    # -- a decoupled model's responses ----------------------------------------------------
+    def stream(
+        self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]
+    ) -> Iterator[Arrays]:
+        """A decoupled model's responses to one request, each as the worker sends it; a
+        caller that stops reading mid-stream has the worker replaced (it is still sending)."""
+        ids = known_request_ids()
+
+        def send(worker: WorkerProcess) -> dict[str, Any]:
+            descriptors, _ = worker.requests.write_tensors(arrays_of(inputs))
+            return {"op": "stream", "inputs": descriptors, "outputs": list(outputs), "ids": ids}
+
+        worker = self._send(send)
+        finished = False
+        try:
+            while True:
+                reply = self._next(worker)
+                if reply.get("op") == "response":
+                    yield worker.responses.read_tensors(reply["outputs"])
+                    continue
+                finished = True
+                self._release(worker)
+                if "error" in reply:
+                    raise error_from(reply["error"])
+                return
+        except LambdaServeError:
+            finished = True  # the model's error, or a crash or timeout already replaced
+            raise
+        finally:
+            if not finished:
+                self._discard(worker)
+
+
+def _record_metrics(recorded: Sequence[dict[str, Any]]) -> None:
+    """The custom metrics the code recorded in its worker, recorded here (/metrics)."""
+    for fields in recorded:
+        try:
+            CUSTOM_METRICS.record(**fields)
+        except (TypeError, ValueError) as exc:  # as TorchServe: a bad metric is logged
+            logger.error("[METRICS] %s", exc)

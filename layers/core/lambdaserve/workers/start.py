@@ -1,0 +1,65 @@
+"""Which versions run in workers, and starting them: model code (TorchServe handlers and
+archives, Triton Python models, decoupled ones included) when the process enables
+workers. Kept in the serving process, and why: TorchServe workflows (their steps call other
+models through this process).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.errors import ModelNotReady
+from lambdaserve.runtimes.base import LoadOptions
+from lambdaserve.runtimes.model_code import DISABLED
+from lambdaserve.tensors.signature import Signature
+from lambdaserve.workers.options import CODE_BACKENDS, WorkerOptions, counts_for
+from lambdaserve.workers.pool import WorkerModel, WorkerSpec
+
+_WORKFLOW_DIRECTORY = "WAR-INF"
+
+
+def runs_in_workers(
+    backend: str, model_path: Path, config: ModelConfig, options: WorkerOptions
+) -> bool:
+    if not options.enabled or backend not in CODE_BACKENDS:
+        return False
+    return model_path.parent.name != _WORKFLOW_DIRECTORY
+
+
+def start_workers(
+    model_path: Path,
+    config: ModelConfig,
+    signature: Signature,
+    backend: str,
+    *,
+    load: LoadOptions,
+    options: WorkerOptions,
+    on_broken: Callable[[str], None] | None = None,
+) -> WorkerModel:
+    """The version's workers started, their code initialized (a failure raises as an
+    in-process load does: ModelCodeFailed with the code's error)."""
+    if not load.python_models:
+        raise ModelNotReady(DISABLED)
+    counts = counts_for(backend, model_path, config.instance_count, options)
+    spec = WorkerSpec(
+        model=config.name,
+        version=load.version,
+        backend=backend,
+        model_path=model_path,
+        config=config.to_triton_json(),
+        signature=signature.to_json(),
+        python_paths=options.environment_paths(config.name, load.version, _version_dir(model_path)),
+        min_workers=counts.min_workers,
+        max_workers=counts.max_workers,
+        timeout_s=counts.timeout_s,
+        start_timeout_s=options.start_timeout_s,
+        decoupled=config.decoupled,
+    )
+    return WorkerModel(spec, on_broken)
+
+
+def _version_dir(model_path: Path) -> Path:
+    """``<v>/`` of ``<v>/model.py``, ``<v>/handler.py`` or ``<v>/MAR-INF/MANIFEST.json``."""
+    return model_path.parent.parent if model_path.parent.name == "MAR-INF" else model_path.parent

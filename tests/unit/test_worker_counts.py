@@ -1,0 +1,51 @@
+"""How many workers a version gets and its timeout, from what the model ships and where it
+runs."""
+
+from __future__ import annotations
+
+from lambdaserve.config.model_config import build
+from lambdaserve.settings import Settings
+from lambdaserve.workers.options import WorkerOptions, counts_for
+
+
+def test_a_handlers_model_config_yaml_sets_its_workers_and_timeout(tmp_path):
+    """Given a bare handler with model-config.yaml minWorkers 2, maxWorkers 4, responseTimeout 7,
+    When its counts are read for `serve` and for Lambda (one worker per version),
+    Then serve gets 2..4 and a 7 s timeout, Lambda exactly one worker with the same timeout."""
+    (tmp_path / "handler.py").write_text("def handle(data, context):\n    return data\n")
+    (tmp_path / "model-config.yaml").write_text(
+        "minWorkers: 2\nmaxWorkers: 4\nresponseTimeout: 7\n"
+    )
+    served = counts_for("torchserve_handler", tmp_path / "handler.py", 1, WorkerOptions())
+    assert (served.min_workers, served.max_workers, served.timeout_s) == (2, 4, 7.0)
+    in_lambda = counts_for(
+        "torchserve_handler", tmp_path / "handler.py", 1, WorkerOptions(per_version=1)
+    )
+    assert (in_lambda.min_workers, in_lambda.max_workers, in_lambda.timeout_s) == (1, 1, 7.0)
+
+
+def test_a_python_models_instance_group_count_is_its_worker_count(tmp_path):
+    """Given a Python model's config with instance_group [{count: 3, kind: KIND_CPU}],
+    When it is built and its counts read,
+    Then it asks for three workers, and its JSON form keeps the count."""
+    config = build({"backend": "python", "instance_group": [{"count": 3, "kind": "KIND_CPU"}]}, "m")
+    assert config.instance_count == 3
+    assert config.to_triton_json()["instance_group"] == [{"kind": "KIND_CPU", "count": 3}]
+    assert build(config.to_triton_json(), "m").instance_count == 3
+    counts = counts_for("python", tmp_path / "model.py", config.instance_count, WorkerOptions())
+    assert (counts.min_workers, counts.max_workers, counts.timeout_s) == (3, 3, 120.0)
+
+
+def test_the_settings_say_whether_workers_run_and_whether_this_is_lambda():
+    """Given the environment of a Lambda function with workers on,
+    When the settings are read,
+    Then workers are on, the timeout is the one given, and the process knows it is Lambda."""
+    settings = Settings.from_env(
+        {
+            "LAMBDASERVE_CODE_WORKERS": "1",
+            "LAMBDASERVE_WORKER_TIMEOUT_S": "30",
+            "AWS_LAMBDA_FUNCTION_NAME": "infer",
+        }
+    )
+    assert settings.code_workers and settings.in_lambda and settings.worker_timeout_s == 30
+    assert not Settings.from_env({}).code_workers
