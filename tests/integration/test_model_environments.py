@@ -179,3 +179,32 @@ def test_a_mar_built_with_a_requirements_file_gets_its_environment(
     stack.wait_state("envmar", 1, "READY", timeout_s=120)
     [described] = stack.api.get("/models/envmar/1").json()
     assert described["environment"]["packages"] == ["tinypkg==1.0"]
+
+
+VERSION_HANDLER = (
+    b"import tinypkg\n\n"
+    b"def handle(data, context):\n"
+    b"    return [{'tinypkg': tinypkg.VERSION} for _ in data or []]\n"
+)
+
+
+def test_two_models_pinning_different_versions_of_one_package_answer_side_by_side(
+    wheel_index: Path, stack
+):
+    """Given two handlers that import tinypkg, one published with tinypkg==1.0 and one with
+    tinypkg==2.0 (a package the serving environment does not have)
+    When both are READY and each is asked in turn, in one serving process
+    Then each answers with its own tinypkg: their code runs in worker processes with
+    their own environment first on the path."""
+    for model, pin in (("pin_one", "1.0"), ("pin_two", "2.0")):
+        stack.put(f"models/{model}/1/requirements.txt", f"tinypkg=={pin}\n".encode())
+        stack.put(f"models/{model}/1/handler.py", VERSION_HANDLER)
+    for model in ("pin_one", "pin_two"):
+        stack.wait_state(model, 1, "READY", timeout_s=120)
+    for _ in range(2):
+        for model, pin in (("pin_one", "1.0"), ("pin_two", "2.0")):
+            answer = stack.inference.post(f"/predictions/{model}", content=b"{}")
+            assert answer.status_code == 200, answer.text
+            assert answer.json() == {"tinypkg": pin}
+    workers = stack.api.get("/models/pin_one/1").json()[0]["workers"]
+    assert workers and workers[0]["pid"] > 0

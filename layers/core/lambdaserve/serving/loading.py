@@ -53,7 +53,10 @@ def load_version(
     config = served.config
     batched = config.max_batch_size > 0
     model_path = directory / served.record.model_file
-    if workers is not None and _in_workers(served.record.runtime, model_path, config, workers):
+    own_environment = bool(served.record.environment)
+    if workers is not None and _in_workers(
+        served.record.runtime, model_path, config, workers, own_environment
+    ):
         from lambdaserve.workers.start import start_workers
 
         loaded: LoadedModel = start_workers(
@@ -106,8 +109,12 @@ def load_version(
 
 
 def _in_workers(
-    backend: str, model_path: Path, config: ModelConfig, workers: WorkerOptions
+    backend: str,
+    model_path: Path,
+    config: ModelConfig,
+    workers: WorkerOptions,
+    own_environment: bool,
 ) -> bool:
     from lambdaserve.workers.start import runs_in_workers
 
-    return runs_in_workers(backend, model_path, config, workers)
+    return runs_in_workers(backend, model_path, config, workers, own_environment)

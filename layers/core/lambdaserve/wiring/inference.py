@@ -12,23 +12,24 @@ from lambdaserve.pipelines.bls import install_bls
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.serving.environments import EnvironmentDirectories
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.response_cache_setup import response_cache_from
 from lambdaserve.serving.version_resolver import VersionResolver
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.aws import AwsClients
-from lambdaserve.workers.options import EnvironmentPaths, WorkerOptions, no_environment
+from lambdaserve.workers.options import EnvironmentPaths, WorkerOptions
 
 
 def build_model_server(
     settings: Settings,
     clients: AwsClients | None = None,
     stats: StatsRegistry | None = None,
-    environment_paths: EnvironmentPaths = no_environment,
+    environment_paths: EnvironmentPaths | None = None,
 ) -> ModelServer:
     """The inference side: catalog view with a TTL, artifact cache, runtimes; model code in
     worker processes where the settings enable them, each version's environment first on
-    its workers' path (``environment_paths``)."""
+    its workers' path (``environment_paths``; by default the ones this cache holds)."""
     clients = clients or AwsClients(settings)
     repository = ModelRepository(clients.s3, settings.bucket, settings.models_prefix)
     cache = ArtifactCache(
@@ -52,7 +53,7 @@ def build_model_server(
             enabled=settings.code_workers,
             timeout_s=settings.worker_timeout_s,
             per_version=1 if settings.in_lambda else 0,
-            environment_paths=environment_paths,
+            environment_paths=environment_paths or EnvironmentDirectories.beside(cache),
         ),
     )
     install_bls(InferenceDataPlane(lambda: server))

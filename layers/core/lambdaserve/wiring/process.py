@@ -20,7 +20,7 @@ from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.settings import Settings, get_settings
 from lambdaserve.wiring.aws import AwsClients
 from lambdaserve.wiring.inference import build_model_server
-from lambdaserve.workers.options import EnvironmentPaths, no_environment
+from lambdaserve.workers.options import EnvironmentPaths
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -59,10 +59,11 @@ class Process:
         service: str = "lambdaserve-infer",
         clients: AwsClients | None = None,
         on_config_rejected: Callable[[str, str], None] | None = None,
-        environment_paths: EnvironmentPaths = no_environment,
+        environment_paths: EnvironmentPaths | None = None,
     ) -> None:
         self.settings = settings
-        # a version's own Python environment, first on its workers' path
+        # a version's own Python environment, first on its workers' path (None: the one
+        # published with it, from the model cache)
         self.environment_paths = environment_paths
         self.metrics = InvocationMetrics(service)
         self.on_config_rejected = on_config_rejected

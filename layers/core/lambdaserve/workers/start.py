@@ -21,9 +21,15 @@ _WORKFLOW_DIRECTORY = "WAR-INF"
 
 
 def runs_in_workers(
-    backend: str, model_path: Path, config: ModelConfig, options: WorkerOptions
+    backend: str,
+    model_path: Path,
+    config: ModelConfig,
+    options: WorkerOptions,
+    own_environment: bool = False,
 ) -> bool:
-    if not options.enabled or backend not in CODE_BACKENDS:
+    """Model code runs in workers where the process enables them, and always when the
+    version has an environment of its own: only a worker can put it first on its path."""
+    if backend not in CODE_BACKENDS or not (options.enabled or own_environment):
         return False
     return model_path.parent.name != _WORKFLOW_DIRECTORY
 
