@@ -133,7 +133,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=_port, default=8080, help="port to listen on")
     serve.add_argument("--no-batching", action="store_true", help="one execution per request")
     serve.add_argument(
-        "--workers", type=int, default=1, help="processes sharing the port (one per core)"
+        "--workers",
+        type=_workers,
+        default=1,
+        help="worker processes sharing the HTTP and gRPC ports (SO_REUSEPORT), each with its "
+        "own models and batcher, under a supervisor that replaces one that dies and drains "
+        "them all on SIGTERM; one runs Python on one core, so one per core: auto (the cores "
+        "this process may use); 1 serves in this process",
     )
     serve.add_argument(
         "--metrics-port",
@@ -172,6 +178,15 @@ def _parser() -> argparse.ArgumentParser:
         "--poll-wait", type=_poll_wait, default=20, help="SQS long-poll seconds (1-20)"
     )
     return parser
+
+
+def _workers(text: str) -> int:
+    from lambdaserve.processes.workers import worker_count
+
+    try:
+        return worker_count(text)
+    except LambdaServeError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from exc
 
 
 def _logging_flags(command: argparse.ArgumentParser, access_log_default: bool) -> None:

@@ -14,6 +14,7 @@ from starlette.types import ASGIApp
 
 from lambdaserve.apps.inference import create_inference_app
 from lambdaserve.errors import InvalidInput
+from lambdaserve.processes import siblings
 from lambdaserve.processes.asgi.access_log import AccessLog
 from lambdaserve.processes.asgi.front_door import FrontDoor
 from lambdaserve.processes.asgi.slow_clients import BodyTimeout
@@ -47,9 +48,18 @@ def build_serving_app(
         plane.batcher,
         plane.readiness,
     )
-    app = BodyTimeout(
+    app: ASGIApp = BodyTimeout(
         FrontDoor(http, lambda: settings.max_request_bytes), settings.client_timeout_s
     )
+    group = siblings.from_env()
+    if group is not None:  # one worker of several: /metrics answers for them all
+        from lambdaserve.apps.metrics_route import queued_in
+        from lambdaserve.metrics.prometheus import metrics_registry
+        from lambdaserve.processes.asgi.shared_metrics import SharedMetrics
+
+        pending = queued_in(plane.batcher, plane) if plane.batcher else None
+        own = metrics_registry(lambda: process.server().stats, pending)
+        app = SharedMetrics(app, own, group)
     return with_lifespan(app, plane, grpc)
 
 
@@ -103,10 +113,14 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
     if readiness is not None:
         settings = get_settings()
 
+        group = siblings.from_env()
+
         async def warm_up() -> None:
             # in the background: live at once, ready once warm (the health check's grace
-            # period covers the download); the budget is the disk cache's
-            warm_up_in_background(plane.server, readiness, settings.cache_bytes)
+            # period covers the download); the budget is the disk cache's; one worker of
+            # several is ready once all are (the health check reaches any one of them)
+            then = group.warmed_then_wait if group is not None else None
+            warm_up_in_background(plane.server, readiness, settings.cache_bytes, then)
 
         start += [DrainOnSigterm(readiness, settings.drain_delay_s), warm_up]
     if flags is not None and flags.port:
@@ -135,7 +149,7 @@ _GRPC_ENV = "LAMBDASERVE_SERVE_GRPC"  # host:port:management, for each worker pr
 
 
 def serving_app_from_env() -> ASGIApp:
-    """The app factory each uvicorn worker process calls (``serve`` with ``workers > 1``)."""
+    """The app each worker process serves (``serve`` with ``workers > 1``)."""
     level, access = os.environ.get(_LOGGING_ENV, "info:0").split(":")
     host, port, management = os.environ.get(_GRPC_ENV, "127.0.0.1:0:0").rsplit(":", 2)
     grpc = GrpcFlags(host, int(port), management == "1", share_port=True)
@@ -175,20 +189,7 @@ def serve(
     """
     import uvicorn
 
-    options: dict[str, Any] = {
-        "host": host,
-        "port": port,
-        "log_level": "warning",
-        "access_log": False,
-        # no X-Forwarded-* rewriting, Server or Date headers: work per request for no one
-        "proxy_headers": False,
-        "server_header": False,
-        "date_header": False,
-        # headers must arrive within LAMBDASERVE_CLIENT_TIMEOUT_S (uvicorn has no such timer)
-        "http": "lambdaserve.processes.asgi.slow_clients:HeaderTimeoutHttp",
-        # SIGTERM (processes.drain): what is in flight gets this long once the port closes
-        "timeout_graceful_shutdown": get_settings().drain_timeout_s,
-    }
+    options = uvicorn_options(host, port)
     if metrics_port and workers > 1:
         raise InvalidInput(
             "--metrics-port needs --workers 1: each worker process counts only what it served, "
@@ -205,12 +206,37 @@ def serve(
             app = _with_metrics_api(app, host, metrics_port)
         uvicorn.run(_logged(app, log_level, access_log), **options)
         return
-    os.environ[_BATCHING_ENV] = "1" if batching else "0"
-    os.environ[_LOGGING_ENV] = f"{log_level}:{int(access_log)}"
-    os.environ[_GRPC_ENV] = f"{host}:{grpc_port}:{int(grpc_management)}"
-    uvicorn.run(
-        "lambdaserve.processes.serve:serving_app_from_env", factory=True, workers=workers, **options
-    )
+    from lambdaserve.processes.logs import use_text_logs
+    from lambdaserve.processes.workers import run_workers
+
+    use_text_logs(log_level)  # the supervisor's own lines: a worker replaced, say
+    env = {
+        **os.environ,
+        _BATCHING_ENV: "1" if batching else "0",
+        _LOGGING_ENV: f"{log_level}:{int(access_log)}",
+        _GRPC_ENV: f"{host}:{grpc_port}:{int(grpc_management)}",
+    }
+    code = run_workers(workers, host, port, env)
+    if code:
+        raise SystemExit(code)
+
+
+def uvicorn_options(host: str, port: int) -> dict[str, Any]:
+    """uvicorn's settings for ``serve``, in its one process or in each worker."""
+    return {
+        "host": host,
+        "port": port,
+        "log_level": "warning",
+        "access_log": False,
+        # no X-Forwarded-* rewriting, Server or Date headers: work per request for no one
+        "proxy_headers": False,
+        "server_header": False,
+        "date_header": False,
+        # headers must arrive within LAMBDASERVE_CLIENT_TIMEOUT_S (uvicorn has no such timer)
+        "http": "lambdaserve.processes.asgi.slow_clients:HeaderTimeoutHttp",
+        # SIGTERM (processes.drain): what is in flight gets this long once the port closes
+        "timeout_graceful_shutdown": get_settings().drain_timeout_s,
+    }
 
 
 def _with_metrics_api(app: ASGIApp, host: str, port: int) -> ASGIApp:

@@ -1,0 +1,147 @@
+"""``serve --workers N``: N worker processes share the HTTP and gRPC ports; this supervises.
+
+One Python process runs on one core at a time, so N processes serve on N cores, each with
+its own model copies, dynamic batcher and catalog refresher (the catalog is the truth each
+refresher follows, so a model loaded or unloaded through the management API, which writes
+the catalog, reaches every worker). Each worker binds its own listening socket with
+SO_REUSEPORT (``serve_worker``) and gRPC binds with ``grpc.so_reuseport``: the kernel hashes
+each new connection to one of the listening sockets, so connections spread evenly over the
+workers rather than to whichever process wakes first on one shared socket.
+
+The supervisor (this process, PID 1 in the container) starts the workers in a process
+group of their own, replaces one that dies, and forwards SIGTERM and SIGINT to each, so an
+ECS stop drains every worker (``processes.drain``); it exits once all have, with 0 when
+every worker did. A slot whose worker dies before it ever warmed up, five times in a row,
+stops the whole server (a port in use or a broken setting would otherwise restart forever).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import FrameType
+
+from lambdaserve.errors import InvalidInput
+from lambdaserve.processes import siblings
+from lambdaserve.processes.serve_worker import HTTP_ENV, PARENT_ENV
+
+logger = logging.getLogger(__name__)
+GIVE_UP_AFTER = 5  # deaths in a row of one slot's worker before it ever warmed up
+
+
+def reuseport_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` that other processes may bind too."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(address)
+    return sock
+
+
+class Supervisor:
+    def __init__(self, count: int, env: dict[str, str], directory: Path) -> None:
+        self._count = count
+        self._env = env
+        self._group = siblings.Siblings(directory, count, 0)
+        self._running: dict[int, tuple[int, subprocess.Popen[bytes]]] = {}  # pid -> slot
+        self._failures = [0] * count
+        self._stopping = False
+        self._codes: list[int] = []
+
+    def run(self) -> int:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._forward)
+        for slot in range(self._count):
+            self._start(slot)
+        while self._running:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                break
+            if pid not in self._running:
+                continue
+            slot, _ = self._running.pop(pid)
+            code = os.waitstatus_to_exitcode(status)
+            if self._stopping:
+                self._codes.append(code)
+                continue
+            self._replace(slot, pid, code)
+        return next((code for code in self._codes if code != 0), 0)
+
+    def _start(self, slot: int) -> None:
+        env = {**self._env, siblings.SLOT_ENV: str(slot)}
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "lambdaserve.processes.serve_worker"],
+            env=env,
+            process_group=0,  # Ctrl-C reaches the supervisor, which forwards it once
+        )
+        self._running[worker.pid] = (slot, worker)
+
+    def _replace(self, slot: int, pid: int, code: int) -> None:
+        marker = self._group.ready_marker(slot)
+        warmed = marker.exists()
+        marker.unlink(missing_ok=True)
+        self._failures[slot] = 0 if warmed else self._failures[slot] + 1
+        if self._failures[slot] >= GIVE_UP_AFTER:
+            logger.error(
+                "worker %d died %d times before it was ready (last exit %d); stopping",
+                slot,
+                GIVE_UP_AFTER,
+                code,
+            )
+            self._codes.append(code or 1)
+            self._forward(signal.SIGTERM, None)
+            return
+        logger.warning("worker %d (pid %d) exited with %d; starting another", slot, pid, code)
+        self._start(slot)
+
+    def _forward(self, sig: int, frame: FrameType | None) -> None:
+        # a second SIGTERM reaches the workers too: they skip what is left of the drain delay
+        self._stopping = True
+        for pid in list(self._running):
+            with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
+                os.kill(pid, sig)
+
+
+def run_workers(count: int, host: str, port: int, env: dict[str, str]) -> int:
+    """Run ``count`` ``serve`` workers on ``host:port`` until SIGTERM/SIGINT; the exit code."""
+    try:  # fail at once, not in every worker: another server holds the port
+        reuseport_socket(host, port).close()
+    except OSError as exc:
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    directory = Path(tempfile.mkdtemp(prefix="lambdaserve-workers-"))
+    env = {
+        **env,
+        siblings.DIR_ENV: str(directory),
+        siblings.COUNT_ENV: str(count),
+        HTTP_ENV: f"{host}:{port}",
+        PARENT_ENV: str(os.getpid()),
+    }
+    try:
+        return Supervisor(count, env, directory).run()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def worker_count(text: str) -> int:
+    """``--workers``: a number, or ``auto`` for the cores this process may run on."""
+    if text == "auto":
+        return len(os.sched_getaffinity(0))
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise InvalidInput(
+            f"--workers takes a number of processes (1 or more) or auto, not {text!r}"
+        )
+    return count
