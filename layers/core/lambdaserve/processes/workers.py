@@ -141,7 +141,5 @@ def worker_count(text: str) -> int:
     except ValueError:
         count = 0
     if count < 1:
-        raise InvalidInput(
-            f"--workers takes a number of processes (1 or more) or auto, not {text!r}"
-        )
+        raise InvalidInput(f"--workers takes a number (1 or more) or auto, not {text!r}")
     return count
