@@ -183,9 +183,9 @@ def serve(
     TorchServe's metrics API beside it; with ``grpc_port``, every peer's gRPC services in the
     same event loop (and dynamic batcher); ``grpc_management`` adds the repository RPCs.
 
-    One process runs Python on one core at a time: ``workers`` processes share the port
-    (each with its own model copy and dynamic batcher), as TorchServe's workers and Triton's
-    instances share a model.
+    One process runs Python on one core at a time: ``workers`` > 1 processes share the
+    ports (each with its own model copy and dynamic batcher) under a supervisor
+    (``processes.workers``), as TorchServe's workers and Triton's instances share a model.
     """
     import uvicorn
 

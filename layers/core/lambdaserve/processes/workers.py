@@ -78,6 +78,8 @@ class Supervisor:
         return next((code for code in self._codes if code != 0), 0)
 
     def _start(self, slot: int) -> None:
+        if self._stopping:  # a signal came while the workers were being started
+            return
         env = {**self._env, siblings.SLOT_ENV: str(slot)}
         worker = subprocess.Popen(
             [sys.executable, "-m", "lambdaserve.processes.serve_worker"],
