@@ -1,9 +1,11 @@
-"""`serve --workers N`'s pieces without processes: the flag, and /metrics summed over workers."""
+"""`serve --workers N`'s pieces without processes: the flag, /metrics summed over the
+workers, and readiness once every worker is warm."""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -13,7 +15,9 @@ from lambdaserve import cli
 from lambdaserve.metrics.prometheus import metrics_registry
 from lambdaserve.metrics.shared import SummedMetrics, families_of
 from lambdaserve.metrics.stats import Execution, StatsRegistry
+from lambdaserve.processes.siblings import Siblings
 from lambdaserve.processes.workers import worker_count
+from tests.support import wait_until
 
 
 def test_workers_auto_is_the_cores_this_process_may_run_on():
@@ -64,3 +68,19 @@ def test_a_scrape_sums_every_worker_and_counts_each_workers_successes(tmp_path):
 
 def _execution() -> Execution:
     return Execution(requests=1, batch_size=1, queue_ns=10, input_ns=10, infer_ns=10, output_ns=10)
+
+
+def test_a_warm_worker_reports_ready_only_once_every_sibling_is_warm(tmp_path):
+    """Given two workers' shared directory, When worker 0 has warmed up, Then it waits (its
+    marker written) until worker 1's marker appears too, and then goes on."""
+    first, second = Siblings(tmp_path, 2, 0), Siblings(tmp_path, 2, 1)
+    waiter = threading.Thread(target=first.warmed_then_wait, daemon=True)
+    waiter.start()
+    wait_until(lambda: first.ready_marker(0).exists())
+    assert waiter.is_alive() and not first.all_ready()
+
+    second.warmed_then_wait()  # the last one to warm up finds every marker and goes on
+
+    waiter.join(60)
+    assert not waiter.is_alive() and first.all_ready()
+    assert first.ready_marker(1).read_text() == str(os.getpid())
