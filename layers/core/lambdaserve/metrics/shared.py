@@ -83,7 +83,13 @@ def _summed(by_worker: list[tuple[int, Families]]) -> Iterable[Metric]:
                 values[name] = {}
             for sample, labels, value in family["samples"]:
                 key = (sample, tuple(sorted(labels.items())))
-                values[name][key] = values[name].get(key, 0.0) + value
+                before = values[name].get(key)
+                if before is None:
+                    values[name][key] = value
+                elif sample.endswith("_created"):  # a time, not a count: the earliest
+                    values[name][key] = min(before, value)
+                else:
+                    values[name][key] = before + value
     for name, metric in merged.items():
         for (sample, labels), value in values[name].items():
             metric.add_sample(sample, dict(labels), value)
