@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lambdaserve.errors import LambdaServeError
 
@@ -238,23 +239,26 @@ def main(argv: list[str] | None = None) -> int:
             count = build_manage_services(get_settings()).registrar.reconcile_all()
             print(json.dumps({"models": count}))
         elif args.command == "serve":
-            from lambdaserve.processes.serve import serve
-            from lambdaserve.serving.response_cache_setup import cache_config_env
+            if args.cache_config:  # read from the environment (by every worker process too)
+                from lambdaserve.serving.response_cache_setup import cache_config_env
 
-            # the settings are read from the environment (by every worker process too)
-            os.environ.update(cache_config_env(args.cache_config))
+                os.environ.update(cache_config_env(args.cache_config))
+            options: dict[str, Any] = {
+                "batching": not args.no_batching,
+                "log_level": args.log_level,
+                "access_log": args.access_log,
+                "metrics_port": args.metrics_port or None,
+                "grpc_port": args.grpc_port,
+                "grpc_management": args.grpc_management,
+            }
+            if args.workers > 1:  # the supervisor imports no server; its workers do
+                from lambdaserve.processes.workers import serve_with_workers
 
-            serve(
-                args.host,
-                args.port,
-                batching=not args.no_batching,
-                workers=args.workers,
-                log_level=args.log_level,
-                access_log=args.access_log,
-                metrics_port=args.metrics_port or None,
-                grpc_port=args.grpc_port,
-                grpc_management=args.grpc_management,
-            )
+                serve_with_workers(args.host, args.port, args.workers, **options)
+            else:
+                from lambdaserve.processes.serve import serve
+
+                serve(args.host, args.port, **options)
         elif args.command == "worker":
             from lambdaserve.processes.worker import work
 

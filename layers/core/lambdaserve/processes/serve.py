@@ -13,12 +13,13 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from lambdaserve.apps.inference import create_inference_app
-from lambdaserve.errors import InvalidInput
 from lambdaserve.processes import siblings
 from lambdaserve.processes.asgi.access_log import AccessLog
 from lambdaserve.processes.asgi.front_door import FrontDoor
 from lambdaserve.processes.asgi.slow_clients import BodyTimeout
 from lambdaserve.processes.drain import DrainOnSigterm
+from lambdaserve.processes.serve_banner import banner
+from lambdaserve.processes.serve_worker import BATCHING_ENV, GRPC_ENV, LOGGING_ENV
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.prefetch import Prefetcher
 from lambdaserve.serving.readiness import Readiness, warm_up_in_background
@@ -143,18 +144,15 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
 
 
 _THREADS = 40  # Starlette's (anyio's) default thread limit, which these calls had before
-_BATCHING_ENV = "LAMBDASERVE_SERVE_BATCHING"
-_LOGGING_ENV = "LAMBDASERVE_SERVE_LOGGING"
-_GRPC_ENV = "LAMBDASERVE_SERVE_GRPC"  # host:port:management, for each worker process
 
 
 def serving_app_from_env() -> ASGIApp:
     """The app each worker process serves (``serve`` with ``workers > 1``)."""
-    level, access = os.environ.get(_LOGGING_ENV, "info:0").split(":")
-    host, port, management = os.environ.get(_GRPC_ENV, "127.0.0.1:0:0").rsplit(":", 2)
+    level, access = os.environ.get(LOGGING_ENV, "info:0").split(":")
+    host, port, management = os.environ.get(GRPC_ENV, "127.0.0.1:0:0").rsplit(":", 2)
     grpc = GrpcFlags(host, int(port), management == "1", share_port=True)
     return _logged(
-        build_serving_app(os.environ.get(_BATCHING_ENV, "1") == "1", prefetch=True, grpc=grpc),
+        build_serving_app(os.environ.get(BATCHING_ENV, "1") == "1", prefetch=True, grpc=grpc),
         level,
         access == "1",
     )
@@ -187,38 +185,32 @@ def serve(
     ports (each with its own model copy and dynamic batcher) under a supervisor
     (``processes.workers``), as TorchServe's workers and Triton's instances share a model.
     """
+    if workers > 1:
+        from lambdaserve.processes.workers import serve_with_workers
+
+        serve_with_workers(
+            host,
+            port,
+            workers,
+            batching=batching,
+            log_level=log_level,
+            access_log=access_log,
+            metrics_port=metrics_port,
+            grpc_port=grpc_port,
+            grpc_management=grpc_management,
+        )
+        return
     import uvicorn
 
-    options = uvicorn_options(host, port)
-    if metrics_port and workers > 1:
-        raise InvalidInput(
-            "--metrics-port needs --workers 1: each worker process counts only what it served, "
-            "and a scrape would reach one of them; scale out by tasks with one worker each"
-        )
     print(
-        _banner(host, port, batching, workers, access_log, metrics=metrics_port, grpc=grpc_port),
+        banner(host, port, batching, 1, access_log, metrics=metrics_port, grpc=grpc_port),
         flush=True,
     )
-    if workers <= 1:
-        grpc = GrpcFlags(host, grpc_port, grpc_management)
-        app: ASGIApp = build_serving_app(batching, prefetch=True, grpc=grpc)
-        if metrics_port:
-            app = _with_metrics_api(app, host, metrics_port)
-        uvicorn.run(_logged(app, log_level, access_log), **options)
-        return
-    from lambdaserve.processes.logs import use_text_logs
-    from lambdaserve.processes.workers import run_workers
-
-    use_text_logs(log_level)  # the supervisor's own lines: a worker replaced, say
-    env = {
-        **os.environ,
-        _BATCHING_ENV: "1" if batching else "0",
-        _LOGGING_ENV: f"{log_level}:{int(access_log)}",
-        _GRPC_ENV: f"{host}:{grpc_port}:{int(grpc_management)}",
-    }
-    code = run_workers(workers, host, port, env)
-    if code:
-        raise SystemExit(code)
+    grpc = GrpcFlags(host, grpc_port, grpc_management)
+    app: ASGIApp = build_serving_app(batching, prefetch=True, grpc=grpc)
+    if metrics_port:
+        app = _with_metrics_api(app, host, metrics_port)
+    uvicorn.run(_logged(app, log_level, access_log), **uvicorn_options(host, port))
 
 
 def uvicorn_options(host: str, port: int) -> dict[str, Any]:
@@ -245,36 +237,3 @@ def _with_metrics_api(app: ASGIApp, host: str, port: int) -> ASGIApp:
 
     _, responses = start_metrics_api(host, port, lambda: current().server().stats)
     return responses.watch(app)
-
-
-def _banner(
-    host: str,
-    port: int,
-    batching: bool,
-    workers: int,
-    access_log: bool,
-    *,
-    metrics: int | None,
-    grpc: int,
-) -> str:
-    settings = get_settings()
-    where = settings.endpoint_url or f"AWS ({settings.region})"
-    return "\n".join(
-        [
-            "lambdaserve serve is running",
-            f"  inference API     http://{host}:{port}/v2  (KServe v2 + Triton extensions; "
-            "/predictions/<model>; /docs)",
-            f"  catalog           {settings.table} via {where}; models from s3://"
-            f"{settings.bucket}/{settings.models_prefix}",
-            f"  batching          {'dynamic, per model version' if batching else 'off'}; "
-            f"{workers} worker process{'es' if workers > 1 else ''}",
-            f"  access log        {'on' if access_log else 'off (--access-log)'}",
-            f"  gRPC              {host}:{grpc} (KServe v2/Triton, TF Serving, TorchServe, "
-            "Paddle; grpc.health.v1)"
-            if grpc
-            else "  gRPC              off (--grpc-port)",
-            f"  metrics           http://{host}:{port}/metrics (Triton's names)"
-            + (f"; http://{host}:{metrics}/metrics (TorchServe's)" if metrics else ""),
-            "Ctrl-C stops it.",
-        ]
-    )

@@ -13,6 +13,9 @@ import signal
 import sys
 
 HTTP_ENV = "LAMBDASERVE_SERVE_HTTP"  # host:port
+BATCHING_ENV = "LAMBDASERVE_SERVE_BATCHING"  # 1 or 0
+LOGGING_ENV = "LAMBDASERVE_SERVE_LOGGING"  # level:access log (1 or 0)
+GRPC_ENV = "LAMBDASERVE_SERVE_GRPC"  # host:port:management (1 or 0)
 PARENT_ENV = "LAMBDASERVE_WORKERS_PARENT"  # the supervisor's pid
 _PR_SET_PDEATHSIG = 1
 

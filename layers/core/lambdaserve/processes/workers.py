@@ -31,7 +31,14 @@ from types import FrameType
 
 from lambdaserve.errors import InvalidInput
 from lambdaserve.processes import siblings
-from lambdaserve.processes.serve_worker import HTTP_ENV, PARENT_ENV
+from lambdaserve.processes.serve_banner import banner
+from lambdaserve.processes.serve_worker import (
+    BATCHING_ENV,
+    GRPC_ENV,
+    HTTP_ENV,
+    LOGGING_ENV,
+    PARENT_ENV,
+)
 
 logger = logging.getLogger(__name__)
 GIVE_UP_AFTER = 5  # deaths in a row of one slot's worker before it ever warmed up
@@ -112,6 +119,43 @@ class Supervisor:
         for pid in list(self._running):
             with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
                 os.kill(pid, sig)
+
+
+def serve_with_workers(
+    host: str,
+    port: int,
+    workers: int,
+    *,
+    batching: bool = True,
+    log_level: str = "info",
+    access_log: bool = False,
+    metrics_port: int | None = None,
+    grpc_port: int = 0,
+    grpc_management: bool = False,
+) -> None:
+    """``serve`` with ``workers`` > 1. This process imports no server: it only supervises
+    (tens of MB less than a worker), and each worker builds the app from its environment."""
+    from lambdaserve.processes.logs import use_text_logs
+
+    if metrics_port:
+        raise InvalidInput(
+            "--metrics-port needs --workers 1: each worker process counts only what it served, "
+            "and a scrape would reach one of them; scale out by tasks with one worker each"
+        )
+    print(
+        banner(host, port, batching, workers, access_log, metrics=None, grpc=grpc_port),
+        flush=True,
+    )
+    use_text_logs(log_level)  # the supervisor's own lines: a worker replaced, say
+    env = {
+        **os.environ,
+        BATCHING_ENV: "1" if batching else "0",
+        LOGGING_ENV: f"{log_level}:{int(access_log)}",
+        GRPC_ENV: f"{host}:{grpc_port}:{int(grpc_management)}",
+    }
+    code = run_workers(workers, host, port, env)
+    if code:
+        raise SystemExit(code)
 
 
 def run_workers(count: int, host: str, port: int, env: dict[str, str]) -> int:
