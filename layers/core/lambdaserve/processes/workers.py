@@ -76,8 +76,9 @@ class Supervisor:
                 break
             if pid not in self._running:
                 continue
-            slot, _ = self._running.pop(pid)
+            slot, worker = self._running.pop(pid)
             code = os.waitstatus_to_exitcode(status)
+            worker.returncode = code  # reaped here: Popen must not wait for it again
             if self._stopping:
                 self._codes.append(code)
                 continue
