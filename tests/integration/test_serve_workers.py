@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -81,6 +82,50 @@ def test_two_workers_share_the_ports_are_replaced_when_killed_and_drain_on_sigte
             server.wait()
         for pid in _children(server.pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_workers_that_cannot_start_stop_the_server_rather_than_restart_forever(stack, tmp_path):
+    # Given the gRPC port held by another program (a socket without SO_REUSEPORT)
+    port, grpc_port = free_port(), free_port()
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", grpc_port))
+    holder.listen()
+    log = tmp_path / "serve.log"
+    try:
+        # When `serve --workers 2` starts: every worker fails at its start
+        server = _serve(port, grpc_port, log)
+        try:
+            code = server.wait(timeout=600)
+        finally:
+            if server.poll() is None:
+                server.kill()
+    finally:
+        holder.close()
+    # Then the supervisor gives up after five tries a slot, exits non-zero and says why
+    assert code != 0
+    assert "died 5 times before it started serving" in log.read_text()
+
+
+def test_a_port_in_use_is_refused_at_once(stack, tmp_path):
+    # Given the HTTP port held by another program
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    try:
+        # When `serve --workers 2` is asked for it
+        held = str(holder.getsockname()[1])
+        refused = subprocess.run(
+            [sys.executable, "-m", "lambdaserve.cli", "serve", "--workers", "2", "--port", held],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        holder.close()
+    # Then it exits 2 before starting any worker, naming the address
+    assert refused.returncode == 2
+    assert "cannot listen on 127.0.0.1:" in refused.stderr
 
 
 def _serve(port: int, grpc_port: int, log: Path) -> subprocess.Popen[bytes]:

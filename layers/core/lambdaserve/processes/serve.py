@@ -111,10 +111,9 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
     start: list[Step] = [size_thread_pool]
     stop: list[Step] = [unload_all]
     readiness = plane.readiness
+    group = siblings.from_env()
     if readiness is not None:
         settings = get_settings()
-
-        group = siblings.from_env()
 
         async def warm_up() -> None:
             # in the background: live at once, ready once warm (the health check's grace
@@ -140,6 +139,12 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
         )
         start.append(runner.start)
         stop.append(runner.stop)  # stopped first: in-flight calls drain, then models unload
+    if group is not None:  # last: the supervisor counts a worker that got here as started
+
+        async def started() -> None:
+            group.mark_started()
+
+        start.append(started)
     return Lifespan(app, start, stop)
 
 

@@ -7,6 +7,8 @@ environment, with the worker count and the worker's slot. Two things live there:
   once every slot has one, so the task's health check (which reaches whichever worker the
   kernel hands the connection to) says ready only when every worker is. The supervisor
   removes a dead worker's marker before it starts the replacement.
+- ``started-<slot>``: written once a worker's startup went through (its ports bound, gRPC
+  started). The supervisor gives up on a slot whose workers keep dying before that.
 - ``metrics-<pid>.json``: each worker's metric samples, rewritten every second, which the
   worker answering a ``/metrics`` scrape sums with its own (``metrics.shared``).
 
@@ -37,6 +39,13 @@ class Siblings:
 
     def ready_marker(self, slot: int) -> Path:
         return self.directory / f"ready-{slot}"
+
+    def started_marker(self, slot: int) -> Path:
+        return self.directory / f"started-{slot}"
+
+    def mark_started(self) -> None:
+        """This worker's startup went through (its ports bound): it serves."""
+        write_atomically(self.started_marker(self.slot), str(os.getpid()).encode())
 
     def metrics_file(self, pid: int) -> Path:
         return self.directory / f"metrics-{pid}.json"

@@ -11,8 +11,9 @@ workers rather than to whichever process wakes first on one shared socket.
 The supervisor (this process, PID 1 in the container) starts the workers in a process
 group of their own, replaces one that dies, and forwards SIGTERM and SIGINT to each, so an
 ECS stop drains every worker (``processes.drain``); it exits once all have, with 0 when
-every worker did. A slot whose worker dies before it ever warmed up, five times in a row,
-stops the whole server (a port in use or a broken setting would otherwise restart forever).
+every worker did. A slot whose worker dies before its startup went through (ports bound,
+gRPC started), five times in a row, stops the whole server (a port in use or a broken
+setting would otherwise restart forever).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from lambdaserve.processes.serve_worker import (
 )
 
 logger = logging.getLogger(__name__)
-GIVE_UP_AFTER = 5  # deaths in a row of one slot's worker before it ever warmed up
+GIVE_UP_AFTER = 5  # deaths in a row of one slot's worker before its startup went through
 
 
 def reuseport_socket(host: str, port: int) -> socket.socket:
@@ -97,13 +98,13 @@ class Supervisor:
         self._running[worker.pid] = (slot, worker)
 
     def _replace(self, slot: int, pid: int, code: int) -> None:
-        marker = self._group.ready_marker(slot)
-        warmed = marker.exists()
-        marker.unlink(missing_ok=True)
-        self._failures[slot] = 0 if warmed else self._failures[slot] + 1
+        started = self._group.started_marker(slot)
+        self._failures[slot] = 0 if started.exists() else self._failures[slot] + 1
+        started.unlink(missing_ok=True)
+        self._group.ready_marker(slot).unlink(missing_ok=True)
         if self._failures[slot] >= GIVE_UP_AFTER:
             logger.error(
-                "worker %d died %d times before it was ready (last exit %d); stopping",
+                "worker %d died %d times before it started serving (last exit %d); stopping",
                 slot,
                 GIVE_UP_AFTER,
                 code,
