@@ -101,9 +101,9 @@ def test_workers_that_cannot_start_stop_the_server_rather_than_restart_forever(s
                 server.kill()
     finally:
         holder.close()
-    # Then the supervisor gives up after five tries a slot, exits non-zero and says why
+    # Then the supervisor gives up after three tries a slot, exits non-zero and says why
     assert code != 0
-    assert "died 5 times before it started serving" in log.read_text()
+    assert "died 3 times before it started serving" in log.read_text()
 
 
 def test_a_port_in_use_is_refused_at_once(stack, tmp_path):

@@ -12,7 +12,7 @@ The supervisor (this process, PID 1 in the container) starts the workers in a pr
 group of their own, replaces one that dies, and forwards SIGTERM and SIGINT to each, so an
 ECS stop drains every worker (``processes.drain``); it exits once all have, with 0 when
 every worker did. A slot whose worker dies before its startup went through (ports bound,
-gRPC started), five times in a row, stops the whole server (a port in use or a broken
+gRPC started), three times in a row, stops the whole server (a port in use or a broken
 setting would otherwise restart forever).
 """
 
@@ -42,7 +42,7 @@ from lambdaserve.processes.serve_worker import (
 )
 
 logger = logging.getLogger(__name__)
-GIVE_UP_AFTER = 5  # deaths in a row of one slot's worker before its startup went through
+GIVE_UP_AFTER = 3  # deaths in a row of one slot's worker before its startup went through
 
 
 def reuseport_socket(host: str, port: int) -> socket.socket:
