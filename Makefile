@@ -12,7 +12,7 @@ VARIANT ?= cpu
 	install-torchserve install-paddle \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
 	bench-pipelines bench-validate bench-grpc bench-server-mode bench-cache bench-envs bench-code-workers \
-	robustness clean
+	bench-workers robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -166,6 +166,13 @@ bench-peers: install-test ## side by side with TorchServe and Triton
 	$(BIN)/pip install -q 'matplotlib>=3.8'
 	$(BIN)/python scripts/bench_peers.py $(ARGS)
 	$(BIN)/python scripts/bench_grpc.py
+
+# req/s and CPU per request against worker count (1..cores), beside TorchServe's workers and
+# Triton's instances; ARGS="--http uvicorn,granian" adds our app under granian (pip install granian)
+bench-workers: install-test ## serve --workers 1..cores vs TorchServe workers and Triton instances
+	command -v wrk >/dev/null || apt-get install -y -q wrk >/dev/null 2>&1 \
+	  || echo "bench-workers: no wrk; using the Python load generator"
+	$(BIN)/python scripts/bench_workers.py $(ARGS)
 
 bench-cache: install-test ## response cache: hit vs computed (local, Redis), cold instance from Redis vs cold load
 	$(BIN)/python scripts/bench_cache.py $(ARGS)

@@ -381,7 +381,10 @@ class Ours:
             Bucket="lambdaserve-models", Key="models/mlp/1/model.onnx", Body=model.read_bytes()
         )
 
-    def start(self, work: Path, delay_ms: int, row: np.ndarray, workers: int) -> Running:
+    def start(
+        self, work: Path, delay_ms: int, row: np.ndarray, workers: int, http: str = "uvicorn"
+    ) -> Running:
+        """``serve --workers``; ``http="granian"``: the same app under granian instead."""
         config = (
             "max_batch_size: 8\n"
             f"dynamic_batching {{ max_queue_delay_microseconds: {delay_ms * 1000} }}\n"
@@ -401,23 +404,16 @@ class Ours:
             "POWERTOOLS_METRICS_DISABLED": "true",
             "POWERTOOLS_LOG_LEVEL": "WARNING",
         }
-        process = _spawn(
-            [
-                sys.executable,
-                "-m",
-                "lambdaserve.cli",
-                "serve",
-                "--port",
-                str(port),
-                "--workers",
-                str(workers),
-                "--grpc-port",
-                str(grpc_port),
-            ],
-            env,
-            work / "ours.out",
-        )
-        extra = {"workers": workers, "grpc_port": grpc_port}
+        command = [sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(port)]
+        command += ["--workers", str(workers), "--grpc-port", str(grpc_port)]
+        if http == "granian":  # serve's app factory, as its worker processes build it
+            env["LAMBDASERVE_SERVE_GRPC"] = f"127.0.0.1:{grpc_port}:0"
+            command = [str(Path(sys.executable).with_name("granian")), "--interface", "asgi"]
+            command += ["--factory", "--port", str(port), "--workers", str(workers)]
+            command += ["--http", "1", "--no-ws", "--loop", "uvloop", "--log-level", "warning"]
+            command.append("lambdaserve.processes.serve:serving_app_from_env")
+        process = _spawn(command, env, work / "ours.out")
+        extra = {"workers": workers, "grpc_port": grpc_port, "http": http}
         return v2_server("lambdaserve", process, port, row, extra)
 
     def close(self) -> None:

@@ -13,7 +13,6 @@ import httpx
 import numpy as np
 import onnxruntime as ort
 import pytest
-import tritonclient.grpc as grpcclient
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
@@ -21,7 +20,7 @@ from lambdaserve.local.emulator import free_port
 from lambdaserve.processes.background import BackgroundServer
 from lambdaserve.processes.serve import build_serving_app
 from tests import builders
-from tests.support import is_live, scrape, wait_until
+from tests.support import scrape, wait_until
 
 MLP = builders.onnx_mlp(4, 3)
 
@@ -111,80 +110,6 @@ def test_the_worker_consumes_the_requests_queue(stack):
     finally:
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=60) == 0
-
-
-def test_serve_with_two_workers_runs_two_processes_that_answer_correctly(stack):
-    # Given a published model and `lambdaserve serve --workers 2`
-    stack.put("models/mlp/1/model.onnx", MLP)
-    stack.wait_state("mlp", 1, "READY")
-    port, grpc_port = free_port(), free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lambdaserve.cli",
-            "serve",
-            "--port",
-            str(port),
-            "--workers",
-            "2",
-            "--grpc-port",
-            str(grpc_port),
-        ],
-        env=dict(os.environ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    body = {
-        "inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]
-    }
-    expected = ort.InferenceSession(MLP).run(None, {"INPUT__0": np.array([[1, 2, 3, 4]], "f4")})
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            wait_until(lambda: is_live(client), 60)
-
-            # When many clients call it, each on its own connection
-            def infer(_: int) -> list[float]:
-                with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as own:
-                    response = own.post("/v2/models/mlp/infer", json=body)
-                    assert response.status_code == 200, response.text
-                    return list(response.json()["outputs"][0]["data"])
-
-            with ThreadPoolExecutor(8) as pool:
-                answers = list(pool.map(infer, range(64)))
-
-            # and gRPC clients, each on its own channel, reach the workers on their shared port
-            def infer_grpc(_: int) -> list[float]:
-                tensor = grpcclient.InferInput("INPUT__0", [1, 4], "FP32")
-                tensor.set_data_from_numpy(np.array([[1, 2, 3, 4]], np.float32))
-                client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
-                return list(client.infer("mlp", [tensor]).as_numpy("OUTPUT__0")[0])
-
-            with ThreadPoolExecutor(8) as pool:
-                answers += list(pool.map(infer_grpc, range(16)))
-        # Then every answer is right, and two worker processes share the ports
-        np.testing.assert_allclose(np.array(answers), np.repeat(expected[0], 80, 0), rtol=1e-6)
-        workers = _children(server.pid)
-        assert len(workers) >= 2
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        assert server.wait(timeout=60) == 0
-
-
-def _children(pid: int) -> list[int]:
-    from pathlib import Path
-
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 def test_a_full_queue_answers_503_as_triton_does_and_counts_a_rejected_failure(stack):

@@ -580,6 +580,9 @@ def test_server_mode_scales_between_its_bounds_and_from_zero_on_the_gpu_queue(cf
         "Command"
     ]
     assert command[:2] == ["lambdaserve", "serve"] and "--grpc-port" in command
+    # one worker process unless asked (`--workers auto`: one per vCPU of the task)
+    assert command[-2:] == ["--workers", {"Ref": "ServerModeWorkers"}]
+    assert cfn["Parameters"]["ServerModeWorkers"]["Default"] == "1"
 
 
 def test_the_server_mode_task_reads_models_and_the_catalog_only(cfn):

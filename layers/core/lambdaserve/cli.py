@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lambdaserve.errors import LambdaServeError
 
@@ -133,7 +134,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=_port, default=8080, help="port to listen on")
     serve.add_argument("--no-batching", action="store_true", help="one execution per request")
     serve.add_argument(
-        "--workers", type=int, default=1, help="processes sharing the port (one per core)"
+        "--workers",
+        type=_workers,
+        default=1,
+        help="worker processes sharing the HTTP and gRPC ports (SO_REUSEPORT), each with its "
+        "own models and batcher, under a supervisor that replaces one that dies and drains "
+        "them all on SIGTERM; one runs Python on one core, so one per core: auto (the cores "
+        "this process may use); 1 serves in this process",
     )
     serve.add_argument(
         "--metrics-port",
@@ -172,6 +179,15 @@ def _parser() -> argparse.ArgumentParser:
         "--poll-wait", type=_poll_wait, default=20, help="SQS long-poll seconds (1-20)"
     )
     return parser
+
+
+def _workers(text: str) -> int:
+    from lambdaserve.processes.workers import worker_count
+
+    try:
+        return worker_count(text)
+    except LambdaServeError as exc:
+        raise argparse.ArgumentTypeError(exc.message) from exc
 
 
 def _logging_flags(command: argparse.ArgumentParser, access_log_default: bool) -> None:
@@ -223,23 +239,26 @@ def main(argv: list[str] | None = None) -> int:
             count = build_manage_services(get_settings()).registrar.reconcile_all()
             print(json.dumps({"models": count}))
         elif args.command == "serve":
-            from lambdaserve.processes.serve import serve
-            from lambdaserve.serving.response_cache_setup import cache_config_env
+            if args.cache_config:  # read from the environment (by every worker process too)
+                from lambdaserve.serving.response_cache_setup import cache_config_env
 
-            # the settings are read from the environment (by every worker process too)
-            os.environ.update(cache_config_env(args.cache_config))
+                os.environ.update(cache_config_env(args.cache_config))
+            options: dict[str, Any] = {
+                "batching": not args.no_batching,
+                "log_level": args.log_level,
+                "access_log": args.access_log,
+                "metrics_port": args.metrics_port or None,
+                "grpc_port": args.grpc_port,
+                "grpc_management": args.grpc_management,
+            }
+            if args.workers > 1:  # the supervisor imports no server; its workers do
+                from lambdaserve.processes.workers import serve_with_workers
 
-            serve(
-                args.host,
-                args.port,
-                batching=not args.no_batching,
-                workers=args.workers,
-                log_level=args.log_level,
-                access_log=args.access_log,
-                metrics_port=args.metrics_port or None,
-                grpc_port=args.grpc_port,
-                grpc_management=args.grpc_management,
-            )
+                serve_with_workers(args.host, args.port, args.workers, **options)
+            else:
+                from lambdaserve.processes.serve import serve
+
+                serve(args.host, args.port, **options)
         elif args.command == "worker":
             from lambdaserve.processes.worker import work
 

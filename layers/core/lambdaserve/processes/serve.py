@@ -13,11 +13,13 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from lambdaserve.apps.inference import create_inference_app
-from lambdaserve.errors import InvalidInput
+from lambdaserve.processes import siblings
 from lambdaserve.processes.asgi.access_log import AccessLog
 from lambdaserve.processes.asgi.front_door import FrontDoor
 from lambdaserve.processes.asgi.slow_clients import BodyTimeout
 from lambdaserve.processes.drain import DrainOnSigterm
+from lambdaserve.processes.serve_banner import banner
+from lambdaserve.processes.serve_worker import BATCHING_ENV, GRPC_ENV, LOGGING_ENV
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.prefetch import Prefetcher
 from lambdaserve.serving.readiness import Readiness, warm_up_in_background
@@ -47,9 +49,18 @@ def build_serving_app(
         plane.batcher,
         plane.readiness,
     )
-    app = BodyTimeout(
+    app: ASGIApp = BodyTimeout(
         FrontDoor(http, lambda: settings.max_request_bytes), settings.client_timeout_s
     )
+    group = siblings.from_env()
+    if group is not None:  # one worker of several: /metrics answers for them all
+        from lambdaserve.apps.metrics_route import queued_in
+        from lambdaserve.metrics.prometheus import metrics_registry
+        from lambdaserve.processes.asgi.shared_metrics import SharedMetrics
+
+        pending = queued_in(plane.batcher, plane) if plane.batcher else None
+        own = metrics_registry(lambda: process.server().stats, pending)
+        app = SharedMetrics(app, own, group)
     return with_lifespan(app, plane, grpc)
 
 
@@ -100,13 +111,16 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
     start: list[Step] = [size_thread_pool]
     stop: list[Step] = [unload_all]
     readiness = plane.readiness
+    group = siblings.from_env()
     if readiness is not None:
         settings = get_settings()
 
         async def warm_up() -> None:
             # in the background: live at once, ready once warm (the health check's grace
-            # period covers the download); the budget is the disk cache's
-            warm_up_in_background(plane.server, readiness, settings.cache_bytes)
+            # period covers the download); the budget is the disk cache's; one worker of
+            # several is ready once all are (the health check reaches any one of them)
+            then = group.warmed_then_wait if group is not None else None
+            warm_up_in_background(plane.server, readiness, settings.cache_bytes, then)
 
         start += [DrainOnSigterm(readiness, settings.drain_delay_s), warm_up]
     if flags is not None and flags.port:
@@ -125,22 +139,25 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
         )
         start.append(runner.start)
         stop.append(runner.stop)  # stopped first: in-flight calls drain, then models unload
+    if group is not None:  # last: the supervisor counts a worker that got here as started
+
+        async def started() -> None:
+            group.mark_started()
+
+        start.append(started)
     return Lifespan(app, start, stop)
 
 
 _THREADS = 40  # Starlette's (anyio's) default thread limit, which these calls had before
-_BATCHING_ENV = "LAMBDASERVE_SERVE_BATCHING"
-_LOGGING_ENV = "LAMBDASERVE_SERVE_LOGGING"
-_GRPC_ENV = "LAMBDASERVE_SERVE_GRPC"  # host:port:management, for each worker process
 
 
 def serving_app_from_env() -> ASGIApp:
-    """The app factory each uvicorn worker process calls (``serve`` with ``workers > 1``)."""
-    level, access = os.environ.get(_LOGGING_ENV, "info:0").split(":")
-    host, port, management = os.environ.get(_GRPC_ENV, "127.0.0.1:0:0").rsplit(":", 2)
+    """The app each worker process serves (``serve`` with ``workers > 1``)."""
+    level, access = os.environ.get(LOGGING_ENV, "info:0").split(":")
+    host, port, management = os.environ.get(GRPC_ENV, "127.0.0.1:0:0").rsplit(":", 2)
     grpc = GrpcFlags(host, int(port), management == "1", share_port=True)
     return _logged(
-        build_serving_app(os.environ.get(_BATCHING_ENV, "1") == "1", prefetch=True, grpc=grpc),
+        build_serving_app(os.environ.get(BATCHING_ENV, "1") == "1", prefetch=True, grpc=grpc),
         level,
         access == "1",
     )
@@ -169,13 +186,41 @@ def serve(
     TorchServe's metrics API beside it; with ``grpc_port``, every peer's gRPC services in the
     same event loop (and dynamic batcher); ``grpc_management`` adds the repository RPCs.
 
-    One process runs Python on one core at a time: ``workers`` processes share the port
-    (each with its own model copy and dynamic batcher), as TorchServe's workers and Triton's
-    instances share a model.
+    One process runs Python on one core at a time: ``workers`` > 1 processes share the
+    ports (each with its own model copy and dynamic batcher) under a supervisor
+    (``processes.workers``), as TorchServe's workers and Triton's instances share a model.
     """
+    if workers > 1:
+        from lambdaserve.processes.workers import serve_with_workers
+
+        serve_with_workers(
+            host,
+            port,
+            workers,
+            batching=batching,
+            log_level=log_level,
+            access_log=access_log,
+            metrics_port=metrics_port,
+            grpc_port=grpc_port,
+            grpc_management=grpc_management,
+        )
+        return
     import uvicorn
 
-    options: dict[str, Any] = {
+    print(
+        banner(host, port, batching, 1, access_log, metrics=metrics_port, grpc=grpc_port),
+        flush=True,
+    )
+    grpc = GrpcFlags(host, grpc_port, grpc_management)
+    app: ASGIApp = build_serving_app(batching, prefetch=True, grpc=grpc)
+    if metrics_port:
+        app = _with_metrics_api(app, host, metrics_port)
+    uvicorn.run(_logged(app, log_level, access_log), **uvicorn_options(host, port))
+
+
+def uvicorn_options(host: str, port: int) -> dict[str, Any]:
+    """uvicorn's settings for ``serve``, in its one process or in each worker."""
+    return {
         "host": host,
         "port": port,
         "log_level": "warning",
@@ -189,28 +234,6 @@ def serve(
         # SIGTERM (processes.drain): what is in flight gets this long once the port closes
         "timeout_graceful_shutdown": get_settings().drain_timeout_s,
     }
-    if metrics_port and workers > 1:
-        raise InvalidInput(
-            "--metrics-port needs --workers 1: each worker process counts only what it served, "
-            "and a scrape would reach one of them; scale out by tasks with one worker each"
-        )
-    print(
-        _banner(host, port, batching, workers, access_log, metrics=metrics_port, grpc=grpc_port),
-        flush=True,
-    )
-    if workers <= 1:
-        grpc = GrpcFlags(host, grpc_port, grpc_management)
-        app: ASGIApp = build_serving_app(batching, prefetch=True, grpc=grpc)
-        if metrics_port:
-            app = _with_metrics_api(app, host, metrics_port)
-        uvicorn.run(_logged(app, log_level, access_log), **options)
-        return
-    os.environ[_BATCHING_ENV] = "1" if batching else "0"
-    os.environ[_LOGGING_ENV] = f"{log_level}:{int(access_log)}"
-    os.environ[_GRPC_ENV] = f"{host}:{grpc_port}:{int(grpc_management)}"
-    uvicorn.run(
-        "lambdaserve.processes.serve:serving_app_from_env", factory=True, workers=workers, **options
-    )
 
 
 def _with_metrics_api(app: ASGIApp, host: str, port: int) -> ASGIApp:
@@ -219,36 +242,3 @@ def _with_metrics_api(app: ASGIApp, host: str, port: int) -> ASGIApp:
 
     _, responses = start_metrics_api(host, port, lambda: current().server().stats)
     return responses.watch(app)
-
-
-def _banner(
-    host: str,
-    port: int,
-    batching: bool,
-    workers: int,
-    access_log: bool,
-    *,
-    metrics: int | None,
-    grpc: int,
-) -> str:
-    settings = get_settings()
-    where = settings.endpoint_url or f"AWS ({settings.region})"
-    return "\n".join(
-        [
-            "lambdaserve serve is running",
-            f"  inference API     http://{host}:{port}/v2  (KServe v2 + Triton extensions; "
-            "/predictions/<model>; /docs)",
-            f"  catalog           {settings.table} via {where}; models from s3://"
-            f"{settings.bucket}/{settings.models_prefix}",
-            f"  batching          {'dynamic, per model version' if batching else 'off'}; "
-            f"{workers} worker process{'es' if workers > 1 else ''}",
-            f"  access log        {'on' if access_log else 'off (--access-log)'}",
-            f"  gRPC              {host}:{grpc} (KServe v2/Triton, TF Serving, TorchServe, "
-            "Paddle; grpc.health.v1)"
-            if grpc
-            else "  gRPC              off (--grpc-port)",
-            f"  metrics           http://{host}:{port}/metrics (Triton's names)"
-            + (f"; http://{host}:{metrics}/metrics (TorchServe's)" if metrics else ""),
-            "Ctrl-C stops it.",
-        ]
-    )

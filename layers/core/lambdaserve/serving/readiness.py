@@ -91,11 +91,15 @@ class Readiness:
 
 
 def warm_up_in_background(
-    server: Callable[[], ModelServer], readiness: Readiness, budget_bytes: int
+    server: Callable[[], ModelServer],
+    readiness: Readiness,
+    budget_bytes: int,
+    then: Callable[[], None] | None = None,
 ) -> threading.Thread:
     """Load (download, load, warm up) the versions this server serves — the models marked
     ``preload``, else every model's default version, within ``budget_bytes`` — in a thread,
-    then mark ``readiness`` ready. Failures are skipped with their reason (never raised)."""
+    then (after ``then``, which may wait: for the sibling workers, say) mark ``readiness``
+    ready. Failures are skipped with their reason (never raised)."""
 
     def run() -> None:
         try:
@@ -103,6 +107,8 @@ def warm_up_in_background(
         except Exception:  # the catalog unreachable: serve on demand rather than never
             logger.exception("warm-up failed; ready without preloaded versions")
             report = Preloaded((), (), 0)
+        if then is not None:
+            then()
         readiness.warmed(report)
         logger.info(
             "ready: %d version(s) loaded and warmed up, %d skipped",

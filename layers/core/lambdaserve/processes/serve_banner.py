@@ -1,0 +1,38 @@
+"""What ``lambdaserve serve`` prints as it starts: where each API listens, and how."""
+
+from __future__ import annotations
+
+from lambdaserve.settings import get_settings
+
+
+def banner(
+    host: str,
+    port: int,
+    batching: bool,
+    workers: int,
+    access_log: bool,
+    *,
+    metrics: int | None,
+    grpc: int,
+) -> str:
+    settings = get_settings()
+    where = settings.endpoint_url or f"AWS ({settings.region})"
+    return "\n".join(
+        [
+            "lambdaserve serve is running",
+            f"  inference API     http://{host}:{port}/v2  (KServe v2 + Triton extensions; "
+            "/predictions/<model>; /docs)",
+            f"  catalog           {settings.table} via {where}; models from s3://"
+            f"{settings.bucket}/{settings.models_prefix}",
+            f"  batching          {'dynamic, per model version' if batching else 'off'}; "
+            f"{workers} worker process{'es' if workers > 1 else ''}",
+            f"  access log        {'on' if access_log else 'off (--access-log)'}",
+            f"  gRPC              {host}:{grpc} (KServe v2/Triton, TF Serving, TorchServe, "
+            "Paddle; grpc.health.v1)"
+            if grpc
+            else "  gRPC              off (--grpc-port)",
+            f"  metrics           http://{host}:{port}/metrics (Triton's names)"
+            + (f"; http://{host}:{metrics}/metrics (TorchServe's)" if metrics else ""),
+            "Ctrl-C stops it.",
+        ]
+    )

@@ -1,0 +1,46 @@
+"""One worker process of ``serve --workers N`` (started by ``processes.workers``): the
+serving app, as ``serve`` builds it, on a SO_REUSEPORT socket of its own.
+
+``python -m lambdaserve.processes.serve_worker``; the supervisor's environment says what to
+serve (``processes.serve``'s ``LAMBDASERVE_SERVE_*`` and ``processes.siblings``' variables).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+HTTP_ENV = "LAMBDASERVE_SERVE_HTTP"  # host:port
+BATCHING_ENV = "LAMBDASERVE_SERVE_BATCHING"  # 1 or 0
+LOGGING_ENV = "LAMBDASERVE_SERVE_LOGGING"  # level:access log (1 or 0)
+GRPC_ENV = "LAMBDASERVE_SERVE_GRPC"  # host:port:management (1 or 0)
+PARENT_ENV = "LAMBDASERVE_WORKERS_PARENT"  # the supervisor's pid
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_the_supervisor() -> None:
+    # a supervisor killed outright (SIGKILL, OOM) cannot forward SIGTERM: the kernel does,
+    # so the workers drain and exit rather than hold the ports without a parent
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(os.environ[PARENT_ENV]):  # it died before the line above
+        sys.exit(1)
+
+
+def main() -> None:
+    import uvicorn
+
+    from lambdaserve.processes.serve import serving_app_from_env, uvicorn_options
+    from lambdaserve.processes.workers import reuseport_socket
+
+    _die_with_the_supervisor()
+    host, port = os.environ[HTTP_ENV].rsplit(":", 1)
+    sock = reuseport_socket(host, int(port))
+    config = uvicorn.Config(serving_app_from_env(), **uvicorn_options(host, int(port)))
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()

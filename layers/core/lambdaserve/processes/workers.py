@@ -1,0 +1,193 @@
+"""``serve --workers N``: N worker processes share the HTTP and gRPC ports; this supervises.
+
+One Python process runs on one core at a time, so N processes serve on N cores, each with
+its own model copies, dynamic batcher and catalog refresher (the catalog is the truth each
+refresher follows, so a model loaded or unloaded through the management API, which writes
+the catalog, reaches every worker). Each worker binds its own listening socket with
+SO_REUSEPORT (``serve_worker``) and gRPC binds with ``grpc.so_reuseport``: the kernel hashes
+each new connection to one of the listening sockets, so connections spread evenly over the
+workers rather than to whichever process wakes first on one shared socket.
+
+The supervisor (this process, PID 1 in the container) starts the workers in a process
+group of their own, replaces one that dies, and forwards SIGTERM and SIGINT to each, so an
+ECS stop drains every worker (``processes.drain``); it exits once all have, with 0 when
+every worker did. A slot whose worker dies before its startup went through (ports bound,
+gRPC started), three times in a row, stops the whole server (a port in use or a broken
+setting would otherwise restart forever).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from types import FrameType
+
+from lambdaserve.errors import InvalidInput
+from lambdaserve.processes import siblings
+from lambdaserve.processes.serve_banner import banner
+from lambdaserve.processes.serve_worker import (
+    BATCHING_ENV,
+    GRPC_ENV,
+    HTTP_ENV,
+    LOGGING_ENV,
+    PARENT_ENV,
+)
+
+logger = logging.getLogger(__name__)
+GIVE_UP_AFTER = 3  # deaths in a row of one slot's worker before its startup went through
+
+
+def reuseport_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` that other processes may bind too."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(address)
+    return sock
+
+
+class Supervisor:
+    def __init__(self, count: int, env: dict[str, str], directory: Path) -> None:
+        self._count = count
+        self._env = env
+        self._group = siblings.Siblings(directory, count, 0)
+        self._running: dict[int, tuple[int, subprocess.Popen[bytes]]] = {}  # pid -> slot
+        self._failures = [0] * count
+        self._stopping = False
+        self._codes: list[int] = []
+
+    def run(self) -> int:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._forward)
+        for slot in range(self._count):
+            self._start(slot)
+        while self._running:
+            try:
+                pid, status = os.wait()
+            except ChildProcessError:
+                break
+            if pid not in self._running:
+                continue
+            slot, worker = self._running.pop(pid)
+            code = os.waitstatus_to_exitcode(status)
+            worker.returncode = code  # reaped here: Popen must not wait for it again
+            if self._stopping:
+                self._codes.append(code)
+                continue
+            self._replace(slot, pid, code)
+        return next((code for code in self._codes if code != 0), 0)
+
+    def _start(self, slot: int) -> None:
+        if self._stopping:  # a signal came while the workers were being started
+            return
+        env = {**self._env, siblings.SLOT_ENV: str(slot)}
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "lambdaserve.processes.serve_worker"],
+            env=env,
+            process_group=0,  # Ctrl-C reaches the supervisor, which forwards it once
+        )
+        self._running[worker.pid] = (slot, worker)
+
+    def _replace(self, slot: int, pid: int, code: int) -> None:
+        started = self._group.started_marker(slot)
+        self._failures[slot] = 0 if started.exists() else self._failures[slot] + 1
+        started.unlink(missing_ok=True)
+        self._group.ready_marker(slot).unlink(missing_ok=True)
+        if self._failures[slot] >= GIVE_UP_AFTER:
+            logger.error(
+                "worker %d died %d times before it started serving (last exit %d); stopping",
+                slot,
+                GIVE_UP_AFTER,
+                code,
+            )
+            self._codes.append(code or 1)
+            self._forward(signal.SIGTERM, None)
+            return
+        logger.warning("worker %d (pid %d) exited with %d; starting another", slot, pid, code)
+        self._start(slot)
+
+    def _forward(self, sig: int, frame: FrameType | None) -> None:
+        # a second SIGTERM reaches the workers too: they skip what is left of the drain delay
+        self._stopping = True
+        for pid in list(self._running):
+            with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
+                os.kill(pid, sig)
+
+
+def serve_with_workers(
+    host: str,
+    port: int,
+    workers: int,
+    *,
+    batching: bool = True,
+    log_level: str = "info",
+    access_log: bool = False,
+    metrics_port: int | None = None,
+    grpc_port: int = 0,
+    grpc_management: bool = False,
+) -> None:
+    """``serve`` with ``workers`` > 1. This process imports no server: it only supervises
+    (tens of MB less than a worker), and each worker builds the app from its environment."""
+    from lambdaserve.processes.logs import use_text_logs
+
+    if metrics_port:
+        raise InvalidInput(
+            "--metrics-port needs --workers 1: each worker process counts only what it served, "
+            "and a scrape would reach one of them; scale out by tasks with one worker each"
+        )
+    print(
+        banner(host, port, batching, workers, access_log, metrics=None, grpc=grpc_port),
+        flush=True,
+    )
+    use_text_logs(log_level)  # the supervisor's own lines: a worker replaced, say
+    env = {
+        **os.environ,
+        BATCHING_ENV: "1" if batching else "0",
+        LOGGING_ENV: f"{log_level}:{int(access_log)}",
+        GRPC_ENV: f"{host}:{grpc_port}:{int(grpc_management)}",
+    }
+    code = run_workers(workers, host, port, env)
+    if code:
+        raise SystemExit(code)
+
+
+def run_workers(count: int, host: str, port: int, env: dict[str, str]) -> int:
+    """Run ``count`` ``serve`` workers on ``host:port`` until SIGTERM/SIGINT; the exit code."""
+    try:  # fail at once, not in every worker: another server holds the port
+        reuseport_socket(host, port).close()
+    except OSError as exc:
+        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    directory = Path(tempfile.mkdtemp(prefix="lambdaserve-workers-"))
+    env = {
+        **env,
+        siblings.DIR_ENV: str(directory),
+        siblings.COUNT_ENV: str(count),
+        HTTP_ENV: f"{host}:{port}",
+        PARENT_ENV: str(os.getpid()),
+    }
+    try:
+        return Supervisor(count, env, directory).run()
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def worker_count(text: str) -> int:
+    """``--workers``: a number, or ``auto`` for the cores this process may run on."""
+    if text == "auto":
+        return len(os.sched_getaffinity(0))
+    try:
+        count = int(text)
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise InvalidInput(f"--workers takes a number (1 or more) or auto, not {text!r}")
+    return count
