@@ -182,7 +182,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _workers(text: str) -> int:
-    from lambdaserve.processes.workers import worker_count
+    from lambdaserve.processes.supervisor import worker_count
 
     try:
         return worker_count(text)
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                 "grpc_management": args.grpc_management,
             }
             if args.workers > 1:  # the supervisor imports no server; its workers do
-                from lambdaserve.processes.workers import serve_with_workers
+                from lambdaserve.processes.supervisor import serve_with_workers
 
                 serve_with_workers(args.host, args.port, args.workers, **options)
             else:

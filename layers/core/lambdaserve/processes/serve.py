@@ -188,10 +188,10 @@ def serve(
 
     One process runs Python on one core at a time: ``workers`` > 1 processes share the
     ports (each with its own model copy and dynamic batcher) under a supervisor
-    (``processes.workers``), as TorchServe's workers and Triton's instances share a model.
+    (``processes.supervisor``), as TorchServe's workers and Triton's instances share a model.
     """
     if workers > 1:
-        from lambdaserve.processes.workers import serve_with_workers
+        from lambdaserve.processes.supervisor import serve_with_workers
 
         serve_with_workers(
             host,

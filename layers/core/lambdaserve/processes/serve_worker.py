@@ -1,4 +1,4 @@
-"""One worker process of ``serve --workers N`` (started by ``processes.workers``): the
+"""One worker process of ``serve --workers N`` (started by ``processes.supervisor``): the
 serving app, as ``serve`` builds it, on a SO_REUSEPORT socket of its own.
 
 ``python -m lambdaserve.processes.serve_worker``; the supervisor's environment says what to
@@ -33,7 +33,7 @@ def main() -> None:
     import uvicorn
 
     from lambdaserve.processes.serve import serving_app_from_env, uvicorn_options
-    from lambdaserve.processes.workers import reuseport_socket
+    from lambdaserve.processes.supervisor import reuseport_socket
 
     _die_with_the_supervisor()
     host, port = os.environ[HTTP_ENV].rsplit(":", 1)

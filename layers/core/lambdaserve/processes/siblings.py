@@ -1,6 +1,6 @@
 """What the worker processes of one ``serve --workers N`` share: a directory of their own.
 
-The supervisor (``processes.workers``) makes the directory and names it in each worker's
+The supervisor (``processes.supervisor``) makes the directory and names it in each worker's
 environment, with the worker count and the worker's slot. Two things live there:
 
 - ``ready-<slot>``: written by a worker once its warm-up ended. A worker reports ready only

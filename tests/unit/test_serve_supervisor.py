@@ -16,7 +16,7 @@ from lambdaserve.metrics.prometheus import metrics_registry
 from lambdaserve.metrics.shared import SummedMetrics, families_of
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.processes.siblings import Siblings
-from lambdaserve.processes.workers import worker_count
+from lambdaserve.processes.supervisor import worker_count
 from tests.support import wait_until
 
 
