@@ -3,10 +3,11 @@
 ``POST /v2/models/{m}[/versions/{v}]/infer``, TorchServe's ``/predictions/{m}[/{v}]`` and TF
 Serving's ``POST /v1/models/...`` (``:predict``) are answered here, before the framework's
 middleware stack and router (measured under load: they took a fifth of the server's time,
-more than parsing the request; for TF Serving's ``:predict``, 0.48 -> see docs/benchmarks.md);
-every other request, and async submissions, go to the app. v2 infer is answered by the one v2
-door (``apps.v2_calls``) over the app's data plane, predictions and TF Serving by the app's own
-``app.state.answer_prediction`` and ``app.state.answer_tfserving``, so both doors agree.
+more than parsing the request; for TF Serving's ``:predict``, half its CPU per request: see
+docs/benchmarks.md); every other request, and async submissions, go to the app. v2 infer is
+answered by the one v2 door (``apps.v2_calls``) over the app's data plane, predictions and TF
+Serving by the app's own ``app.state.answer_prediction`` and ``app.state.answer_tfserving``,
+so both doors agree.
 """
 
 from __future__ import annotations
