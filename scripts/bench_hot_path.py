@@ -4,10 +4,10 @@ Each door — v2 JSON, v2 binary tensors, TorchServe ``/predictions``, TF Servin
 gRPC ModelInfer — at concurrency 1 and 32 against the MLP 784->256->10 of
 ``bench_peers.py`` (max batch 8, delay 0), with the server's CPU per 1,000 requests (its
 process tree, from /proc). With ``--trees new=.,base=/path/to/old/checkout`` the trees'
-servers take turns, point by point, round by round (A B A B), so a before/after ratio is read
-from one run on one machine; each serve runs that tree's ``layers/core`` (PYTHONPATH) in this
-venv. ``--py-spy PATH`` also records a raw py-spy profile of every point (the sampler costs
-CPU: read those points' figures as profiles only).
+servers take turns point by point (A B in even rounds, B A in odd ones), so a before/after
+ratio is read from one run on one machine; each serve runs that tree's ``layers/core``
+(PYTHONPATH) in this venv. ``--py-spy PATH`` also records a raw py-spy profile of every point
+(the sampler costs CPU: read those points' figures as profiles only).
 
     python scripts/bench_hot_path.py --trees new=.,base=/tmp/base [--seconds 5] [--rounds 2]
 """
@@ -214,7 +214,9 @@ def main() -> None:
             for round_number in range(args.rounds):
                 for name in wanted:
                     for concurrency in levels:
-                        for label, tree in trees.items():
+                        # A B, then B A: neither tree always goes first
+                        order = list(trees.items())
+                        for label, tree in order[:: -1 if round_number % 2 else 1]:
                             serve = Serve(Path(tree), endpoint, f"{work}/{label}")
                             try:
                                 door = all_doors.get(name)
