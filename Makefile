@@ -11,8 +11,8 @@ VARIANT ?= cpu
 .PHONY: help dev test install-redis test-localstack validate shipped-envs build gpu-image lint install-dev install-test install-torch \
 	install-torchserve install-paddle \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
-	bench-pipelines bench-validate bench-grpc bench-server-mode bench-cache bench-envs bench-code-workers \
-	bench-workers robustness clean
+	bench-pipelines bench-validate bench-grpc bench-hot-path bench-server-mode bench-cache bench-envs \
+	bench-code-workers bench-workers robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -179,6 +179,11 @@ bench-cache: install-test ## response cache: hit vs computed (local, Redis), col
 
 bench-grpc: install-test ## gRPC: lambdaserve serve vs Triton's gRPC front end (pytriton), and vs its HTTP path
 	$(BIN)/python scripts/bench_grpc.py $(ARGS)
+
+# Every hot door of `serve` (v2 JSON and binary, /predictions, :predict, gRPC) at c=1 and 32 with
+# its CPU per request; ARGS="--trees new=.,base=/path/to/an/older/checkout" compares two trees.
+bench-hot-path: install-test ## serve's hot doors, CPU per request; two source trees side by side
+	$(BIN)/python scripts/bench_hot_path.py $(ARGS)
 
 # A 3-step ensemble (Python pre -> ONNX -> Python post) vs its steps called directly, the
 # Lambda warm path, and `serve` beside a TorchServe workflow and a pytriton callable at c=1, 32.

@@ -146,6 +146,8 @@ def start_stack() -> tuple[subprocess.Popen[bytes], str]:
             str(free_port()),
             "--grpc-port",
             "0",  # the servers under test may take gRPC's default port
+            "--metrics-port",
+            "0",  # nor TorchServe's metrics port (8082), which another server may hold
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

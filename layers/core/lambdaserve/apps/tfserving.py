@@ -52,8 +52,10 @@ def install_tfserving(
             raise ModelNotFound(f"Could not find {what}")
         return tfserving.version_status(present)
 
-    @app.post("/v1/models/{target:path}")
-    async def predict(target: str, request: Request) -> Response:
+    async def answer_predict(target: str, body: Callable[[], Awaitable[bytes]]) -> Response:
+        """``POST /v1/models/{target}``; ``body`` reads the request body (after the path is
+        checked). The app's route and the front door (``processes.asgi.front_door``) both
+        answer through it."""
         match = _parse(target)
         verb = (match["what"] or "").lstrip(":")
         if verb in ("classify", "regress"):
@@ -64,7 +66,7 @@ def install_tfserving(
         if verb != "predict":
             raise ModelNotFound(f"POST /v1/models/{target}: use .../{match['model']}:predict")
         model, number = match["model"], await version_of(match)
-        document = json_document(await read_body(request))
+        document = json_document(await body())
 
         # through the dynamic batcher where there is one (serve), as v2 infer
         served = await plane.served(model, number)
@@ -72,6 +74,12 @@ def install_tfserving(
         inferred = await plane.infer(model, number, parsed.request)
         answer = tfserving.encode_predict(inferred.outputs, parsed.format)
         return Response(orjson.dumps(answer), media_type="application/json")
+
+    @app.post("/v1/models/{target:path}")
+    async def predict(target: str, request: Request) -> Response:
+        return await answer_predict(target, lambda: read_body(request))
+
+    app.state.answer_tfserving = answer_predict  # the front door's way in
 
 
 def _parse(target: str) -> re.Match[str]:

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
 
 
 def headers_of(event: APIGatewayProxyEventV2) -> dict[str, str]:
-    return {k.lower(): v for k, v in (event.headers or {}).items()}
+    # from the event's own dict: Powertools' ``headers`` builds a case-insensitive copy first
+    raw: dict[str, str] = event.get("headers") or {}
+    return {k.lower(): v for k, v in raw.items()}
 
 
 def body_of(event: APIGatewayProxyEventV2) -> bytes:

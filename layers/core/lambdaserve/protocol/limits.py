@@ -18,6 +18,8 @@ from lambdaserve.errors import InvalidInput, PayloadTooLarge
 MAX_JSON_DEPTH = 64
 # A header number longer than this is not a length any body can have.
 _MAX_DIGITS = 15
+# What a JSON document's leaves are, as orjson decodes them (exact types: no subclasses)
+_SCALARS = frozenset({int, float, str, bool, type(None)})
 
 
 def header_int(name: str, raw: str | None) -> int | None:
@@ -61,6 +63,10 @@ def check_depth(value: Any, what: str, limit: int = MAX_JSON_DEPTH) -> None:
             continue
         if depth > limit:
             raise InvalidInput(f"{what} nests deeper than {limit} levels; flatten it")
+        # A list of scalars (a tensor's row: hundreds of numbers) has no children to walk:
+        # its element types are collected in C, not tested one by one in Python.
+        if children is current and _SCALARS.issuperset(map(type, current)):
+            continue
         stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 

@@ -66,14 +66,14 @@ def bfloat16() -> np.dtype[Any]:
 
 def v2_datatype(array: np.ndarray[Any, Any]) -> str:
     """The v2 datatype of a numpy array (object and string arrays are BYTES)."""
+    known = _NUMPY_TO_V2.get(array.dtype)  # first: numpy computes ``dtype.name`` in Python
+    if known is not None:
+        return known
     if array.dtype.kind in ("O", "S", "U"):
         return "BYTES"
     if array.dtype.name == "bfloat16":
         return "BF16"
-    try:
-        return _NUMPY_TO_V2[array.dtype]
-    except KeyError:
-        raise InvalidInput(f"no v2 datatype for numpy {array.dtype}") from None
+    raise InvalidInput(f"no v2 datatype for numpy {array.dtype}")
 
 
 _UINT64_MAX = 2**64 - 1
@@ -129,9 +129,7 @@ def from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np
         if datatype == "BYTES":
             flat = np.array([_as_bytes(v) for v in _flatten(data)], dtype=object)
         else:
-            # nesting past numpy's 64 dimensions is flattened first, as Triton reads it
-            nested = _check_nesting(name, data) >= MAX_RANK
-            flat = np.asarray(_flatten(data) if nested else data, dtype=dtype).reshape(-1)
+            flat = _numbers(name, data, dtype)
     except (ValueError, TypeError, OverflowError) as exc:
         raise InvalidInput(f"input {name!r}: data is not {datatype}: {exc}") from None
     # JSON has no NaN, so a NaN here came from a null or a string; False from a null too.
@@ -143,6 +141,21 @@ def from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np
             f"input {name!r}: shape {list(shape)} needs {expected} elements, data has {flat.size}"
         )
     return flat.reshape(shape)
+
+
+def _numbers(name: str, data: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:
+    """A numeric ``data`` field as a flat array of ``dtype``."""
+    depth = _check_nesting(name, data)
+    if depth == 1 and dtype.kind in "fiu":
+        # A flat list read element by element: half the time of ``np.asarray``, which first
+        # scans the list for its shape and type. Where that fails, ``np.asarray`` decides, with
+        # its own answer or error, as before.
+        try:
+            return np.fromiter(data, dtype=dtype, count=len(data))
+        except (ValueError, TypeError, OverflowError):
+            pass
+    # nesting past numpy's 64 dimensions is flattened first, as Triton reads it
+    return np.asarray(_flatten(data) if depth >= MAX_RANK else data, dtype=dtype).reshape(-1)
 
 
 def _check_size(name: str, datatype: str, shape: tuple[int, ...], dtype: np.dtype[Any]) -> None:

@@ -1,11 +1,13 @@
 """An ASGI front door for the hot routes of long-running servers.
 
-``POST /v2/models/{m}[/versions/{v}]/infer`` and TorchServe's ``/predictions/{m}[/{v}]`` are
-answered here, before the framework's middleware stack and router (measured under load: they
-took a fifth of the server's time, more than parsing the request); every other request, and
-async submissions, go to the app. v2 infer is answered by the one v2 door
-(``apps.v2_calls``) over the app's data plane, predictions by the app's own
-``app.state.answer_prediction``, so both doors agree.
+``POST /v2/models/{m}[/versions/{v}]/infer``, TorchServe's ``/predictions/{m}[/{v}]`` and TF
+Serving's ``POST /v1/models/...`` (``:predict``) are answered here, before the framework's
+middleware stack and router (measured under load: they took a fifth of the server's time,
+more than parsing the request; for TF Serving's ``:predict``, half its CPU per request: see
+docs/benchmarks.md); every other request, and async submissions, go to the app. v2 infer is
+answered by the one v2 door (``apps.v2_calls``) over the app's data plane, predictions and TF
+Serving by the app's own ``app.state.answer_prediction`` and ``app.state.answer_tfserving``,
+so both doors agree.
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from lambdaserve.protocol.content_encoding import decode_body
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 AnswerPrediction = Callable[[str, str | None, bytes, dict[str, str]], Awaitable[Response]]
+AnswerTfServing = Callable[[str, Callable[[], Awaitable[bytes]]], Awaitable[Response]]
 PREDICTIONS = re.compile(r"^/predictions/([^/]+)(?:/([^/]+))?$")
+TFSERVING = re.compile(r"^/v1/models/(.*)$")  # the app's POST /v1/models/{target:path}
 
 
 class FrontDoor:
@@ -42,6 +46,9 @@ class FrontDoor:
         self._answer_prediction: AnswerPrediction | None = getattr(
             app.state, "answer_prediction", None
         )
+        self._answer_tfserving: AnswerTfServing | None = getattr(
+            app.state, "answer_tfserving", None
+        )
         self._max_request_bytes = max_request_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -49,6 +56,11 @@ class FrontDoor:
             prediction = PREDICTIONS.match(scope["path"])
             if prediction is not None and self._answer_prediction is not None:
                 response = await self._predict(prediction, scope, receive)
+                await response(scope, receive, send)
+                return
+            tfserving = TFSERVING.match(scope["path"]) if scope["method"] == "POST" else None
+            if tfserving is not None and self._answer_tfserving is not None:
+                response = await self._tfserving(tfserving, scope, receive)
                 await response(scope, receive, send)
                 return
         match = (
@@ -97,6 +109,21 @@ class FrontDoor:
             return await self._answer_prediction(match.group(1), match.group(2), body, headers)
         except Exception as exc:
             answer = error_answer(exc, scope["method"], match.group(0))
+            return Response(answer.body, answer.status, media_type=JSON)
+
+    async def _tfserving(self, match: re.Match[str], scope: Scope, receive: Receive) -> Response:
+        assert self._answer_tfserving is not None
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+
+        async def body() -> bytes:
+            limit = self._max_request_bytes()
+            raw = await read_limited(_chunks(receive), headers.get("content-length"), limit)
+            return decode_body(raw, headers.get("content-encoding"), limit)
+
+        try:
+            return await self._answer_tfserving(match.group(1), body)
+        except Exception as exc:
+            answer = error_answer(exc, "POST", match.group(0))
             return Response(answer.body, answer.status, media_type=JSON)
 
 
