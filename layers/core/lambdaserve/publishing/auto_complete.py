@@ -26,12 +26,12 @@ from typing import Any, Protocol
 
 from lambdaserve.config.model_config import ModelConfig, build
 from lambdaserve.errors import InvalidInput, ModelRejected
+from lambdaserve.publishing.bare_environment import bare_environment
 from lambdaserve.runtimes.model_code import outline
 
 # What auto_complete_config may fill in (python_backend's ModelConfig setters).
 COMPLETED_FIELDS = ("input", "output", "max_batch_size", "dynamic_batching")
 TIMEOUT_S = 60.0
-_KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "LD_LIBRARY_PATH")
 
 
 class Completer(Protocol):
@@ -131,14 +131,12 @@ class ValidatorFunction:
 
 def _bare_environment(scratch: str) -> dict[str, str]:
     """Enough to start Python and import what this process can: no AWS_*, no LAMBDASERVE_*."""
-    environment = {k: os.environ[k] for k in _KEPT_ENVIRONMENT if k in os.environ}
-    environment.update(
-        HOME=scratch,
+    return bare_environment(
+        scratch,
+        ("LD_LIBRARY_PATH",),
         PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-        PYTHONNOUSERSITE="1",
         PYTHONDONTWRITEBYTECODE="1",
     )
-    return environment
 
 
 def _end_group(process: subprocess.Popen[Any]) -> None:

@@ -28,11 +28,13 @@ from packaging.utils import canonicalize_name
 from pydantic import BaseModel, Field
 
 from lambdaserve.errors import ModelRejected
+from lambdaserve.publishing.bare_environment import bare_environment
 from lambdaserve.publishing.pip_reasons import pip_reason
 
 PIP_TIMEOUT_S = 600.0
 CONTENT_TYPE = "application/gzip"  # signed into the presigned URL: the PUT must send it
-_KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+# what pip needs to reach an index over TLS
+PIP_KEPT = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 
 
 class BuildRequest(BaseModel):
@@ -149,9 +151,7 @@ def _is_local(index: str) -> bool:
 
 
 def _bare_environment(scratch: Path) -> dict[str, str]:
-    environment = {k: os.environ[k] for k in _KEPT_ENVIRONMENT if k in os.environ}
-    environment.update(HOME=str(scratch), PIP_CONFIG_FILE=os.devnull, PYTHONNOUSERSITE="1")
-    return environment
+    return bare_environment(scratch, PIP_KEPT, PIP_CONFIG_FILE=os.devnull)
 
 
 def _check_size(target: Path, max_bytes: int, source: str) -> int:

@@ -20,9 +20,8 @@ import tempfile
 from typing import Any, Protocol
 
 from lambdaserve.errors import ModelRejected
-from lambdaserve.publishing.environment_build import PIP_TIMEOUT_S, BuildRequest
-
-_KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+from lambdaserve.publishing.bare_environment import bare_environment
+from lambdaserve.publishing.environment_build import PIP_KEPT, PIP_TIMEOUT_S, BuildRequest
 
 
 class Builder(Protocol):
@@ -36,11 +35,10 @@ class IsolatedBuilder:
 
     def build(self, request: BuildRequest) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="environment-build-") as home:
-            environment = {k: os.environ[k] for k in _KEPT_ENVIRONMENT if k in os.environ}
-            environment.update(
-                HOME=home,
+            environment = bare_environment(
+                home,
+                PIP_KEPT,
                 PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-                PYTHONNOUSERSITE="1",
                 PYTHONDONTWRITEBYTECODE="1",
             )
             process = subprocess.Popen(

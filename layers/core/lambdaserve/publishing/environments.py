@@ -56,7 +56,6 @@ ENVIRONMENTS_PREFIX = "environments/"
 DEFAULT_INDEX_URL = "https://pypi.org/simple"
 DEFAULT_MAX_BYTES = 512 * 1024**2
 _PUT_URL_TTL_S = 3600
-_KEPT_ENVIRONMENT = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 
 
 def version_environment(
