@@ -28,7 +28,17 @@ from typing import Any
 import grpc
 import numpy as np
 from bench_batching import load_python
-from bench_peers import RESULTS, Ours, Running, _wait_answering, build_models, start_triton, stop
+from bench_peers import (
+    RESULTS,
+    Ours,
+    Running,
+    _wait_answering,
+    available_cores,
+    build_models,
+    start_triton,
+    stop,
+    worker_counts,
+)
 from cpu_cost import CpuMeter
 from tritonclient.grpc import service_pb2
 
@@ -117,7 +127,13 @@ def measure(
             result.update(meter.cost(float(result["rps"]) * seconds))
             check(url, body, expected)
             points.append(
-                {"server": running.name, "protocol": "grpc", "concurrency": concurrency, **result}
+                {
+                    "server": running.name,
+                    "protocol": "grpc",
+                    "concurrency": concurrency,
+                    **result,
+                    **running.extra,
+                }
             )
             print(json.dumps(points[-1]), flush=True)
         if running.name == "lambdaserve":  # the same server's HTTP path, binary tensors, c=1
@@ -143,9 +159,11 @@ def measure(
 def table(points: list[dict[str, Any]]) -> str:
     by = {(p["server"], p["protocol"], p["concurrency"]): p for p in points}
     lines = [
+        f"workers/instances: {worker_counts(points)} ({available_cores()} cores available)\n",
         "| concurrency | lambdaserve gRPC req/s | p50 / p99 ms | CPU s / 1k req | Triton "
-        "(pytriton) gRPC req/s | p50 / p99 ms | CPU s / 1k req | req/s ratio | CPU ratio |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "(pytriton) gRPC req/s | p50 / p99 ms | CPU s / 1k req | req/s ratio | CPU ratio "
+        "| load generator CPU s / 1k req (ours / Triton's points) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for concurrency in CONCURRENCY:
         ours = by.get(("lambdaserve", "grpc", concurrency))
@@ -157,7 +175,8 @@ def table(points: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {concurrency} | {ours['rps']} | {ours['p50_ms']} / {ours['p99_ms']} | {ours_cpu} | "
             f"{triton['rps']} | {triton['p50_ms']} / {triton['p99_ms']} | {triton_cpu} | "
-            f"{ours['rps'] / triton['rps']:.2f}x | {cpu_ratio} |"
+            f"{ours['rps'] / triton['rps']:.2f}x | {cpu_ratio} | "
+            f"{ours.get('load_cpu_s_per_1k')} / {triton.get('load_cpu_s_per_1k')} |"
         )
     http = by.get(("lambdaserve", "http-binary", 1))
     grpc1 = by.get(("lambdaserve", "grpc", 1))
@@ -173,12 +192,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--peers", default="lambdaserve,triton")
-    parser.add_argument("--workers", type=int, default=2, help="Triton instances")
-    parser.add_argument("--ours-workers", type=int, default=1, help="lambdaserve serve --workers")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=available_cores(),
+        help="Triton instances (default: the cores available)",
+    )
+    parser.add_argument(
+        "--ours-workers",
+        type=int,
+        default=None,
+        help="lambdaserve serve --workers (default: --workers, the same cores as Triton)",
+    )
     parser.add_argument(
         "--channels", type=int, default=1, help="client connections the calls spread over"
     )
     args = parser.parse_args()
+    if args.ours_workers is None:
+        args.ours_workers = args.workers
     wanted = args.peers.split(",")
     RESULTS.mkdir(parents=True, exist_ok=True)
     points: list[dict[str, Any]] = []

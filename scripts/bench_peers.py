@@ -546,10 +546,26 @@ def run_server(
 # ----------------------------------------------------------------------------- report
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its affinity, not the host's count)."""
+    return len(os.sched_getaffinity(0))
+
+
+def worker_counts(points: list[dict[str, object]]) -> str:
+    """Each server's worker processes or instances, for the table's header."""
+    counts: dict[str, object] = {}
+    for point in points:
+        counts.setdefault(str(point["server"]), point.get("workers", point.get("instances", "?")))
+    return ", ".join(f"{server} {count}" for server, count in counts.items())
+
+
 def table(results: dict[int, list[dict[str, object]]]) -> str:
     lines = []
     for delay, points in results.items():
         lines.append(f"\nbatching delay {delay} ms (max batch 8), one row per request")
+        lines.append(
+            f"workers/instances: {worker_counts(points)} ({available_cores()} cores available)"
+        )
         lines.append(
             f"{'server':<12}{'proto':>7}{'c':>4}{'req/s':>9}{'p50 ms':>9}{'p99 ms':>9}{'err':>5}"
             f"{'RSS MB':>8}{'start s':>8}{'other':>7}{'cpu s/1k':>9}{'load s/1k':>10}"
@@ -637,16 +653,18 @@ def main() -> None:
     parser.add_argument(
         "--workers",
         type=int,
-        default=2,
-        help="TorchServe workers and Triton instances (2: their best here at c=32)",
+        default=available_cores(),
+        help="TorchServe workers and Triton instances (default: the cores available)",
     )
     parser.add_argument(
         "--ours-workers",
         type=int,
-        default=1,
-        help="lambdaserve serve --workers (1: its best here; wrk takes the other core)",
+        default=None,
+        help="lambdaserve serve --workers (default: --workers, the same cores as the peers)",
     )
     args = parser.parse_args()
+    if args.ours_workers is None:
+        args.ours_workers = args.workers
     wanted = args.peers.split(",")
     RESULTS.mkdir(parents=True, exist_ok=True)
     results: dict[int, list[dict[str, object]]] = {}
