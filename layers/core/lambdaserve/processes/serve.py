@@ -122,7 +122,12 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
             then = group.warmed_then_wait if group is not None else None
             warm_up_in_background(plane.server, readiness, settings.cache_bytes, then)
 
-        start += [DrainOnSigterm(readiness, settings.drain_delay_s), warm_up]
+        async def tune_gc() -> None:
+            from lambdaserve.processes.gc_tuning import tune_for_serving
+
+            tune_for_serving(readiness)  # before the warm-up: it freezes once ready
+
+        start += [DrainOnSigterm(readiness, settings.drain_delay_s), tune_gc, warm_up]
     if flags is not None and flags.port:
         from lambdaserve.apps.grpc.server import GrpcOptions, GrpcRunner
 
