@@ -133,6 +133,7 @@ def measure(
                     "concurrency": concurrency,
                     **result,
                     **running.extra,
+                    "channels": min(channels, concurrency),
                 }
             )
             print(json.dumps(points[-1]), flush=True)
@@ -159,7 +160,8 @@ def measure(
 def table(points: list[dict[str, Any]]) -> str:
     by = {(p["server"], p["protocol"], p["concurrency"]): p for p in points}
     lines = [
-        f"workers/instances: {worker_counts(points)} ({available_cores()} cores available)\n",
+        f"workers/instances: {worker_counts(points)} ({available_cores()} cores available); "
+        f"client connections: {max((p.get('channels', 1) for p in points), default=1)}\n",
         "| concurrency | lambdaserve gRPC req/s | p50 / p99 ms | CPU s / 1k req | Triton "
         "(pytriton) gRPC req/s | p50 / p99 ms | CPU s / 1k req | req/s ratio | CPU ratio "
         "| load generator CPU s / 1k req (ours / Triton's points) |",
@@ -205,11 +207,17 @@ def main() -> None:
         help="lambdaserve serve --workers (default: --workers, the same cores as Triton)",
     )
     parser.add_argument(
-        "--channels", type=int, default=1, help="client connections the calls spread over"
+        "--channels",
+        type=int,
+        default=None,
+        help="client connections the calls spread over (default: 2 per lambdaserve worker: "
+        "the workers share the port per connection, so one connection reaches one worker)",
     )
     args = parser.parse_args()
     if args.ours_workers is None:
         args.ours_workers = args.workers
+    if args.channels is None:
+        args.channels = 2 * args.ours_workers
     wanted = args.peers.split(",")
     RESULTS.mkdir(parents=True, exist_ok=True)
     points: list[dict[str, Any]] = []
