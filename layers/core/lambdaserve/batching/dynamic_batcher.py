@@ -35,6 +35,8 @@ ExecuteOne = Callable[[str, int | None, R], S]
 RunInThread = Callable[..., Awaitable[Any]]
 # told of each request the queue policy refused, to count it as the model's failure
 Rejected = Callable[[str, int | None, LambdaServeError], None]
+# how many of a lane's batches may run at once (1: one after another)
+Parallel = Callable[[str, int | None], int]
 
 
 @dataclass
@@ -57,6 +59,7 @@ class _Lane(Generic[R, S]):
     last_run_s: float = 1.0  # unknown until the first run: assume slow
     busy: bool = False
     arriving: int = 0
+    running: set[asyncio.Task[None]] = field(default_factory=set)  # batches run side by side
 
 
 class DynamicBatcher(Generic[R, S]):
@@ -73,12 +76,16 @@ class DynamicBatcher(Generic[R, S]):
         ready: Callable[[str, int | None], bool] = lambda model, version: True,
         rejected: Rejected | None = None,
         rows: Callable[[R], int] | None = None,
+        parallel: Parallel | None = None,
     ) -> None:
         self._execute = execute
         # how many rows a request brings to a batch (a tensor's first dimension by default)
         self._rows: Callable[[R], int] = rows or _tensor_rows
         self._rejected = rejected
         self._execute_one = execute_one
+        # Model code in N worker processes takes N batches at once, as TorchServe's frontend
+        # hands each worker its own batch; else one batch at a time.
+        self._parallel: Parallel = parallel or (lambda model, version: 1)
         # False when running now would do I/O first (a catalog read, a model load): such
         # runs go to a thread, whatever the model's speed, so the event loop never blocks.
         self._ready = ready
@@ -111,7 +118,8 @@ class DynamicBatcher(Generic[R, S]):
             lane.arriving += 1
             try:
                 await asyncio.sleep(0)
-                alone = lane.arriving == 1 and not lane.pending and not lane.busy
+                idle = not (lane.pending or lane.busy or lane.running)
+                alone = lane.arriving == 1 and idle
             finally:
                 lane.arriving -= 1
             if alone:
@@ -183,7 +191,11 @@ class DynamicBatcher(Generic[R, S]):
                 taken = [
                     lane.pending.popleft() for _ in range(min(decision.count, len(lane.pending)))
                 ]
-                await self._run(model, version, taken, lane)
+                limit = self._parallel(model, version)
+                if limit <= 1 and not lane.running:
+                    await self._run(model, version, taken, lane)
+                    continue
+                await self._run_beside(model, version, taken, lane, limit)
 
     async def _expire(
         self, model: str, version: int | None, lane: _Lane[R, S], policy: BatchPolicy
@@ -217,6 +229,28 @@ class DynamicBatcher(Generic[R, S]):
             lane.policy = await self._run_in_thread(self._policy, model, version)
             lane.policy_at = self._clock()
         return lane.policy
+
+    async def _run_beside(
+        self,
+        model: str,
+        version: int | None,
+        taken: list[_Pending[R, S]],
+        lane: _Lane[R, S],
+        limit: int,
+    ) -> None:
+        """Start this batch beside the ones running; return once fewer than ``limit`` run
+        (the next batch forms from what queued meanwhile)."""
+        task = asyncio.get_running_loop().create_task(self._run(model, version, taken, lane))
+        lane.running.add(task)
+
+        def finished(done: asyncio.Task[None]) -> None:
+            lane.running.discard(done)
+            lane.wakeup.set()
+
+        task.add_done_callback(finished)
+        while len(lane.running) >= max(1, limit):
+            lane.wakeup.clear()
+            await lane.wakeup.wait()
 
     async def _run(
         self, model: str, version: int | None, taken: list[_Pending[R, S]], lane: _Lane[R, S]
