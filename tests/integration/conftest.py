@@ -117,9 +117,6 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv("LAMBDASERVE_REQUESTS_QUEUE", f"requests-{suffix}")
     monkeypatch.setenv("LAMBDASERVE_WORK_DIR", str(tmp_path / "work"))
     monkeypatch.setenv("LAMBDASERVE_PYTHON_MODELS", "1")  # as in `lambdaserve dev`
-    # one worker per handler without minWorkers (not one per core): a many-core CI host
-    # would start that many torch processes per archive; tests that count ask for theirs
-    monkeypatch.setenv("LAMBDASERVE_DEFAULT_WORKERS_PER_MODEL", "1")
     get_settings.cache_clear()
     settings = get_settings()
     clients = AwsClients(settings)

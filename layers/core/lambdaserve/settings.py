@@ -53,12 +53,6 @@ class Settings:
     # model sets none is TorchServe's default responseTimeout.
     code_workers: bool = False
     worker_timeout_s: float = 120.0
-    # Workers of a handler whose model-config.yaml sets no minWorkers: TorchServe's
-    # default_workers_per_model (LAMBDASERVE_DEFAULT_WORKERS_PER_MODEL); 0: as TorchServe,
-    # one per core, shared out among serve's processes (LAMBDASERVE_WORKERS, set by its
-    # supervisor for each process it runs).
-    default_workers_per_model: int = 0
-    serve_processes: int = 1
     # In a Lambda function (AWS_LAMBDA_FUNCTION_NAME set): one worker per version, no scaling.
     in_lambda: bool = False
     # The code-validator Lambda (template: EnablePythonModels) that runs a Python model's
@@ -169,8 +163,6 @@ class Settings:
             worker_timeout_s=float(
                 env.get("LAMBDASERVE_WORKER_TIMEOUT_S", str(defaults.worker_timeout_s))
             ),
-            default_workers_per_model=int(env.get("LAMBDASERVE_DEFAULT_WORKERS_PER_MODEL", "0")),
-            serve_processes=int(env.get("LAMBDASERVE_WORKERS", "1")),
             in_lambda=bool(env.get("AWS_LAMBDA_FUNCTION_NAME")),
             code_validator_function=env.get("LAMBDASERVE_CODE_VALIDATOR_FUNCTION", ""),
             serving_check_function=env.get("LAMBDASERVE_SERVING_CHECK_FUNCTION", ""),

@@ -93,10 +93,7 @@ async def answer_v2(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:
     model, body, header_length = call.model, call.body, call.header_length
     if plane.batcher is None:
         return await plane.call(
-            model,
-            version,
-            lambda: v2_infer(plane, model, version, body, header_length),
-            runs_model=True,
+            model, version, lambda: v2_infer(plane, model, version, body, header_length)
         )
     if header_length == 0:  # a raw binary request needs the model's signature: maybe I/O
         parsed = await asyncio.to_thread(parse_for, plane, model, version, body, header_length)

@@ -84,7 +84,8 @@ class DynamicBatcher(Generic[R, S]):
         self._rejected = rejected
         self._execute_one = execute_one
         # Model code in N worker processes takes N batches at once, as TorchServe's frontend
-        # hands each worker its own batch; else one batch at a time.
+        # hands each worker its own batch (batches that run in a thread: a fast one runs in
+        # the loop, so one at a time); else one batch at a time.
         self._parallel: Parallel = parallel or (lambda model, version: 1)
         # False when running now would do I/O first (a catalog read, a model load): such
         # runs go to a thread, whatever the model's speed, so the event loop never blocks.

@@ -200,7 +200,6 @@ class InferenceDataPlane:
             lambda: server.infer(
                 model, version, request, lambda s, outputs: Inferred(model, s.version, outputs)
             ),
-            runs_model=True,
         )
 
     async def _cache_lookup(
@@ -259,21 +258,11 @@ class InferenceDataPlane:
                 if isinstance(outcome, LambdaServeError):
                     raise outcome
                 return outcome
-        return await self.call(
-            model, version, lambda: predict_raw(server, model, version, raw), runs_model=True
-        )
+        return await self.call(model, version, lambda: predict_raw(server, model, version, raw))
 
-    async def call(
-        self, model: str, version: int | None, work: Callable[[], T], *, runs_model: bool = False
-    ) -> T:
+    async def call(self, model: str, version: int | None, work: Callable[[], T]) -> T:
         # A loaded model answers inline: a thread hop costs more than a small model's run.
-        # Not a run of one whose code is in worker processes (``runs_model``): inline, the
-        # loop would wait on the worker's socket, one call at a time, while the version's
-        # other workers sat idle.
-        server = self.server()
-        if server.is_loaded(model, version) and not (
-            runs_model and server.code_workers(model, version)
-        ):
+        if self.server().is_loaded(model, version):
             return work()
         return await asyncio.to_thread(work)
 

@@ -65,7 +65,7 @@ def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: in
         policy,
         asyncio.to_thread,
         execute_one=execute_one,
-        ready=lambda model, version: on_the_loop(server(), model, version),
+        ready=lambda model, version: server().is_loaded(model, version),
         rejected=rejected,
         parallel=lambda model, version: server().code_workers(model, version),
     )
@@ -92,14 +92,7 @@ def handler_batcher(server: Callable[[], ModelServer]) -> RawBatcher:
         execute,
         policy,
         asyncio.to_thread,
-        ready=lambda model, version: on_the_loop(server(), model, version),
+        ready=lambda model, version: server().is_loaded(model, version),
         rows=lambda request: 1,
         parallel=lambda model, version: server().code_workers(model, version),
     )
-
-
-def on_the_loop(server: ModelServer, model: str, version: int | None) -> bool:
-    """Whether a fast batch may run in the event loop: loaded (no I/O first), and its code
-    not in worker processes (the loop would wait on a worker's socket, and the version's
-    other workers could take no batch meanwhile)."""
-    return server.is_loaded(model, version) and not server.code_workers(model, version)

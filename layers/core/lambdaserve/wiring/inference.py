@@ -3,7 +3,6 @@ apart from the management and queue services so a cold start imports only this."
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from lambdaserve.catalog.repository import ModelRepository
@@ -19,7 +18,7 @@ from lambdaserve.serving.response_cache_setup import response_cache_from
 from lambdaserve.serving.version_resolver import VersionResolver
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.aws import AwsClients
-from lambdaserve.workers.options import EnvironmentPaths, WorkerOptions, handler_default
+from lambdaserve.workers.options import EnvironmentPaths, WorkerOptions
 
 
 def build_model_server(
@@ -54,11 +53,6 @@ def build_model_server(
             enabled=settings.code_workers,
             timeout_s=settings.worker_timeout_s,
             per_version=1 if settings.in_lambda else 0,
-            handler_default=handler_default(
-                settings.default_workers_per_model,
-                settings.serve_processes,
-                len(os.sched_getaffinity(0)),
-            ),
             environment_paths=environment_paths or EnvironmentDirectories.beside(cache),
         ),
     )

@@ -24,14 +24,12 @@ def no_environment(model: str, version: int, version_dir: Path) -> tuple[Path, .
 @dataclass(frozen=True)
 class WorkerOptions:
     """The composition root's choices: whether model code runs in workers, the timeout
-    where a model sets none, ``per_version`` (1 in Lambda: one worker per version; 0:
-    the counts the model asks for) and ``handler_default`` (a handler's count where its
-    model-config.yaml sets no minWorkers: TorchServe's default_workers_per_model)."""
+    where a model sets none, and ``per_version`` (1 in Lambda: one worker per version; 0:
+    the counts the model asks for)."""
 
     enabled: bool = False
     timeout_s: float = TORCHSERVE_TIMEOUT_S
     per_version: int = 0
-    handler_default: int = 1
     start_timeout_s: float = 300.0
     environment_paths: EnvironmentPaths = no_environment
 
@@ -51,20 +49,12 @@ def counts_for(
     timeout = options.timeout_s
     if backend == "torchserve_handler":
         document = _model_yaml(model_path)
-        low = _positive(document.get("minWorkers"), max(1, options.handler_default))
+        low = _positive(document.get("minWorkers"), 1)
         high = max(low, _positive(document.get("maxWorkers"), low))
         timeout = float(_positive(document.get("responseTimeout"), int(timeout)))
     if options.per_version:
         low = high = options.per_version
     return Counts(low, high, timeout)
-
-
-def handler_default(per_model: int, serve_processes: int, cores: int) -> int:
-    """TorchServe's default_workers_per_model: ``per_model`` where set, else one per core
-    (as TorchServe on a CPU host), shared out among ``serve_processes`` (each runs its own)."""
-    if per_model > 0:
-        return per_model
-    return max(1, cores // max(1, serve_processes))
 
 
 def _positive(value: Any, default: int) -> int:

@@ -226,8 +226,8 @@ class Workforce:
 
     @property
     def worker_count(self) -> int:
-        """How many calls may run at once (the model server asks: calls wait on a socket,
-        not in the event loop, and batches go to free workers side by side)."""
+        """How many calls may run at once: the batcher hands this many batches to free
+        workers side by side, as TorchServe's frontend gives each worker its own batch."""
         return self._target
 
     def scale(self, min_workers: int, max_workers: int | None = None) -> None:
