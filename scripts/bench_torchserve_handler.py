@@ -7,7 +7,8 @@ workers; `serve` and its model-code workers).
   (the tests' `tiny.mar`), JSON rows to `/predictions/tiny`;
 - classifier: TorchServe's built-in `image_classifier` on an eager CNN with
   index_to_name.json (the tests' `classifier.mar`), a JPEG body as `curl -T` sends it;
-- classifier-batched: the same with model-config.yaml `batchSize: 4`, `maxBatchDelay: 5`.
+- classifier-batched: the same with model-config.yaml `batchSize: 4`, `maxBatchDelay: 5` and
+  `minWorkers`/`maxWorkers` one per core (TorchServe's default count, written out).
 
     python scripts/bench_torchserve_handler.py [--seconds 10] [--workload tiny ...]
         [--workers-mode in-process,workers] [--concurrency 1,32]
@@ -110,8 +111,13 @@ def workload(name: str, work: Path) -> Workload:
         return Workload(mar, Call(body, JSON_HEADERS), _probabilities, want)
     config = None
     if name == "classifier-batched":
+        # workers as TorchServe's default gives it (one per core): with model code in
+        # workers, lambdaserve's batcher hands each its own batch
+        cores = len(os.sched_getaffinity(0))
         config = where / "model-config.yaml"
-        config.write_text("batchSize: 4\nmaxBatchDelay: 5\n")
+        config.write_text(
+            f"batchSize: 4\nmaxBatchDelay: 5\nminWorkers: {cores}\nmaxWorkers: {cores}\n"
+        )
     mar = builtin_archive(where, "classifier", "image_classifier", "1.0", config)
     image = jpeg(seed=3)
     [want] = torchserve_answers(mar, [image], where)

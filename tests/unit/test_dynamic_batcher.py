@@ -347,7 +347,8 @@ def test_a_request_whose_caller_went_away_leaves_the_queue_and_frees_its_place()
 
 
 def test_a_lane_with_two_workers_runs_two_batches_side_by_side():
-    """Given a lane whose version has two worker processes (``parallel`` 2), max batch 2,
+    """Given a lane whose version has two worker processes (its policy's ``parallel``: 2),
+    max batch 2,
     When four requests arrive together and each batch waits until another batch is running,
     Then two batches of two run at once (one after the other would never meet), and every
     request gets its own result."""
@@ -358,9 +359,8 @@ def test_a_lane_with_two_workers_runs_two_batches_side_by_side():
         return [BatchResult(outputs={"y": r.inputs[0].data}, version=1) for r in requests]
 
     async def scenario():
-        batcher = DynamicBatcher(
-            execute, lambda m, v: BatchPolicy(2, 0.05), in_thread, parallel=lambda m, v: 2
-        )
+        policy = BatchPolicy(2, 0.05, parallel=2)
+        batcher = DynamicBatcher(execute, lambda m, v: policy, in_thread)
         results = await asyncio.gather(*(batcher.submit("m", None, row(i)) for i in range(4)))
         return results, batcher.executions
 

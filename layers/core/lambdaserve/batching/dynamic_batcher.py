@@ -35,8 +35,6 @@ ExecuteOne = Callable[[str, int | None, R], S]
 RunInThread = Callable[..., Awaitable[Any]]
 # told of each request the queue policy refused, to count it as the model's failure
 Rejected = Callable[[str, int | None, LambdaServeError], None]
-# how many of a lane's batches may run at once (1: one after another)
-Parallel = Callable[[str, int | None], int]
 
 
 @dataclass
@@ -76,17 +74,12 @@ class DynamicBatcher(Generic[R, S]):
         ready: Callable[[str, int | None], bool] = lambda model, version: True,
         rejected: Rejected | None = None,
         rows: Callable[[R], int] | None = None,
-        parallel: Parallel | None = None,
     ) -> None:
         self._execute = execute
         # how many rows a request brings to a batch (a tensor's first dimension by default)
         self._rows: Callable[[R], int] = rows or _tensor_rows
         self._rejected = rejected
         self._execute_one = execute_one
-        # Model code in N worker processes takes N batches at once, as TorchServe's frontend
-        # hands each worker its own batch (batches that run in a thread: a fast one runs in
-        # the loop, so one at a time); else one batch at a time.
-        self._parallel: Parallel = parallel or (lambda model, version: 1)
         # False when running now would do I/O first (a catalog read, a model load): such
         # runs go to a thread, whatever the model's speed, so the event loop never blocks.
         self._ready = ready
@@ -192,7 +185,7 @@ class DynamicBatcher(Generic[R, S]):
                 taken = [
                     lane.pending.popleft() for _ in range(min(decision.count, len(lane.pending)))
                 ]
-                limit = self._parallel(model, version)
+                limit = policy.parallel  # each of several from a thread
                 if limit <= 1 and not lane.running:
                     await self._run(model, version, taken, lane)
                     continue
@@ -241,7 +234,9 @@ class DynamicBatcher(Generic[R, S]):
     ) -> None:
         """Start this batch beside the ones running; return once fewer than ``limit`` run
         (the next batch forms from what queued meanwhile)."""
-        task = asyncio.get_running_loop().create_task(self._run(model, version, taken, lane))
+        # in a thread whatever its speed: a batch run from the loop would hold the others
+        run = self._run(model, version, taken, lane, inline=False)
+        task = asyncio.get_running_loop().create_task(run)
         lane.running.add(task)
 
         def finished(done: asyncio.Task[None]) -> None:
@@ -254,7 +249,12 @@ class DynamicBatcher(Generic[R, S]):
             await lane.wakeup.wait()
 
     async def _run(
-        self, model: str, version: int | None, taken: list[_Pending[R, S]], lane: _Lane[R, S]
+        self,
+        model: str,
+        version: int | None,
+        taken: list[_Pending[R, S]],
+        lane: _Lane[R, S],
+        inline: bool = True,
     ) -> None:
         started = self._clock()
         queued_ns = [int((started - p.enqueued) * 1e9) for p in taken]
@@ -268,7 +268,7 @@ class DynamicBatcher(Generic[R, S]):
 
         lane.busy = True
         try:
-            if lane.last_run_s < INLINE_BELOW_S and self._ready(model, version):
+            if inline and lane.last_run_s < INLINE_BELOW_S and self._ready(model, version):
                 # A fast model: a thread hop would cost more than the run (measured: waking a
                 # pool thread and taking the GIL back took longer than a batch of 8 rows).
                 results, lane.last_run_s = timed()

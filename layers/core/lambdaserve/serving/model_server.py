@@ -216,15 +216,9 @@ class ModelServer:
             return True  # the answer (an error) is already known without I/O
         return (served.model, served.version, served.record.fingerprint) in self._loaded
 
-    def code_workers(self, model: str, version: int | None) -> int:
+    def code_workers(self, served: ServedVersion) -> int:
         """How many worker processes run this loaded version's code; 0 when it runs in this
-        process or is not loaded yet (no I/O: what the catalog view and memory know)."""
-        if not self.resolver.is_fresh(model):
-            return 0
-        try:
-            served = self.resolver.resolve(model, version)
-        except LambdaServeError:
-            return 0
+        process or is not loaded."""
         with self._lock:
             loaded = self._loaded.get((served.model, served.version, served.record.fingerprint))
         # a worker pool's count (workers.pool, not imported here: the Lambda cold path)
