@@ -1,13 +1,21 @@
 """The same TorchServe archives on TorchServe 0.12 and on `lambdaserve serve`, c=1 and c=32,
-one run, this machine: requests per second, p50/p99 and the servers' resident memory.
+one run, this machine: requests per second, p50/p99, CPU seconds per 1,000 requests and
+resident memory, both of each server's whole process tree (TorchServe's JVM and its Python
+workers; `serve` and its model-code workers).
 
 - tiny: a BaseHandler subclass with an eager model, a helper module and model-config.yaml
   (the tests' `tiny.mar`), JSON rows to `/predictions/tiny`;
 - classifier: TorchServe's built-in `image_classifier` on an eager CNN with
   index_to_name.json (the tests' `classifier.mar`), a JPEG body as `curl -T` sends it;
-- classifier-batched: the same with model-config.yaml `batchSize: 4`, `maxBatchDelay: 5`.
+- classifier-batched: the same with model-config.yaml `batchSize: 4`, `maxBatchDelay: 5` and
+  `minWorkers`/`maxWorkers` one per core (TorchServe's default count, written out).
 
     python scripts/bench_torchserve_handler.py [--seconds 10] [--workload tiny ...]
+        [--workers-mode in-process,workers] [--concurrency 1,32]
+
+`--workers-mode` runs ours once per mode, side by side in one run: the handler in the
+serving process (`in-process`), or in its worker processes (`workers`:
+LAMBDASERVE_CODE_WORKERS=1).
 
 Writes bench/results/torchserve-handler-<time>.json; `make bench-peers` runs it last.
 """
@@ -103,8 +111,13 @@ def workload(name: str, work: Path) -> Workload:
         return Workload(mar, Call(body, JSON_HEADERS), _probabilities, want)
     config = None
     if name == "classifier-batched":
+        # workers as TorchServe's default gives it (one per core): with model code in
+        # workers, lambdaserve's batcher hands each its own batch
+        cores = len(os.sched_getaffinity(0))
         config = where / "model-config.yaml"
-        config.write_text("batchSize: 4\nmaxBatchDelay: 5\n")
+        config.write_text(
+            f"batchSize: 4\nmaxBatchDelay: 5\nminWorkers: {cores}\nmaxWorkers: {cores}\n"
+        )
     mar = builtin_archive(where, "classifier", "image_classifier", "1.0", config)
     image = jpeg(seed=3)
     [want] = torchserve_answers(mar, [image], where)
@@ -180,10 +193,12 @@ def start_torchserve(work: Path, job: Workload, workers: int) -> Running:
 class OursWithArchive(Ours):
     """`lambdaserve serve` with the archive uploaded as models/<name>.mar."""
 
-    def __init__(self, job: Workload, workers: int) -> None:
+    def __init__(self, job: Workload, workers: int, mode: str = "in-process") -> None:
         self._stack, self._endpoint = start_stack()
         self._job = job
         self.workers = workers
+        self.mode = mode
+        self._published = False
 
     def start_archive(self, work: Path) -> Running:
         import boto3
@@ -196,30 +211,35 @@ class OursWithArchive(Ours):
             aws_secret_access_key="test",
         )
         job = self._job
-        s3.put_object(
-            Bucket="lambdaserve-models", Key=f"models/{job.mar.name}", Body=job.mar.read_bytes()
-        )
-        time.sleep(5)  # the event pump unpacks and validates it
+        if not self._published:
+            s3.put_object(
+                Bucket="lambdaserve-models", Key=f"models/{job.mar.name}", Body=job.mar.read_bytes()
+            )
+            time.sleep(5)  # the event pump unpacks and validates it
+            self._published = True
         port = free_port()
         env = serve_environment(
             self._endpoint,
-            str(work / "ours"),
+            str(work / f"ours-{self.mode}"),
             LAMBDASERVE_PYTHON_MODELS="1",
+            LAMBDASERVE_CODE_WORKERS="1" if self.mode == "workers" else "0",
             OMP_NUM_THREADS="1",
         )
         process = _spawn(
             [sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(port),
              "--grpc-port", "0", "--workers", str(self.workers)],
             env,
-            work / f"ours-{job.mar.parent.parent.name}.out",
+            work / f"ours-{job.mar.parent.parent.name}-{self.mode}.out",
         )  # fmt: skip
         return Running(
-            "lambdaserve", process, port, f"/predictions/{job.model}", {job.protocol: job.call},
-            job.answer, extra={"workers": self.workers},
+            f"lambdaserve ({self.mode})", process, port, f"/predictions/{job.model}",
+            {job.protocol: job.call}, job.answer,
+            extra={"workers": self.workers, "code": self.mode},
         )  # fmt: skip
 
 
 WORKLOADS = ("tiny", "classifier", "classifier-batched")
+MODES = ("in-process", "workers")
 
 
 def handler_floor(job: Workload, work: Path, calls: int = 300) -> dict[str, object]:
@@ -246,15 +266,26 @@ def handler_floor(job: Workload, work: Path, calls: int = 300) -> dict[str, obje
 
 
 def compare(job: Workload, work: Path, args: argparse.Namespace) -> list[dict[str, object]]:
-    """TorchServe (two workers, its default on this machine) then ours, on one archive."""
+    """TorchServe (its default workers: one per core) then ours in each mode, one archive."""
     points = [handler_floor(job, work)]
-    points += run_server(lambda: start_torchserve(work, job, 2), job.want, args.seconds)
+    cores = len(os.sched_getaffinity(0))
+    points += run_server(lambda: start_torchserve(work, job, cores), job.want, args.seconds)
     ours = OursWithArchive(job, args.ours_workers)
     try:
-        points += run_server(lambda: ours.start_archive(work), job.want, args.seconds)
+        for mode in args.workers_mode:
+            ours.mode = mode
+            points += run_server(lambda: ours.start_archive(work), job.want, args.seconds)
     finally:
         ours.close()
     return points
+
+
+def _modes(text: str) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise argparse.ArgumentTypeError(f"modes are {', '.join(MODES)}; got {text!r}")
+    return modes
 
 
 def main() -> None:
@@ -268,10 +299,16 @@ def main() -> None:
         "--ours-workers", type=int, default=2,
         help="`serve --workers` (default 2: TorchServe runs 2 workers, one per core here)",
     )  # fmt: skip
+    parser.add_argument(
+        "--workers-mode", type=_modes, default=["in-process"],
+        help="where ours runs the handler, comma-separated: in-process, workers "
+        "(LAMBDASERVE_CODE_WORKERS=1); default in-process",
+    )  # fmt: skip
+    parser.add_argument("--concurrency", default="1,32", help="comma-separated (default 1,32)")
     args = parser.parse_args()
     import bench_peers
 
-    bench_peers.CONCURRENCY = (1, 32)
+    bench_peers.CONCURRENCY = tuple(int(c) for c in args.concurrency.split(","))
     points: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
@@ -282,9 +319,11 @@ def main() -> None:
     out.write_text(json.dumps(points, indent=2))
     for point in points:
         print(
-            f"{point['workload']:19} {point['server']:12} c={point['concurrency']:<3} "
+            f"{point['workload']:19} {point['server']:24} c={point['concurrency']:<3} "
             f"{float(point['req_s']):8.0f} req/s  p50 {float(point['p50_ms']):6.2f} ms  "
-            f"p99 {float(point['p99_ms']):6.2f} ms  rss {point['rss_mb']} MB"
+            f"p99 {float(point['p99_ms']):6.2f} ms  "
+            f"cpu {float(point.get('server_cpu_s_per_1k', 0)):6.3f} s/1k  "
+            f"rss {point['rss_mb']} MB"
         )
     print(f"wrote {out}")
 

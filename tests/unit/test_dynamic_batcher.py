@@ -344,3 +344,26 @@ def test_a_request_whose_caller_went_away_leaves_the_queue_and_frees_its_place()
     first, second = run(scenario())
     assert (first.outputs["y"][0, 0], second.outputs["y"][0, 0]) == (0, 2)
     assert 1.0 not in blocking.order
+
+
+def test_a_lane_with_two_workers_runs_two_batches_side_by_side():
+    """Given a lane whose version has two worker processes (its policy's ``parallel``: 2),
+    max batch 2,
+    When four requests arrive together and each batch waits until another batch is running,
+    Then two batches of two run at once (one after the other would never meet), and every
+    request gets its own result."""
+    both_running = threading.Barrier(2, timeout=20)
+
+    def execute(model, version, requests, queued_ns):
+        both_running.wait()  # breaks (and fails the batch) if the batches run one by one
+        return [BatchResult(outputs={"y": r.inputs[0].data}, version=1) for r in requests]
+
+    async def scenario():
+        policy = BatchPolicy(2, 0.05, parallel=2)
+        batcher = DynamicBatcher(execute, lambda m, v: policy, in_thread)
+        results = await asyncio.gather(*(batcher.submit("m", None, row(i)) for i in range(4)))
+        return results, batcher.executions
+
+    results, executions = run(scenario())
+    assert [int(r.outputs["y"][0, 0]) for r in results] == [0, 1, 2, 3]
+    assert executions == [2, 2]

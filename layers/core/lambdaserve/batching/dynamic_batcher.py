@@ -57,6 +57,7 @@ class _Lane(Generic[R, S]):
     last_run_s: float = 1.0  # unknown until the first run: assume slow
     busy: bool = False
     arriving: int = 0
+    running: set[asyncio.Task[None]] = field(default_factory=set)  # batches run side by side
 
 
 class DynamicBatcher(Generic[R, S]):
@@ -111,7 +112,8 @@ class DynamicBatcher(Generic[R, S]):
             lane.arriving += 1
             try:
                 await asyncio.sleep(0)
-                alone = lane.arriving == 1 and not lane.pending and not lane.busy
+                idle = not (lane.pending or lane.busy or lane.running)
+                alone = lane.arriving == 1 and idle
             finally:
                 lane.arriving -= 1
             if alone:
@@ -183,7 +185,11 @@ class DynamicBatcher(Generic[R, S]):
                 taken = [
                     lane.pending.popleft() for _ in range(min(decision.count, len(lane.pending)))
                 ]
-                await self._run(model, version, taken, lane)
+                limit = policy.parallel  # each of several from a thread
+                if limit <= 1 and not lane.running:
+                    await self._run(model, version, taken, lane)
+                    continue
+                await self._run_beside(model, version, taken, lane, limit)
 
     async def _expire(
         self, model: str, version: int | None, lane: _Lane[R, S], policy: BatchPolicy
@@ -218,8 +224,37 @@ class DynamicBatcher(Generic[R, S]):
             lane.policy_at = self._clock()
         return lane.policy
 
+    async def _run_beside(
+        self,
+        model: str,
+        version: int | None,
+        taken: list[_Pending[R, S]],
+        lane: _Lane[R, S],
+        limit: int,
+    ) -> None:
+        """Start this batch beside the ones running; return once fewer than ``limit`` run
+        (the next batch forms from what queued meanwhile)."""
+        # in a thread whatever its speed: a batch run from the loop would hold the others
+        run = self._run(model, version, taken, lane, inline=False)
+        task = asyncio.get_running_loop().create_task(run)
+        lane.running.add(task)
+
+        def finished(done: asyncio.Task[None]) -> None:
+            lane.running.discard(done)
+            lane.wakeup.set()
+
+        task.add_done_callback(finished)
+        while len(lane.running) >= max(1, limit):
+            lane.wakeup.clear()
+            await lane.wakeup.wait()
+
     async def _run(
-        self, model: str, version: int | None, taken: list[_Pending[R, S]], lane: _Lane[R, S]
+        self,
+        model: str,
+        version: int | None,
+        taken: list[_Pending[R, S]],
+        lane: _Lane[R, S],
+        inline: bool = True,
     ) -> None:
         started = self._clock()
         queued_ns = [int((started - p.enqueued) * 1e9) for p in taken]
@@ -233,7 +268,7 @@ class DynamicBatcher(Generic[R, S]):
 
         lane.busy = True
         try:
-            if lane.last_run_s < INLINE_BELOW_S and self._ready(model, version):
+            if inline and lane.last_run_s < INLINE_BELOW_S and self._ready(model, version):
                 # A fast model: a thread hop would cost more than the run (measured: waking a
                 # pool thread and taking the GIL back took longer than a batch of 8 rows).
                 results, lane.last_run_s = timed()

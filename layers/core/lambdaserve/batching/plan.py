@@ -20,6 +20,9 @@ class BatchPolicy:
     max_queue_delay_s: float = 0.0
     preferred_sizes: tuple[int, ...] = ()
     queue: QueuePolicy = field(default_factory=QueuePolicy)
+    # batches that may run at once: model code in N worker processes takes N, as
+    # TorchServe's frontend gives each worker its own batch; else one after another
+    parallel: int = 1
 
 
 @dataclass(frozen=True)

@@ -216,6 +216,15 @@ class ModelServer:
             return True  # the answer (an error) is already known without I/O
         return (served.model, served.version, served.record.fingerprint) in self._loaded
 
+    def code_workers(self, served: ServedVersion) -> int:
+        """How many worker processes run this loaded version's code; 0 when it runs in this
+        process or is not loaded."""
+        with self._lock:
+            loaded = self._loaded.get((served.model, served.version, served.record.fingerprint))
+        # a worker pool's count (workers.pool, not imported here: the Lambda cold path)
+        count = getattr(loaded, "worker_count", 0)
+        return count if isinstance(count, int) else 0
+
     def loaded_versions(self) -> list[tuple[str, int]]:
         with self._lock:
             return [(model, version) for model, version, _ in self._loaded]

@@ -32,16 +32,19 @@ def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: in
         return server().infer_many(model, version, requests, queued_ns, cached=False)
 
     def policy(model: str, version: int | None) -> BatchPolicy:
-        served = server().resolver.resolve(model, version)
+        current = server()
+        served = current.resolver.resolve(model, version)
         limit = batch_limit(served, default_max_batch_size)
         batching = served.config.dynamic_batching
+        parallel = max(1, current.code_workers(served))
         if batching is None:
-            return BatchPolicy(max_batch_size=limit)
+            return BatchPolicy(max_batch_size=limit, parallel=parallel)
         return BatchPolicy(
             max_batch_size=limit,
             max_queue_delay_s=batching.max_queue_delay_microseconds / 1e6,
             preferred_sizes=batching.preferred_batch_size,
             queue=batching.queue_policy,
+            parallel=parallel,
         )
 
     def execute_one(model: str, version: int | None, request: InferRequest) -> BatchResult:
@@ -82,9 +85,12 @@ def handler_batcher(server: Callable[[], ModelServer]) -> RawBatcher:
 
     def policy(model: str, version: int | None) -> BatchPolicy:
         current = server()
-        batching = handler_batching(current, current.resolver.resolve(model, version))
+        served = current.resolver.resolve(model, version)
+        batching = handler_batching(current, served)  # loads the version
         return BatchPolicy(
-            max_batch_size=max(1, batching.batch_size), max_queue_delay_s=batching.max_delay_s
+            max_batch_size=max(1, batching.batch_size),
+            max_queue_delay_s=batching.max_delay_s,
+            parallel=max(1, current.code_workers(served)),
         )
 
     return DynamicBatcher(

@@ -224,6 +224,12 @@ class Workforce:
         """How many workers this version keeps (its minWorkers, or the last scaling's)."""
         return self._target
 
+    @property
+    def worker_count(self) -> int:
+        """How many calls may run at once: the batcher hands this many batches to free
+        workers side by side, as TorchServe's frontend gives each worker its own batch."""
+        return self._target
+
     def scale(self, min_workers: int, max_workers: int | None = None) -> None:
         """TorchServe's ``PUT /models/{m}?min_worker=``: start workers up to the count; the
         ones above it stop now when idle, else when they next fall idle."""
