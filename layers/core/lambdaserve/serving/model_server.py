@@ -7,9 +7,7 @@ loaded models stay in a module-scope LRU across invocations.
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -25,6 +23,7 @@ from lambdaserve.serving.batch_runs import run_batch
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.classification import classify
+from lambdaserve.serving.loaded_versions import LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
 from lambdaserve.serving.response_cache import Lookup, ResponseCache
 from lambdaserve.serving.version_resolver import ServedVersion, VersionResolver
@@ -65,15 +64,12 @@ class ModelServer:
         self._default_max_batch_size = default_max_batch_size
         self._cache = cache
         self._options = options
-        self._max_loaded = max(1, max_loaded)
-        self._loaded: OrderedDict[tuple[str, int, str], LoadedModel] = OrderedDict()
-        self._lock = threading.Lock()
-        self._loading: dict[tuple[str, int, str], threading.Lock] = {}
+        self._loaded = LoadedVersions(max_loaded)
 
     @property
     def max_loaded(self) -> int:
         """How many versions this server holds loaded (LAMBDASERVE_MAX_LOADED_VERSIONS)."""
-        return self._max_loaded
+        return self._loaded.limit
 
     def infer(
         self,
@@ -219,29 +215,21 @@ class ModelServer:
     def code_workers(self, served: ServedVersion) -> int:
         """How many worker processes run this loaded version's code; 0 when it runs in this
         process or is not loaded."""
-        with self._lock:
-            loaded = self._loaded.get((served.model, served.version, served.record.fingerprint))
+        loaded = self._loaded.get((served.model, served.version, served.record.fingerprint))
         # a worker pool's count (workers.pool, not imported here: the Lambda cold path)
         count = getattr(loaded, "worker_count", 0)
         return count if isinstance(count, int) else 0
 
     def loaded_versions(self) -> list[tuple[str, int]]:
-        with self._lock:
-            return [(model, version) for model, version, _ in self._loaded]
+        return [(model, version) for (model, version, _), _loaded in self._loaded.items()]
 
     def loaded_models(self) -> list[tuple[str, int, LoadedModel]]:
         """Every loaded version with its model (worker pools are described from these)."""
-        with self._lock:
-            return [
-                (model, version, loaded) for (model, version, _), loaded in self._loaded.items()
-            ]
+        return [(model, version, loaded) for (model, version, _), loaded in self._loaded.items()]
 
     def adopt_loaded(self, other: ModelServer) -> None:
         """Serve ``other``'s loaded models (a SnapStart restore renews clients, not models)."""
-        with other._lock:
-            taken = list(other._loaded.items())
-        with self._lock:
-            self._loaded.update(taken)
+        self._loaded.adopt(other._loaded)
 
     def prefetch(self, served: ServedVersion) -> bool:
         """Download ``served``'s files into the local cache; True when it fetched any."""
@@ -252,48 +240,16 @@ class ModelServer:
     def load(self, served: ServedVersion) -> LoadedModel:
         """The loaded model for ``served``: from memory, or cache + runtime + warm-up."""
         key = (served.model, served.version, served.record.fingerprint)
-        with self._lock:
-            if key in self._loaded:
-                self._loaded.move_to_end(key)
-                return self._loaded[key]
-            loading = self._loading.setdefault(key, threading.Lock())
-        with loading:
-            with self._lock:
-                if key in self._loaded:
-                    return self._loaded[key]
-            evicted = []
-            try:
-                loaded = self._load(served)
-                with self._lock:
-                    self._loaded[key] = loaded
-                    while len(self._loaded) > self._max_loaded:
-                        evicted.append(self._loaded.popitem(last=False))
-            finally:
-                # only once the model is in _loaded (or failed): a caller arriving between
-                # would otherwise take a fresh lock and load it a second time
-                with self._lock:
-                    self._loading.pop(key, None)
-        for dropped in evicted:
-            _release(dropped, "LRU")
-        return loaded
+        return self._loaded.load(key, lambda: self._load(served))
 
     def unload(self, model: str) -> int:
         """Drop every loaded version of ``model`` (a Python model's ``finalize`` runs), as
         Triton's unload does; returns how many were loaded."""
-        with self._lock:
-            keys = [key for key in self._loaded if key[0] == model]
-            dropped = [(key, self._loaded.pop(key)) for key in keys]
-        for item in dropped:
-            _release(item, "unload")
-        return len(dropped)
+        return self._loaded.unload(model)
 
     def close(self) -> None:
         """Drop every loaded version, as a server shutting down does."""
-        with self._lock:
-            dropped = list(self._loaded.items())
-            self._loaded.clear()
-        for item in dropped:
-            _release(item, "shutdown")
+        self._loaded.close()
 
     def _load(self, served: ServedVersion) -> LoadedModel:
         try:
@@ -329,18 +285,6 @@ class ModelServer:
         except Exception:
             logger.exception("could not record the load failure of %s", served.model)
         self.resolver.forget(served.model)
-
-
-def _release(item: tuple[tuple[str, int, str], LoadedModel], why: str) -> None:
-    """A loaded model leaves memory: its ``close`` runs (Python models' ``finalize``)."""
-    (model, version, _), loaded = item
-    close = getattr(loaded, "close", None)
-    if close is not None:
-        try:
-            close()
-        except Exception:
-            logger.exception("closing %s version %s failed", model, version)
-    logger.info("unloaded %s version %s (%s)", model, version, why)
 
 
 def batch_limit(served: ServedVersion, default: int) -> int:
