@@ -8,8 +8,6 @@ events therefore converges to the bucket's truth.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import threading
 import time
@@ -30,13 +28,14 @@ from lambdaserve.catalog.store import (
     now_iso,
 )
 from lambdaserve.config.model_config import ModelConfig
-from lambdaserve.config.model_files import CHECKED_WHERE_IT_SERVES, CODE_FILES, selects_runtime
+from lambdaserve.config.model_files import CHECKED_WHERE_IT_SERVES, CODE_FILES
 from lambdaserve.errors import ModelRejected, RuntimeMissing, first_line
 from lambdaserve.pipelines.ensemble_registry import EnsembleRegistry
 from lambdaserve.publishing.config_reader import ConfigReader
 from lambdaserve.publishing.serving_check import ServingCheck
 from lambdaserve.publishing.uploads import UploadPublisher
 from lambdaserve.publishing.validation import VersionValidator
+from lambdaserve.publishing.version_states import derive_states, validation_fingerprint
 
 logger = logging.getLogger(__name__)
 # Concurrent writers of one model settle in a try or two; the last fact writer re-applies.
@@ -158,7 +157,7 @@ class Registrar:
                     )
                 )
             return
-        fingerprint = _fingerprint(objects, config)
+        fingerprint = validation_fingerprint(objects, config)
         if already_validated(existing, fingerprint):
             logger.info("%s version %s is unchanged since it was validated", model, version)
             return
@@ -302,7 +301,7 @@ class Registrar:
         changed = False
         for _ in range(_POLICY_ATTEMPTS):
             revision = self._catalog.revision(model)
-            changes = self._derive_states(model)
+            changes = derive_states(self._catalog, model)
             if not changes or self._catalog.set_version_states(model, revision, changes):
                 for version, state, reason in changes:
                     logger.info(
@@ -321,46 +320,3 @@ class Registrar:
             # Ensembles using this model as a step are validated again against it.
             for ensemble in sorted(self._ensembles.dependents.of(model)):
                 self.reconcile_model(ensemble)
-
-    def _derive_states(self, model: str) -> list[tuple[VersionRecord, str, str]]:
-        record = self._catalog.get_model(model)
-        effective = effective_config(record, model)
-        versions = [v for v in self._catalog.versions(model) if not v.pending]
-        served = version_policy.served_versions(
-            effective.config.version_policy, (v.version for v in versions if v.present and v.valid)
-        )
-        changes = []
-        for version in versions:
-            state, reason = version_policy.version_state(
-                version_policy.VersionFacts(
-                    version.version,
-                    version.present,
-                    version.valid,
-                    version.validation_error,
-                    version.notes,
-                ),
-                served,
-                effective.config.version_policy,
-                unloaded=bool(record and record.unloaded),
-                config_error=effective.error,
-                rejected_config=record.rejected_config if record else "",
-            )
-            if (state, reason) != (version.state, version.reason):
-                changes.append((version, state, reason))
-        return changes
-
-
-def _fingerprint(objects: list[ObjectInfo], config: ModelConfig) -> str:
-    """Identity of what validation depends on: the objects, the declared tensors and a
-    backend that chooses the runtime (absent otherwise: earlier fingerprints stay equal)."""
-    material: dict[str, object] = {
-        "objects": sorted((o.key, o.etag, o.size) for o in objects),
-        "inputs": [t.to_json() for t in config.inputs],
-        "outputs": [t.to_json() for t in config.outputs],
-        "max_batch_size": config.max_batch_size,
-    }
-    if selects_runtime(config):
-        material["backend"] = config.backend
-    if config.default_model_filename:
-        material["default_model_filename"] = config.default_model_filename
-    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
