@@ -98,7 +98,9 @@ def test_serve_is_ready_only_once_its_versions_are_warm_and_not_while_draining(
 
         gate.touch()
         wait_until(lambda: http.get("/v2/health/ready").status_code == 200, 120)
-        assert _health(served) == health_pb2.HealthCheckResponse.SERVING
+        # gRPC health follows readiness on the event loop's next turns (after serve's gc
+        # freeze at ready): a moment after HTTP, as a probe polling it sees
+        wait_until(lambda: _health(served) == health_pb2.HealthCheckResponse.SERVING, 60)
         assert served.client().is_server_ready()
         # warmed before any request: the probe finds each version already loaded
         for model in ("mlp", "gated"):
@@ -120,7 +122,7 @@ def test_serve_is_ready_only_once_its_versions_are_warm_and_not_while_draining(
             lambda: (r := http.get("/v2/health/ready")).status_code == 503 and r, 60
         )
         assert "shutting down" in draining.json()["reason"]
-        assert _health(served) == health_pb2.HealthCheckResponse.NOT_SERVING
+        wait_until(lambda: _health(served) == health_pb2.HealthCheckResponse.NOT_SERVING, 60)
         # still answering during the drain delay: the load balancer deregisters it first
         assert http.post("/v2/models/mlp/infer", json={"inputs": [ROW]}).status_code == 200
 
