@@ -19,7 +19,7 @@ from lambdaserve.processes.asgi.front_door import FrontDoor
 from lambdaserve.processes.asgi.slow_clients import BodyTimeout
 from lambdaserve.processes.drain import DrainOnSigterm
 from lambdaserve.processes.serve_banner import banner
-from lambdaserve.processes.serve_worker import BATCHING_ENV, GRPC_ENV, LOGGING_ENV
+from lambdaserve.processes.worker_contract import BATCHING_ENV, GRPC_ENV, LOGGING_ENV
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.prefetch import Prefetcher
 from lambdaserve.serving.readiness import Readiness, warm_up_in_background

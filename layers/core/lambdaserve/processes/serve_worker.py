@@ -12,11 +12,12 @@ import os
 import signal
 import sys
 
-HTTP_ENV = "LAMBDASERVE_SERVE_HTTP"  # host:port
-BATCHING_ENV = "LAMBDASERVE_SERVE_BATCHING"  # 1 or 0
-LOGGING_ENV = "LAMBDASERVE_SERVE_LOGGING"  # level:access log (1 or 0)
-GRPC_ENV = "LAMBDASERVE_SERVE_GRPC"  # host:port:management (1 or 0)
-PARENT_ENV = "LAMBDASERVE_WORKERS_PARENT"  # the supervisor's pid
+from lambdaserve.processes.worker_contract import (
+    HTTP_ENV,
+    PARENT_ENV,
+    reuseport_socket,
+)
+
 _PR_SET_PDEATHSIG = 1
 
 
@@ -33,7 +34,6 @@ def main() -> None:
     import uvicorn
 
     from lambdaserve.processes.serve import serving_app_from_env, uvicorn_options
-    from lambdaserve.processes.supervisor import reuseport_socket
 
     _die_with_the_supervisor()
     host, port = os.environ[HTTP_ENV].rsplit(":", 1)

@@ -23,7 +23,6 @@ import logging
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,26 +32,17 @@ from types import FrameType
 from lambdaserve.errors import InvalidInput
 from lambdaserve.processes import siblings
 from lambdaserve.processes.serve_banner import banner
-from lambdaserve.processes.serve_worker import (
+from lambdaserve.processes.worker_contract import (
     BATCHING_ENV,
     GRPC_ENV,
     HTTP_ENV,
     LOGGING_ENV,
     PARENT_ENV,
+    reuseport_socket,
 )
 
 logger = logging.getLogger(__name__)
 GIVE_UP_AFTER = 3  # deaths in a row of one slot's worker before its startup went through
-
-
-def reuseport_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` that other processes may bind too."""
-    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind(address)
-    return sock
 
 
 class Supervisor:

@@ -9,15 +9,18 @@ together, in order, once the called model has sent them all."""
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from lambdaserve.runtimes.triton_python import pb_utils
 from lambdaserve.workers.channel import Channel
 from lambdaserve.workers.process import WorkerProcess
 from lambdaserve.workers.shared_area import Area, arrays_of
 
-if TYPE_CHECKING:
-    from lambdaserve.workers.child import ResponseWriter
+
+class ResponseWriter(Protocol):
+    """The child's response area, written from a cursor of its own (``workers.child``)."""
+
+    def write(self, arrays: list[tuple[str, Any]]) -> list[Any]: ...
 
 
 # -- the serving process's side ----------------------------------------------------------

@@ -15,6 +15,9 @@ from lambdaserve import errors
 from lambdaserve.errors import LambdaServeError
 
 _LENGTH = struct.Struct("<I")
+# a worker's log record on its output, beside what its code prints (workers.child writes it,
+# workers.process reads it)
+RECORD_MARK = "\x1elambdaserve-log "
 _CHUNK = 1 << 16
 
 

@@ -19,10 +19,8 @@ from typing import Any
 
 import orjson
 
-from lambdaserve.workers.channel import Channel, error_document
+from lambdaserve.workers.channel import RECORD_MARK, Channel, error_document
 from lambdaserve.workers.shared_area import Area, arrays_of
-
-RECORD_MARK = "\x1elambdaserve-log "
 
 
 class _LineHandler(logging.Handler):

@@ -19,8 +19,7 @@ from typing import Any
 
 import orjson
 
-from lambdaserve.workers.channel import Channel
-from lambdaserve.workers.child import RECORD_MARK
+from lambdaserve.workers.channel import RECORD_MARK, Channel
 from lambdaserve.workers.shared_area import Area
 
 logger = logging.getLogger("lambdaserve.workers")

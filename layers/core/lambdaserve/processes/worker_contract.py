@@ -1,0 +1,24 @@
+"""What the supervisor of ``serve --workers N`` and each worker agree on: the environment
+variables that tell a worker what to serve, and the SO_REUSEPORT socket every worker binds.
+Below ``serve``, ``serve_worker`` and ``supervisor``, so none of them imports another's
+module for it."""
+
+from __future__ import annotations
+
+import socket
+
+HTTP_ENV = "LAMBDASERVE_SERVE_HTTP"  # host:port
+BATCHING_ENV = "LAMBDASERVE_SERVE_BATCHING"  # 1 or 0
+LOGGING_ENV = "LAMBDASERVE_SERVE_LOGGING"  # level:access log (1 or 0)
+GRPC_ENV = "LAMBDASERVE_SERVE_GRPC"  # host:port:management (1 or 0)
+PARENT_ENV = "LAMBDASERVE_WORKERS_PARENT"  # the supervisor's pid
+
+
+def reuseport_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` that other processes may bind too."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(address)
+    return sock
