@@ -16,6 +16,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+import bench_peers
 import numpy as np
 
 from lambdaserve.protocol import tfserving, torchserve
@@ -46,22 +47,9 @@ def main() -> None:
         inputs=(TensorSpec("INPUT__0", "FP32", (-1, 784)),),
         outputs=(TensorSpec("OUTPUT__0", "FP32", (-1, 10)),),
     )
-    v2 = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 784], "data": values}]}
-    v2_body = json.dumps(v2).encode()
-    tensor = row.astype("<f4").tobytes()
-    header = json.dumps(
-        {
-            "inputs": [
-                {
-                    "name": "INPUT__0",
-                    "datatype": "FP32",
-                    "shape": [1, 784],
-                    "parameters": {"binary_data_size": len(tensor)},
-                }
-            ]
-        }
-    ).encode()
-    binary_body = header + tensor
+    v2_body = bench_peers.v2_body(row)  # the peer table's requests
+    binary = bench_peers.v2_binary_call(row)
+    binary_body, header_length = binary.body, int(binary.headers["Inference-Header-Content-Length"])
     predictions_body = json.dumps([values]).encode()
     tf_body = json.dumps({"instances": [values]}).encode()
 
@@ -70,7 +58,7 @@ def main() -> None:
         return encode_infer_response("mlp", 1, request, answer)
 
     def v2_binary() -> object:
-        request = parse_infer_request(binary_body, len(header))
+        request = parse_infer_request(binary_body, header_length)
         return encode_infer_response("mlp", 1, request, answer)
 
     def predictions() -> object:

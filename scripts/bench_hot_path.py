@@ -38,6 +38,7 @@ from bench_batching import (
 )
 from bench_grpc import _load as grpc_load
 from bench_grpc import request_bytes
+from bench_peers import v2_binary_call, v2_body
 from cpu_cost import CpuMeter
 
 from lambdaserve.local.demo import demo_mlp_bytes
@@ -56,31 +57,10 @@ class Door:
 
 def doors(row: np.ndarray) -> dict[str, Door]:
     values = row.ravel().tolist()
-    tensor = row.astype("<f4").tobytes()
-    header = json.dumps(
-        {
-            "inputs": [
-                {
-                    "name": "INPUT__0",
-                    "datatype": "FP32",
-                    "shape": [1, 784],
-                    "parameters": {"binary_data_size": len(tensor)},
-                }
-            ],
-            "outputs": [{"name": "OUTPUT__0", "parameters": {"binary_data": False}}],
-        }
-    ).encode()
-    v2 = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 784], "data": values}]}
+    binary = v2_binary_call(row)  # bench_peers' bodies: the same requests as the peer table
     return {
-        "v2-json": Door("/v2/models/mlp/infer", json.dumps(v2).encode(), JSON_HEADERS),
-        "v2-binary": Door(
-            "/v2/models/mlp/infer",
-            header + tensor,
-            {
-                "Content-Type": "application/octet-stream",
-                "Inference-Header-Content-Length": str(len(header)),
-            },
-        ),
+        "v2-json": Door("/v2/models/mlp/infer", v2_body(row), JSON_HEADERS),
+        "v2-binary": Door("/v2/models/mlp/infer", binary.body, binary.headers),
         "predictions": Door("/predictions/mlp", json.dumps([values]).encode(), JSON_HEADERS),
         "tfserving": Door(
             "/v1/models/mlp:predict", json.dumps({"instances": [values]}).encode(), JSON_HEADERS
