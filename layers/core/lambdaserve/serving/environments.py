@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tarfile
 import uuid
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -108,6 +107,8 @@ def _unpack_checked(tarball: Path, target: Path) -> None:
     """Regular files and directories at relative paths only (no links, devices, ``..``),
     each at most what its header declares; the tarball's bytes were verified by sha256
     against the catalog, which recorded what the publish sandbox built."""
+    import tarfile  # here: only a version with an environment needs it, not every cold start
+
     target.mkdir(parents=True)
     with tarfile.open(tarball, "r:gz") as archive:
         members = archive.getmembers()
