@@ -29,12 +29,17 @@ from lambdaserve.wiring.process import current
 
 
 def build_serving_app(
-    batching: bool = True, prefetch: bool = False, grpc: GrpcFlags | None = None
+    batching: bool = True,
+    prefetch: bool = False,
+    grpc: GrpcFlags | None = None,
+    own_process: bool = False,
 ) -> ASGIApp:
     """The inference app behind its front door; with ``batching``, v2 infer goes through the
     dynamic batcher; with ``prefetch``, newly READY default versions are downloaded into the
     cache in the background (LAMBDASERVE_PREFETCH_INTERVAL_S); with ``grpc``, every peer's
-    gRPC service starts with the app, over the same data plane and batcher."""
+    gRPC service starts with the app, over the same data plane and batcher. With
+    ``own_process`` (``serve``, each of its workers) the app owns its process, whose garbage
+    collector it tunes for serving; an app hosted in another process (a test's) leaves it be."""
     process = current()
     settings = process.settings
     refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="catalog-refresh")
@@ -61,7 +66,7 @@ def build_serving_app(
         pending = queued_in(plane.batcher, plane) if plane.batcher else None
         own = metrics_registry(lambda: process.server().stats, pending)
         app = SharedMetrics(app, own, group)
-    return with_lifespan(app, plane, grpc)
+    return with_lifespan(app, plane, grpc, own_process)
 
 
 def serving_plane(batching: bool = True, readiness: Readiness | None = None) -> InferenceDataPlane:
@@ -92,10 +97,14 @@ class GrpcFlags:
     share_port: bool = False
 
 
-def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | None) -> ASGIApp:
+def with_lifespan(
+    app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | None, own_process: bool = False
+) -> ASGIApp:
     """``app`` whose lifespan runs the gRPC services on ``flags.port`` (0 or None: off) and,
     at shutdown, unloads the loaded models (Python models' ``finalize`` runs). With the
-    plane's readiness, startup begins the warm-up (ready once it ends) and SIGTERM drains."""
+    plane's readiness, startup begins the warm-up (ready once it ends) and SIGTERM drains;
+    with ``own_process`` too, the process's garbage collector is tuned and frozen at ready
+    (``gc.freeze`` is the whole process's: never in a process that hosts other things)."""
     from lambdaserve.processes.asgi.lifespan import Lifespan, Step
 
     async def unload_all() -> None:
@@ -127,7 +136,8 @@ def with_lifespan(app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | No
 
             tune_for_serving(readiness)  # before the warm-up: it freezes once ready
 
-        start += [DrainOnSigterm(readiness, settings.drain_delay_s), tune_gc, warm_up]
+        start += [DrainOnSigterm(readiness, settings.drain_delay_s)]
+        start += [tune_gc, warm_up] if own_process else [warm_up]
     if flags is not None and flags.port:
         from lambdaserve.apps.grpc.server import GrpcOptions, GrpcRunner
 
@@ -162,7 +172,9 @@ def serving_app_from_env() -> ASGIApp:
     host, port, management = os.environ.get(GRPC_ENV, "127.0.0.1:0:0").rsplit(":", 2)
     grpc = GrpcFlags(host, int(port), management == "1", share_port=True)
     return _logged(
-        build_serving_app(os.environ.get(BATCHING_ENV, "1") == "1", prefetch=True, grpc=grpc),
+        build_serving_app(
+            os.environ.get(BATCHING_ENV, "1") == "1", prefetch=True, grpc=grpc, own_process=True
+        ),
         level,
         access == "1",
     )
@@ -217,7 +229,7 @@ def serve(
         flush=True,
     )
     grpc = GrpcFlags(host, grpc_port, grpc_management)
-    app: ASGIApp = build_serving_app(batching, prefetch=True, grpc=grpc)
+    app: ASGIApp = build_serving_app(batching, prefetch=True, grpc=grpc, own_process=True)
     if metrics_port:
         app = _with_metrics_api(app, host, metrics_port)
     uvicorn.run(_logged(app, log_level, access_log), **uvicorn_options(host, port))
