@@ -93,6 +93,7 @@ def test_a_python_model_failing_at_import_is_never_ready_and_load_checks_again(
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / f"{package}.py").write_text("FACTOR = 3.0\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))  # where code runs in workers
     loaded = stack.inference.post("/v2/repository/models/needs/load")
     assert loaded.status_code == 200, loaded.text
     assert stack.state("needs", 1) == ("READY", "")

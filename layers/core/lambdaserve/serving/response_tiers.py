@@ -95,6 +95,7 @@ class RedisTier:
         self._clock = clock
         self._down_until = 0.0
         self._down = False
+        self._failed_at = float("-inf")
         self._lock = threading.Lock()
         # no retries: a retry doubles the time an outage costs a request, and a miss is fine
         self._client: Any = redis.Redis(
@@ -112,23 +113,25 @@ class RedisTier:
     def get(self, key: bytes) -> bytes | None:
         if self._skipping():
             return None
+        began = self._clock()
         try:
             value = self._client.get(key)
         except Exception as exc:  # any failure of the shared tier is a miss
             self._failed(exc)
             return None
-        self._recovered()
+        self._recovered(began)
         return value if isinstance(value, bytes) else None
 
     def put(self, key: bytes, value: bytes) -> None:
         if self._skipping():
             return
+        began = self._clock()
         try:
             self._client.set(key, value, ex=self.options.ttl_s if self.options.ttl_s > 0 else None)
         except Exception as exc:
             self._failed(exc)
             return
-        self._recovered()
+        self._recovered(began)
 
     def close(self) -> None:
         self._client.close()
@@ -139,7 +142,8 @@ class RedisTier:
     def _failed(self, exc: Exception) -> None:
         with self._lock:
             self.failures += 1
-            self._down_until = self._clock() + self.options.retry_after_s
+            self._failed_at = self._clock()
+            self._down_until = self._failed_at + self.options.retry_after_s
             first = not self._down
             self._down = True
         if first:
@@ -152,14 +156,17 @@ class RedisTier:
                 self.options.retry_after_s,
             )
 
-    def _recovered(self) -> None:
-        if not self._down:
+    def _recovered(self, began: float) -> None:
+        # a call that began before the last failure proves nothing: under concurrent load,
+        # the connections already answering when Redis dies would say it is back
+        if not self._down or began <= self._failed_at:
             return
         with self._lock:
-            was_down, self._down = self._down, False
-        if was_down:
-            logger.warning(
-                "the shared response cache (redis %s:%s) answers again",
-                self.options.host,
-                self.options.port,
-            )
+            if not self._down or began <= self._failed_at:
+                return
+            self._down = False
+        logger.warning(
+            "the shared response cache (redis %s:%s) answers again",
+            self.options.host,
+            self.options.port,
+        )

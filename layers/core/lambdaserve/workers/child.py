@@ -159,8 +159,11 @@ class Worker:
 
 
 def main() -> None:
-    # Ctrl-C reaches the whole process group: the serving process stops its workers itself
+    # Ctrl-C, and a SIGTERM sent to the whole process group (a shell's job control, an init
+    # system's group stop), reach workers too: the serving process drains what is in flight
+    # and then stops its workers itself (its channel closes; a killed parent closes it too)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     handler = _LineHandler()
     handler.setFormatter(logging.Formatter("%(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
