@@ -66,7 +66,8 @@ class WorkerModel(Workforce):
             worker, reply = self._call(send)
         except LambdaServeError as exc:
             return [exc] * len(requests)
-        if "error" in reply:
+        if "error" in reply:  # the code raised: the worker is fine and serves on
+            self._release(worker)
             return [error_from(reply["error"])] * len(requests)
         results: list[Arrays | LambdaServeError] = []
         for result in reply["results"]:
@@ -98,7 +99,8 @@ class WorkerModel(Workforce):
             return {"op": "rows", "rows": encoded, "headers": heads, "ids": list(ids)}
 
         worker, reply = self._call(send)
-        if "error" in reply:
+        if "error" in reply:  # the code raised: the worker is fine and serves on
+            self._release(worker)
             raise error_from(reply["error"])
         answers = [
             Answer(worker.responses.read_bytes(offset, length), content_type, status)

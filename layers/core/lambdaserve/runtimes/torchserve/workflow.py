@@ -33,7 +33,16 @@ _runners: dict[str, NodeRunner] = {}
 
 
 def install(runner: NodeRunner) -> None:
+    """Where model nodes go: the serving process's data plane (``pipelines.bls``), or, in a
+    worker process, the relay back to it (``workers.node_relay``)."""
     _runners["server"] = runner
+
+
+def run_node(model: str, fields: tuple[tuple[str, Any], ...], headers: Mapping[str, str]) -> Answer:
+    """One model node's call, through the installed runner."""
+    if "server" not in _runners:
+        raise InferenceError("workflows run only where models serve")
+    return _runners["server"](model, fields, headers)
 
 
 @dataclass(frozen=True)
@@ -239,9 +248,7 @@ class WorkflowSession:
 
     def _invoke(self, node: Node, fields: dict[str, Any], headers: Mapping[str, str]) -> Answer:
         if node.model:
-            if "server" not in _runners:
-                raise InferenceError("workflows run only where models serve")
-            return _runners["server"](node.model, tuple(fields.items()), headers)
+            return run_node(node.model, tuple(fields.items()), headers)
         result = self._functions[node.name]([fields], self.handler_context)
         if not isinstance(result, list) or len(result) != 1:
             raise InferenceError(f"function {node.name!r} must return a list of one answer")
