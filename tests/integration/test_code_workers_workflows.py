@@ -8,6 +8,7 @@ test_paddle_pipeline)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 from collections.abc import Callable, Iterator
@@ -65,11 +66,13 @@ def test_a_workflow_runs_in_its_worker_and_a_function_node_that_kills_it_is_rest
     tmp_path,
 ):
     """Given tiny.mar and a .war (pre_processing -> tiny -> post_processing) whose
-    pre_processing kills its own process when asked to, with workers on, and an ONNX model,
-    When the workflow is asked, then asked to crash, then asked again,
-    Then it answers as computed by hand (its model node ran in the serving process), the
-    crash answers once naming SIGKILL, the next request answers from a new worker, and
-    every request of the ONNX model succeeded."""
+    pre_processing kills its own process, or hangs, when asked to (function nodes get 5 s),
+    with workers on, and an ONNX model,
+    When the workflow is asked, asked to crash, asked, asked to hang, asked,
+    Then it answers as computed by hand (its model node ran in the serving process); the
+    crash answers once naming SIGKILL; the hang answers the node's timeout and the worker
+    still running it ends; each next request answers from a new worker; and every request
+    of the ONNX model succeeded."""
     pytest.importorskip("ts")
     from tests.torchserve_archives import HANDLERS, archive, expected, workflow_archive
 
@@ -80,7 +83,18 @@ def test_a_workflow_runs_in_its_worker_and_a_function_node_that_kills_it_is_rest
     anchor = "    return [json.dumps"
     assert anchor in text
     crashing = f"    if body.get('crash'):\n        import os, signal\n        {KILL_SELF}\n"
-    handler.write_text(text.replace(anchor, crashing + anchor, 1))
+    hanging = "    if body.get('hang'):\n        import os, pathlib, time\n"
+    hanging += "        pathlib.Path(body['hang']).write_text(str(os.getpid()))\n"
+    hanging += "        time.sleep(600)\n"
+    handler.write_text(text.replace(anchor, crashing + hanging + anchor, 1))
+    spec = (source / "spec.yaml").read_text()
+    for old, new in (
+        ("    retry-attempts: 1\n    timeout-ms: 20000\n", "    timeout-ms: 5000\n"),
+        ("url: tiny.mar\n", "url: tiny.mar\n       retry-attempts: 1\n       timeout-ms: 20000\n"),
+    ):
+        assert old in spec
+        spec = spec.replace(old, new)
+    (source / "spec.yaml").write_text(spec)
     stack.put("models/tiny.mar", archive(tmp_path, "tiny").read_bytes())
     stack.put("models/pipeline.war", workflow_archive(tmp_path, source=source).read_bytes())
     stack.wait_state("tiny", 1, "READY", timeout_s=WAIT_S)
@@ -104,7 +118,23 @@ def test_a_workflow_runs_in_its_worker_and_a_function_node_that_kills_it_is_rest
         again = ask()  # waits for the restarted worker
         assert again.status_code == 200, again.text
         assert again.json() == wanted
+        holding = tmp_path / "holding"
+        hung = ask(hang=str(holding))
+        assert hung.status_code >= 500
+        assert "'pre_processing' took over 5000 ms" in hung.text, hung.text
+        wait_until(lambda: not _alive(int(holding.read_text())), WAIT_S)
+        after = ask()
+        assert after.status_code == 200, after.text
+        assert after.json() == wanted
         check()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 PADDLE_ANCHOR = '        scale = float(input_dict.get("scale", "1"))'

@@ -170,6 +170,9 @@ class Worker:
                 reply = {"error": error_document(exc)}
             if self.recorded:
                 reply["metrics"], self.recorded = self.recorded, []
+            retire = getattr(self.model, "overrun", "")
+            if retire:  # code still running that only the end of this process stops
+                reply["retire"] = retire
             self.channel.send(reply)
 
 

@@ -195,6 +195,7 @@ class WorkflowSession:
                 f"{missing[0]!r}, which the dag names"
             )
         self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="workflow")
+        self.overrun = ""  # a function node left running past its timeout-ms
 
     def begin(self, headers: list[Mapping[str, str]]) -> None:
         self.handler_context.begin(headers)
@@ -236,6 +237,11 @@ class WorkflowSession:
                 return future.result(timeout=node.timeout_ms / 1000 if node.timeout_ms else None)
             except concurrent.futures.TimeoutError:
                 last = InferenceError(f"node {node.name!r} took over {node.timeout_ms} ms")
+                if not node.model:  # the user's code, still running: only a process ends it
+                    self.overrun = (
+                        f"the workflow's function node {node.name!r} ran past its timeout-ms "
+                        f"of {node.timeout_ms}"
+                    )
             except LambdaServeError as exc:
                 last = exc
             except Exception as exc:
