@@ -187,6 +187,7 @@ def test_a_paddle_pipeline_runs_in_its_worker_and_an_op_that_kills_it_is_restart
             json={"key": ["x", "scale", "crash"], "value": [paddle.rows_text(), "2", "1"]},
             timeout=WAIT_S,
         )
+        assert crashed.json()["err_no"] == 10000, crashed.text  # Paddle's UNKNOW, in-band
         assert "crashed" in crashed.text and "SIGKILL" in crashed.text, crashed.text
         answers_by_hand()  # waits for the restarted worker
         check()
