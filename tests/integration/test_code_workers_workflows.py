@@ -61,6 +61,7 @@ def another_model_keeps_answering(stack) -> Iterator[Callable[[], None]]:  # noq
         asker.join(WAIT_S)
 
 
+@pytest.mark.torch
 def test_a_workflow_runs_in_its_worker_and_a_function_node_that_kills_it_is_restarted(
     stack,  # noqa: F811
     tmp_path,
@@ -140,6 +141,7 @@ def _alive(pid: int) -> bool:
 PADDLE_ANCHOR = '        scale = float(input_dict.get("scale", "1"))'
 
 
+@pytest.mark.openvino
 def test_a_paddle_pipeline_runs_in_its_worker_and_an_op_that_kills_it_is_restarted(
     stack,  # noqa: F811
 ):

@@ -66,7 +66,7 @@ class WorkerModel(Workforce):
             worker, reply = self._call(send)
         except LambdaServeError as exc:
             return [exc] * len(requests)
-        if "error" in reply:  # the code raised: the worker is fine and serves on
+        if "error" in reply:  # the code raised: the worker serves on (unless it retires)
             self._done(worker, reply)
             return [error_from(reply["error"])] * len(requests)
         results: list[Arrays | LambdaServeError] = []
@@ -99,7 +99,7 @@ class WorkerModel(Workforce):
             return {"op": "rows", "rows": encoded, "headers": heads, "ids": list(ids)}
 
         worker, reply = self._call(send)
-        if "error" in reply:  # the code raised: the worker is fine and serves on
+        if "error" in reply:  # the code raised: the worker serves on (unless it retires)
             self._done(worker, reply)
             raise error_from(reply["error"])
         answers = [
