@@ -1,5 +1,7 @@
-"""What a worker process adds to a request of model code: a trivial TorchServe handler and a
-trivial Triton Python model, each called in this process (the runtime's own model) and in
+"""What a worker process adds to a request of model code: a trivial TorchServe handler, a
+trivial Triton Python model and a trivial TorchServe workflow (function node -> model node
+-> function node; its model node crosses back to this process, where a trivial runner
+answers it, as the data plane would), each called in this process (the runtime's own model) and in
 its worker (lambdaserve.workers: shared-memory tensors, a JSON header over a socket pair),
 side by side in one run, beside the floor (a bare message to another process and back);
 p50/p99 per call in microseconds and CPU per 1,000 calls (this process and its children,
@@ -53,6 +55,15 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x)]))
         return responses
 """
+WORKFLOW_HANDLER = """
+def pre(data, context):
+    return [data[0]["body"]]
+
+
+def post(data, context):
+    return [data[0]["body"]]
+"""
+WORKFLOW_SPEC = "models:\n  echo:\n    url: echo.mar\ndag:\n  pre: [echo]\n  echo: [post]\n"
 SIGNATURE = Signature(
     inputs=(TensorSpec("INPUT0", "FP32", (-1,)),), outputs=(TensorSpec("OUTPUT0", "FP32", (-1,)),)
 )
@@ -88,6 +99,14 @@ def models(directory: Path, kind: str) -> tuple[Any, WorkerModel, Callable[[Any]
         def call(model: Any) -> Any:
             return model.handle_rows(row)
 
+    elif kind == "workflow":
+        path, backend, signature = _workflow(version), "torchserve_handler", HANDLER_SIGNATURE
+        config = ModelConfig(kind)
+        row = [{"body": bytearray(b'{"x": [1, 2, 3, 4]}')}]
+
+        def call(model: Any) -> Any:
+            return model.handle_rows(row)
+
     else:
         path, backend, signature = version / "model.py", "python", SIGNATURE
         path.write_text(PYTHON_MODEL)
@@ -110,6 +129,20 @@ def models(directory: Path, kind: str) -> tuple[Any, WorkerModel, Callable[[Any]
         signature=signature.to_json(),
     )
     return here, WorkerModel(spec), call
+
+
+def _workflow(version: Path) -> Path:
+    """An unpacked .war, and its model node's runner in this process: the body echoed."""
+    from lambdaserve.runtimes.torchserve import workflow
+    from lambdaserve.runtimes.torchserve.context import Answer
+
+    (version / "WAR-INF").mkdir()
+    manifest = {"workflow": {"workflowName": "w", "specFile": "spec.yaml", "handler": "h.py"}}
+    (version / "WAR-INF" / "MANIFEST.json").write_text(json.dumps(manifest))
+    (version / "spec.yaml").write_text(WORKFLOW_SPEC)
+    (version / "h.py").write_text(WORKFLOW_HANDLER)
+    workflow.install(lambda model, fields, headers: Answer(bytes(dict(fields)["body"]), "a/b"))
+    return version / "WAR-INF" / "MANIFEST.json"
 
 
 def socket_floor(calls: int) -> dict[str, float]:
@@ -145,7 +178,7 @@ def main() -> None:
     results["socket_round_trip"] = socket_floor(args.calls)
     print("socket_round_trip", json.dumps(results["socket_round_trip"]))
     with tempfile.TemporaryDirectory() as scratch:
-        for kind in ("handler", "python_model"):
+        for kind in ("handler", "python_model", "workflow"):
             here, worker, call = models(Path(scratch), kind)
             try:
                 inline = measure(partial(call, here), args.calls)

@@ -51,9 +51,10 @@ def expected(tmp_path: Path, rows: list[list[float]]) -> list[dict]:
     ]
 
 
-def workflow_archive(tmp_path: Path, name: str = "pipeline") -> Path:
-    """``torch-workflow-archiver`` on the workflow fixture (spec + function nodes)."""
-    source = HANDLERS / "workflow"
+def workflow_archive(tmp_path: Path, name: str = "pipeline", source: Path | None = None) -> Path:
+    """``torch-workflow-archiver`` on the workflow fixture (spec + function nodes), or on
+    ``source``, a folder of the same two files."""
+    source = source or HANDLERS / "workflow"
     export = tmp_path / "export"
     export.mkdir(exist_ok=True)
     archiver = Path(sys.executable).parent / "torch-workflow-archiver"

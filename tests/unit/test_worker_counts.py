@@ -3,9 +3,12 @@ runs."""
 
 from __future__ import annotations
 
+import json
+
 from lambdaserve.config.model_config import build
 from lambdaserve.settings import Settings
 from lambdaserve.workers.options import WorkerOptions, counts_for
+from lambdaserve.workers.start import runs_in_workers
 
 
 def test_a_handlers_model_config_yaml_sets_its_workers_and_timeout(tmp_path):
@@ -49,3 +52,32 @@ def test_the_settings_say_whether_workers_run_and_whether_this_is_lambda():
     )
     assert settings.code_workers and settings.in_lambda and settings.worker_timeout_s == 30
     assert not Settings.from_env({}).code_workers
+
+
+def _unpacked_war(directory, spec: str):
+    (directory / "WAR-INF").mkdir()
+    manifest = {"workflow": {"workflowName": "w", "specFile": "spec.yaml", "handler": "h.py"}}
+    (directory / "WAR-INF" / "MANIFEST.json").write_text(json.dumps(manifest))
+    (directory / "spec.yaml").write_text(spec)
+    (directory / "h.py").write_text("def pre(data, context):\n    return data\n")
+    return directory / "WAR-INF" / "MANIFEST.json"
+
+
+def test_a_workflow_runs_in_workers_with_a_timeout_its_dag_can_run_in(tmp_path):
+    """Given an unpacked .war whose two nodes may each take 100 s, tried twice,
+    When its counts are read and whether it runs in workers is asked,
+    Then its worker timeout is the DAG's 400 s (not the 120 s default, which would kill a
+    legal run), and it runs in workers exactly when workers are on, as a Paddle pipeline does."""
+    spec = "models:\n  retry-attempts: 1\n  timeout-ms: 100000\n  m:\n    url: m.mar\n"
+    manifest = _unpacked_war(tmp_path, spec + "dag:\n  pre: [m]\n")
+    counts = counts_for("torchserve_handler", manifest, 1, WorkerOptions())
+    assert (counts.min_workers, counts.max_workers, counts.timeout_s) == (1, 1, 400.0)
+    config = build({"backend": "python"}, "w")
+    on, off = WorkerOptions(enabled=True), WorkerOptions()
+    for backend, path in (
+        ("torchserve_handler", manifest),
+        ("paddle_pipeline", tmp_path / "web_service.py"),
+    ):
+        assert runs_in_workers(backend, path, config, on)
+        assert not runs_in_workers(backend, path, config, off)
+        assert runs_in_workers(backend, path, config, off, own_environment=True)

@@ -4,7 +4,8 @@ process is waiting on it, so that area is free) and sends a ``bls`` message; the
 process runs it through its own BLS executors (the data plane: any model of the catalog,
 resolved, cached and batched as an HTTP call) and writes the outputs in the request area
 (the child copied its inputs when its call began). A decoupled call's responses come back
-together, in order, once the called model has sent them all."""
+together, in order, once the called model has sent them all. A workflow's model nodes come
+the same way (``kind: node``, answered by ``workers.node_relay``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any, Protocol
 
 from lambdaserve.runtimes.triton_python import pb_utils
 from lambdaserve.workers.channel import Channel
+from lambdaserve.workers.node_relay import answer_node
 from lambdaserve.workers.process import WorkerProcess
 from lambdaserve.workers.shared_area import Area, arrays_of
 
@@ -26,6 +28,9 @@ class ResponseWriter(Protocol):
 # -- the serving process's side ----------------------------------------------------------
 def answer_bls(worker: WorkerProcess, message: dict[str, Any]) -> None:
     kind = message.get("kind", "one")
+    if kind == "node":
+        answer_node(worker, message)
+        return
     if kind == "ready":
         ready = pb_utils._readiness is not None and pb_utils._readiness(
             message["model"], str(message.get("version") or "")
@@ -57,9 +62,15 @@ def answer_bls(worker: WorkerProcess, message: dict[str, Any]) -> None:
 
 
 # -- the worker's side -------------------------------------------------------------------
-def install_in_worker(channel: Channel, requests: Area, responses: ResponseWriter) -> None:
-    """This worker's pb_utils sends its BLS calls to the serving process."""
-    lock = threading.Lock()  # one call on the channel at a time
+def install_in_worker(
+    channel: Channel,
+    requests: Area,
+    responses: ResponseWriter,
+    lock: threading.Lock | None = None,
+) -> None:
+    """This worker's pb_utils sends its BLS calls to the serving process; ``lock`` keeps one
+    exchange on the channel at a time (the worker's main loop receives under it too)."""
+    lock = lock or threading.Lock()
 
     def call(request: Any, kind: str) -> list[Any]:
         arrays = [(t.name(), t.as_numpy()) for t in request.inputs()]

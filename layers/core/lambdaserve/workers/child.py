@@ -1,5 +1,6 @@
 """A worker's main (``python -m lambdaserve.workers.child``): load one version's model code
-with its runtime, then answer the serving process's requests until told to stop or killed.
+with its runtime (a handler, a Python model, a workflow's DAG, a Paddle pipeline), then
+answer the serving process's requests until told to stop or killed.
 
 Its log records go to stderr one JSON line each (marked, so the serving process re-logs them
 under their own logger and level, tracebacks whole); anything else the code prints is passed
@@ -48,11 +49,20 @@ class ResponseWriter:
             descriptors, self.end = self.area.write_tensors(arrays, self.end)
             return descriptors
 
+    def write_bytes(self, data: bytes) -> int:
+        with self._lock:
+            offset, self.end = self.area.write_bytes(data, self.end)
+            return offset
+
 
 class Worker:
     def __init__(self, channel: Channel, requests: Area, responses: Area) -> None:
         self.channel, self.requests, self.responses = channel, requests, responses
         self.writer = ResponseWriter(responses)
+        # one exchange on the channel at a time: a relayed call (BLS, a workflow's model
+        # node) still waiting for its answer after its request was answered (a node past its
+        # timeout-ms) must get that answer, not the next request
+        self.exchange = threading.Lock()
         self.model: Any = None
         self.recorded: list[dict[str, Any]] = []
         self._relay_metrics()
@@ -78,7 +88,11 @@ class Worker:
         if spec["backend"] == "python":
             from lambdaserve.workers.bls_relay import install_in_worker
 
-            install_in_worker(self.channel, self.requests, self.writer)
+            install_in_worker(self.channel, self.requests, self.writer, self.exchange)
+        elif spec["backend"] == "torchserve_handler":  # a workflow's model nodes
+            from lambdaserve.workers import node_relay
+
+            node_relay.install_in_worker(self.channel, self.requests, self.writer, self.exchange)
         runtime = runtime_named(spec["backend"])
         self.model = runtime.load(
             Path(spec["model_path"]), config, Signature.from_json(spec["signature"]), options
@@ -140,7 +154,8 @@ class Worker:
 
     def serve(self) -> None:
         while True:
-            message = self.channel.receive()
+            with self.exchange:
+                message = self.channel.receive()
             op = message["op"]
             if op == "stop":
                 close = getattr(self.model, "close", None)
@@ -155,6 +170,9 @@ class Worker:
                 reply = {"error": error_document(exc)}
             if self.recorded:
                 reply["metrics"], self.recorded = self.recorded, []
+            retire = getattr(self.model, "overrun", "")
+            if retire:  # code still running that only the end of this process stops
+                reply["retire"] = retire
             self.channel.send(reply)
 
 

@@ -1,7 +1,8 @@
 """How many workers a version gets and how long a request may take in one, read from what the
 model ships: TorchServe's ``minWorkers`` / ``maxWorkers`` / ``responseTimeout`` in its
-``model-config.yaml``, Triton's ``instance_group`` count for Python models; and the hook that
-names a version's own Python environment."""
+``model-config.yaml``, Triton's ``instance_group`` count for Python models and Paddle
+pipelines, a TorchServe workflow's DAG timeouts; and the hook that names a version's own
+Python environment."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from typing import Any
 # (model, version, version directory) -> directories put first on the worker's sys.path
 EnvironmentPaths = Callable[[str, int, Path], tuple[Path, ...]]
 
-CODE_BACKENDS = frozenset({"python", "torchserve_handler"})
+CODE_BACKENDS = frozenset({"python", "torchserve_handler", "paddle_pipeline"})
+WORKFLOW_DIRECTORY = "WAR-INF"  # an unpacked .war: its manifest is WAR-INF/MANIFEST.json
 TORCHSERVE_TIMEOUT_S = 120.0  # TorchServe's default responseTimeout
 
 
@@ -47,7 +49,9 @@ def counts_for(
     """The version's worker counts and timeout."""
     low = high = max(1, instance_count)
     timeout = options.timeout_s
-    if backend == "torchserve_handler":
+    if backend == "torchserve_handler" and model_path.parent.name == WORKFLOW_DIRECTORY:
+        timeout = max(timeout, _workflow_bound_s(model_path))
+    elif backend == "torchserve_handler":
         document = _model_yaml(model_path)
         low = _positive(document.get("minWorkers"), 1)
         high = max(low, _positive(document.get("maxWorkers"), low))
@@ -55,6 +59,18 @@ def counts_for(
     if options.per_version:
         low = high = options.per_version
     return Counts(low, high, timeout)
+
+
+def _workflow_bound_s(manifest_path: Path) -> float:
+    """The longest a workflow's DAG may legally run: its nodes run one after another, each
+    up to its ``timeout-ms`` per attempt (0 where a node sets no limit: the options' timeout
+    alone then bounds the worker)."""
+    from lambdaserve.runtimes.torchserve.workflow import read_spec
+
+    nodes = read_spec(manifest_path, parse_handler=False).nodes.values()
+    if any(not node.timeout_ms for node in nodes):
+        return 0.0
+    return sum(node.timeout_ms * (node.retries + 1) for node in nodes) / 1000
 
 
 def _positive(value: Any, default: int) -> int:

@@ -66,7 +66,8 @@ class WorkerModel(Workforce):
             worker, reply = self._call(send)
         except LambdaServeError as exc:
             return [exc] * len(requests)
-        if "error" in reply:
+        if "error" in reply:  # the code raised: the worker serves on (unless it retires)
+            self._done(worker, reply)
             return [error_from(reply["error"])] * len(requests)
         results: list[Arrays | LambdaServeError] = []
         for result in reply["results"]:
@@ -74,7 +75,7 @@ class WorkerModel(Workforce):
                 results.append(error_from(result["error"]))
             else:
                 results.append(worker.responses.read_tensors(result["outputs"]))
-        self._release(worker)
+        self._done(worker, reply)
         return results
 
     def handle_rows(
@@ -98,13 +99,14 @@ class WorkerModel(Workforce):
             return {"op": "rows", "rows": encoded, "headers": heads, "ids": list(ids)}
 
         worker, reply = self._call(send)
-        if "error" in reply:
+        if "error" in reply:  # the code raised: the worker serves on (unless it retires)
+            self._done(worker, reply)
             raise error_from(reply["error"])
         answers = [
             Answer(worker.responses.read_bytes(offset, length), content_type, status)
             for offset, length, content_type, status in reply["answers"]
         ]
-        self._release(worker)
+        self._done(worker, reply)
         return answers
 
     # -- one call through one worker -------------------------------------------------------
@@ -160,6 +162,18 @@ class WorkerModel(Workforce):
             ) from None
         except ChannelClosed:
             self._lost(worker)
+
+    def _done(self, worker: WorkerProcess, reply: dict[str, Any]) -> None:
+        """The call's answer is read: the worker serves on, or (it says its code left work
+        running that cannot be stopped: a workflow's function node past its timeout-ms) it
+        is killed and replaced, counted as a timeout kill is."""
+        why = reply.get("retire")
+        if not why:
+            self._release(worker)
+            return
+        logger.error("%s: %s: killing worker pid %s", worker.label, why, worker.pid)
+        worker.kill()
+        self._replace(worker, str(why))
 
     def _lost(self, worker: WorkerProcess) -> NoReturn:
         ended = worker.how_it_ended()

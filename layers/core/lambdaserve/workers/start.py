@@ -1,7 +1,10 @@
 """Which versions run in workers, and starting them: model code (TorchServe handlers and
-archives, Triton Python models, decoupled ones included) when the process enables
-workers. Kept in the serving process, and why: TorchServe workflows (their steps call other
-models through this process).
+archives, TorchServe workflows, Triton Python models, decoupled ones included, Paddle Serving
+pipelines) when the process enables workers, and always when the version has its own
+environment. A workflow's whole DAG runs in its worker (its function nodes are the user's
+code); its model nodes cross back to this process's data plane (``workers.node_relay``) as a
+Python model's BLS calls do (``workers.bls_relay``). A Paddle pipeline's Ops and their local
+predictors all run in its worker: their models are files of the version, not other models.
 """
 
 from __future__ import annotations
@@ -14,10 +17,13 @@ from lambdaserve.errors import ModelNotReady
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.model_code import DISABLED
 from lambdaserve.tensors.signature import Signature
-from lambdaserve.workers.options import CODE_BACKENDS, WorkerOptions, counts_for
+from lambdaserve.workers.options import (
+    CODE_BACKENDS,
+    WORKFLOW_DIRECTORY,
+    WorkerOptions,
+    counts_for,
+)
 from lambdaserve.workers.pool import WorkerModel, WorkerSpec
-
-_WORKFLOW_DIRECTORY = "WAR-INF"
 
 
 def runs_in_workers(
@@ -29,9 +35,7 @@ def runs_in_workers(
 ) -> bool:
     """Model code runs in workers where the process enables them, and always when the
     version has an environment of its own: only a worker can put it first on its path."""
-    if backend not in CODE_BACKENDS or not (options.enabled or own_environment):
-        return False
-    return model_path.parent.name != _WORKFLOW_DIRECTORY
+    return backend in CODE_BACKENDS and (options.enabled or own_environment)
 
 
 def start_workers(
@@ -67,5 +71,7 @@ def start_workers(
 
 
 def _version_dir(model_path: Path) -> Path:
-    """``<v>/`` of ``<v>/model.py``, ``<v>/handler.py`` or ``<v>/MAR-INF/MANIFEST.json``."""
-    return model_path.parent.parent if model_path.parent.name == "MAR-INF" else model_path.parent
+    """``<v>/`` of ``<v>/model.py``, ``<v>/handler.py``, ``<v>/web_service.py``,
+    ``<v>/MAR-INF/MANIFEST.json`` or ``<v>/WAR-INF/MANIFEST.json``."""
+    archived = model_path.parent.name in ("MAR-INF", WORKFLOW_DIRECTORY)
+    return model_path.parent.parent if archived else model_path.parent

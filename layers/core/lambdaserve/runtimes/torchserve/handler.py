@@ -207,6 +207,12 @@ class HandlerModel:
     def close(self) -> None:
         self._session.close()
 
+    @property
+    def overrun(self) -> str:
+        """Why this process should end (a workflow's function node still running past its
+        timeout-ms: a thread nothing can stop), else empty; a worker is then replaced."""
+        return str(getattr(self._session, "overrun", ""))
+
     def handle_rows(
         self, rows: list[dict[str, Any]], headers: list[Mapping[str, str]] | None = None
     ) -> list[Answer]:

@@ -33,7 +33,16 @@ _runners: dict[str, NodeRunner] = {}
 
 
 def install(runner: NodeRunner) -> None:
+    """Where model nodes go: the serving process's data plane (``pipelines.bls``), or, in a
+    worker process, the relay back to it (``workers.node_relay``)."""
     _runners["server"] = runner
+
+
+def run_node(model: str, fields: tuple[tuple[str, Any], ...], headers: Mapping[str, str]) -> Answer:
+    """One model node's call, through the installed runner."""
+    if "server" not in _runners:
+        raise InferenceError("workflows run only where models serve")
+    return _runners["server"](model, fields, headers)
 
 
 @dataclass(frozen=True)
@@ -186,6 +195,7 @@ class WorkflowSession:
                 f"{missing[0]!r}, which the dag names"
             )
         self._pool = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="workflow")
+        self.overrun = ""  # a function node left running past its timeout-ms
 
     def begin(self, headers: list[Mapping[str, str]]) -> None:
         self.handler_context.begin(headers)
@@ -227,6 +237,11 @@ class WorkflowSession:
                 return future.result(timeout=node.timeout_ms / 1000 if node.timeout_ms else None)
             except concurrent.futures.TimeoutError:
                 last = InferenceError(f"node {node.name!r} took over {node.timeout_ms} ms")
+                if not node.model:  # the user's code, still running: only a process ends it
+                    self.overrun = (
+                        f"the workflow's function node {node.name!r} ran past its timeout-ms "
+                        f"of {node.timeout_ms}"
+                    )
             except LambdaServeError as exc:
                 last = exc
             except Exception as exc:
@@ -239,9 +254,7 @@ class WorkflowSession:
 
     def _invoke(self, node: Node, fields: dict[str, Any], headers: Mapping[str, str]) -> Answer:
         if node.model:
-            if "server" not in _runners:
-                raise InferenceError("workflows run only where models serve")
-            return _runners["server"](node.model, tuple(fields.items()), headers)
+            return run_node(node.model, tuple(fields.items()), headers)
         result = self._functions[node.name]([fields], self.handler_context)
         if not isinstance(result, list) or len(result) != 1:
             raise InferenceError(f"function {node.name!r} must return a list of one answer")
