@@ -149,5 +149,6 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     inference_server.stop()
     server.stop()
     pump.stop()
+    process.server().close()  # as a server stops: its model code's worker processes end
     install(None)
     get_settings.cache_clear()

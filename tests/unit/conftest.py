@@ -40,7 +40,11 @@ class InProcessAws:
 def aws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InProcessAws]:
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     with mock_aws():
-        settings = Settings(work_dir=str(tmp_path / "work"), max_model_bytes=1_000_000)
+        # model code in this process: the unit tests are the domain's; worker processes
+        # (the shipped default) have tests of their own (test_worker_*, integration)
+        settings = Settings(
+            work_dir=str(tmp_path / "work"), max_model_bytes=1_000_000, code_workers=False
+        )
         clients = AwsClients(settings)
         resources = ensure_resources(clients, settings)
         yield InProcessAws(settings, clients, resources, build_manage_services(settings, clients))

@@ -48,10 +48,11 @@ class Settings:
     reply_to_allowed: tuple[str, ...] = ()
     client_timeout_s: float = 30.0
     python_models: bool = False
-    # Model code (handlers, Python models) in worker processes of its own
-    # (LAMBDASERVE_CODE_WORKERS=1); off: in this process, as before. The timeout where a
-    # model sets none is TorchServe's default responseTimeout.
-    code_workers: bool = False
+    # Model code (handlers, Python models, workflows, pipelines) in worker processes of its
+    # own, as TorchServe's workers and Triton's stubs; LAMBDASERVE_CODE_WORKERS=0 runs it in
+    # this process (no isolation; docs/benchmarks.md says when that is faster). The timeout
+    # where a model sets none is TorchServe's default responseTimeout.
+    code_workers: bool = True
     worker_timeout_s: float = 120.0
     # In a Lambda function (AWS_LAMBDA_FUNCTION_NAME set): one worker per version, no scaling.
     in_lambda: bool = False
@@ -159,7 +160,8 @@ class Settings:
                 if entry.strip()
             ),
             python_models=env.get("LAMBDASERVE_PYTHON_MODELS", "").lower() in ("1", "true", "yes"),
-            code_workers=env.get("LAMBDASERVE_CODE_WORKERS", "").lower() in ("1", "true", "yes"),
+            code_workers=env.get("LAMBDASERVE_CODE_WORKERS", "1").lower()
+            not in ("0", "false", "no", "off"),
             worker_timeout_s=float(
                 env.get("LAMBDASERVE_WORKER_TIMEOUT_S", str(defaults.worker_timeout_s))
             ),
