@@ -198,10 +198,12 @@ def serve(
     metrics_port: int | None = None,
     grpc_port: int = 0,
     grpc_management: bool = False,
+    management_port: int | None = None,
 ) -> None:
     """Serve the inference API with uvicorn until SIGINT/SIGTERM; with ``metrics_port``,
     TorchServe's metrics API beside it; with ``grpc_port``, every peer's gRPC services in the
-    same event loop (and dynamic batcher); ``grpc_management`` adds the repository RPCs.
+    same event loop (and dynamic batcher); ``grpc_management`` adds the repository RPCs;
+    ``management_port``, the management API (``make dev``'s, TorchServe's 8081).
 
     One process runs Python on one core at a time: ``workers`` > 1 processes share the
     ports (each with its own model copy and dynamic batcher) under a supervisor
@@ -220,18 +222,32 @@ def serve(
             metrics_port=metrics_port,
             grpc_port=grpc_port,
             grpc_management=grpc_management,
+            management_port=management_port,
         )
         return
     import uvicorn
 
     print(
-        banner(host, port, batching, 1, access_log, metrics=metrics_port, grpc=grpc_port),
+        banner(
+            host,
+            port,
+            batching,
+            1,
+            access_log,
+            metrics=metrics_port,
+            grpc=grpc_port,
+            management=management_port,
+        ),
         flush=True,
     )
     grpc = GrpcFlags(host, grpc_port, grpc_management)
     app: ASGIApp = build_serving_app(batching, prefetch=True, grpc=grpc, own_process=True)
     if metrics_port:
         app = _with_metrics_api(app, host, metrics_port)
+    if management_port:
+        from lambdaserve.processes.background import start_management_api
+
+        start_management_api(host, management_port, access_log)
     uvicorn.run(_logged(app, log_level, access_log), **uvicorn_options(host, port))
 
 
