@@ -9,8 +9,10 @@ import base64
 import logging
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -195,3 +197,82 @@ def test_torchserves_grpc_client_scales_a_handlers_workers_in_serve(
 
         listed = wait_until(lambda: len(w := workers()) == 2 and w, WAIT_S, interval_s=1)
     assert all(w["status"] == "READY" and w["pid"] > 0 for w in listed)
+
+
+GATED_HANDLER = """
+import time
+from pathlib import Path
+
+
+def handle(data, context):
+    if data is None:
+        return None
+    if bytes(data[0].get("body") or data[0].get("data")) == b"hold":
+        Path({started!r}).touch()
+        while not Path({gate!r}).exists():  # held until the test opens the gate
+            time.sleep(0.02)
+    return ["released" for _ in data]
+"""
+GATED_MODEL = """
+import time
+from pathlib import Path
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        inputs = [pb_utils.get_input_tensor_by_name(r, "INPUT0") for r in requests]
+        if inputs[0].as_numpy()[0] == 2.0:
+            Path({started!r}).touch()
+            while not Path({gate!r}).exists():  # held until the test opens the gate
+                time.sleep(0.02)
+        outputs = [pb_utils.Tensor("OUTPUT0", x.as_numpy()) for x in inputs]
+        return [pb_utils.InferenceResponse([y]) for y in outputs]
+"""
+
+
+@pytest.mark.parametrize("code", ["handler", "python_model"])
+def test_model_code_held_in_its_worker_never_holds_the_serving_loop(
+    workers_on, stack, tmp_path, code
+):
+    """Given `lambdaserve serve` with model code in workers (a handler, or a Python model
+    through the dynamic batcher), loaded, and an ONNX model beside it
+    When, after a quick first call (a fast model may run on the event loop), a request
+    holds the code in its worker (it waits on a gate)
+    Then while it is held the server stays ready and the ONNX model answers; once the gate
+    opens the held request answers too."""
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    stack.put("models/mlp/1/model.onnx", builders.onnx_mlp(4, 3))
+    if code == "handler":
+        source = GATED_HANDLER.format(started=str(started), gate=str(gate))
+        stack.put("models/held/1/handler.py", source.encode())
+        path, quick, hold = "/predictions/held", {"content": b"x"}, {"content": b"hold"}
+    else:
+        source = GATED_MODEL.format(started=str(started), gate=str(gate))
+        stack.put("models/held/config.pbtxt", CRASHING_CONFIG.encode())
+        stack.put("models/held/1/model.py", source.encode())
+        tensor = {"name": "INPUT0", "shape": [1], "datatype": "FP32"}
+        path = "/v2/models/held/infer"
+        quick = {"json": {"inputs": [{**tensor, "data": [1.0]}]}}
+        hold = {"json": {"inputs": [{**tensor, "data": [2.0]}]}}
+    stack.wait_state("mlp", 1, "READY")
+    stack.wait_state("held", 1, "READY")
+    row = {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2, 3, 4]}
+    with (
+        lambdaserve_serve() as served,
+        httpx.Client(base_url=f"http://127.0.0.1:{served.http}", timeout=WAIT_S) as http,
+        ThreadPoolExecutor(1) as pool,
+    ):
+        for _ in range(3):
+            assert http.post(path, **quick).status_code == 200
+        held = pool.submit(http.post, path, **hold)
+        wait_until(started.exists, WAIT_S)  # the code holds it in its worker now
+        # a blocked loop answers neither until the gate opens: these would time out
+        assert http.get("/v2/health/ready", timeout=30).status_code == 200
+        other = http.post("/v2/models/mlp/infer", json={"inputs": [row]}, timeout=30)
+        assert other.status_code == 200, other.text
+        assert not held.done()
+        gate.touch()
+        answer = held.result(timeout=WAIT_S)
+    assert answer.status_code == 200, answer.text

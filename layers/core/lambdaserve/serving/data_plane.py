@@ -200,6 +200,7 @@ class InferenceDataPlane:
             lambda: server.infer(
                 model, version, request, lambda s, outputs: Inferred(model, s.version, outputs)
             ),
+            runs_model=True,
         )
 
     async def _cache_lookup(
@@ -258,11 +259,22 @@ class InferenceDataPlane:
                 if isinstance(outcome, LambdaServeError):
                     raise outcome
                 return outcome
-        return await self.call(model, version, lambda: predict_raw(server, model, version, raw))
+        return await self.call(
+            model, version, lambda: predict_raw(server, model, version, raw), runs_model=True
+        )
 
-    async def call(self, model: str, version: int | None, work: Callable[[], T]) -> T:
-        # A loaded model answers inline: a thread hop costs more than a small model's run.
-        if self.server().is_loaded(model, version):
+    async def call(
+        self, model: str, version: int | None, work: Callable[[], T], runs_model: bool = False
+    ) -> T:
+        """``work`` inline when it needs no I/O: a thread hop costs more than a small model's
+        run. Work that ``runs_model`` waits on worker processes from a thread, never on the
+        event loop (``ModelServer.answers_inline``)."""
+        server = self.server()
+        if (
+            server.answers_inline(model, version)
+            if runs_model
+            else server.is_loaded(model, version)
+        ):
             return work()
         return await asyncio.to_thread(work)
 

@@ -214,6 +214,19 @@ class ModelServer:
             return True  # the answer (an error) is already known without I/O
         return (served.model, served.version, served.record.fingerprint) in self._loaded
 
+    def answers_inline(self, model: str, version: int | None) -> bool:
+        """True when running this request may hold the caller's thread (the event loop):
+        loaded, and run in this process. A version whose code runs in worker processes is
+        waited for from a thread, so a slow or hung model never holds the loop, and other
+        models' requests (and health checks) go on while its workers run."""
+        if not self.is_loaded(model, version):
+            return False
+        try:
+            served = self.resolver.resolve(model, version)
+        except LambdaServeError:
+            return True
+        return self.code_workers(served) == 0
+
     def code_workers(self, served: ServedVersion) -> int:
         """How many worker processes run this loaded version's code; 0 when it runs in this
         process or is not loaded."""

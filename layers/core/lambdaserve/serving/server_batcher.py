@@ -68,7 +68,7 @@ def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: in
         policy,
         asyncio.to_thread,
         execute_one=execute_one,
-        ready=lambda model, version: server().is_loaded(model, version),
+        ready=lambda model, version: server().answers_inline(model, version),
         rejected=rejected,
     )
 
@@ -97,6 +97,6 @@ def handler_batcher(server: Callable[[], ModelServer]) -> RawBatcher:
         execute,
         policy,
         asyncio.to_thread,
-        ready=lambda model, version: server().is_loaded(model, version),
+        ready=lambda model, version: server().answers_inline(model, version),
         rows=lambda request: 1,
     )
