@@ -7,7 +7,7 @@ import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp
@@ -26,6 +26,9 @@ from lambdaserve.serving.readiness import Readiness, warm_up_in_background
 from lambdaserve.serving.server_batcher import server_batcher
 from lambdaserve.settings import get_settings
 from lambdaserve.wiring.process import current
+
+if TYPE_CHECKING:  # imported where a server beside serve starts
+    from lambdaserve.processes.background import BackgroundServer
 
 
 def build_serving_app(
@@ -242,13 +245,20 @@ def serve(
     )
     grpc = GrpcFlags(host, grpc_port, grpc_management)
     app: ASGIApp = build_serving_app(batching, prefetch=True, grpc=grpc, own_process=True)
+    beside: list[BackgroundServer] = []
     if metrics_port:
-        app = _with_metrics_api(app, host, metrics_port)
+        app = _with_metrics_api(app, host, metrics_port, beside)
     if management_port:
         from lambdaserve.processes.background import start_management_api
 
-        start_management_api(host, management_port, access_log)
-    uvicorn.run(_logged(app, log_level, access_log), **uvicorn_options(host, port))
+        beside.append(start_management_api(host, management_port, access_log))
+    try:
+        uvicorn.run(_logged(app, log_level, access_log), **uvicorn_options(host, port))
+    finally:
+        # stopped before the interpreter exits: an event loop still running in a daemon
+        # thread while Python finalizes can crash the process on its way out
+        for server in beside:
+            server.stop()
 
 
 def uvicorn_options(host: str, port: int) -> dict[str, Any]:
@@ -269,9 +279,13 @@ def uvicorn_options(host: str, port: int) -> dict[str, Any]:
     }
 
 
-def _with_metrics_api(app: ASGIApp, host: str, port: int) -> ASGIApp:
-    """Start TorchServe's metrics API on ``port``; ``app``'s responses counted for it."""
+def _with_metrics_api(
+    app: ASGIApp, host: str, port: int, started: list[BackgroundServer]
+) -> ASGIApp:
+    """Start TorchServe's metrics API on ``port`` (added to ``started``); ``app``'s
+    responses counted for it."""
     from lambdaserve.processes.background import start_metrics_api
 
-    _, responses = start_metrics_api(host, port, lambda: current().server().stats)
+    server, responses = start_metrics_api(host, port, lambda: current().server().stats)
+    started.append(server)
     return responses.watch(app)
