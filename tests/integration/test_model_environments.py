@@ -208,3 +208,35 @@ def test_two_models_pinning_different_versions_of_one_package_answer_side_by_sid
             assert answer.json() == {"tinypkg": pin}
     workers = stack.api.get("/models/pin_one/1").json()[0]["workers"]
     assert workers and workers[0]["pid"] > 0
+
+
+def test_the_serving_environments_pins_hold_not_the_manage_sides(
+    wheel_index: Path, stack, tmp_path: Path
+):
+    """Given a serving environment with tinypkg 2.0 installed, where the sandbox runs (as
+    the code validator runs the infer image), while this manage process has no tinypkg
+    When tinypkg==1.0 is prepared, then tinypkg>=1.0
+    Then 1.0 is refused as conflicting with the serving image's tinypkg 2.0, and >=1.0
+    needs no environment: the serving image already has a tinypkg it allows."""
+    serving = tmp_path / "serving-site-packages"
+    subprocess.run(
+        [
+            *(sys.executable, "-m", "pip", "--isolated", "install", "--quiet", "--no-index"),
+            *("--find-links", str(wheel_index), "--target", str(serving), "tinypkg==2.0"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    assert "tinypkg" not in TARGET.pinned()  # the manage side's own pins know nothing of it
+    environments = Environments(
+        stack.clients.s3,
+        stack.settings.bucket,
+        IsolatedBuilder(site_dirs=(str(serving),)),
+        EnvironmentOptions(index_url=str(wheel_index)),
+    )
+    assert environments.target.pinned()["tinypkg"] == "2.0"
+    assert environments.target.pinned()["numpy"] == NUMPY
+    with pytest.raises(ModelRejected, match="conflicts with the serving image's tinypkg 2.0"):
+        environments.prepare(parse_requirements(b"tinypkg==1.0\n", "requirements.txt"))
+    assert environments.prepare(parse_requirements(b"tinypkg>=1.0\n", "requirements.txt")) == {}
+    assert environments.builds == 0

@@ -162,6 +162,14 @@ def _parser() -> argparse.ArgumentParser:
         "TorchServe's management service); the task role then needs the manage permissions",
     )
     serve.add_argument(
+        "--management-port",
+        type=_port_or_off,
+        default=0,
+        help="also serve the management API on this port (TorchServe's 8081: describe with "
+        "workers, PUT /models/<m>?min_worker= scales model code's workers; one worker only; "
+        "0: off); the task role then needs the manage permissions",
+    )
+    serve.add_argument(
         "--cache-config",
         action="append",
         default=[],
@@ -250,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                 "metrics_port": args.metrics_port or None,
                 "grpc_port": args.grpc_port,
                 "grpc_management": args.grpc_management,
+                "management_port": args.management_port or None,
             }
             if args.workers > 1:  # the supervisor imports no server; its workers do
                 from lambdaserve.processes.supervisor import serve_with_workers

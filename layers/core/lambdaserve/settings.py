@@ -56,6 +56,9 @@ class Settings:
     worker_timeout_s: float = 120.0
     # In a Lambda function (AWS_LAMBDA_FUNCTION_NAME set): one worker per version, no scaling.
     in_lambda: bool = False
+    # How many `serve --workers N` processes share this one's ports (its supervisor sets
+    # LAMBDASERVE_WORKERS in each): each has its own model-code workers, so none scales them.
+    serve_processes: int = 1
     # The code-validator Lambda (template: EnablePythonModels) that runs a Python model's
     # auto_complete_config at publish; empty: a child process without credentials.
     code_validator_function: str = ""
@@ -166,6 +169,7 @@ class Settings:
                 env.get("LAMBDASERVE_WORKER_TIMEOUT_S", str(defaults.worker_timeout_s))
             ),
             in_lambda=bool(env.get("AWS_LAMBDA_FUNCTION_NAME")),
+            serve_processes=int(env.get("LAMBDASERVE_WORKERS", "1") or "1"),
             code_validator_function=env.get("LAMBDASERVE_CODE_VALIDATOR_FUNCTION", ""),
             serving_check_function=env.get("LAMBDASERVE_SERVING_CHECK_FUNCTION", ""),
             client_timeout_s=float(

@@ -1,7 +1,8 @@
 """The code-validator function: a Python model's ``auto_complete_config``, run for the manage
 functions with a role that allows nothing (``publishing.auto_complete``); and a model's
 requirements built into an environment, stored through the presigned URL the event carries
-(``publishing.environments``)."""
+(``publishing.environments``), for the Python and pins this image reports
+(``publishing.serving_target``: this function runs the infer image, the one that serves)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class CompletionEvent(BaseModel):
 
 
 def handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    if "target" in event:  # this image's pins: environments are built for them
+        return IsolatedBuilder().target()
     if "environment" in event:
         try:
             request = BuildRequest.model_validate(event["environment"])

@@ -73,3 +73,13 @@ def start_metrics_api(
     responses = ResponseCounts()
     app = metrics_api_app(stats, responses, get_settings().work_dir)
     return BackgroundServer(app, host, port).start(), responses
+
+
+def start_management_api(host: str, port: int, access_log: bool = False) -> BackgroundServer:
+    """The management API on ``port`` (``serve --management-port``): the app ``make dev``
+    serves on 8081, over this process's model server, so TorchServe's describe lists its
+    workers and ``PUT /models/{m}?min_worker=`` scales them."""
+    from lambdaserve.wiring.process import current
+
+    app = current().management_app
+    return BackgroundServer(app, host, port, access_log=access_log).start()

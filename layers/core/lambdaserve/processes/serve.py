@@ -7,7 +7,7 @@ import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp
@@ -26,6 +26,9 @@ from lambdaserve.serving.readiness import Readiness, warm_up_in_background
 from lambdaserve.serving.server_batcher import server_batcher
 from lambdaserve.settings import get_settings
 from lambdaserve.wiring.process import current
+
+if TYPE_CHECKING:  # imported where a server beside serve starts
+    from lambdaserve.processes.background import BackgroundServer
 
 
 def build_serving_app(
@@ -198,10 +201,12 @@ def serve(
     metrics_port: int | None = None,
     grpc_port: int = 0,
     grpc_management: bool = False,
+    management_port: int | None = None,
 ) -> None:
     """Serve the inference API with uvicorn until SIGINT/SIGTERM; with ``metrics_port``,
     TorchServe's metrics API beside it; with ``grpc_port``, every peer's gRPC services in the
-    same event loop (and dynamic batcher); ``grpc_management`` adds the repository RPCs.
+    same event loop (and dynamic batcher); ``grpc_management`` adds the repository RPCs;
+    ``management_port``, the management API (``make dev``'s, TorchServe's 8081).
 
     One process runs Python on one core at a time: ``workers`` > 1 processes share the
     ports (each with its own model copy and dynamic batcher) under a supervisor
@@ -220,19 +225,40 @@ def serve(
             metrics_port=metrics_port,
             grpc_port=grpc_port,
             grpc_management=grpc_management,
+            management_port=management_port,
         )
         return
     import uvicorn
 
     print(
-        banner(host, port, batching, 1, access_log, metrics=metrics_port, grpc=grpc_port),
+        banner(
+            host,
+            port,
+            batching,
+            1,
+            access_log,
+            metrics=metrics_port,
+            grpc=grpc_port,
+            management=management_port,
+        ),
         flush=True,
     )
     grpc = GrpcFlags(host, grpc_port, grpc_management)
     app: ASGIApp = build_serving_app(batching, prefetch=True, grpc=grpc, own_process=True)
+    beside: list[BackgroundServer] = []
     if metrics_port:
-        app = _with_metrics_api(app, host, metrics_port)
-    uvicorn.run(_logged(app, log_level, access_log), **uvicorn_options(host, port))
+        app = _with_metrics_api(app, host, metrics_port, beside)
+    if management_port:
+        from lambdaserve.processes.background import start_management_api
+
+        beside.append(start_management_api(host, management_port, access_log))
+    try:
+        uvicorn.run(_logged(app, log_level, access_log), **uvicorn_options(host, port))
+    finally:
+        # stopped before the interpreter exits: an event loop still running in a daemon
+        # thread while Python finalizes can crash the process on its way out
+        for server in beside:
+            server.stop()
 
 
 def uvicorn_options(host: str, port: int) -> dict[str, Any]:
@@ -253,9 +279,13 @@ def uvicorn_options(host: str, port: int) -> dict[str, Any]:
     }
 
 
-def _with_metrics_api(app: ASGIApp, host: str, port: int) -> ASGIApp:
-    """Start TorchServe's metrics API on ``port``; ``app``'s responses counted for it."""
+def _with_metrics_api(
+    app: ASGIApp, host: str, port: int, started: list[BackgroundServer]
+) -> ASGIApp:
+    """Start TorchServe's metrics API on ``port`` (added to ``started``); ``app``'s
+    responses counted for it."""
     from lambdaserve.processes.background import start_metrics_api
 
-    _, responses = start_metrics_api(host, port, lambda: current().server().stats)
+    server, responses = start_metrics_api(host, port, lambda: current().server().stats)
+    started.append(server)
     return responses.watch(app)

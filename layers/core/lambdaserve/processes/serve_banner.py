@@ -14,6 +14,7 @@ def banner(
     *,
     metrics: int | None,
     grpc: int,
+    management: int | None = None,
 ) -> str:
     settings = get_settings()
     where = settings.endpoint_url or f"AWS ({settings.region})"
@@ -33,6 +34,9 @@ def banner(
             else "  gRPC              off (--grpc-port)",
             f"  metrics           http://{host}:{port}/metrics (Triton's names)"
             + (f"; http://{host}:{metrics}/metrics (TorchServe's)" if metrics else ""),
+            f"  management API    http://{host}:{management}/models (TorchServe's; /docs)"
+            if management
+            else "  management API    off (--management-port)",
             "Ctrl-C stops it.",
         ]
     )

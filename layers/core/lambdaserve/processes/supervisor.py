@@ -124,6 +124,7 @@ def serve_with_workers(
     metrics_port: int | None = None,
     grpc_port: int = 0,
     grpc_management: bool = False,
+    management_port: int | None = None,
 ) -> None:
     """``serve`` with ``workers`` > 1. This process imports no server: it only supervises
     (tens of MB less than a worker), and each worker builds the app from its environment."""
@@ -133,6 +134,12 @@ def serve_with_workers(
         raise InvalidInput(
             "--metrics-port needs --workers 1: each worker process counts only what it served, "
             "and a scrape would reach one of them; scale out by tasks with one worker each"
+        )
+    if management_port:
+        raise InvalidInput(
+            "--management-port needs --workers 1: each worker process has its own model "
+            "copies and model-code workers, so a describe or a PUT ?min_worker= would reach "
+            "one of them; scale out by tasks with one worker each"
         )
     print(
         banner(host, port, batching, workers, access_log, metrics=None, grpc=grpc_port),

@@ -29,20 +29,38 @@ class Builder(Protocol):
         """The sandbox's answer: packages, bytes, unpacked_bytes, sha256; or error."""
         ...
 
+    def target(self) -> dict[str, Any]:
+        """``{"target": ...}``: the Python, platform and pins of the environment the sandbox
+        runs in, which is the serving one (``publishing.serving_target``)."""
+        ...
+
 
 class IsolatedBuilder:
-    """The build in a child process with no AWS credentials or lambdaserve settings."""
+    """The build in a child process with no AWS credentials or lambdaserve settings;
+    ``site_dirs`` go first on its path (the site-packages of another environment on this
+    machine that serves the models, whose pins then hold; none: this process's own)."""
+
+    def __init__(self, site_dirs: tuple[str, ...] = ()) -> None:
+        self._site_dirs = site_dirs
 
     def build(self, request: BuildRequest) -> dict[str, Any]:
+        return self._child(
+            "lambdaserve.publishing.environment_build", request.model_dump_json().encode()
+        )
+
+    def target(self) -> dict[str, Any]:
+        return self._child("lambdaserve.publishing.serving_target", b"")
+
+    def _child(self, module: str, stdin: bytes) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="environment-build-") as home:
             environment = bare_environment(
                 home,
                 PIP_KEPT,
-                PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+                PYTHONPATH=os.pathsep.join([*self._site_dirs, *(p for p in sys.path if p)]),
                 PYTHONDONTWRITEBYTECODE="1",
             )
             process = subprocess.Popen(
-                [sys.executable, "-m", "lambdaserve.publishing.environment_build"],
+                [sys.executable, "-m", module],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -51,9 +69,7 @@ class IsolatedBuilder:
                 start_new_session=True,  # its own group: pip's children end with it
             )
             try:
-                out, err = process.communicate(
-                    request.model_dump_json().encode(), timeout=2 * PIP_TIMEOUT_S + 60
-                )
+                out, err = process.communicate(stdin, timeout=2 * PIP_TIMEOUT_S + 60)
             except subprocess.TimeoutExpired:
                 raise ModelRejected("building the environment ran over its time limit") from None
             finally:
@@ -78,7 +94,12 @@ class FunctionBuilder:
         self._function = function_name
 
     def build(self, request: BuildRequest) -> dict[str, Any]:
-        event = {"environment": request.model_dump()}
+        return self._invoke({"environment": request.model_dump()})
+
+    def target(self) -> dict[str, Any]:
+        return self._invoke({"target": {}})
+
+    def _invoke(self, event: dict[str, Any]) -> dict[str, Any]:
         response = self._lambda.invoke(
             FunctionName=self._function, Payload=json.dumps(event).encode()
         )

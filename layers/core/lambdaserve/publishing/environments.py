@@ -1,7 +1,8 @@
 """A model version's Python environment, built once at publish and stored in the bucket.
 
 The manage function never installs anything itself: it checks the requirements against the
-image's pins, looks for an environment already built from the same inputs
+serving image's pins (as the sandbox, which runs in that image, reports them:
+``serving_target``), looks for an environment already built from the same inputs
 (``environments/<digest>.json`` beside ``environments/<digest>.tar.gz``), and otherwise asks
 the sandbox to build one, handing it a presigned PUT URL for the tarball so the sandbox holds
 no permissions. What the catalog records of the version is the JSON document written beside
@@ -46,9 +47,9 @@ from lambdaserve.publishing.requirements import (
     beyond_image,
     check_pins,
     environment_digest,
-    image_target,
     requirements_of,
 )
+from lambdaserve.publishing.serving_target import target_from
 
 logger = logging.getLogger(__name__)
 
@@ -114,8 +115,10 @@ class Environments:
 
     @property
     def target(self) -> Target:
+        """The serving environment's target, as the sandbox reports it (it runs there),
+        asked once per manage process."""
         if self._target is None:
-            self._target = image_target()
+            self._target = target_from(self._builder.target())
         return self._target
 
     def prepare(self, requirements: Requirements) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from lambdaserve.runtimes.base import LoadedModel, RequestsModel
 from lambdaserve.runtimes.code_errors import request_ids
 from lambdaserve.serving.binding import bind_inputs, select_outputs
 from lambdaserve.serving.classification import classify
+from lambdaserve.workers.deadline import request_deadline
 
 if TYPE_CHECKING:
     from lambdaserve.serving.version_resolver import ServedVersion
@@ -43,7 +44,8 @@ def run_batch(
         inputs = bind_inputs(merged, served.signature)
         names = select_outputs(merged, served.signature)
         bound = time.perf_counter_ns()
-        outputs = loaded.run(inputs, names)
+        with request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9):
+            outputs = loaded.run(inputs, names)
         ran = time.perf_counter_ns()
         parts = split(outputs, batch.sizes) if len(members) > 1 else [outputs]
     except LambdaServeError as exc:
@@ -107,7 +109,10 @@ def _run_requests(
             (bind_inputs(member, served.signature), select_outputs(member, served.signature))
         )
     bound = time.perf_counter_ns()
-    with request_ids([member.id for member in members]):  # for model code's failure log
+    with (
+        request_ids([member.id for member in members]),  # for model code's failure log
+        request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
+    ):
         answers = loaded.run_requests(calls)
     ran = time.perf_counter_ns()
     results = []

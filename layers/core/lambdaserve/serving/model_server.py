@@ -27,6 +27,7 @@ from lambdaserve.serving.loaded_versions import LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
 from lambdaserve.serving.response_cache import Lookup, ResponseCache
 from lambdaserve.serving.version_resolver import ServedVersion, VersionResolver
+from lambdaserve.workers.deadline import request_deadline
 from lambdaserve.workers.options import WorkerOptions
 
 logger = logging.getLogger(__name__)
@@ -94,7 +95,8 @@ class ModelServer:
             check_batch_size(inputs, model, served.config.max_batch_size)
             names = select_outputs(request, served.signature)
             bound = time.perf_counter_ns()
-            outputs = classify(request, served, loaded.run(inputs, names))
+            with request_deadline(served.config, (request.parameters,)):
+                outputs = classify(request, served, loaded.run(inputs, names))
             ran = time.perf_counter_ns()
             encoded = encode(served, outputs)
         except LambdaServeError as exc:

@@ -27,7 +27,7 @@ def described_workers(server: ModelServer, model: str, version: int) -> list[dic
 
 def worker_limits(server: ModelServer, model: str, version: int) -> tuple[int, int] | None:
     pool = worker_pools(server).get((model, version))
-    return (pool.target, pool.spec.max_workers) if pool is not None else None
+    return (pool.spec.min_workers, pool.spec.max_workers) if pool is not None else None
 
 
 def worker_memory(server: ModelServer) -> dict[tuple[str, str], tuple[int, int]]:
@@ -50,6 +50,13 @@ def scale_workers(
     loaded = server.load(served)
     if not isinstance(loaded, WorkerModel):
         return None
+    if server.workers.shared_by > 1:
+        raise InvalidInput(
+            f"scaling {model!r} is refused: `serve --workers {server.workers.shared_by}` runs "
+            f"{server.workers.shared_by} processes, each with its own workers of the model, and "
+            "this call reaches one of them. Serve with --workers 1 to scale a model's workers "
+            "with min_worker (or minWorkers in model-config.yaml), or scale out by tasks"
+        )
     if min_worker < 1 or (max_worker is not None and max_worker < min_worker):
         raise InvalidInput(
             f"min_worker={min_worker} max_worker={max_worker}: ask for at least one worker, "

@@ -53,6 +53,7 @@ def build_model_server(
             enabled=settings.code_workers,
             timeout_s=settings.worker_timeout_s,
             per_version=1 if settings.in_lambda else 0,
+            shared_by=settings.serve_processes,
             environment_paths=environment_paths or EnvironmentDirectories.beside(cache),
         ),
     )

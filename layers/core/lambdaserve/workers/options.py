@@ -27,11 +27,13 @@ def no_environment(model: str, version: int, version_dir: Path) -> tuple[Path, .
 class WorkerOptions:
     """The composition root's choices: whether model code runs in workers, the timeout
     where a model sets none, and ``per_version`` (1 in Lambda: one worker per version; 0:
-    the counts the model asks for)."""
+    the counts the model asks for); ``shared_by``: how many ``serve`` processes share the
+    ports, each with workers of its own (above 1, scaling is refused: it would reach one)."""
 
     enabled: bool = False
     timeout_s: float = TORCHSERVE_TIMEOUT_S
     per_version: int = 0
+    shared_by: int = 1
     start_timeout_s: float = 300.0
     environment_paths: EnvironmentPaths = no_environment
 

@@ -24,6 +24,7 @@ from lambdaserve.runtimes.triton_python.decoupled import one_response
 from lambdaserve.tensors.signature import Arrays
 from lambdaserve.workers.bls_relay import answer_bls
 from lambdaserve.workers.channel import ChannelClosed, error_from
+from lambdaserve.workers.deadline import current_deadline, expired
 from lambdaserve.workers.process import WorkerProcess
 from lambdaserve.workers.shared_area import arrays_of
 from lambdaserve.workers.workforce import WorkerSpec, Workforce
@@ -125,6 +126,9 @@ class WorkerModel(Workforce):
             raise
 
     def _send(self, build: Callable[[WorkerProcess], dict[str, Any]]) -> WorkerProcess:
+        own = current_deadline()
+        if own is not None and own.at <= time.monotonic():
+            raise expired(self.spec.model, own, ran=False)  # no worker to kill for it
         worker = self._take()
         try:
             worker.channel.send(build(worker))
@@ -139,6 +143,11 @@ class WorkerModel(Workforce):
         """The worker's next message for its caller (BLS calls answered on the way)."""
         deadline = time.monotonic() + self.spec.timeout_s
         wait = self.spec.timeout_s  # the same each call: no socket timeout change
+        own = current_deadline()
+        if own is not None and own.at < deadline:  # the request's own timeout comes first
+            deadline, wait = own.at, max(0.001, own.at - time.monotonic())
+        else:
+            own = None
         try:
             while True:
                 reply = worker.channel.receive(wait)
@@ -148,6 +157,15 @@ class WorkerModel(Workforce):
                 answer_bls(worker, reply)  # a BLS call from the model: answered, then wait on
                 wait = max(0.001, deadline - time.monotonic())
         except TimeoutError:
+            if own is not None:
+                # the client's own deadline says nothing of the model's health: the worker
+                # is replaced without counting a crash (clients cannot break a version)
+                logger.warning(
+                    "%s held a request past the request's own timeout: killing worker pid %s",
+                    *(worker.label, worker.pid),
+                )
+                self._discard(worker)
+                raise expired(self.spec.model, own, ran=True) from None
             logger.error(
                 "%s held a request past its timeout of %.0f s: killing worker pid %s",
                 worker.label,

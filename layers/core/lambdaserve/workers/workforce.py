@@ -66,6 +66,7 @@ class Workforce:
         self._lock = threading.Lock()
         self._crashes: collections.deque[float] = collections.deque()
         self._target = spec.min_workers
+        self._starting = 0  # workers asked for and not yet started (scaling counts them)
         self._restarts = 0
         self.broken = ""
         self._closed = False
@@ -124,7 +125,7 @@ class Workforce:
             self._idle.put(worker)
 
     # -- starting and restarting -----------------------------------------------------------
-    def _spawn(self) -> WorkerProcess:
+    def _spawn(self, started_later: bool = False) -> WorkerProcess:
         with self._lock:  # restarts start from several threads
             index = self._restarts
             self._restarts += 1
@@ -144,8 +145,9 @@ class Workforce:
             raise error_from(answer["error"])
         if answer.get("batching"):
             self.batching = FrontendBatching(*answer["batching"])
-        with self._lock:
+        with self._lock:  # started: counted once, as a worker, no longer as one starting
             self._workers.append(worker)
+            self._starting -= started_later
         return worker
 
     def _discard(self, worker: WorkerProcess) -> None:
@@ -192,20 +194,24 @@ class Workforce:
         self._start_later(BACKOFF_S[min(crashes - 1, len(BACKOFF_S) - 1)])
 
     def _start_later(self, delay_s: float) -> None:
+        with self._lock:
+            self._starting += 1
+
         def start() -> None:
             time.sleep(delay_s)
-            if self._closed or self.broken:
-                return
             try:
-                worker = self._spawn()
+                if self._closed or self.broken:
+                    raise ModelNotReady("closed")
+                worker = self._spawn(started_later=True)
             except LambdaServeError as exc:
-                logger.error(
-                    "%s version %s: restarting a worker failed: %s",
-                    self.spec.model,
-                    self.spec.version,
-                    exc.message,
-                )
-                self._break(f"its worker could not be restarted: {exc.message}")
+                with self._lock:
+                    self._starting -= 1
+                if not self._closed and not self.broken:
+                    logger.error(
+                        "%s version %s: restarting a worker failed: %s",
+                        *(self.spec.model, self.spec.version, exc.message),
+                    )
+                    self._break(f"its worker could not be restarted: {exc.message}")
                 return
             self._idle.put(worker)
 
@@ -231,13 +237,18 @@ class Workforce:
         return self._target
 
     def scale(self, min_workers: int, max_workers: int | None = None) -> None:
-        """TorchServe's ``PUT /models/{m}?min_worker=``: start workers up to the count; the
-        ones above it stop now when idle, else when they next fall idle."""
-        target = max(1, min_workers)
-        if max_workers is not None:
-            self.spec = replace(self.spec, max_workers=max(target, max_workers))
+        """TorchServe's ``PUT /models/{m}?min_worker=&max_worker=``, as its WorkLoadManager
+        does it: fewer workers than ``min_workers`` are topped up to it; more than
+        ``max_workers`` (``min_workers`` when not given) stop, idle ones now, busy ones when
+        they next fall idle; a count between the two stays. Nothing ever starts workers
+        beyond ``min_workers`` on load: TorchServe does not autoscale to ``maxWorkers``."""
+        low = max(1, min_workers)
+        high = max(low, max_workers if max_workers is not None else low)
+        self.spec = replace(self.spec, min_workers=low, max_workers=high)
         with self._lock:
-            missing = target - len(self._workers)
+            current = len(self._workers) + self._starting
+            target = min(max(current, low), high)
+            missing = target - current
             self._target = target
         for _ in range(max(0, missing)):
             self._start_later(0.0)
