@@ -14,8 +14,8 @@ workers; `serve` and its model-code workers).
         [--workers-mode in-process,workers] [--concurrency 1,32]
 
 `--workers-mode` runs ours once per mode, side by side in one run: the handler in the
-serving process (`in-process`), or in its worker processes (`workers`:
-LAMBDASERVE_CODE_WORKERS=1).
+serving process (`in-process`: LAMBDASERVE_CODE_WORKERS=0), or in its worker processes
+(`workers`, the default).
 
 Writes bench/results/torchserve-handler-<time>.json; `make bench-peers` runs it last.
 """
@@ -300,9 +300,9 @@ def main() -> None:
         help="`serve --workers` (default 2: TorchServe runs 2 workers, one per core here)",
     )  # fmt: skip
     parser.add_argument(
-        "--workers-mode", type=_modes, default=["in-process"],
+        "--workers-mode", type=_modes, default=["workers"],
         help="where ours runs the handler, comma-separated: in-process, workers "
-        "(LAMBDASERVE_CODE_WORKERS=1); default in-process",
+        "(the default, as shipped)",
     )  # fmt: skip
     parser.add_argument("--concurrency", default="1,32", help="comma-separated (default 1,32)")
     args = parser.parse_args()
