@@ -44,6 +44,7 @@ from tritonclient.grpc import service_pb2
 
 CONCURRENCY = (1, 8, 32)
 INFER = "/inference.GRPCInferenceService/ModelInfer"
+STREAM = "/inference.GRPCInferenceService/ModelStreamInfer"
 
 
 def request_bytes(row: np.ndarray) -> bytes:
@@ -59,7 +60,13 @@ def answer(raw: bytes) -> np.ndarray:
 
 
 async def _load(
-    url: str, body: bytes, concurrency: int, seconds: float, channels: int = 1
+    url: str,
+    body: bytes,
+    concurrency: int,
+    seconds: float,
+    channels: int = 1,
+    *,
+    method: str = INFER,
 ) -> dict[str, float]:
     # each channel its own connection (grpc.use_local_subchannel_pool), as separate clients
     options = [
@@ -68,7 +75,7 @@ async def _load(
     ]
     opened = [grpc.aio.insecure_channel(url, options=options) for _ in range(channels)]
     try:
-        calls = [c.unary_unary(INFER) for c in opened]  # bytes in, bytes out: no encoding
+        calls = [c.unary_unary(method) for c in opened]  # bytes in, bytes out: no encoding
         for call in calls:
             await call(body)
         latencies: list[float] = []
@@ -93,6 +100,44 @@ async def _load(
     finally:
         for channel in opened:
             await channel.close()
+    return _summary(latencies, elapsed, errors)
+
+
+async def _load_stream(
+    url: str, body: bytes, concurrency: int, seconds: float, channels: int = 1
+) -> dict[str, float]:
+    """``concurrency`` ModelStreamInfer streams, each with one request in flight at a time
+    (sent, its answer read, the next sent), spread over ``channels`` connections."""
+    options = [("grpc.use_local_subchannel_pool", 1)]
+    opened = [grpc.aio.insecure_channel(url, options=options) for _ in range(channels)]
+    latencies: list[float] = []
+    errors = 0
+    try:
+        streams = [opened[i % channels].stream_stream(STREAM)() for i in range(concurrency)]
+        deadline = time.monotonic() + seconds
+
+        async def worker(stream: Any) -> None:
+            nonlocal errors
+            while time.monotonic() < deadline:
+                started = time.perf_counter()
+                await stream.write(body)
+                raw = await stream.read()
+                if service_pb2.ModelStreamInferResponse.FromString(raw).error_message:
+                    errors += 1
+                    continue
+                latencies.append(time.perf_counter() - started)
+            await stream.done_writing()
+
+        started = time.monotonic()
+        await asyncio.gather(*(worker(stream) for stream in streams))
+        elapsed = time.monotonic() - started
+    finally:
+        for channel in opened:
+            await channel.close()
+    return _summary(latencies, elapsed, errors)
+
+
+def _summary(latencies: list[float], elapsed: float, errors: int) -> dict[str, float]:
     latencies.sort()
     return {
         "rps": round(len(latencies) / elapsed, 1),

@@ -130,7 +130,7 @@ def table(points: list[dict[str, Any]], shapes: list[str]) -> str:
             base = first.setdefault(concurrency, cpu)
             lines.append(
                 f"| {shape} | {concurrency} | {rps:,.0f} | {p50:.2f} / {p99:.1f} | {cpu:.3f} "
-                f"| {cpu / base:.2f}× |"
+                f"| {cpu / base:.2f}x |"
             )
     return "\n".join(lines)
 
