@@ -158,7 +158,13 @@ def check(url: str, body: bytes, expected: np.ndarray) -> None:
 
 
 def measure(
-    running: Running, expected: np.ndarray, body: bytes, seconds: int, channels: int
+    running: Running,
+    expected: np.ndarray,
+    body: bytes,
+    seconds: int,
+    channels: int,
+    *,
+    stream: bool = False,
 ) -> list[dict[str, Any]]:
     url = f"127.0.0.1:{running.extra['grpc_port']}"
     points = []
@@ -168,13 +174,14 @@ def measure(
         asyncio.run(_load(url, body, 4, 2))  # warm-up
         for concurrency in CONCURRENCY:
             meter = CpuMeter(running.process.pid)
-            result = asyncio.run(_load(url, body, concurrency, seconds, min(channels, concurrency)))
+            load = _load_stream if stream else _load
+            result = asyncio.run(load(url, body, concurrency, seconds, min(channels, concurrency)))
             result.update(meter.cost(float(result["rps"]) * seconds))
             check(url, body, expected)
             points.append(
                 {
                     "server": running.name,
-                    "protocol": "grpc",
+                    "protocol": "grpc-stream" if stream else "grpc",
                     "concurrency": concurrency,
                     **result,
                     **running.extra,
@@ -182,7 +189,7 @@ def measure(
                 }
             )
             print(json.dumps(points[-1]), flush=True)
-        if running.name == "lambdaserve":  # the same server's HTTP path, binary tensors, c=1
+        if running.name == "lambdaserve" and not stream:  # its HTTP path, binary tensors, c=1
             call = running.calls["binary"]
             http = load_python(
                 running.port, call.body, 1, seconds, path=running.path, headers=call.headers
@@ -212,9 +219,10 @@ def table(points: list[dict[str, Any]]) -> str:
         "| load generator CPU s / 1k req (ours / Triton's points) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    protocol = "grpc-stream" if any(p["protocol"] == "grpc-stream" for p in points) else "grpc"
     for concurrency in CONCURRENCY:
-        ours = by.get(("lambdaserve", "grpc", concurrency))
-        triton = by.get(("triton", "grpc", concurrency))
+        ours = by.get(("lambdaserve", protocol, concurrency))
+        triton = by.get(("triton", protocol, concurrency))
         if ours is None or triton is None:
             continue
         ours_cpu, triton_cpu = ours.get("server_cpu_s_per_1k"), triton.get("server_cpu_s_per_1k")
@@ -258,6 +266,11 @@ def main() -> None:
         help="client connections the calls spread over (default: 2 per lambdaserve worker: "
         "the workers share the port per connection, so one connection reaches one worker)",
     )
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="ModelStreamInfer: each of the c calls in flight on a stream of its own",
+    )
     args = parser.parse_args()
     if args.ours_workers is None:
         args.ours_workers = args.workers
@@ -274,12 +287,16 @@ def main() -> None:
             ours = Ours(onnx_path)
             try:
                 running = ours.start(work, 0, row, args.ours_workers)
-                points += measure(running, expected, body, args.seconds, args.channels)
+                points += measure(
+                    running, expected, body, args.seconds, args.channels, stream=args.stream
+                )
             finally:
                 ours.close()
         if "triton" in wanted:
             running = start_triton(work, onnx_path, 0, row, args.workers)
-            points += measure(running, expected, body, args.seconds, args.channels)
+            points += measure(
+                running, expected, body, args.seconds, args.channels, stream=args.stream
+            )
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (RESULTS / f"grpc-{stamp}.json").write_text(json.dumps(points, indent=1))
     print(table(points))
