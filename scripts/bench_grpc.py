@@ -9,7 +9,10 @@ grpc.aio load generator (concurrency 1, 8, 32 calls in flight on one channel, as
 tritonclient.grpc.aio client), so client-side encoding costs both servers the same. Every
 point checks an answer against onnxruntime run directly.
 
-    python scripts/bench_grpc.py [--seconds 10] [--peers lambdaserve,triton]
+    python scripts/bench_grpc.py [--seconds 10] [--peers lambdaserve,triton] [--stream]
+
+``--stream`` sends the same requests on ModelStreamInfer instead (each call in flight on a
+stream of its own, its answer read before the next is sent), to both servers.
 
 Writes bench/results/grpc-<time>.json; `make bench-peers` runs it after bench_peers.py.
 """

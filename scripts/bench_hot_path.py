@@ -7,7 +7,10 @@ process tree, from /proc). With ``--trees new=.,base=/path/to/old/checkout`` the
 servers take turns point by point (A B in even rounds, B A in odd ones), so a before/after
 ratio is read from one run on one machine; each serve runs that tree's ``layers/core``
 (PYTHONPATH) in this venv. ``--py-spy PATH`` also records a raw py-spy profile of every point
-(the sampler costs CPU: read those points' figures as profiles only).
+(the sampler costs CPU: read those points' figures as profiles only). Doors beyond the
+default five: ``grpc-stream`` (the gRPC requests on ModelStreamInfer streams) and
+``grpc-live`` (ServerLive calls: what gRPC costs this server with no work); ``--workers N``
+runs each ``serve`` with N workers.
 
     python scripts/bench_hot_path.py --trees new=.,base=/tmp/base [--seconds 5] [--rounds 2]
 """
