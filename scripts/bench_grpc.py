@@ -9,7 +9,10 @@ grpc.aio load generator (concurrency 1, 8, 32 calls in flight on one channel, as
 tritonclient.grpc.aio client), so client-side encoding costs both servers the same. Every
 point checks an answer against onnxruntime run directly.
 
-    python scripts/bench_grpc.py [--seconds 10] [--peers lambdaserve,triton]
+    python scripts/bench_grpc.py [--seconds 10] [--peers lambdaserve,triton] [--stream]
+
+``--stream`` sends the same requests on ModelStreamInfer instead (each call in flight on a
+stream of its own, its answer read before the next is sent), to both servers.
 
 Writes bench/results/grpc-<time>.json; `make bench-peers` runs it after bench_peers.py.
 """
@@ -44,6 +47,7 @@ from tritonclient.grpc import service_pb2
 
 CONCURRENCY = (1, 8, 32)
 INFER = "/inference.GRPCInferenceService/ModelInfer"
+STREAM = "/inference.GRPCInferenceService/ModelStreamInfer"
 
 
 def request_bytes(row: np.ndarray) -> bytes:
@@ -59,7 +63,13 @@ def answer(raw: bytes) -> np.ndarray:
 
 
 async def _load(
-    url: str, body: bytes, concurrency: int, seconds: float, channels: int = 1
+    url: str,
+    body: bytes,
+    concurrency: int,
+    seconds: float,
+    channels: int = 1,
+    *,
+    method: str = INFER,
 ) -> dict[str, float]:
     # each channel its own connection (grpc.use_local_subchannel_pool), as separate clients
     options = [
@@ -68,7 +78,7 @@ async def _load(
     ]
     opened = [grpc.aio.insecure_channel(url, options=options) for _ in range(channels)]
     try:
-        calls = [c.unary_unary(INFER) for c in opened]  # bytes in, bytes out: no encoding
+        calls = [c.unary_unary(method) for c in opened]  # bytes in, bytes out: no encoding
         for call in calls:
             await call(body)
         latencies: list[float] = []
@@ -93,6 +103,44 @@ async def _load(
     finally:
         for channel in opened:
             await channel.close()
+    return _summary(latencies, elapsed, errors)
+
+
+async def _load_stream(
+    url: str, body: bytes, concurrency: int, seconds: float, channels: int = 1
+) -> dict[str, float]:
+    """``concurrency`` ModelStreamInfer streams, each with one request in flight at a time
+    (sent, its answer read, the next sent), spread over ``channels`` connections."""
+    options = [("grpc.use_local_subchannel_pool", 1)]
+    opened = [grpc.aio.insecure_channel(url, options=options) for _ in range(channels)]
+    latencies: list[float] = []
+    errors = 0
+    try:
+        streams = [opened[i % channels].stream_stream(STREAM)() for i in range(concurrency)]
+        deadline = time.monotonic() + seconds
+
+        async def worker(stream: Any) -> None:
+            nonlocal errors
+            while time.monotonic() < deadline:
+                started = time.perf_counter()
+                await stream.write(body)
+                raw = await stream.read()
+                if service_pb2.ModelStreamInferResponse.FromString(raw).error_message:
+                    errors += 1
+                    continue
+                latencies.append(time.perf_counter() - started)
+            await stream.done_writing()
+
+        started = time.monotonic()
+        await asyncio.gather(*(worker(stream) for stream in streams))
+        elapsed = time.monotonic() - started
+    finally:
+        for channel in opened:
+            await channel.close()
+    return _summary(latencies, elapsed, errors)
+
+
+def _summary(latencies: list[float], elapsed: float, errors: int) -> dict[str, float]:
     latencies.sort()
     return {
         "rps": round(len(latencies) / elapsed, 1),
@@ -113,7 +161,13 @@ def check(url: str, body: bytes, expected: np.ndarray) -> None:
 
 
 def measure(
-    running: Running, expected: np.ndarray, body: bytes, seconds: int, channels: int
+    running: Running,
+    expected: np.ndarray,
+    body: bytes,
+    seconds: int,
+    channels: int,
+    *,
+    stream: bool = False,
 ) -> list[dict[str, Any]]:
     url = f"127.0.0.1:{running.extra['grpc_port']}"
     points = []
@@ -123,13 +177,14 @@ def measure(
         asyncio.run(_load(url, body, 4, 2))  # warm-up
         for concurrency in CONCURRENCY:
             meter = CpuMeter(running.process.pid)
-            result = asyncio.run(_load(url, body, concurrency, seconds, min(channels, concurrency)))
+            load = _load_stream if stream else _load
+            result = asyncio.run(load(url, body, concurrency, seconds, min(channels, concurrency)))
             result.update(meter.cost(float(result["rps"]) * seconds))
             check(url, body, expected)
             points.append(
                 {
                     "server": running.name,
-                    "protocol": "grpc",
+                    "protocol": "grpc-stream" if stream else "grpc",
                     "concurrency": concurrency,
                     **result,
                     **running.extra,
@@ -137,7 +192,7 @@ def measure(
                 }
             )
             print(json.dumps(points[-1]), flush=True)
-        if running.name == "lambdaserve":  # the same server's HTTP path, binary tensors, c=1
+        if running.name == "lambdaserve" and not stream:  # its HTTP path, binary tensors, c=1
             call = running.calls["binary"]
             http = load_python(
                 running.port, call.body, 1, seconds, path=running.path, headers=call.headers
@@ -167,9 +222,10 @@ def table(points: list[dict[str, Any]]) -> str:
         "| load generator CPU s / 1k req (ours / Triton's points) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    protocol = "grpc-stream" if any(p["protocol"] == "grpc-stream" for p in points) else "grpc"
     for concurrency in CONCURRENCY:
-        ours = by.get(("lambdaserve", "grpc", concurrency))
-        triton = by.get(("triton", "grpc", concurrency))
+        ours = by.get(("lambdaserve", protocol, concurrency))
+        triton = by.get(("triton", protocol, concurrency))
         if ours is None or triton is None:
             continue
         ours_cpu, triton_cpu = ours.get("server_cpu_s_per_1k"), triton.get("server_cpu_s_per_1k")
@@ -213,6 +269,11 @@ def main() -> None:
         help="client connections the calls spread over (default: 2 per lambdaserve worker: "
         "the workers share the port per connection, so one connection reaches one worker)",
     )
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="ModelStreamInfer: each of the c calls in flight on a stream of its own",
+    )
     args = parser.parse_args()
     if args.ours_workers is None:
         args.ours_workers = args.workers
@@ -229,12 +290,16 @@ def main() -> None:
             ours = Ours(onnx_path)
             try:
                 running = ours.start(work, 0, row, args.ours_workers)
-                points += measure(running, expected, body, args.seconds, args.channels)
+                points += measure(
+                    running, expected, body, args.seconds, args.channels, stream=args.stream
+                )
             finally:
                 ours.close()
         if "triton" in wanted:
             running = start_triton(work, onnx_path, 0, row, args.workers)
-            points += measure(running, expected, body, args.seconds, args.channels)
+            points += measure(
+                running, expected, body, args.seconds, args.channels, stream=args.stream
+            )
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (RESULTS / f"grpc-{stamp}.json").write_text(json.dumps(points, indent=1))
     print(table(points))

@@ -7,7 +7,10 @@ process tree, from /proc). With ``--trees new=.,base=/path/to/old/checkout`` the
 servers take turns point by point (A B in even rounds, B A in odd ones), so a before/after
 ratio is read from one run on one machine; each serve runs that tree's ``layers/core``
 (PYTHONPATH) in this venv. ``--py-spy PATH`` also records a raw py-spy profile of every point
-(the sampler costs CPU: read those points' figures as profiles only).
+(the sampler costs CPU: read those points' figures as profiles only). Doors beyond the
+default five: ``grpc-stream`` (the gRPC requests on ModelStreamInfer streams) and
+``grpc-live`` (ServerLive calls: what gRPC costs this server with no work); ``--workers N``
+runs each ``serve`` with N workers.
 
     python scripts/bench_hot_path.py --trees new=.,base=/tmp/base [--seconds 5] [--rounds 2]
 """
@@ -37,6 +40,7 @@ from bench_batching import (
     start_stack,
 )
 from bench_grpc import _load as grpc_load
+from bench_grpc import _load_stream as grpc_stream_load
 from bench_grpc import request_bytes
 from bench_peers import v2_binary_call, v2_body
 from cpu_cost import CpuMeter
@@ -45,6 +49,7 @@ from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.emulator import free_port, wait_for_port
 
 RESULTS = Path("bench/results")
+LIVE = "/inference.GRPCInferenceService/ServerLive"
 CONFIG = b"max_batch_size: 8\ndynamic_batching { max_queue_delay_microseconds: 0 }\n"
 
 
@@ -71,11 +76,12 @@ def doors(row: np.ndarray) -> dict[str, Door]:
 class Serve:
     """`lambdaserve serve` from one source tree, against the stack's emulator."""
 
-    def __init__(self, tree: Path, endpoint: str, work: str) -> None:
+    def __init__(self, tree: Path, endpoint: str, work: str, workers: int = 1) -> None:
         self.port, self.grpc_port = free_port(), free_port()
         env = serve_environment(endpoint, work, PYTHONPATH=str(tree.resolve() / "layers/core"))
         command = [sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(self.port)]
-        command += ["--grpc-port", str(self.grpc_port)]
+        command += ["--grpc-port", str(self.grpc_port), "--workers", str(workers)]
+        self.workers = workers
         self.process = subprocess.Popen(
             command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -140,8 +146,10 @@ def measure(
         )
     meter = CpuMeter(serve.process.pid)
     if door_or_grpc is None:
-        body = request_bytes(np.zeros((1, 784), np.float32))
-        got = asyncio.run(grpc_load(f"127.0.0.1:{serve.grpc_port}", body, concurrency, seconds))
+        url = f"127.0.0.1:{serve.grpc_port}"
+        # one connection reaches one worker: two each when there are several (bench_grpc's)
+        channels = 1 if serve.workers == 1 else 2 * serve.workers
+        got = asyncio.run(grpc_point(name, url, concurrency, seconds, channels))
         result = {"req_s": got["rps"], "p50_ms": got["p50_ms"], "p99_ms": got["p99_ms"]}
         result["errors"] = got["errors"]
     else:
@@ -160,13 +168,31 @@ def measure(
     return result
 
 
+async def grpc_point(
+    name: str, url: str, concurrency: int, seconds: int, channels: int = 1
+) -> dict[str, float]:
+    """``grpc``: ModelInfer calls; ``grpc-stream``: the same requests on ModelStreamInfer
+    streams; ``grpc-live``: ServerLive calls, what gRPC costs this server with no work."""
+    body = request_bytes(np.zeros((1, 784), np.float32))
+    if name == "grpc-stream":
+        return await grpc_stream_load(url, body, concurrency, seconds, channels)
+    if name == "grpc-live":
+        return await grpc_load(url, b"", concurrency, seconds, channels, method=LIVE)
+    return await grpc_load(url, body, concurrency, seconds, channels)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--trees", default="new=.", help="label=path,... (A B A B in a round)")
-    parser.add_argument("--doors", default="v2-json,v2-binary,predictions,tfserving,grpc")
+    parser.add_argument(
+        "--doors",
+        default="v2-json,v2-binary,predictions,tfserving,grpc",
+        help="also grpc-stream (ModelStreamInfer), grpc-live (ServerLive: gRPC's own cost)",
+    )
     parser.add_argument("--concurrency", default="1,32")
     parser.add_argument("--seconds", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=1, help="serve --workers")
     parser.add_argument("--py-spy", dest="spy", help="py-spy's path: a raw profile per point")
     args = parser.parse_args()
     trees = dict(item.split("=", 1) for item in args.trees.split(","))
@@ -197,7 +223,7 @@ def main() -> None:
                         # A B, then B A: neither tree always goes first
                         order = list(trees.items())
                         for label, tree in order[:: -1 if round_number % 2 else 1]:
-                            serve = Serve(Path(tree), endpoint, f"{work}/{label}")
+                            serve = Serve(Path(tree), endpoint, f"{work}/{label}", args.workers)
                             try:
                                 door = all_doors.get(name)
                                 if door is not None:

@@ -38,6 +38,11 @@ def test_two_workers_share_the_ports_are_replaced_when_killed_and_drain_on_sigte
     try:
         wait_until(lambda: _ready(url) == 200, WAIT_S)
         first = set(wait_until(lambda: len(w := _children(server.pid)) == 2 and w, WAIT_S))
+        # each worker's model threads are its share of the cores, not every core
+        share = str(max(1, len(os.sched_getaffinity(0)) // 2)).encode()
+        for pid in first:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            assert b"LAMBDASERVE_INTRA_OP_THREADS=" + share in environ
 
         # When clients call it over HTTP and gRPC, each on a connection of its own
         answers = _infer_http(url, 48) + _infer_grpc(grpc_port, 16)
@@ -133,6 +138,7 @@ def _serve(port: int, grpc_port: int, log: Path) -> subprocess.Popen[bytes]:
     command = [sys.executable, "-m", "lambdaserve.cli", "serve", "--port", str(port)]
     command += ["--workers", "2", "--grpc-port", str(grpc_port)]
     env = {**os.environ, "LAMBDASERVE_DRAIN_DELAY_S": "600"}
+    env.pop("LAMBDASERVE_INTRA_OP_THREADS", None)  # the supervisor's own share, asserted
     with log.open("wb") as out:
         return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
 

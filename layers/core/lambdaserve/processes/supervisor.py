@@ -42,6 +42,7 @@ from lambdaserve.processes.worker_contract import (
 )
 
 logger = logging.getLogger(__name__)
+INTRA_OP_ENV = "LAMBDASERVE_INTRA_OP_THREADS"
 GIVE_UP_AFTER = 3  # deaths in a row of one slot's worker before its startup went through
 
 
@@ -170,11 +171,22 @@ def run_workers(count: int, host: str, port: int, env: dict[str, str]) -> int:
         siblings.COUNT_ENV: str(count),
         HTTP_ENV: f"{host}:{port}",
         PARENT_ENV: str(os.getpid()),
+        **threads_per_worker(env, count),
     }
     try:
         return Supervisor(count, env, directory).run()
     finally:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def threads_per_worker(env: dict[str, str], count: int) -> dict[str, str]:
+    """Each worker's model threads, unless LAMBDASERVE_INTRA_OP_THREADS says: the cores
+    shared out, so ``count`` workers do not each start a pool as wide as the machine
+    (measured on 2 cores, 2 workers: 2 threads each cost 1.26x the CPU per gRPC call and
+    1.32x per binary request of 1 thread each; docs/benchmarks.md)."""
+    if env.get(INTRA_OP_ENV):
+        return {}
+    return {INTRA_OP_ENV: str(max(1, len(os.sched_getaffinity(0)) // count))}
 
 
 def worker_count(text: str) -> int:
