@@ -1,0 +1,138 @@
+"""Model code in the infer image as deployed with `EnablePythonModels=true`: a Triton Python
+model is checked where it serves (the manage function's load-check event), answers API
+Gateway's events, and runs in a worker process of the image's own interpreter (the shipped
+default), so a crash of its code is answered once and the next request is served again by
+a restarted worker, while the function itself lives on."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lambdaserve.catalog.store import Catalog
+from lambdaserve.local.dev import point_environment_at
+from lambdaserve.local.emulator import Emulator
+from lambdaserve.local.http_api_event import http_api_event
+from lambdaserve.local.resources import ensure_resources
+from lambdaserve.publishing.serving_check import check_event
+from lambdaserve.settings import get_settings
+from lambdaserve.wiring.aws import AwsClients
+from tests.e2e.test_image_journeys import Deployed
+from tests.lambda_process import LambdaProcess
+from tests.support import free_port, wait_until
+
+pytestmark = pytest.mark.e2e
+CONFIG = b"""
+backend: "python"
+input [{ name: "INPUT0", data_type: TYPE_FP32, dims: [ -1 ] }]
+output [
+  { name: "OUTPUT0", data_type: TYPE_FP32, dims: [ -1 ] },
+  { name: "PID", data_type: TYPE_INT64, dims: [ 1 ] }
+]
+"""
+DOUBLER = b"""
+import os
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            pid = pb_utils.Tensor("PID", __import__("numpy").array([os.getpid()], "int64"))
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x * 2), pid]))
+        return responses
+"""
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
+    work = tmp_path_factory.mktemp("model-code")
+    saved = dict(os.environ)
+    emulator = Emulator("127.0.0.1", free_port()).start()
+    try:
+        settings = point_environment_at(emulator.endpoint)
+        clients = AwsClients(settings)
+        resources = ensure_resources(clients, settings)
+        # as deployed with EnablePythonModels=true; code workers left at the shipped default
+        environment = {
+            **{k: v for k, v in os.environ.items() if k.startswith(("AWS_", "LAMBDASERVE_"))},
+            "LAMBDASERVE_PYTHON_MODELS": "true",
+            "POWERTOOLS_METRICS_DISABLED": "true",
+            "LAMBDASERVE_WORK_DIR": str(work / "infer"),
+        }
+        environment.pop("LAMBDASERVE_CODE_WORKERS", None)
+        infer_environment = {**environment, "AWS_LAMBDA_FUNCTION_NAME": "lambdaserve-infer"}
+        with (
+            LambdaProcess("manage", work / "manage.log", environment) as manage,
+            LambdaProcess("infer", work / "infer.log", infer_environment) as infer,
+        ):
+            yield Deployed(settings, clients, resources, manage, infer, environment, work)
+    finally:
+        emulator.stop()
+        os.environ.clear()
+        os.environ.update(saved)
+        get_settings.cache_clear()
+
+
+def _infer(deployed: Deployed, value: float) -> dict:
+    tensor = {"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [value]}
+    body = json.dumps({"inputs": [tensor]}).encode()
+    return deployed.infer.invoke(
+        "api_handler", http_api_event("POST", "/v2/models/doubler/infer", body)
+    )
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_a_python_model_runs_in_a_worker_of_the_infer_image_and_survives_its_crash(deployed):
+    """Given a Python model published through the manage image
+    When the manage function's load check reaches the infer image, then API Gateway's
+    infer events, then its worker process is killed, then another event
+    Then the check loads it in the infer function, the answers are the model's and come
+    from a child process of the function, the event after the kill answers once that the
+    code crashed, and the next is answered by a new worker in the same function."""
+    deployed.publish("doubler", {"config.pbtxt": CONFIG, "1/model.py": DOUBLER})
+    [record] = Catalog(deployed.clients.dynamodb, deployed.settings.table).versions("doubler")
+    checked = deployed.infer.invoke("api_handler", check_event(record))
+    assert checked["loaded"] is True, checked
+    assert checked["environment"] == "the infer function lambdaserve-infer"
+
+    answer = _infer(deployed, 1.5)
+    assert answer["statusCode"] == 200, answer
+    outputs = {o["name"]: o["data"] for o in json.loads(answer["body"])["outputs"]}
+    assert outputs["OUTPUT0"] == [3.0]
+    [worker] = outputs["PID"]
+    function_pid = deployed.infer._process.pid
+    assert worker != function_pid and worker in _children(function_pid)
+
+    os.kill(worker, signal.SIGKILL)
+    crashed = _infer(deployed, 2.0)
+    assert crashed["statusCode"] == 500, crashed
+    assert "crashed" in crashed["body"] and "SIGKILL" in crashed["body"]
+
+    def answered() -> dict | None:
+        again = _infer(deployed, 2.0)
+        return again if again["statusCode"] == 200 else None
+
+    again = wait_until(answered, 120, interval_s=0.5)
+    outputs = {o["name"]: o["data"] for o in json.loads(again["body"])["outputs"]}
+    assert outputs["OUTPUT0"] == [4.0] and outputs["PID"][0] != worker
