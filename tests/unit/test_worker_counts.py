@@ -40,18 +40,17 @@ def test_a_python_models_instance_group_count_is_its_worker_count(tmp_path):
 
 
 def test_the_settings_say_whether_workers_run_and_whether_this_is_lambda():
-    """Given the environment of a Lambda function with workers on,
-    When the settings are read,
-    Then workers are on, the timeout is the one given, and the process knows it is Lambda."""
+    """Given the environment of a Lambda function, with workers left at the default,
+    When the settings are read, and again with LAMBDASERVE_CODE_WORKERS=0 (or false, off),
+    Then workers are on by default, the timeout is the one given and the process knows it
+    is Lambda; the opt-out turns them off."""
     settings = Settings.from_env(
-        {
-            "LAMBDASERVE_CODE_WORKERS": "1",
-            "LAMBDASERVE_WORKER_TIMEOUT_S": "30",
-            "AWS_LAMBDA_FUNCTION_NAME": "infer",
-        }
+        {"LAMBDASERVE_WORKER_TIMEOUT_S": "30", "AWS_LAMBDA_FUNCTION_NAME": "infer"}
     )
     assert settings.code_workers and settings.in_lambda and settings.worker_timeout_s == 30
-    assert not Settings.from_env({}).code_workers
+    assert Settings.from_env({"LAMBDASERVE_CODE_WORKERS": "1"}).code_workers
+    for off in ("0", "false", "OFF", "no"):
+        assert not Settings.from_env({"LAMBDASERVE_CODE_WORKERS": off}).code_workers
 
 
 def _unpacked_war(directory, spec: str):
