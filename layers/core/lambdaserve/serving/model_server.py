@@ -219,21 +219,20 @@ class ModelServer:
         loaded, and run in this process. A version whose code runs in worker processes is
         waited for from a thread, so a slow or hung model never holds the loop, and other
         models' requests (and health checks) go on while its workers run."""
-        if not self.is_loaded(model, version):
+        if not self.resolver.is_fresh(model):
             return False
         try:
             served = self.resolver.resolve(model, version)
         except LambdaServeError:
-            return True
-        return self.code_workers(served) == 0
+            return True  # the answer (an error) is already known without I/O
+        loaded = self._loaded.get((served.model, served.version, served.record.fingerprint))
+        return loaded is not None and _worker_count(loaded) == 0
 
     def code_workers(self, served: ServedVersion) -> int:
         """How many worker processes run this loaded version's code; 0 when it runs in this
         process or is not loaded."""
         loaded = self._loaded.get((served.model, served.version, served.record.fingerprint))
-        # a worker pool's count (workers.pool, not imported here: the Lambda cold path)
-        count = getattr(loaded, "worker_count", 0)
-        return count if isinstance(count, int) else 0
+        return _worker_count(loaded)
 
     def loaded_versions(self) -> list[tuple[str, int]]:
         return [(model, version) for (model, version, _), _loaded in self._loaded.items()]
@@ -322,3 +321,9 @@ def _batch_size(inputs: Mapping[str, np.ndarray[Any, Any]], served: ServedVersio
     if batched and first is not None and first.ndim:
         return int(first.shape[0])
     return 1
+
+
+def _worker_count(loaded: LoadedModel | None) -> int:
+    # a worker pool's count (workers.pool, not imported here: the Lambda cold path)
+    count = getattr(loaded, "worker_count", 0)
+    return count if isinstance(count, int) else 0
