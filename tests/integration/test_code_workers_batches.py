@@ -1,4 +1,4 @@
-"""A batched handler's worker processes take batches side by side (LAMBDASERVE_CODE_WORKERS=1,
+"""A batched handler's worker processes take batches side by side (workers by default,
 `serve`'s batcher): a version with two workers runs a second batch while the first is still
 running, as TorchServe's frontend gives each of a model's workers its own batch."""
 
@@ -10,7 +10,6 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
-import pytest
 
 from tests.support import wait_until
 
@@ -37,18 +36,6 @@ def handle(data, context):
         answers.append("met" if os.path.exists(path) else "alone")
     return answers
 """
-
-
-@pytest.fixture
-def workers_on(monkeypatch):
-    monkeypatch.setenv("LAMBDASERVE_CODE_WORKERS", "1")  # before the stack reads its settings
-
-
-@pytest.fixture
-def stack(workers_on, stack):
-    """The stack with workers on; its workers stopped after the test, as a server stops."""
-    yield stack
-    stack.process.server().close()
 
 
 def test_a_second_batch_runs_in_the_second_worker_while_the_first_runs(stack, tmp_path):

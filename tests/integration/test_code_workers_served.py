@@ -1,4 +1,4 @@
-"""Model code in workers behind the real doors (LAMBDASERVE_CODE_WORKERS=1, as `serve` and
+"""Model code in workers behind the real doors (the default, as `serve` and
 `lambdaserve dev` run it): TorchServe's describe lists the live workers, PUT min_worker
 scales them, /metrics tells each model's worker memory, a handler's exception keeps its
 traceback in the log, and a version whose code keeps crashing turns UNAVAILABLE."""
@@ -46,18 +46,6 @@ backend: "python"
 input [{ name: "INPUT0", data_type: TYPE_FP32, dims: [ -1 ] }]
 output [{ name: "OUTPUT0", data_type: TYPE_FP32, dims: [ -1 ] }]
 """
-
-
-@pytest.fixture
-def workers_on(monkeypatch):
-    monkeypatch.setenv("LAMBDASERVE_CODE_WORKERS", "1")  # before the stack reads its settings
-
-
-@pytest.fixture
-def stack(workers_on, stack):
-    """The stack with workers on; its workers stopped after the test, as a server stops."""
-    yield stack
-    stack.process.server().close()
 
 
 def metric(text: str, name: str, model: str) -> float:
@@ -162,7 +150,6 @@ def test_a_bls_call_from_a_worker_runs_the_other_model_in_the_serving_process(st
 
 
 def test_torchserves_grpc_client_scales_a_handlers_workers_in_serve(
-    workers_on,
     stack,
     torchserve_stubs,  # noqa: F811 (the fixture imported above)
 ):
@@ -233,9 +220,7 @@ class TritonPythonModel:
 
 
 @pytest.mark.parametrize("code", ["handler", "python_model"])
-def test_model_code_held_in_its_worker_never_holds_the_serving_loop(
-    workers_on, stack, tmp_path, code
-):
+def test_model_code_held_in_its_worker_never_holds_the_serving_loop(stack, tmp_path, code):
     """Given `lambdaserve serve` with model code in workers (a handler, or a Python model
     through the dynamic batcher), loaded, and an ONNX model beside it
     When, after a quick first call (a fast model may run on the event loop), a request

@@ -19,16 +19,11 @@ from tests.support import free_port, wait_until
 WAIT_S = 120
 
 
-@pytest.fixture
-def workers_on(monkeypatch):
-    monkeypatch.setenv("LAMBDASERVE_CODE_WORKERS", "1")  # read by the serve subprocess
-
-
 def pids(described: list[dict]) -> set[int]:
     return {w["pid"] for w in described[0]["workers"] if w["status"] == "READY"}
 
 
-def test_serve_scales_a_handlers_workers_through_torchserves_http_management_api(workers_on, stack):
+def test_serve_scales_a_handlers_workers_through_torchserves_http_management_api(stack):
     """Given a handler with model-config.yaml minWorkers 1 / maxWorkers 4, published, and
     `lambdaserve serve --management-port P` with workers on,
     When a client predicts, describes the model on P, and PUTs min_worker=3 synchronously,
@@ -101,7 +96,7 @@ def test_serve_refuses_a_management_port_with_several_workers():
     assert "--management-port needs --workers 1" in refused.stderr
 
 
-def test_grpc_scaling_is_refused_when_serve_runs_several_processes(workers_on, stack):
+def test_grpc_scaling_is_refused_when_serve_runs_several_processes(stack):
     """Given a handler published and `serve --workers 2 --grpc-management` with workers on
     (two processes behind one port, each with its own worker of the handler),
     When a client asks TorchServe's ScaleWorker for min_worker=2,

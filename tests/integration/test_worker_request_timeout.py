@@ -1,5 +1,5 @@
 """Triton's per-request `timeout` parameter (microseconds) where a Python model runs in
-worker processes (`serve` with LAMBDASERVE_CODE_WORKERS=1): where the model's queue policy
+worker processes (`serve`, workers being the default): where the model's queue policy
 lets a request set its own timeout (allow_timeout_override, as Triton and the queue apply
 it), a run past it is answered "Request timeout expired", and the worker holding it is
 killed and restarted, as responseTimeout does; the next request answers."""
@@ -40,14 +40,7 @@ dynamic_batching { default_queue_policy { allow_timeout_override: true } }
 """
 
 
-@pytest.fixture
-def workers_on(monkeypatch):
-    monkeypatch.setenv("LAMBDASERVE_CODE_WORKERS", "1")  # read by the serve subprocess
-
-
-def test_a_python_model_past_the_requests_own_timeout_answers_it_and_its_worker_restarts(
-    workers_on, stack
-):
+def test_a_python_model_past_the_requests_own_timeout_answers_it_and_its_worker_restarts(stack):
     """Given a Python model in workers that sleeps 30 s on a negative input, its config
     allowing a request's own timeout, and `serve --management-port`,
     When tritonclient.grpc asks it with infer(timeout=1 s) and an HTTP v2 request with
