@@ -8,10 +8,7 @@ model's request forwarded to a real `lambdaserve serve`. All against the moto em
 from __future__ import annotations
 
 import json
-import os
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,18 +17,11 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from lambdaserve.catalog.store import Catalog
-from lambdaserve.local.dev import point_environment_at
-from lambdaserve.local.emulator import Emulator
 from lambdaserve.local.http_api_event import http_api_event
-from lambdaserve.local.resources import LocalResources, ensure_resources
-from lambdaserve.processes.event_pump import EventPump, PumpConfig
-from lambdaserve.settings import Settings, get_settings
-from lambdaserve.wiring.aws import AwsClients
 from tests import builders
+from tests.e2e.deployed import Deployed, deploy
 from tests.integration.grpc_support import lambdaserve_serve
 from tests.lambda_process import LambdaProcess
-from tests.support import free_port
 
 pytestmark = pytest.mark.e2e
 EVENTS = Path(__file__).parents[1] / "events"
@@ -39,74 +29,12 @@ MLP = builders.onnx_mlp(4, 3)
 GPU_CONFIG = b"max_batch_size: 8\ninstance_group [{ kind: KIND_GPU }]"
 
 
-@dataclass
-class Deployed:
-    settings: Settings
-    clients: AwsClients
-    resources: LocalResources
-    manage: LambdaProcess
-    infer: LambdaProcess
-    environment: dict[str, str]
-    work: Path
-
-    def pump(self, queue: str, handler: Any, until: Any, timeout_s: float = 240) -> None:
-        """The event source mapping: SQS batches of ``queue`` to ``handler`` until ``until()``."""
-        url, arn = getattr(self.resources, queue).url, getattr(self.resources, queue).arn
-        pump = EventPump(
-            self.clients.sqs,
-            url,
-            arn,
-            handler,
-            queue,
-            config=PumpConfig(batch_size=10, poll_wait_s=1, retry_delay_s=1),
-            region=self.settings.region,
-        )
-        deadline = time.monotonic() + timeout_s
-        while not until():
-            assert time.monotonic() < deadline, f"{queue}: not done within {timeout_s} s"
-            pump.poll_once()
-
-    def publish(self, model: str, files: dict[str, bytes]) -> None:
-        for name, body in files.items():
-            key = f"models/{model}/{name}"
-            self.clients.s3.put_object(Bucket=self.settings.bucket, Key=key, Body=body)
-        catalog = Catalog(self.clients.dynamodb, self.settings.table)
-
-        def ready() -> bool:
-            versions = catalog.versions(model)
-            return bool(versions) and versions[0].state == "READY"
-
-        self.pump("repository_events", self.manage.handler("events_handler"), ready)
-
-
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
-    work = tmp_path_factory.mktemp("images")
-    saved = dict(os.environ)
-    emulator = Emulator("127.0.0.1", free_port()).start()
-    try:
-        settings = point_environment_at(emulator.endpoint)
-        clients = AwsClients(settings)
-        resources = ensure_resources(clients, settings)
-        # as deployed: Python models off (template Globals), metrics lines left out here
-        environment = {
-            **{k: v for k, v in os.environ.items() if k.startswith(("AWS_", "LAMBDASERVE_"))},
-            "LAMBDASERVE_PYTHON_MODELS": "false",
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "LAMBDASERVE_WORK_DIR": str(work / "infer"),
-        }
-        with (
-            LambdaProcess("manage", work / "manage.log", environment) as manage,
-            LambdaProcess("infer", work / "infer.log", environment) as infer,
-        ):
-            stack = Deployed(settings, clients, resources, manage, infer, environment, work)
-            stack.publish("mlp", {"1/model.onnx": MLP})
-            yield stack
-    finally:
-        emulator.stop()
-        os.environ.clear()
-        os.environ.update(saved)
-        get_settings.cache_clear()
+    # as deployed: Python models off (template Globals)
+    with deploy(tmp_path_factory.mktemp("images"), python_models=False) as stack:
+        stack.publish("mlp", {"1/model.onnx": MLP})
+        yield stack
 
 
 def expected(rows: list[list[float]]) -> np.ndarray:

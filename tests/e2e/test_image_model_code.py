@@ -15,16 +15,10 @@ from pathlib import Path
 import pytest
 
 from lambdaserve.catalog.store import Catalog
-from lambdaserve.local.dev import point_environment_at
-from lambdaserve.local.emulator import Emulator
 from lambdaserve.local.http_api_event import http_api_event
-from lambdaserve.local.resources import ensure_resources
 from lambdaserve.publishing.serving_check import check_event
-from lambdaserve.settings import get_settings
-from lambdaserve.wiring.aws import AwsClients
-from tests.e2e.test_image_journeys import Deployed
-from tests.lambda_process import LambdaProcess
-from tests.support import free_port, wait_until
+from tests.e2e.deployed import Deployed, deploy
+from tests.support import wait_until
 
 pytestmark = pytest.mark.e2e
 CONFIG = b"""
@@ -54,32 +48,13 @@ class TritonPythonModel:
 
 @pytest.fixture(scope="module")
 def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
-    work = tmp_path_factory.mktemp("model-code")
-    saved = dict(os.environ)
-    emulator = Emulator("127.0.0.1", free_port()).start()
-    try:
-        settings = point_environment_at(emulator.endpoint)
-        clients = AwsClients(settings)
-        resources = ensure_resources(clients, settings)
-        # as deployed with EnablePythonModels=true; code workers left at the shipped default
-        environment = {
-            **{k: v for k, v in os.environ.items() if k.startswith(("AWS_", "LAMBDASERVE_"))},
-            "LAMBDASERVE_PYTHON_MODELS": "true",
-            "POWERTOOLS_METRICS_DISABLED": "true",
-            "LAMBDASERVE_WORK_DIR": str(work / "infer"),
-        }
-        environment.pop("LAMBDASERVE_CODE_WORKERS", None)
-        infer_environment = {**environment, "AWS_LAMBDA_FUNCTION_NAME": "lambdaserve-infer"}
-        with (
-            LambdaProcess("manage", work / "manage.log", environment) as manage,
-            LambdaProcess("infer", work / "infer.log", infer_environment) as infer,
-        ):
-            yield Deployed(settings, clients, resources, manage, infer, environment, work)
-    finally:
-        emulator.stop()
-        os.environ.clear()
-        os.environ.update(saved)
-        get_settings.cache_clear()
+    # as deployed with EnablePythonModels=true; code workers left at the shipped default
+    with deploy(
+        tmp_path_factory.mktemp("model-code"),
+        python_models=True,
+        infer_environment={"AWS_LAMBDA_FUNCTION_NAME": "lambdaserve-infer"},
+    ) as stack:
+        yield stack
 
 
 def _infer(deployed: Deployed, value: float) -> dict:
