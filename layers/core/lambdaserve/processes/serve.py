@@ -195,7 +195,6 @@ def serve(
     port: int,
     *,
     batching: bool = True,
-    workers: int = 1,
     log_level: str = "info",
     access_log: bool = False,
     metrics_port: int | None = None,
@@ -208,26 +207,10 @@ def serve(
     same event loop (and dynamic batcher); ``grpc_management`` adds the repository RPCs;
     ``management_port``, the management API (``make dev``'s, TorchServe's 8081).
 
-    One process runs Python on one core at a time: ``workers`` > 1 processes share the
-    ports (each with its own model copy and dynamic batcher) under a supervisor
-    (``processes.supervisor``), as TorchServe's workers and Triton's instances share a model.
+    One process. ``serve --workers N`` is ``processes.supervisor.serve_with_workers``
+    instead (the CLI chooses): N processes share the ports, each with its own model copy and
+    dynamic batcher, as TorchServe's workers and Triton's instances share a model.
     """
-    if workers > 1:
-        from lambdaserve.processes.supervisor import serve_with_workers
-
-        serve_with_workers(
-            host,
-            port,
-            workers,
-            batching=batching,
-            log_level=log_level,
-            access_log=access_log,
-            metrics_port=metrics_port,
-            grpc_port=grpc_port,
-            grpc_management=grpc_management,
-            management_port=management_port,
-        )
-        return
     import uvicorn
 
     print(
