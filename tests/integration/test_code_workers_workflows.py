@@ -22,7 +22,6 @@ from lambdaserve.errors import InferenceError
 from lambdaserve.runtimes.torchserve.handler import SIGNATURE as HANDLER_SIGNATURE
 from lambdaserve.workers.pool import WorkerModel, WorkerSpec
 from tests import builders
-from tests.integration.test_code_workers_served import stack, workers_on  # noqa: F401
 from tests.support import wait_until
 
 WAIT_S = 120  # a worker imports numpy and lambdaserve (and a pipeline OpenVINO): slow
@@ -33,7 +32,7 @@ ONNX_BODY = {
 
 
 @contextmanager
-def another_model_keeps_answering(stack) -> Iterator[Callable[[], None]]:  # noqa: F811
+def another_model_keeps_answering(stack) -> Iterator[Callable[[], None]]:
     """An ONNX model asked over and over while the body runs; the check that every one of
     its requests answered, once it has answered a few."""
     stack.put("models/other/1/model.onnx", builders.onnx_mlp(4, 3))
@@ -63,7 +62,7 @@ def another_model_keeps_answering(stack) -> Iterator[Callable[[], None]]:  # noq
 
 @pytest.mark.torch
 def test_a_workflow_runs_in_its_worker_and_a_function_node_that_kills_it_is_restarted(
-    stack,  # noqa: F811
+    stack,
     tmp_path,
 ):
     """Given tiny.mar and a .war (pre_processing -> tiny -> post_processing) whose
@@ -143,7 +142,7 @@ PADDLE_ANCHOR = '        scale = float(input_dict.get("scale", "1"))'
 
 @pytest.mark.openvino
 def test_a_paddle_pipeline_runs_in_its_worker_and_an_op_that_kills_it_is_restarted(
-    stack,  # noqa: F811
+    stack,
 ):
     """Given the Paddle pipeline fixture whose ScaleOp kills its own process when asked to,
     with workers on, and an ONNX model,
