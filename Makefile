@@ -77,8 +77,13 @@ install-redis:
 	  || { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q redis-server >/dev/null; }; } \
 	  || echo "make: could not install redis-server (apt-get install -y redis-server): the response cache's tests will fail saying so"
 
+# Two pytest processes: the tests marked own_process load paddle's native library, which
+# crashed the one shared process (SIGSEGV/SIGABRT inside libpaddle's first load, after
+# hundreds of tests and a dozen other runtimes loaded; never in a process of its own). Exit 5
+# (none collected, e.g. ARGS names one file) is no failure for the second.
 test: install-test install-redis ## install what the tests need and run every test
-	$(BIN)/pytest $(ARGS)
+	$(BIN)/pytest -m "not own_process" $(ARGS)
+	$(BIN)/pytest -m own_process $(ARGS) || [ $$? -eq 5 ]
 
 # The integration tests against LocalStack: LOCALSTACK_ENDPOINT when given, else a LocalStack
 # started on this host without Docker (scripts/localstack.sh), stopped afterwards. By default

@@ -16,9 +16,14 @@ import pytest
 
 from tests.paddle_models import INPUT, build_paddle_models, version_files
 
-pytestmark = pytest.mark.skipif(
-    find_spec("paddle") is None, reason="paddlepaddle is not installed (make install-test)"
-)
+# paddle's native library is loaded here: these tests run in a pytest process of their own
+# (`make test` runs `-m own_process` after the rest), see the marker in pyproject.toml
+pytestmark = [
+    pytest.mark.own_process,
+    pytest.mark.skipif(
+        find_spec("paddle") is None, reason="paddlepaddle is not installed (make install-test)"
+    ),
+]
 
 
 @pytest.fixture(scope="module")

@@ -28,9 +28,14 @@ from lambdaserve.wiring.inference import build_model_server
 from tests.paddle_models import INPUT, build_paddle_models, version_files
 from tests.unit.test_validation import validate
 
-pytestmark = pytest.mark.skipif(
-    find_spec("paddle") is None, reason="paddlepaddle is not installed (make install-test)"
-)
+# paddle's native library is loaded here: these tests run in a pytest process of their own
+# (`make test` runs `-m own_process` after the rest), see the marker in pyproject.toml
+pytestmark = [
+    pytest.mark.own_process,
+    pytest.mark.skipif(
+        find_spec("paddle") is None, reason="paddlepaddle is not installed (make install-test)"
+    ),
+]
 UCI_SIGNATURE = ((TensorSpec("x", "FP32", (-1, 13)),), (TensorSpec("fc_0.tmp_1", "FP32", (-1, 1)),))
 
 
@@ -166,6 +171,50 @@ def test_without_paddle_the_signature_is_read_and_the_load_names_the_fix(paddle_
     assert reason.startswith("Paddle Inference (the paddlepaddle package) is not installed")
     assert "make dev PADDLE=1" in reason and "make build VARIANT=paddle" in reason
     assert "pip install 'lambdaserve[paddle]'" in reason
+
+
+_AFTER_TENSORFLOW = """
+import json, sys
+from pathlib import Path
+
+import tensorflow  # as model code running in-process may have done
+
+from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.errors import InferenceError
+from lambdaserve.runtimes.base import LoadOptions
+from lambdaserve.runtimes.paddle_inference import PaddleInferenceRuntime
+
+path = Path(sys.argv[1])
+runtime = PaddleInferenceRuntime()
+signature = runtime.inspect(path, ModelConfig(name="uci"))
+try:
+    runtime.load(path, ModelConfig(name="uci"), signature, LoadOptions())
+except InferenceError as exc:
+    reason = exc.message
+else:
+    reason = "loaded"
+print(json.dumps({"reason": reason, "paddle_imported": "paddle" in sys.modules}))
+"""
+
+
+def test_after_tensorflow_the_load_is_refused_with_why_not_a_crash(paddle_models):
+    # Given a process where TensorFlow was imported first (libpaddle segfaults beside it)
+    pytest.importorskip("tensorflow")
+    root, _ = paddle_models
+    # When a Paddle 1.x model is loaded there
+    done = subprocess.run(
+        [sys.executable, "-c", _AFTER_TENSORFLOW, str(root / "uci_housing" / "__model__")],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    # Then the process lives, paddle was never imported, and the reason says what to do
+    assert done.returncode == 0, done.stderr[-2000:]
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not answer["paddle_imported"]
+    assert "TensorFlow was imported here first" in answer["reason"]
+    assert "LAMBDASERVE_CODE_WORKERS" in answer["reason"]
 
 
 class _NoPaddle(MetaPathFinder):

@@ -15,6 +15,7 @@ where it serves). Without paddle there, ``load`` fails naming the fix.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
@@ -41,6 +42,16 @@ PARAMS_FILES = {"__model__": "__params__", "model.pdmodel": "model.pdiparams"}
 
 
 def _inference() -> Any:
+    if "paddle" not in sys.modules and _tensorflow_loaded():
+        # libpaddle's first load segfaults in a process where TensorFlow's native library
+        # is already loaded (paddlepaddle 3.3 with tensorflow 2.20, every time; the other
+        # order works): refusing keeps the other models of this process serving.
+        raise InferenceError(
+            "Paddle Inference cannot load in this process: TensorFlow was imported here "
+            "first (by model code running in-process) and paddle's native library crashes "
+            "beside it. Keep model code in workers (LAMBDASERVE_CODE_WORKERS, on by "
+            "default) or serve this model from a process without TensorFlow"
+        )
     try:
         with warnings.catch_warnings():  # paddle's import warns that no C++ compiler cache
             warnings.simplefilter("ignore")  # (ccache) is installed: nothing here compiles
@@ -48,6 +59,10 @@ def _inference() -> Any:
     except ImportError as exc:
         raise InferenceError(f"{MISSING} ({exc})") from exc
     return paddle.inference
+
+
+def _tensorflow_loaded() -> bool:
+    return any(name == "tensorflow" or name.startswith("tensorflow.") for name in sys.modules)
 
 
 def read_checked(model_path: Path) -> PaddleProgram:
