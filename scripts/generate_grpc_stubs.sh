@@ -9,4 +9,11 @@ PY=${1:-../../.venv/bin/python}
 "$PY" -m grpc_tools.protoc -I . \
   --python_out=. --grpc_python_out=. --pyi_out=. \
   lambdaserve/protocol/grpc/protos/*.proto
+# The TensorFlow Serving protos declare TensorFlow's own names: built into their own pool
+# (protos/pool.py), never the default one, so TensorFlow can be imported beside them.
+for generated in lambdaserve/protocol/grpc/protos/tensorflow_*_pb2.py; do
+  sed -i -e 's/^DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(/DESCRIPTOR = _POOL.AddSerializedFile(/' \
+    -e 's/^_sym_db = _symbol_database.Default()$/&\nfrom lambdaserve.protocol.grpc.protos.pool import POOL as _POOL/' \
+    "$generated"
+done
 echo "generated: $(ls lambdaserve/protocol/grpc/protos/*_pb2*.py* | wc -l) files"

@@ -3,6 +3,10 @@ map from domain errors to gRPC status codes."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from importlib.util import find_spec
+
 import grpc
 import ml_dtypes
 import numpy as np
@@ -179,3 +183,53 @@ def test_a_predict_request_names_only_the_models_inputs_and_its_signature():
 )
 def test_domain_errors_map_once_to_grpc_codes(error, code):
     assert code_for(error) == code
+
+
+_BESIDE_TENSORFLOW = """
+import sys
+
+def ours():
+    from lambdaserve.protocol.grpc import tfserving
+    from lambdaserve.protocol.grpc.protos import tensorflow_serving_pb2 as pb
+    from lambdaserve.tensors.signature import Signature, TensorSpec
+
+    signature = Signature((TensorSpec("x", "FP32", (-1, 2)),), (TensorSpec("y", "FP32", (-1, 1)),))
+    return pb, tfserving.metadata_response("m", 3, signature, ["signature_def"])
+
+def theirs():
+    import tensorflow  # noqa: F401
+    from tensorflow_serving.apis import get_model_metadata_pb2
+
+    return get_model_metadata_pb2
+
+if sys.argv[1] == "ours-first":
+    pb, answer = ours()
+    metadata = theirs()
+else:
+    metadata = theirs()
+    pb, answer = ours()
+# What TF Serving's own client reads from our bytes
+read = metadata.GetModelMetadataResponse.FromString(answer.SerializeToString())
+signatures = metadata.SignatureDefMap()
+read.metadata["signature_def"].Unpack(signatures)
+print(read.model_spec.name, read.model_spec.version.value, sorted(signatures.signature_def))
+"""
+
+
+@pytest.mark.parametrize("order", ["ours-first", "tensorflow-first"])
+def test_tensorflow_imports_beside_our_tf_serving_protos_in_either_order(order):
+    # Given TensorFlow and tensorflow-serving-api (their protos declare the same names as ours)
+    if find_spec("tensorflow") is None or find_spec("tensorflow_serving") is None:
+        pytest.skip("tensorflow / tensorflow-serving-api are not installed (make install-test)")
+    # When one process imports both, as a serve process answering TF Serving's gRPC does when
+    # model code in it imports TensorFlow
+    done = subprocess.run(
+        [sys.executable, "-c", _BESIDE_TENSORFLOW, order],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    # Then neither import fails, and TF Serving's own messages read our answer
+    assert done.returncode == 0, done.stderr[-1500:]
+    assert done.stdout.split("\n")[-2] == "m 3 ['serving_default']"

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from google.protobuf import any_pb2, json_format
+from google.protobuf import json_format
 
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol import tfserving as rest
@@ -107,9 +107,9 @@ def metadata_response(
     signatures = json_format.ParseDict(document, pb.SignatureDefMap())
     response = pb.GetModelMetadataResponse()
     _spec(response.model_spec, model, version)
-    packed = any_pb2.Any()
-    packed.Pack(signatures)
-    response.metadata["signature_def"].CopyFrom(packed)
+    # packed in place: the map's Any is the protos' own pool's class (protos/pool.py), not
+    # any_pb2.Any, and CopyFrom takes only its own class
+    response.metadata["signature_def"].Pack(signatures)
     return response
 
 
