@@ -119,10 +119,9 @@ def test_paddle_inference_answers_what_paddles_predictor_computed(paddle_models,
     assert got[name].shape == (4, 1)
 
 
+# Preludes run before the load in a fresh interpreter (what that process has, or lacks)
 _WITHOUT_PADDLE = r"""
-import json, sys
 from importlib.abc import MetaPathFinder
-from pathlib import Path
 
 
 class NoPaddle(MetaPathFinder):  # as if paddlepaddle were not installed
@@ -133,7 +132,14 @@ class NoPaddle(MetaPathFinder):  # as if paddlepaddle were not installed
 
 
 sys.meta_path.insert(0, NoPaddle())
-from lambdaserve.catalog import version_policy
+"""
+_AFTER_TENSORFLOW = """
+import tensorflow  # as model code running in-process may have done
+"""
+_LOAD_UCI = """
+import json, sys
+from pathlib import Path
+{prelude}
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import InferenceError
 from lambdaserve.runtimes.base import LoadOptions
@@ -153,16 +159,28 @@ print(json.dumps({"inputs": [s.name for s in signature.inputs], "reason": reason
 """
 
 
+def load_in_a_fresh_process(prelude: str, root: Path) -> subprocess.CompletedProcess[str]:
+    """uci_housing inspected and loaded by a new interpreter after ``prelude``; its last line
+    of output is what it saw, as JSON."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _LOAD_UCI.replace("{prelude}", prelude),
+            str(root / "uci_housing" / "__model__"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
 def test_without_paddle_the_signature_is_read_and_the_load_names_the_fix(paddle_models):
     # Given a process where paddle cannot be imported (a meta-path finder refuses it)
     root, _ = paddle_models
-    done = subprocess.run(
-        [sys.executable, "-c", _WITHOUT_PADDLE, str(root / "uci_housing" / "__model__")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    done = load_in_a_fresh_process(_WITHOUT_PADDLE, root)
+    assert done.returncode == 0, done.stderr[-2000:]
     answer = json.loads(done.stdout.strip().splitlines()[-1])
     # Then the manage side still reads the signature (no paddle needed)
     assert answer["inputs"] == ["x"] and not answer["paddle_imported"]
@@ -173,43 +191,13 @@ def test_without_paddle_the_signature_is_read_and_the_load_names_the_fix(paddle_
     assert "pip install 'lambdaserve[paddle]'" in reason
 
 
-_AFTER_TENSORFLOW = """
-import json, sys
-from pathlib import Path
-
-import tensorflow  # as model code running in-process may have done
-
-from lambdaserve.config.model_config import ModelConfig
-from lambdaserve.errors import InferenceError
-from lambdaserve.runtimes.base import LoadOptions
-from lambdaserve.runtimes.paddle_inference import PaddleInferenceRuntime
-
-path = Path(sys.argv[1])
-runtime = PaddleInferenceRuntime()
-signature = runtime.inspect(path, ModelConfig(name="uci"))
-try:
-    runtime.load(path, ModelConfig(name="uci"), signature, LoadOptions())
-except InferenceError as exc:
-    reason = exc.message
-else:
-    reason = "loaded"
-print(json.dumps({"reason": reason, "paddle_imported": "paddle" in sys.modules}))
-"""
-
-
 def test_after_tensorflow_the_load_is_refused_with_why_not_a_crash(paddle_models):
     # Given a process where TensorFlow was imported first (libpaddle segfaults beside it)
     if find_spec("tensorflow") is None:  # found, never imported here: it would stay loaded
         pytest.skip("tensorflow is not installed (make install-test)")
     root, _ = paddle_models
     # When a Paddle 1.x model is loaded there
-    done = subprocess.run(
-        [sys.executable, "-c", _AFTER_TENSORFLOW, str(root / "uci_housing" / "__model__")],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    done = load_in_a_fresh_process(_AFTER_TENSORFLOW, root)
     # Then the process lives, paddle was never imported, and the reason says what to do
     assert done.returncode == 0, done.stderr[-2000:]
     answer = json.loads(done.stdout.strip().splitlines()[-1])
