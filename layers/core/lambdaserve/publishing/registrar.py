@@ -71,6 +71,13 @@ class Registrar:
         self._retired: set[str] = set()  # models with a version just removed
         self._clock = clock
         self._serving_check: ServingCheck | None = None
+        self._watchers: list[Callable[[str], None]] = []
+
+    def watch(self, watcher: Callable[[str], None]) -> None:
+        """``watcher(model)`` hears each time the model's states were derived again (a load,
+        an unload, an upload, a reconcile): a serving process in this process (``dev``,
+        ``serve``) sees the change at once, not at its next catalog read."""
+        self._watchers.append(watcher)
 
     def check_where_it_serves(self, check: ServingCheck | None) -> None:
         """Versions with model code are READY only once ``check`` loaded them there."""
@@ -316,6 +323,11 @@ class Registrar:
         if model in self._retired:
             self._retired.discard(model)
             changed = True
+        for watcher in self._watchers:
+            try:
+                watcher(model)
+            except Exception:  # the catalog is right; the serving side re-reads it soon
+                logger.exception("telling the serving side that %s changed failed", model)
         if changed and self._ensembles is not None:
             # Ensembles using this model as a step are validated again against it.
             for ensemble in sorted(self._ensembles.dependents.of(model)):

@@ -34,17 +34,25 @@ class LoadedVersions:
 
     def load(self, key: Key, build: Callable[[], LoadedModel]) -> LoadedModel:
         """The loaded model for ``key``: from memory, or ``build()`` once (concurrent
-        callers for the same key wait for that one load)."""
+        callers for the same key wait for that one load). A loaded model whose workers
+        broke (they kept crashing) is dropped and built again: the catalog says READY only
+        after a load, a reconcile or a re-upload recovered it, and that must answer."""
         with self._lock:
-            if key in self._loaded:
+            found = self._loaded.get(key)
+            if found is not None and not broken(found):
                 self._loaded.move_to_end(key)
-                return self._loaded[key]
+                return found
             loading = self._loading.setdefault(key, threading.Lock())
         with loading:
+            evicted: list[tuple[Key, LoadedModel]] = []
             with self._lock:
-                if key in self._loaded:
-                    return self._loaded[key]
-            evicted = []
+                found = self._loaded.get(key)
+                if found is not None and not broken(found):
+                    return found
+                if found is not None:  # broken: its crash memory goes with it
+                    del self._loaded[key]
+            if found is not None:
+                _release((key, found), "its workers broke; loading it afresh")
             try:
                 loaded = build()
                 with self._lock:
@@ -71,10 +79,15 @@ class LoadedVersions:
         with self._lock:
             self._loaded.update(taken)
 
-    def unload(self, model: str) -> int:
-        """Drop every loaded version of ``model``; how many were loaded."""
+    def unload(self, model: str, keep: Callable[[int, str], bool] | None = None) -> int:
+        """Drop every loaded version of ``model`` but those ``keep(version, fingerprint)``
+        keeps; how many were dropped."""
         with self._lock:
-            keys = [key for key in self._loaded if key[0] == model]
+            keys = [
+                key
+                for key in self._loaded
+                if key[0] == model and (keep is None or not keep(key[1], key[2]))
+            ]
             dropped = [(key, self._loaded.pop(key)) for key in keys]
         for item in dropped:
             _release(item, "unload")
@@ -87,6 +100,12 @@ class LoadedVersions:
             self._loaded.clear()
         for item in dropped:
             _release(item, "shutdown")
+
+
+def broken(loaded: LoadedModel) -> str:
+    """Why ``loaded`` cannot answer any more (its worker processes kept crashing), or ""."""
+    why = getattr(loaded, "broken", "")
+    return why if isinstance(why, str) else ""
 
 
 def _release(item: tuple[Key, LoadedModel], why: str) -> None:

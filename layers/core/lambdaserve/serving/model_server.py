@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from lambdaserve.batching.assembly import BatchResult, assemble, check_invariant
+from lambdaserve.catalog import version_policy
 from lambdaserve.errors import LambdaServeError, ModelCodeFailed
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
@@ -260,6 +261,21 @@ class ModelServer:
         """Drop every loaded version of ``model`` (a Python model's ``finalize`` runs), as
         Triton's unload does; returns how many were loaded."""
         return self._loaded.unload(model)
+
+    def catalog_changed(self, model: str) -> None:
+        """The management side of this process changed ``model``'s states: serve from the
+        catalog as it is now, and let go of loaded versions it no longer serves (Triton's
+        unload frees them; a version that failed is loaded afresh by its next load)."""
+        self.resolver.forget(model)
+        try:
+            serving = {
+                (v.version, v.fingerprint)
+                for v in self.resolver.versions(model).values()
+                if v.state == version_policy.READY
+            }
+        except LambdaServeError:
+            serving = set()  # the model is gone
+        self._loaded.unload(model, keep=lambda version, fp: (version, fp) in serving)
 
     def close(self) -> None:
         """Drop every loaded version, as a server shutting down does."""

@@ -215,10 +215,19 @@ class Process:
     def manage(self) -> ManageServices:
         from lambdaserve.wiring.manage import build_manage_services
 
-        return self._once(
-            "manage",
-            lambda: build_manage_services(self.settings, self.clients, self._config_rejected),
-        )
+        def build() -> ManageServices:
+            services = build_manage_services(self.settings, self.clients, self._config_rejected)
+            # dev and serve: a load or unload answered 200 is what this process serves
+            # right after it (the catalog's refresh interval is only the fallback)
+            services.registrar.watch(self._catalog_changed)
+            return services
+
+        return self._once("manage", build)
+
+    def _catalog_changed(self, model: str) -> None:
+        server = self._serving_here()
+        if server is not None:
+            server.catalog_changed(model)
 
     @property
     def management_app(self) -> FastAPI:
