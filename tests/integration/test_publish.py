@@ -136,22 +136,41 @@ def test_keys_outside_the_layout_are_ignored(stack):
     assert [e["name"] for e in stack.index()] == ["m"]
 
 
-def test_config_fields_not_applied_are_warnings_beside_ready(stack):
-    # Given a config asking for what lambdaserve accepts and does not apply
+def test_config_fields_not_applied_are_warnings_beside_ready(stack, caplog):
+    """Given a config asking for what lambdaserve accepts and does not apply,
+    When it is published,
+    Then the version serves, and describe, the repository index's READY entry and the log
+    at publish each say what is not applied, each warning whole (its own "; " kept)."""
     config = b"""
     instance_group [{ kind: KIND_CPU count: 4 }]
     response_cache { enable: true }
     dynamic_batching { priority_levels: 2 default_priority_level: 1 }
     """
+    caplog.set_level(logging.WARNING, logger="lambdaserve.publishing")
     stack.put("models/m/config.pbtxt", config)
     stack.put("models/m/1/model.onnx", builders.onnx_mlp())
-    # Then the version serves and the catalog entry says what is not applied
     stack.wait_state("m", 1, "READY")
     [entry] = stack.api.get("/models/m/1").json()
-    warnings = " | ".join(entry["configWarnings"])
-    assert "instance_group count 4 is not applied" in warnings
-    assert "response_cache" not in warnings  # applied: serving/response_cache.py
-    assert "dynamic_batching priority_levels is not applied" in warnings
+    warnings = entry["configWarnings"]
+    [count] = [w for w in warnings if w.startswith("instance_group count 4 is not applied")]
+    assert count.endswith("`lambdaserve serve --workers`)"), count  # not cut at its "; "
+    assert not any("response_cache" in w for w in warnings)  # applied
+    assert any("dynamic_batching priority_levels is not applied" in w for w in warnings)
+    [indexed] = [e for e in stack.index() if e["name"] == "m"]
+    assert indexed["warnings"] == warnings and indexed["reason"] == ""
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("m config: ")]
+    assert f"m config: {count}" in logged
+
+
+def test_an_empty_dynamic_batching_block_batches_without_a_warning(stack):
+    """Given Triton's most common spelling, `dynamic_batching { }`,
+    Then the version is READY with no warning in describe or in the index."""
+    stack.put("models/m/config.pbtxt", b"max_batch_size: 8\ndynamic_batching { }\n")
+    stack.put("models/m/1/model.onnx", builders.onnx_mlp())
+    stack.wait_state("m", 1, "READY")
+    [entry] = stack.api.get("/models/m/1").json()
+    assert entry["configWarnings"] == [] and entry["batchSize"] == 8
+    assert "warnings" not in next(e for e in stack.index() if e["name"] == "m")
 
 
 def test_sequence_batching_is_refused_at_publish_never_ready_then_failing(stack):

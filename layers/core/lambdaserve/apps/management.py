@@ -25,7 +25,13 @@ from lambdaserve.catalog.store import VersionRecord
 from lambdaserve.errors import InvalidInput, ModelNotFound
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.protocol.names import check_model_name, parse_version
-from lambdaserve.publishing.management import DEFAULT_PAGE, MAX_PAGE, ModelManager, ModelView
+from lambdaserve.publishing.management import (
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    IndexEntry,
+    ModelManager,
+    ModelView,
+)
 
 if TYPE_CHECKING:  # the management function imports no serving code
     from lambdaserve.serving.model_server import ModelServer
@@ -128,10 +134,7 @@ def create_management_app(
         ready = body.get("ready", False)
         if not isinstance(ready, bool):
             raise InvalidInput('"ready" must be true or false')
-        return [
-            {"name": e.name, "version": str(e.version), "state": e.state, "reason": e.reason}
-            for e in manager().index(ready_only=ready)
-        ]
+        return [_index_entry(e) for e in manager().index(ready_only=ready)]
 
     @app.post("/v2/repository/models/{model}/load")
     async def load(model: str, request: Request) -> dict[str, Any]:
@@ -294,7 +297,7 @@ def describe_version_record(
         "configSource": view.record.config_source,
         "configError": view.config_error,
         "configRejected": view.record.rejected_config,
-        "configWarnings": [w for w in view.record.config_warnings.split("; ") if w],
+        "configWarnings": list(view.record.config_warnings),
         "preload": view.record.preload,
         "notes": record.notes,
     }
@@ -338,3 +341,16 @@ def _workers(record: VersionRecord) -> list[dict[str, Any]]:
             "gpuUsage": "N/A",
         }
     ]
+
+
+def _index_entry(entry: IndexEntry) -> dict[str, Any]:
+    """Triton's four keys, and the config fields a READY version does not apply."""
+    shaped: dict[str, Any] = {
+        "name": entry.name,
+        "version": str(entry.version),
+        "state": entry.state,
+        "reason": entry.reason,
+    }
+    if entry.warnings:
+        shaped["warnings"] = list(entry.warnings)
+    return shaped

@@ -36,8 +36,8 @@ class ModelRecord:
     config_error: str = ""
     # The newest config file was rejected; ``file_config`` is still the last good one.
     rejected_config: str = ""
-    # What the config asks for that is accepted and not applied ("; "-separated).
-    config_warnings: str = ""
+    # What the config asks for that is accepted and not applied, one entry per field.
+    config_warnings: tuple[str, ...] = ()
     # Output name -> class labels, read from the files the config's label_filename names.
     class_labels: dict[str, list[str]] = field(default_factory=dict)
     # Version labels (``stable``, ``canary``, TorchServe's ``1.0``) -> integer versions.
@@ -150,6 +150,16 @@ def decode_token(token: str) -> dict[str, Any]:
         ) from exc
 
 
+def warnings_from(stored: str) -> tuple[str, ...]:
+    """The stored warnings: a JSON list (an item written before they were a list holds one
+    "; "-joined text, whose messages contain "; " themselves: it stays one entry)."""
+    if not stored:
+        return ()
+    if stored.startswith("["):
+        return tuple(str(w) for w in json.loads(stored))
+    return (stored,)
+
+
 def model_from_item(item: dict[str, Any]) -> ModelRecord:
     file_config = item.get("file_config") or None
     return ModelRecord(
@@ -158,7 +168,7 @@ def model_from_item(item: dict[str, Any]) -> ModelRecord:
         config_source=item.get("config_source", ""),
         config_error=item.get("config_error", ""),
         rejected_config=item.get("rejected_config", ""),
-        config_warnings=item.get("config_warnings", ""),
+        config_warnings=warnings_from(item.get("config_warnings", "")),
         class_labels=json.loads(item["class_labels"]) if item.get("class_labels") else {},
         version_labels=json.loads(item["version_labels"]) if item.get("version_labels") else {},
         overrides=json.loads(item["overrides"]) if item.get("overrides") else {},

@@ -98,7 +98,7 @@ class Catalog:
                     src=record.config_source,
                     err=record.config_error,
                     rej=record.rejected_config,
-                    warn=record.config_warnings,
+                    warn=json.dumps(list(record.config_warnings)) if record.config_warnings else "",
                     labels=json.dumps(record.class_labels) if record.class_labels else "",
                     t=record.config_observed_at,
                     now=now,

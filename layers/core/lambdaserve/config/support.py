@@ -15,7 +15,7 @@ from lambdaserve.errors import InvalidInput
 _IGNORED = {
     "optimization": "optimization settings are not applied (ONNX Runtime uses its defaults)",
     "rate_limiter": "rate_limiter is not applied (Lambda concurrency limits apply instead)",
-    "model_repository_agents": "model_repository_agents are not run",
+    "model_repository_agents": "model_repository_agents are not applied (no agent runs)",
     "batch_input": "batch_input is not applied",
     "batch_output": "batch_output is not applied",
     "model_operations": "model_operations are not applied",
@@ -57,7 +57,12 @@ def warnings_for(document: dict[str, Any]) -> list[str]:
                 "dev` without CUDA run it on CPU, and log so when they load it"
             )
         count = int(group.get("count", 1) or 1)
-        if count > 1:
+        if count > 1 and document.get("backend") == "python":
+            warnings.append(
+                f"instance_group count {count} is {count} worker processes in `serve` and "
+                "`dev`; the infer function runs one per version (concurrency scales instances)"
+            )
+        elif count > 1:
             warnings.append(
                 f"instance_group count {count} is not applied: one instance per process "
                 "(deployed, concurrency scales instances; `lambdaserve serve --workers`)"

@@ -112,4 +112,13 @@ def _set_paths(message: Any, prefix: str) -> Iterator[str]:
             continue
         items = value if descriptor.is_repeated else [value]
         nested = [p for item in items for p in _set_paths(item, path + ".")]
-        yield from nested or [path]
+        if nested:
+            yield from nested
+        elif not _applied_within(path):
+            yield path
+        # else an empty message of which lambdaserve applies a part: its defaults apply
+        # (``dynamic_batching { }`` batches, ``instance_group [{ }]`` is one instance)
+
+
+def _applied_within(path: str) -> bool:
+    return any(p.startswith(path + ".") for p in APPLIED)

@@ -58,11 +58,16 @@ class ConfigReader:
                     config_source=source,
                     config_observed_at=observed_at,
                     class_labels=self._class_labels(model, config),
-                    config_warnings="; ".join(warnings_for(document)),
+                    config_warnings=tuple(warnings_for(document)),
                 )
             except (InvalidInput, ModelRejected) as exc:
                 record = self._rejected(model, source, exc.message, existing, observed_at)
         self._catalog.put_model_config(record)
+        if record.config_warnings and (
+            existing is None or existing.config_warnings != record.config_warnings
+        ):
+            for warning in record.config_warnings:  # said once at publish, in the log too
+                logger.warning("%s config: %s", model, warning)
         return self._catalog.get_model(model) or record
 
     def _class_labels(self, model: str, config: ModelConfig) -> dict[str, list[str]]:

@@ -41,6 +41,7 @@ class IndexEntry:
     version: int
     state: str
     reason: str
+    warnings: tuple[str, ...] = ()  # a READY version's config fields not applied
 
 
 class ModelManager:
@@ -211,10 +212,18 @@ class ModelManager:
         """Triton's repository index over every model in the catalog."""
         entries = []
         for name in self._catalog.all_model_names():
-            for record in self._catalog.versions(name):
-                if ready_only and record.state != version_policy.READY:
+            versions = self._catalog.versions(name)
+            model = self._catalog.get_model(name) if versions else None
+            warnings = model.config_warnings if model is not None else ()
+            for record in versions:
+                ready = record.state == version_policy.READY
+                if ready_only and not ready:
                     continue
-                entries.append(IndexEntry(name, record.version, record.state, record.reason))
+                entries.append(
+                    IndexEntry(
+                        name, record.version, record.state, record.reason, warnings if ready else ()
+                    )
+                )
         return entries
 
     def _record(self, name: str) -> ModelRecord:
