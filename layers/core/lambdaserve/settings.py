@@ -11,6 +11,15 @@ from typing import Any
 DEFAULT_MAX_MODEL_BYTES = 2 * 1024**3
 
 
+def default_work_dir() -> str:
+    """A work directory of this user's and this process group's own: two lambdaserves on one
+    machine (two users, two `make dev`) never share scratch or cache; the processes of one
+    `serve --workers N` or `dev` (one group, and their model-code workers) do."""
+    import tempfile
+
+    return os.path.join(tempfile.gettempdir(), f"lambdaserve-{os.getuid()}-{os.getpgrp()}")
+
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the domain needs to know about its environment.
@@ -28,7 +37,7 @@ class Settings:
     gpu_requests_queue: str | None = None
     models_prefix: str = "models/"
     max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
-    work_dir: str = field(default="/tmp/lambdaserve")
+    work_dir: str = field(default_factory=default_work_dir)
     cache_bytes: int = 4 * 1024**3
     device: str = "auto"
     intra_op_threads: int = 0

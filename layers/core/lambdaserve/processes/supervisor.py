@@ -40,9 +40,11 @@ from lambdaserve.processes.worker_contract import (
     PARENT_ENV,
     reuseport_socket,
 )
+from lambdaserve.settings import default_work_dir
 
 logger = logging.getLogger(__name__)
 INTRA_OP_ENV = "LAMBDASERVE_INTRA_OP_THREADS"
+WORK_DIR_ENV = "LAMBDASERVE_WORK_DIR"
 GIVE_UP_AFTER = 3  # deaths in a row of one slot's worker before its startup went through
 
 
@@ -167,6 +169,8 @@ def run_workers(count: int, host: str, port: int, env: dict[str, str]) -> int:
     directory = Path(tempfile.mkdtemp(prefix="lambdaserve-workers-"))
     env = {
         **env,
+        # its own process group's default would give each worker its own cache
+        WORK_DIR_ENV: env.get(WORK_DIR_ENV) or default_work_dir(),
         siblings.DIR_ENV: str(directory),
         siblings.COUNT_ENV: str(count),
         HTTP_ENV: f"{host}:{port}",
