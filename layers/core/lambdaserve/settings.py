@@ -42,6 +42,7 @@ class Settings:
     device: str = "auto"
     intra_op_threads: int = 0
     max_loaded_versions: int = 4
+    max_loaded_bytes: int = 0  # 0: residency bounded by the count alone
     catalog_ttl_s: float = 2.0
     max_request_bytes: int = 6 * 1024**2
     # A synchronous answer's size on the wire: Lambda's 6 MB (0: none, as in `serve`)
@@ -136,6 +137,9 @@ class Settings:
             ),
             max_loaded_versions=int(
                 env.get("LAMBDASERVE_MAX_LOADED_VERSIONS", str(defaults.max_loaded_versions))
+            ),
+            max_loaded_bytes=int(
+                env.get("LAMBDASERVE_MAX_LOADED_BYTES", str(defaults.max_loaded_bytes))
             ),
             catalog_ttl_s=float(env.get("LAMBDASERVE_CATALOG_TTL_S", str(defaults.catalog_ttl_s))),
             max_request_bytes=int(

@@ -9,7 +9,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from lambdaserve.errors import InvalidInput
+from lambdaserve.errors import InvalidInput, ModelNotReady
 from lambdaserve.protocol.names import check_model_name
 
 if TYPE_CHECKING:  # imported where there is a server: the management function has none
@@ -39,6 +39,8 @@ def scaled(
         return 202, {"status": "Processing worker updates..."}
     deadline = time.monotonic() + SYNC_WAIT_S
     while len(pool.describe()) != pool.target and time.monotonic() < deadline:
+        if pool.broken:  # its workers cannot start: say why, not "scaled to 0"
+            raise ModelNotReady(f"{name!r} cannot be scaled: {pool.broken}")
         time.sleep(0.05)
     return 200, {"status": f"Workers scaled to {len(pool.describe())} for model: {name}"}
 

@@ -35,8 +35,16 @@ def point_environment_at(endpoint: str, region: str = "us-east-1") -> Settings:
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     # Locally the code is the developer's own: Python models are on (off when deployed).
     os.environ.setdefault("LAMBDASERVE_PYTHON_MODELS", "1")
+    # Residency bounded by memory, not by a count: a developer's folder of models stays
+    # loaded (and scaled workers with it) while half of this machine's memory holds them
+    os.environ.setdefault("LAMBDASERVE_MAX_LOADED_VERSIONS", "0")
+    os.environ.setdefault("LAMBDASERVE_MAX_LOADED_BYTES", str(half_of_memory()))
     get_settings.cache_clear()
     return get_settings()
+
+
+def half_of_memory() -> int:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
 
 
 class DevStack:

@@ -1,6 +1,11 @@
 """The loaded versions of one process: an LRU keyed by (model, version, fingerprint), each
 version loaded once however many callers ask at the same moment, and closed when it leaves
-(LRU eviction, unload, shutdown) so a Python model's ``finalize`` runs."""
+(LRU eviction, unload, shutdown) so a Python model's ``finalize`` runs.
+
+Residency is bounded by a count (LAMBDASERVE_MAX_LOADED_VERSIONS; 0: none) and by bytes
+(LAMBDASERVE_MAX_LOADED_BYTES; 0: none): a version's files, or its workers' resident memory
+where that is more. A version someone scaled (TorchServe's min_worker) is pinned: it leaves
+only when nothing unpinned is left to drop, and the log says so."""
 
 from __future__ import annotations
 
@@ -17,10 +22,16 @@ Key = tuple[str, int, str]  # model, version, the record's fingerprint
 
 
 class LoadedVersions:
-    """At most ``limit`` loaded versions, least recently used dropped first."""
+    """At most ``limit`` loaded versions and ``max_bytes`` of them, least recently used
+    dropped first, ``pinned`` ones last."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = max(1, limit)
+    def __init__(
+        self, limit: int, max_bytes: int = 0, pinned: Callable[[Key], bool] | None = None
+    ) -> None:
+        self.limit = max(0, limit)
+        self.max_bytes = max(0, max_bytes)
+        self._pinned = pinned or (lambda key: False)
+        self._sizes: dict[Key, int] = {}
         self._loaded: OrderedDict[Key, LoadedModel] = OrderedDict()
         self._lock = threading.Lock()
         self._loading: dict[Key, threading.Lock] = {}
@@ -32,7 +43,7 @@ class LoadedVersions:
         with self._lock:
             return self._loaded.get(key)
 
-    def load(self, key: Key, build: Callable[[], LoadedModel]) -> LoadedModel:
+    def load(self, key: Key, build: Callable[[], LoadedModel], size: int = 0) -> LoadedModel:
         """The loaded model for ``key``: from memory, or ``build()`` once (concurrent
         callers for the same key wait for that one load). A loaded model whose workers
         broke (they kept crashing) is dropped and built again: the catalog says READY only
@@ -57,8 +68,10 @@ class LoadedVersions:
                 loaded = build()
                 with self._lock:
                     self._loaded[key] = loaded
-                    while len(self._loaded) > self.limit:
-                        evicted.append(self._loaded.popitem(last=False))
+                    self._sizes[key] = size
+                    while (victim := self._over_bound(key)) is not None:
+                        evicted.append((victim, self._loaded.pop(victim)))
+                        self._sizes.pop(victim, None)
             finally:
                 # only once the model is in _loaded (or failed): a caller arriving between
                 # would otherwise take a fresh lock and load it a second time
@@ -67,6 +80,33 @@ class LoadedVersions:
         for dropped in evicted:
             _release(dropped, "LRU")
         return loaded
+
+    def _over_bound(self, kept: Key) -> Key | None:
+        """The version to drop while over a bound (never ``kept``, just loaded): the least
+        recently used unpinned one, else the least recently used; None within bounds."""
+        others = [key for key in self._loaded if key != kept]
+        over_count = bool(self.limit) and len(self._loaded) > self.limit
+        over_bytes = bool(self.max_bytes) and self._bytes() > self.max_bytes
+        if not others or not (over_count or over_bytes):
+            return None
+        unpinned = [key for key in others if not self._pinned(key)]
+        if unpinned:
+            return unpinned[0]
+        victim = others[0]
+        logger.warning(
+            "unloading %s version %s although it was scaled (min_worker): residency is full "
+            "(%s); its next load restores its scale",
+            victim[0],
+            victim[1],
+            _bounds(self.limit, self.max_bytes),
+        )
+        return victim
+
+    def _bytes(self) -> int:
+        return sum(
+            max(self._sizes.get(key, 0), _resident_bytes(loaded))
+            for key, loaded in self._loaded.items()
+        )
 
     def items(self) -> list[tuple[Key, LoadedModel]]:
         with self._lock:
@@ -89,6 +129,8 @@ class LoadedVersions:
                 if key[0] == model and (keep is None or not keep(key[1], key[2]))
             ]
             dropped = [(key, self._loaded.pop(key)) for key in keys]
+            for key in keys:
+                self._sizes.pop(key, None)
         for item in dropped:
             _release(item, "unload")
         return len(dropped)
@@ -98,6 +140,7 @@ class LoadedVersions:
         with self._lock:
             dropped = list(self._loaded.items())
             self._loaded.clear()
+            self._sizes.clear()
         for item in dropped:
             _release(item, "shutdown")
 
@@ -106,6 +149,16 @@ def broken(loaded: LoadedModel) -> str:
     """Why ``loaded`` cannot answer any more (its worker processes kept crashing), or ""."""
     why = getattr(loaded, "broken", "")
     return why if isinstance(why, str) else ""
+
+
+def _resident_bytes(loaded: LoadedModel) -> int:
+    measure = getattr(loaded, "memory_bytes", None)  # a worker pool's processes
+    return int(measure()) if callable(measure) else 0
+
+
+def _bounds(limit: int, max_bytes: int) -> str:
+    said = [f"LAMBDASERVE_MAX_LOADED_VERSIONS={limit}"] if limit else []
+    return ", ".join(said + ([f"LAMBDASERVE_MAX_LOADED_BYTES={max_bytes}"] if max_bytes else []))
 
 
 def _release(item: tuple[Key, LoadedModel], why: str) -> None:

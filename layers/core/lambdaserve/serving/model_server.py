@@ -58,6 +58,7 @@ class ModelServer:
         default_max_batch_size: int = 8,
         response_cache: ResponseCache | None = None,
         workers: WorkerOptions | None = None,
+        max_loaded_bytes: int = 0,
     ) -> None:
         self.resolver = resolver
         self.workers = workers
@@ -66,11 +67,17 @@ class ModelServer:
         self._default_max_batch_size = default_max_batch_size
         self._cache = cache
         self._options = options
-        self._loaded = LoadedVersions(max_loaded)
+        # (model, version) -> the workers someone scaled it to: kept resident, and restored
+        # when residency had to drop it anyway
+        self._scales: dict[tuple[str, int], tuple[int, int | None]] = {}
+        self._loaded = LoadedVersions(
+            max_loaded, max_loaded_bytes, lambda key: (key[0], key[1]) in self._scales
+        )
 
     @property
     def max_loaded(self) -> int:
-        """How many versions this server holds loaded (LAMBDASERVE_MAX_LOADED_VERSIONS)."""
+        """How many versions this server holds loaded (LAMBDASERVE_MAX_LOADED_VERSIONS;
+        0: no count bound, LAMBDASERVE_MAX_LOADED_BYTES alone)."""
         return self._loaded.limit
 
     def infer(
@@ -255,12 +262,26 @@ class ModelServer:
     def load(self, served: ServedVersion) -> LoadedModel:
         """The loaded model for ``served``: from memory, or cache + runtime + warm-up."""
         key = (served.model, served.version, served.record.fingerprint)
-        return self._loaded.load(key, lambda: self._load(served))
+        return self._loaded.load(key, lambda: self._load(served), served.record.size)
+
+    def scale(self, served: ServedVersion, min_workers: int, max_workers: int | None) -> Any:
+        """TorchServe's scaling of a version's workers, remembered: the version stays
+        resident, and a load after residency dropped it anyway comes back at this scale."""
+        self._scales[(served.model, served.version)] = (min_workers, max_workers)
+        loaded = self.load(served)
+        loaded.scale(min_workers, max_workers)  # type: ignore[attr-defined]
+        return loaded
 
     def unload(self, model: str) -> int:
         """Drop every loaded version of ``model`` (a Python model's ``finalize`` runs), as
-        Triton's unload does; returns how many were loaded."""
+        Triton's unload does; returns how many were loaded. Its scale is forgotten, as
+        TorchServe's unregister forgets it."""
+        self._forget_scales(model, lambda version: True)
         return self._loaded.unload(model)
+
+    def _forget_scales(self, model: str, gone: Callable[[int], bool]) -> None:
+        for key in [k for k in self._scales if k[0] == model and gone(k[1])]:
+            self._scales.pop(key, None)
 
     def catalog_changed(self, model: str) -> None:
         """The management side of this process changed ``model``'s states: serve from the
@@ -275,6 +296,7 @@ class ModelServer:
             }
         except LambdaServeError:
             serving = set()  # the model is gone
+        self._forget_scales(model, lambda version: version not in {v for v, _ in serving})
         self._loaded.unload(model, keep=lambda version, fp: (version, fp) in serving)
 
     def close(self) -> None:
@@ -283,7 +305,7 @@ class ModelServer:
 
     def _load(self, served: ServedVersion) -> LoadedModel:
         try:
-            return load_version(
+            loaded = load_version(
                 served,
                 self._cache,
                 replace(self._options, version=served.version),
@@ -293,6 +315,15 @@ class ModelServer:
         except ModelCodeFailed as exc:
             self._report_load_failure(served, exc)
             raise
+        scale = self._scales.get((served.model, served.version))
+        rescale = getattr(loaded, "scale", None)
+        if scale is not None and rescale is not None:
+            logger.info(
+                "%s version %s: restoring its scale, min_worker=%s",
+                *(served.model, served.version, scale[0]),
+            )
+            rescale(*scale)
+        return loaded
 
     def _report_broken(self, served: ServedVersion, reason: str) -> None:
         """The version's workers keep crashing: UNAVAILABLE with the reason, as a failed load."""

@@ -31,7 +31,9 @@ def preload_models(server: ModelServer, budget_bytes: int) -> Preloaded:
     skipped: list[tuple[str, str]] = []
     used = 0
     for name in marked or names:
-        if len(loaded) >= server.max_loaded:  # loading more would evict what was just loaded
+        if (
+            server.max_loaded and len(loaded) >= server.max_loaded
+        ):  # loading more would evict what was just loaded
             skipped.append(
                 (name, f"the server holds {server.max_loaded} (LAMBDASERVE_MAX_LOADED_VERSIONS)")
             )

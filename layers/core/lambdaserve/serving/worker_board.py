@@ -62,5 +62,5 @@ def scale_workers(
             f"min_worker={min_worker} max_worker={max_worker}: ask for at least one worker, "
             "and max_worker no lower than min_worker"
         )
-    loaded.scale(min_worker, max_worker)
+    server.scale(served, min_worker, max_worker)
     return loaded

@@ -56,6 +56,7 @@ def build_model_server(
             shared_by=settings.serve_processes,
             environment_paths=environment_paths or EnvironmentDirectories.beside(cache),
         ),
+        max_loaded_bytes=settings.max_loaded_bytes,
     )
     install_bls(InferenceDataPlane(lambda: server))
     return server
