@@ -105,3 +105,44 @@ def test_ready_and_infer_follow_a_load_or_unload_at_once(stack):
         loaded = stack.api.post("/v2/repository/models/crasher/load", timeout=WAIT_S)
         assert loaded.status_code == 200, loaded.text
         answers(stack.inference)
+
+
+CHATTY_CRASH = """
+import logging, os, sys
+import triton_python_backend_utils as pb_utils
+
+logger = logging.getLogger("chatty")
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        print("loading weights from /srv/secret/weights/big.bin", flush=True)
+        logger.info("model ready in /srv/secret/cache after 3 s")
+
+    def execute(self, requests):
+        print("executing a batch", flush=True)
+        sys.stderr.write("RuntimeError: CUDA out of memory in /srv/secret/lib/kernels.py\\n")
+        sys.stderr.flush()
+        os._exit(3)
+"""
+
+
+def test_a_crash_says_how_it_ended_and_the_codes_own_error_without_chatter_or_paths(stack, caplog):
+    """Given a Python model that chats at start-up, then prints an error and exits 3,
+    When a request makes it crash, five times,
+    Then the client and the version's reason get the exit status and the code's error with
+    the path cut to its file name, none of the chatter; the log has every line."""
+    stack.put("models/chatty/config.pbtxt", CONFIG.encode())
+    stack.put("models/chatty/1/model.py", CHATTY_CRASH.encode())
+    stack.wait_state("chatty", 1, "READY", timeout_s=WAIT_S)
+    for _ in range(5):
+        answer = stack.inference.post("/v2/models/chatty/infer", json=body(1), timeout=WAIT_S)
+        assert answer.status_code == 500, answer.text
+        error = answer.json()["error"]
+        assert "exited with status 3" in error and "CUDA out of memory in kernels.py" in error
+        assert "/srv" not in error and "weights" not in error and "executing" not in error
+    reason = stack.wait_state("chatty", 1, "UNAVAILABLE", timeout_s=WAIT_S)
+    assert "CUDA out of memory in kernels.py" in reason and "/srv" not in reason
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "loading weights from /srv/secret/weights/big.bin" in logged
+    assert "chatty version 1 worker" in logged and "pid" in logged

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -24,7 +25,19 @@ from lambdaserve.workers.shared_area import Area
 
 logger = logging.getLogger("lambdaserve.workers")
 INITIAL_AREA = 1 << 20
-_TAIL = 20  # last output lines kept for a crash's message
+_TAIL = 20  # last error lines kept for a crash's message (the whole output is logged)
+# What a crash's message keeps of the output the code printed itself: errors, not chatter
+_ERROR_LINE = re.compile(
+    r"Traceback|Error|Exception|Fatal|Segmentation|Abort|Killed|^\s*File \"|panic|error:"
+)
+# An absolute path: the client and the version's reason get its last part only
+_PATH = re.compile(r"""(?:/[^\s/"':,()]+)+/([^\s/"':,()]+)""")
+
+
+def without_paths(text: str) -> str:
+    """``text`` with absolute paths cut to their file name: the server's layout (its cache,
+    site-packages) is not the client's business, and the log has the whole line."""
+    return _PATH.sub(r"\1", text)
 
 
 class WorkerProcess:
@@ -86,11 +99,13 @@ class WorkerProcess:
                     logging.getLogger(record["name"]).log(
                         record["level"], "[%s pid %s] %s", self.label, self.pid, record["text"]
                     )
-                    self.tail.extend(str(record["text"]).splitlines()[-3:])
+                    if int(record["level"]) >= logging.WARNING:  # not start-up chatter
+                        self.tail.extend(str(record["text"]).splitlines()[-3:])
                     continue
-                except (orjson.JSONDecodeError, KeyError, TypeError):
+                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
                     pass
-            self.tail.append(line)
+            if _ERROR_LINE.search(line):
+                self.tail.append(line)
             logger.info("[%s pid %s] %s", self.label, self.pid, line)
         if self._on_exit is not None:  # its output ends when it does: told at once
             self._on_exit(self)
@@ -115,8 +130,8 @@ class WorkerProcess:
             ended = f"killed by {name}"
         else:
             ended = f"exited with status {code}"
-        lines = [line for line in self.tail if line.strip()][-5:]
-        return ended + (f"; its last output: {' | '.join(lines)}" if lines else "")
+        lines = [without_paths(line.strip()) for line in self.tail if line.strip()][-3:]
+        return ended + (f"; its last error: {' | '.join(lines)}" if lines else "")
 
     def rss_bytes(self) -> int:
         """Resident memory, from /proc (0 where there is none)."""
