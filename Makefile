@@ -6,17 +6,18 @@ ARGS   ?=
 TORCH  ?= 0
 TORCHSERVE ?= 0
 PADDLE ?= 0
+OPENVINO ?= 0
 VARIANT ?= cpu
 
 .PHONY: help dev test install-redis test-localstack validate shipped-envs build gpu-image lint install-dev install-test install-torch \
-	install-torchserve install-paddle \
+	install-torchserve install-paddle install-openvino \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
 	bench-pipelines bench-validate bench-grpc bench-hot-path bench-server-mode bench-cache bench-envs \
 	bench-code-workers bench-workers robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  ARGS=\"...\" passes flags (make dev ARGS=\"--model-repository ./models\"); TORCH=1 adds PyTorch to make dev, TORCHSERVE=1 TorchServe's ts for .mar handlers, PADDLE=1 Paddle Inference for Paddle 1.x models"
+	@echo "  ARGS=\"...\" passes flags (make dev ARGS=\"--model-repository ./models\"); TORCH=1 adds PyTorch to make dev, TORCHSERVE=1 TorchServe's ts for .mar handlers, PADDLE=1 Paddle Inference for Paddle 1.x models, OPENVINO=1 OpenVINO for IR, SavedModels, TFLite and Paddle models"
 
 $(BIN)/python:
 	@echo "make: creating the virtual environment $(VENV) with $(PYTHON)"
@@ -39,7 +40,7 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	@# Paddle Serving's pipeline stubs (its wheel pins an old protobuf: only the file is used)
 	$(BIN)/pip download -q --no-deps -d $(VENV)/peer-wheels 'paddle-serving-server==0.9.0'
 	touch $@ $(VENV)/.dev-installed $(VENV)/.torch-installed $(VENV)/.torchserve-installed \
-	  $(VENV)/.paddle-installed
+	  $(VENV)/.paddle-installed $(VENV)/.openvino-installed
 
 $(VENV)/.torch-installed: | $(BIN)/python
 	@echo "make: installing torch==2.13.0 (CPU) into $(VENV) for TorchScript models ..."
@@ -59,14 +60,21 @@ $(VENV)/.paddle-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[local,images,paddle]'
 	touch $@
 
+# OpenVINO for OpenVINO IR, TF SavedModels, TFLite and Paddle models (the `openvino` extra).
+$(VENV)/.openvino-installed: pyproject.toml | $(BIN)/python
+	@echo "make: installing OpenVINO into $(VENV) for OpenVINO IR, TF SavedModels, TFLite and Paddle models ..."
+	$(BIN)/pip install -q -e '.[local,images,openvino]'
+	touch $@
+
 install-dev: $(VENV)/.dev-installed
 install-test: $(VENV)/.test-installed
 install-torch: $(VENV)/.torch-installed ## add PyTorch (TorchScript models) to .venv
 install-torchserve: $(VENV)/.torchserve-installed ## add TorchServe's ts (.mar archives, BaseHandler handlers) to .venv
 install-paddle: $(VENV)/.paddle-installed ## add Paddle Inference (Paddle 1.x __model__ models, old operators) to .venv
+install-openvino: $(VENV)/.openvino-installed ## add OpenVINO (OpenVINO IR, TF SavedModels, TFLite, Paddle models) to .venv
 
 DEV_EXTRAS = $(if $(filter 1,$(TORCH)),install-torch) $(if $(filter 1,$(TORCHSERVE)),install-torchserve) \
-	$(if $(filter 1,$(PADDLE)),install-paddle)
+	$(if $(filter 1,$(PADDLE)),install-paddle) $(if $(filter 1,$(OPENVINO)),install-openvino)
 dev: install-dev $(DEV_EXTRAS) ## run the whole system locally (Ctrl-C stops it)
 	$(BIN)/lambdaserve dev $(ARGS)
 

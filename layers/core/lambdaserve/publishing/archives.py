@@ -17,6 +17,7 @@ import tarfile
 import tempfile
 import time
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -204,10 +205,32 @@ def _members(local: Path, filename: str, packed: int) -> Iterator[dict[str, Memb
     try:
         with tarfile.open(local, "r:*") as archive:
             yield _checked(_tar_members(archive), filename, packed)
-    except tarfile.TarError as exc:
+    except (tarfile.TarError, EOFError, zlib.error):  # tarfile's own attempts say nothing more
         raise ModelRejected(
-            f"{filename} is neither a zip (.mar) nor a tar.gz archive: {exc}"
+            f"{filename} is not a model archive: it is {_what_it_is(local)}. Build it again "
+            "with torch-model-archiver --model-name <name> --version 1.0 --handler <handler> "
+            "[--serialized-file <weights>] --export-path <dir> (a .mar is a zip; "
+            "--archive-format tgz makes a tar.gz), and upload the file as it wrote it"
         ) from None
+
+
+_MAGIC = (
+    (b"PK", "a damaged zip (cut short, or changed on the way: upload it again)"),
+    (b"\x1f\x8b", "a damaged gzip (cut short, or changed on the way: upload it again)"),
+    (b"<", "text that looks like an HTML or XML page (a download that saved an error page?)"),
+    (b"{", "JSON text, not an archive"),
+    (b"version https://git-lfs", "a Git LFS pointer, not the file (run git lfs pull)"),
+)
+
+
+def _what_it_is(local: Path) -> str:
+    """What the bytes look like, for a refusal a person can act on."""
+    with local.open("rb") as body:
+        head = body.read(64)
+    for magic, words in _MAGIC:
+        if head.lstrip().startswith(magic):
+            return words
+    return f"{local.stat().st_size} bytes of neither zip nor tar (they start {head[:8]!r})"
 
 
 def _zip_members(archive: zipfile.ZipFile) -> Iterator[tuple[str, int, int, Callable[[], Any]]]:

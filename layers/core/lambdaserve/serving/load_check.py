@@ -38,6 +38,12 @@ _FIXES = {
     ),
 }
 
+# A TorchServe archive or handler missing torch: the flag that installs both first
+_TORCH_FOR_HANDLERS = (
+    "PyTorch is not installed where it serves: run `make dev TORCHSERVE=1` (TorchServe's ts "
+    "and torch) locally, or deploy `make build VARIANT=torchserve` with EnablePythonModels=true"
+)
+
 
 @dataclass(frozen=True)
 class LoadCheck:
@@ -87,14 +93,16 @@ def check_load(
     else:
         logger.info("%s version %s loaded in %s", record.model, record.version, where)
         return LoadCheck("", where)
-    return LoadCheck(with_fix(reason), where)
+    return LoadCheck(with_fix(reason, record.runtime), where)
 
 
-def with_fix(reason: str) -> str:
-    """``reason`` with what to do about it, where a missing package says what is missing."""
+def with_fix(reason: str, runtime: str = "") -> str:
+    """``reason`` with what to do about it, where a missing package says what is missing;
+    the flag for the artifact first (a TorchServe archive or handler: TORCHSERVE=1)."""
     for package, fix in _FIXES.items():
         if f"No module named '{package}'" in reason:
-            return f"{reason}; {fix}"
+            handlers = package == "torch" and runtime == "torchserve_handler"
+            return f"{reason}; {_TORCH_FOR_HANDLERS if handlers else fix}"
     return reason
 
 

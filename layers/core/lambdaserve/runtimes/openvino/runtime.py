@@ -25,9 +25,10 @@ from lambdaserve.runtimes.openvino.readers import reader_for, reason
 from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
 
 MISSING = (
-    "OpenVINO is not installed where this version was validated; install "
-    'lambdaserve[openvino] (openvino>=2024.0), or drop backend: "openvino" from the config '
-    "and publish the model as model.onnx"
+    "OpenVINO is not installed where this version was validated: run `make dev OPENVINO=1` "
+    "locally, or pip install 'lambdaserve[openvino]' (openvino>=2024.0); the deployed images "
+    'include it. (A model.onnx goes to OpenVINO only when its config says backend: "openvino": '
+    "without that line ONNX Runtime serves it.)"
 )
 # OpenVINO element types (Type.get_type_name()) as v2 datatypes.
 _OV_TO_V2 = {
