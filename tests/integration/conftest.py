@@ -16,7 +16,7 @@ import pytest
 
 from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
 from lambdaserve.handlers import batcher, manage
-from lambdaserve.local.dev import check_model_code_in
+from lambdaserve.local.dev import MANAGE_CONCURRENCY, check_model_code_in
 from lambdaserve.local.emulator import Emulator
 from lambdaserve.local.resources import LocalResources, ensure_resources
 from lambdaserve.processes.background import BackgroundServer
@@ -131,7 +131,9 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         resources.repository_events.arn,
         manage.events_handler,
         "lambdaserve-manage",
-        config=PumpConfig(batch_size=10, poll_wait_s=1, retry_delay_s=1),
+        config=PumpConfig(
+            batch_size=10, poll_wait_s=1, retry_delay_s=1, concurrency=MANAGE_CONCURRENCY
+        ),
         region=settings.region,
     )
     pump.start()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -16,7 +18,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdaserve.handlers.s3_events import object_keys
-from lambdaserve.publishing.events import EventBatch
+from lambdaserve.publishing.events import EventBatch, is_model_code_key
 from lambdaserve.wiring.manage import ManageServices
 from lambdaserve.wiring.process import current
 
@@ -24,7 +26,6 @@ logger = Logger(service="lambdaserve-manage")
 # Domain modules log with the standard library; give them the handler's JSON format.
 copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})
 metrics = Metrics(namespace="lambdaserve", service="lambdaserve-manage")
-processor = BatchProcessor(event_type=EventType.SQS)
 
 
 def _config_rejected(model: str, reason: str) -> None:
@@ -39,16 +40,20 @@ def services() -> ManageServices:
     return process.manage
 
 
-class _Delivery:
-    """The event batch of the invocation in progress (one per SQS batch)."""
+class _Delivery(threading.local):
+    """The event batch of the invocation in progress (one per SQS batch; per thread: the dev
+    stack invokes several batches at once, as Lambda's pollers do, in one process)."""
 
     current: EventBatch | None = None
+
+
+_delivery = _Delivery()
 
 
 def record_handler(record: SQSRecord) -> None:
     """Reconcile what one queued S3 notification points at; raising retries the record."""
     logger.append_keys(message_id=record.message_id)
-    batch = _Delivery.current or EventBatch(services().registrar)
+    batch = _delivery.current or EventBatch(services().registrar)
     for key in object_keys(record.json_body):
         batch.on_object_event(key)
         metrics.add_metric(name="RepositoryEvents", unit=MetricUnit.Count, value=1)
@@ -59,15 +64,29 @@ def record_handler(record: SQSRecord) -> None:
 def events_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """SQS event source mapping of the repository-events queue (partial batch failures)."""
     metrics.add_metric(name="EventBatches", unit=MetricUnit.Count, value=1)
-    _Delivery.current = EventBatch(services().registrar)
+    _delivery.current = EventBatch(services().registrar)
+    records = sorted(event.get("Records", []), key=code_last)
     try:
         return dict(
             process_partial_response(
-                event=event, record_handler=record_handler, processor=processor, context=context
+                event={**event, "Records": records},
+                record_handler=record_handler,
+                processor=BatchProcessor(event_type=EventType.SQS),  # its state is per batch
+                context=context,
             )
         )
     finally:
-        _Delivery.current = None
+        _delivery.current = None
+
+
+def code_last(record: dict[str, Any]) -> bool:
+    """Model code is loaded where it serves before it is READY (seconds): a batch's tensor
+    models and configs go first, not behind it."""
+    try:
+        keys = object_keys(json.loads(record.get("body") or "{}"))
+    except Exception:  # a malformed body fails in its own record's handler, with its reason
+        return False
+    return any(is_model_code_key(key) for key in keys)
 
 
 @logger.inject_lambda_context(clear_state=True)

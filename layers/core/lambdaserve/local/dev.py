@@ -43,6 +43,10 @@ def point_environment_at(endpoint: str, region: str = "us-east-1") -> Settings:
     return get_settings()
 
 
+# Batches of repository events handled at once, as Lambda's SQS pollers start with five
+MANAGE_CONCURRENCY = 5
+
+
 def half_of_memory() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
 
@@ -100,7 +104,7 @@ class DevStack:
         process = Process(settings, clients=clients)
         install(process)
         check_model_code_in(process)
-        process.manage.registrar.reconcile_all()
+        process.manage.registrar.reconcile_all(concurrency=MANAGE_CONCURRENCY)
         self.start_event_pumps()
         counted = _as_is
         if options.metrics_port:
@@ -172,7 +176,7 @@ class DevStack:
             self.resources.repository_events.arn,
             manage.events_handler,
             "lambdaserve-manage",
-            config=PumpConfig(batch_size=10, batching_window_s=0.0),
+            config=PumpConfig(batch_size=10, batching_window_s=0.0, concurrency=MANAGE_CONCURRENCY),
             region=settings.region,
         )
         pump.start()

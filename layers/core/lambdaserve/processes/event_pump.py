@@ -58,10 +58,13 @@ class PumpConfig:
     poll_wait_s: int = 1
     retry_delay_s: int = 1
     function_timeout_s: float = 60.0
+    # Batches handled at once, as Lambda's SQS pollers invoke several at a time (five to
+    # start with): a slow batch (model code loading where it serves) holds only its own
+    concurrency: int = 1
 
 
 class EventPump:
-    """One polling thread feeding one queue's messages to one handler."""
+    """``config.concurrency`` polling threads feeding one queue's messages to one handler."""
 
     def __init__(
         self,
@@ -82,19 +85,21 @@ class EventPump:
         self._config = config or PumpConfig()
         self._region = region
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         self.invocations = 0
 
     def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._run, name=f"pump-{self._function_name}", daemon=True
-        )
-        self._thread.start()
+        for index in range(max(1, self._config.concurrency)):
+            thread = threading.Thread(
+                target=self._run, name=f"pump-{self._function_name}-{index}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
+        for thread in self._threads:
+            thread.join(timeout)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -73,3 +73,12 @@ def layout_advice(key: str, prefix: str) -> str:
             f"{prefix}{parts[0]}/{digits}/{'/'.join(parts[2:])}"
         )
     return f"outside the {prefix}<model>/<version>/ layout"
+
+
+# What a key holding model code (or an archive of it) ends with
+_CODE_ENDINGS = (".py", ".mar", ".war", ".tar.gz", ".tgz", ".zip", "requirements.txt", ".yml")
+
+
+def is_model_code_key(key: str) -> bool:
+    """Whether ``key`` is (or may unpack into) model code, checked where it serves."""
+    return key.endswith(_CODE_ENDINGS)

@@ -89,11 +89,19 @@ class Registrar:
         self.reconcile_version(model, version, record)
         self.apply_policy(model)
 
-    def reconcile_all(self) -> int:
-        """Reconcile every model found in the bucket or the catalog; returns the count."""
-        models = set(self._repository.model_names()) | set(self._catalog.all_model_names())
-        for model in sorted(models):
-            self.reconcile_model(model)
+    def reconcile_all(self, concurrency: int = 1) -> int:
+        """Reconcile every model found in the bucket or the catalog; returns the count.
+        With ``concurrency`` above 1, that many models at once: one whose code loads where it
+        serves (seconds) holds its own lane, not every model after it."""
+        models = sorted(set(self._repository.model_names()) | set(self._catalog.all_model_names()))
+        if concurrency <= 1:
+            for model in models:
+                self.reconcile_model(model)
+            return len(models)
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(concurrency, thread_name_prefix="reconcile") as lanes:
+            list(lanes.map(self.reconcile_model, models))  # the first failure raises here
         return len(models)
 
     def reconcile_model(self, model: str) -> None:
