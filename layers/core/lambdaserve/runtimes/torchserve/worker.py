@@ -106,7 +106,7 @@ def load_service(manifest: Manifest, model_dir: Path, batch_size: int) -> Any:
         except ImportError as error:
             raise _handler_import_error(error, manifest, model_dir) from None
 
-    with imports_from(model_dir):
+    with imports_from(model_dir), _without_unasked_openvino(model_dir):
         try:
             return load()
         except RuntimeError as error:
@@ -171,6 +171,31 @@ def imports_from(model_dir: Path) -> Iterator[None]:
             sys.path.remove(directory)
         sys.path.insert(0, directory)
         yield
+
+
+_OPENVINO_TORCH = "openvino.torch"
+
+
+@contextmanager
+def _without_unasked_openvino(model_dir: Path) -> Iterator[None]:
+    """TorchServe's BaseHandler imports OpenVINO's torch.compile backend whenever OpenVINO
+    is installed (4-6 s of a handler's load, measured: docs/benchmarks.md); a model that does
+    not ask for it (``pt2: {backend: openvino}`` in its model-config.yaml) loads without:
+    the import fails as if OpenVINO were absent, which BaseHandler expects."""
+    asks = any(
+        "openvino" in path.read_text(errors="replace")
+        for path in (*model_dir.glob("*.yaml"), *model_dir.glob("*.yml"))
+        if path.is_file()
+    )
+    if asks or _OPENVINO_TORCH in sys.modules:
+        yield
+        return
+    sys.modules[_OPENVINO_TORCH] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if sys.modules.get(_OPENVINO_TORCH, "") is None:  # a later explicit import may load it
+            del sys.modules[_OPENVINO_TORCH]
 
 
 def forget(model_dir: Path) -> None:
