@@ -192,5 +192,5 @@ def test_a_gpu_model_served_on_cpu_says_so_in_its_entry_and_its_load_log(stack, 
     caplog.set_level(logging.WARNING, logger="lambdaserve")
     body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [0] * 4}]}
     assert stack.inference.post("/v2/models/g/infer", json=body).status_code == 200
-    [line] = [r.getMessage() for r in caplog.records if "KIND_GPU" in r.getMessage()]
+    [line] = [r.getMessage() for r in caplog.records if "asks for a GPU" in r.getMessage()]
     assert line.startswith("g version 1 asks for a GPU") and "runs on cpu" in line

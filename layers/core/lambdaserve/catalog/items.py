@@ -163,7 +163,9 @@ def warnings_from(stored: str) -> tuple[str, ...]:
 def model_from_item(item: dict[str, Any]) -> ModelRecord:
     file_config = item.get("file_config") or None
     return ModelRecord(
-        name=item["name"],
+        # from the key where the name is not (yet) there: an item another writer is
+        # creating right now (the local emulator shows one half-made to a concurrent read)
+        name=item.get("name") or str(item["pk"]).removeprefix("MODEL#"),
         file_config=json.loads(file_config) if file_config else None,
         config_source=item.get("config_source", ""),
         config_error=item.get("config_error", ""),

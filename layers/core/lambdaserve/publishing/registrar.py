@@ -331,6 +331,10 @@ class Registrar:
         if model in self._retired:
             self._retired.discard(model)
             changed = True
+        if changed:
+            # whoever made an archive's version READY labels it (its modelVersion): the
+            # publish that unpacked it may have seen another writer still validating it
+            self.uploads.label_recovered_archives(model)
         for watcher in self._watchers:
             try:
                 watcher(model)

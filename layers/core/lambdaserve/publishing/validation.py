@@ -159,7 +159,8 @@ class VersionValidator:
                 completed = self._auto_complete(root / model_file, config)
                 config = apply_completion(config, completed) if completed else config
                 runtime, signature, chosen = inspect_choosing(runtime, root / model_file, config)
-                notes = "; ".join(n for n in (notes, chosen) if n)
+                served = signatures_served(root / model_file)
+                notes = "; ".join(n for n in (notes, chosen, served) if n)
                 check_tensors(config, signature)
                 signature = client_signature(signature, config.reshapes)
                 if report:
@@ -314,3 +315,12 @@ def _no_model_file(by_path: dict[str, ObjectInfo]) -> str:
         "with MAR-INF/MANIFEST.json) "
         "into the version directory"
     )
+
+
+def signatures_served(model_file: Path) -> str:
+    """A SavedModel's note: the signatures it serves and those it does not."""
+    if model_file.name != "saved_model.pb":
+        return ""
+    from lambdaserve.runtimes.openvino.savedmodel import signature_note
+
+    return signature_note(model_file.read_bytes())

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from lambdaserve.errors import ModelRejected
+from lambdaserve.runtimes.openvino.savedmodel import lookup_table_fix
 
 Reader = Callable[[Any, Path], Any]
 
@@ -52,6 +53,8 @@ def read_savedmodel(core: Any, path: Path) -> Any:
     try:
         return core.read_model(str(directory))
     except Exception as exc:
+        if fix := lookup_table_fix(str(exc)):
+            raise ModelRejected(f"OpenVINO cannot read the SavedModel: {fix}") from exc
         raise ModelRejected(
             f"OpenVINO cannot read the SavedModel: {reason(exc)}; save it with "
             "tf.saved_model.save(..., signatures={'serving_default': ...}) and upload the "

@@ -1,0 +1,58 @@
+"""A SavedModel's publish says what it serves: a second signature is named in the version's
+notes and describe as not served; a graph OpenVINO refuses for its lookup tables is told to
+serve as a Python model, not to save it again. The SavedModels are made by TensorFlow itself,
+in an interpreter of their own."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openvino")
+if importlib.util.find_spec("tensorflow") is None:  # looked up, never imported here
+    pytest.skip("TensorFlow builds these SavedModels", allow_module_level=True)
+pytestmark = pytest.mark.openvino
+
+BUILDER = Path(__file__).parent.parent / "fixtures" / "tf_builders" / "savedmodels.py"
+
+
+@pytest.fixture(scope="module")
+def savedmodels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("savedmodels")
+    subprocess.run([sys.executable, str(BUILDER), str(out)], check=True, capture_output=True)
+    return out
+
+
+def publish(stack, name: str, directory: Path) -> None:
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        stack.put(f"models/{name}/1/{path.relative_to(directory)}", path.read_bytes())
+
+
+def test_a_second_signature_is_named_as_not_served(stack, savedmodels):
+    """Given a SavedModel with serving_default and times_two,
+    When it is published,
+    Then it is READY, answers serving_default, and its notes (describe) say that times_two
+    is not served."""
+    publish(stack, "two", savedmodels / "two")
+    stack.wait_state("two", 1, "READY", timeout_s=60)
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 2], "data": [1.0, 2.0]}]}
+    answer = stack.inference.post("/v2/models/two/infer", json=body)
+    assert answer.status_code == 200 and answer.json()["outputs"][0]["data"] == [2.0, 3.0]
+    [described] = stack.api.get("/models/two/1").json()
+    assert "not served: 'times_two' (predict)" in described["notes"], described["notes"]
+    assert "serves signature 'serving_default'" in described["notes"]
+
+
+def test_a_lookup_table_is_told_where_it_can_serve_not_to_save_again(stack, savedmodels):
+    """Given a SavedModel whose graph holds a tf.lookup table,
+    When it is published,
+    Then it is UNAVAILABLE saying OpenVINO does not convert lookup tables and that a Python
+    model serves it, never to save it again with tf.saved_model.save."""
+    publish(stack, "lookup", savedmodels / "lookup")
+    reason = stack.wait_state("lookup", 1, "UNAVAILABLE", timeout_s=60)
+    assert "lookup tables (tf.lookup)" in reason and "serve it as a Python model" in reason
+    assert "tf.saved_model.save(" not in reason
