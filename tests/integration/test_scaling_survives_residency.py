@@ -73,5 +73,8 @@ def test_a_scaled_handler_keeps_its_workers_while_other_models_come_and_go(
     load_onnx(stack, "m4")
     warned = [r.getMessage() for r in caplog.records if "although it was scaled" in r.getMessage()]
     assert warned and warned[0].startswith("unloading upper version 1"), warned
+    [described] = stack.api.get("/models/upper").json()
+    assert described["workers"] == [] and described["minWorkers"] == 2
+    assert "its next load starts 2 worker(s) again" in described["residency"]
     assert stack.inference.post("/predictions/upper", content=b"again").text == "AGAIN"
     wait_until(lambda: len(pids(stack, "upper")) == 2, WAIT_S)  # restored (workers start)

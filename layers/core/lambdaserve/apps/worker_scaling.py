@@ -54,6 +54,18 @@ def worker_fields(server: ModelServer | None, model: str, version: int) -> dict[
 
     workers = described_workers(server, model, version)
     limits = worker_limits(server, model, version)
+    scale = server.scale_of(model, version)
+    if (workers is None or limits is None) and scale is not None:
+        low, high = scale
+        return {  # scaled, then dropped by residency anyway: said, and restored on its load
+            "minWorkers": low,
+            "maxWorkers": high if high is not None else low,
+            "workers": [],
+            "residency": (
+                "unloaded: this process's loaded versions were full (LAMBDASERVE_MAX_LOADED_"
+                f"VERSIONS / _BYTES); its next load starts {low} worker(s) again"
+            ),
+        }
     if workers is None or limits is None:
         return {}
     return {"minWorkers": limits[0], "maxWorkers": limits[1], "workers": workers}

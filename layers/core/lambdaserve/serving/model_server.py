@@ -279,6 +279,10 @@ class ModelServer:
         self._forget_scales(model, lambda version: True)
         return self._loaded.unload(model)
 
+    def scale_of(self, model: str, version: int) -> tuple[int, int | None] | None:
+        """The workers someone scaled the version to (kept across residency), or None."""
+        return self._scales.get((model, version))
+
     def _forget_scales(self, model: str, gone: Callable[[int], bool]) -> None:
         for key in [k for k in self._scales if k[0] == model and gone(k[1])]:
             self._scales.pop(key, None)
