@@ -72,7 +72,7 @@ _NOT_CUSTOMIZED = {
         "runs only where models serve, so it is refused here (400)"
     ),
 }
-# (name, in) -> the schema, and whether the parameter is required
+# query parameter name -> its schema, and whether it is required
 QUERY_SCHEMAS: dict[str, tuple[dict[str, Any], bool]] = {
     "version": ({"anyOf": [_DEFAULT_VERSION, VERSION_REF]}, False),
     "customized": (_NOT_CUSTOMIZED, False),
@@ -104,7 +104,7 @@ _BY_OPERATION = {
         {
             **VERSION,
             "description": (
-                "the version the label points at; a body {\"version\": n} may say it instead"
+                'the version the label points at; a body {"version": n} may say it instead'
             ),
         },
         True,

@@ -19,6 +19,7 @@ from lambdaserve.publishing.management import ModelManager
 if TYPE_CHECKING:  # the management function imports no serving code
     from lambdaserve.serving.model_server import ModelServer
 
+
 class VersionSegment(StringConvertor):
     """``{version:version}`` in /models/{m}/{version}...: any segment but ``all``, which is
     TorchServe's GET /models/{m}/all; so PUT or DELETE there is a 405 that allows GET, not a

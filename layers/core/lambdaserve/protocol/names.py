@@ -46,7 +46,6 @@ def parse_version(text: str) -> int:
     return int(text)
 
 
-
 def parse_version_ref(text: str) -> int | str:
     """A version as URLs may name it: a positive integer, or a label (``stable``, ``1.0``)."""
     if text.isdigit():
