@@ -9,6 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.http_status import INTERNAL_ERROR, status_for
@@ -42,10 +43,23 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def _http(request: Request, exc: HTTPException) -> JSONResponse:
         response = error_response(exc.status_code, str(exc.detail), request.url.path)
-        response.headers.update(exc.headers or {})  # 405 keeps its Allow header
+        response.headers.update(exc.headers or {})
+        if exc.status_code == 405:
+            response.headers["allow"] = allowed_methods(request)
         return response
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         logger.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(500, INTERNAL_ERROR, request.url.path)
+
+
+def allowed_methods(request: Request) -> str:
+    """The Allow header of a 405: every method some route answers at this path. Starlette's
+    names only the first route whose path matched, and FastAPI makes a route per decorator."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))

@@ -13,7 +13,7 @@ from lambdaserve.apps.docs_page import install_docs
 from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.apps.generate import install_generate
 from lambdaserve.apps.metrics_route import install_metrics, queued_in
-from lambdaserve.apps.openapi import document_api, inference_paths
+from lambdaserve.apps.openapi import document_api, inference_bodies, inference_paths
 from lambdaserve.apps.paddle_pipeline import install_paddle_pipeline
 from lambdaserve.apps.predictions import install_predictions
 from lambdaserve.apps.tfserving import install_tfserving
@@ -137,7 +137,7 @@ def create_inference_app(
     ):
         install(app, plane, lambda r: read_limited_body(r, max_request_bytes()))
 
-    document_api(app, inference_paths())
+    document_api(app, inference_paths(), inference_bodies())
     return app
 
 

@@ -70,7 +70,7 @@ def create_management_app(
     def describe_model(model: str, customized: bool = Query(False)) -> list[dict[str, Any]]:
         return describe_answer(manager(), model, None, customized, server())
 
-    @app.get("/models/{model}/{version}")
+    @app.get("/models/{model}/{version:version}")
     def describe_version(
         model: str, version: str, customized: bool = Query(False)
     ) -> list[dict[str, Any]]:
@@ -96,14 +96,14 @@ def create_management_app(
         manager().remove_label(check_model_name(model), label)
         return {"status": f'Label "{label}" of model "{model}" removed'}
 
-    @app.put("/models/{model}/{version}/set-default")
+    @app.put("/models/{model}/{version:version}/set-default")
     def set_default(model: str, version: str) -> dict[str, str]:
         name = check_model_name(model)
         number = manager().version_number(name, version)
         manager().set_default(name, number)
         return {"status": set_default_status(manager(), name, number)}
 
-    @app.delete("/models/{model}/{version}")
+    @app.delete("/models/{model}/{version:version}")
     def delete_version(model: str, version: str) -> JSONResponse:
         name = check_model_name(model)
         number = manager().version_number(name, version)
@@ -156,10 +156,10 @@ def _limit(text: str | None) -> int:
     """``limit``: empty or absent is the default (TorchServe's ``limit=``), else an integer."""
     if not text:
         return DEFAULT_PAGE
-    try:
-        return int(text)
-    except ValueError:
-        raise InvalidInput(f"limit must be an integer (1-{MAX_PAGE}), got {text!r}") from None
+    # digits only: int() would take " 5", "+5" and "1_0" too, which the document refuses
+    if not re.fullmatch("-?[0-9]{1,18}", text):
+        raise InvalidInput(f"limit must be an integer (1-{MAX_PAGE}), got {text!r}")
+    return int(text)
 
 
 def load_model(manager: ModelManager, name: str, body: dict[str, Any]) -> None:

@@ -12,6 +12,8 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
+from lambdaserve.apps.openapi_parameters import PATH_SCHEMAS, correct_parameters
+
 ERROR = {
     "type": "object",
     "required": ["error"],
@@ -56,7 +58,7 @@ V2_REQUEST = {
                 "type": "object",
                 "required": ["name", "datatype", "shape"],
                 "properties": {
-                    "name": {"type": "string"},
+                    "name": {"type": "string", "minLength": 1},
                     "datatype": {"type": "string", "enum": DATATYPES},
                     "shape": _SHAPE,
                     "data": {"description": "row-major values, flat or nested"},
@@ -104,14 +106,34 @@ ACCEPTED = {
 }
 
 
+# Triton's load takes the config as a string of JSON (an object is taken too): the standard
+# contentMediaType/contentSchema say so, though generators read them as any string
+LOAD_CONFIG = {
+    "description": "model-config fields in Triton's JSON form, as a JSON string or an object",
+    "oneOf": [
+        {"type": "object"},
+        {
+            "type": "string",
+            "contentMediaType": "application/json",
+            "contentSchema": {"type": "object"},
+        },
+    ],
+}
+# operations kept for TorchServe's clients that refuse every request, saying what to do instead
+REFUSED = {
+    ("post", "/models"): (
+        "TorchServe's registration from a URL: not supported, always 400 naming how to "
+        "publish instead (upload to the model bucket)"
+    ),
+    ("post", "/workflows"): (
+        "TorchServe's workflow registration: not supported, always 400 naming how to "
+        "publish instead (upload the .war to the model bucket)"
+    ),
+}
+
+
 def json_body(schema: dict[str, Any], required: bool = True) -> dict[str, Any]:
     return {"required": required, "content": {"application/json": {"schema": schema}}}
-
-
-PATH_SCHEMAS = {
-    "model": {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"},
-    "version": {"type": "string", "pattern": "^[1-9][0-9]{0,8}$"},
-}
 
 
 def _path_parameters(path: str) -> list[dict[str, Any]]:
@@ -169,7 +191,12 @@ def _infer_paths() -> dict[str, Any]:
             "schema": {"type": "string", "format": "binary"}
         }
         body["content"]["multipart/form-data"] = {
-            "schema": {"type": "object", "additionalProperties": {"type": "string"}}
+            # no fields at all is refused: the handler would get no data
+            "schema": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "minProperties": 1,
+            }
         }
         operation = {
             "summary": (
@@ -207,10 +234,11 @@ def document_api(
                 body = (bodies or {}).get((method, path))
                 if body is not None:
                     operation["requestBody"] = body
-                for parameter in operation.get("parameters", []):
-                    if parameter.get("in") == "path" and parameter["name"] in PATH_SCHEMAS:
-                        parameter["schema"] = PATH_SCHEMAS[parameter["name"]]
+                correct_parameters(method, path, operation)
                 _correct_responses(operation)
+                if (method, path) in REFUSED:
+                    operation["description"] = REFUSED[method, path]
+                    operation["responses"].pop("200", None)
         schema.setdefault("components", {}).setdefault("schemas", {})["Error"] = ERROR
         for name in ("HTTPValidationError", "ValidationError"):
             schema["components"]["schemas"].pop(name, None)
@@ -237,6 +265,21 @@ def inference_paths() -> dict[str, Any]:
     return _infer_paths()
 
 
+def inference_bodies() -> dict[tuple[str, str], dict[str, Any]]:
+    """The bodies the inference app's own routes read themselves."""
+    predict = {
+        "type": "object",
+        "description": "TF Serving's predict: row (instances) or columnar (inputs) format",
+        "properties": {
+            "signature_name": {"type": "string"},
+            "instances": {"type": "array"},
+            "inputs": {},
+        },
+        "oneOf": [{"required": ["instances"]}, {"required": ["inputs"]}],
+    }
+    return {("post", "/v1/models/{target}"): json_body(predict)}
+
+
 def management_bodies() -> dict[tuple[str, str], dict[str, Any]]:
     config = {"type": "object", "description": "model-config fields in Triton's JSON form"}
     load = {
@@ -244,7 +287,7 @@ def management_bodies() -> dict[tuple[str, str], dict[str, Any]]:
         "properties": {
             "parameters": {
                 "type": "object",
-                "properties": {"config": {"type": "string", "description": "config JSON"}},
+                "properties": {"config": LOAD_CONFIG},
             }
         },
     }

@@ -9,14 +9,26 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.convertors import StringConvertor, register_url_convertor
 
 from lambdaserve.apps.worker_scaling import scaled
 from lambdaserve.errors import InvalidInput, ModelNotReady
-from lambdaserve.protocol.names import check_model_name
+from lambdaserve.protocol.names import RESERVED_LABELS, check_model_name
 from lambdaserve.publishing.management import ModelManager
 
 if TYPE_CHECKING:  # the management function imports no serving code
     from lambdaserve.serving.model_server import ModelServer
+
+
+class VersionSegment(StringConvertor):
+    """``{version:version}`` in /models/{m}/{version}...: any segment but ``all``, which is
+    TorchServe's GET /models/{m}/all; so PUT or DELETE there is a 405 that allows GET, not a
+    call on a version called "all"."""
+
+    regex = "".join(f"(?!{label}(?:/|$))" for label in sorted(RESERVED_LABELS)) + "[^/]+"
+
+
+register_url_convertor("version", VersionSegment())
 
 # Query parameters of TorchServe's `PUT /models/{m}` (scale workers).
 SCALING = frozenset({"min_worker", "max_worker", "number_gpu", "synchronous", "timeout"})
@@ -42,7 +54,7 @@ def install_torchserve_management(
     async def register(request: Request) -> None:
         raise registration_refusal(request.query_params.get("url", ""))
 
-    @app.put("/models/{model}/{version}", status_code=400)
+    @app.put("/models/{model}/{version:version}", status_code=400)
     def scale_version(model: str, version: str, request: Request) -> JSONResponse:
         """TorchServe's per-version scaling (its only use of this route)."""
         done = scaled(server(), model, version, dict(request.query_params))

@@ -7,8 +7,22 @@ import re
 
 from lambdaserve.errors import InvalidInput
 
-MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-VERSION_RE = re.compile(r"^[1-9][0-9]{0,17}$")
+# The rules as patterns both Python and the OpenAPI documents (ECMA-262) read the same way;
+# Python's own ``$`` also matches before a final newline, so the compiled forms end in ``\Z``.
+MODEL_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+VERSION_PATTERN = "^[1-9][0-9]{0,17}$"
+LABEL_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+# TorchServe's GET /models/{m}/all names every version, so "all" cannot be a label
+RESERVED_LABELS = frozenset({"all"})
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern.removesuffix("$") + r"\Z")
+
+
+MODEL_NAME_RE = _compiled(MODEL_NAME_PATTERN)
+VERSION_RE = _compiled(VERSION_PATTERN)
+LABEL_RE = _compiled(LABEL_PATTERN)
 
 
 def is_valid_model_name(name: str) -> bool:
@@ -32,9 +46,6 @@ def parse_version(text: str) -> int:
     return int(text)
 
 
-LABEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-
-
 def parse_version_ref(text: str) -> int | str:
     """A version as URLs may name it: a positive integer, or a label (``stable``, ``1.0``)."""
     if text.isdigit():
@@ -47,5 +58,10 @@ def check_label(text: str) -> str:
         raise InvalidInput(
             f"invalid version {text!r}: a version is a positive integer, a label is a name "
             "such as stable, canary or 1.0 (letters, digits, '.', '_', '-'; not all digits)"
+        )
+    if text in RESERVED_LABELS:
+        raise InvalidInput(
+            f"invalid version {text!r}: {text!r} is not a label, TorchServe's "
+            f"/models/<model>/{text} names every version"
         )
     return text

@@ -65,7 +65,7 @@ class ModelManager:
     def list_models(self, limit: int, page_token: str | None) -> tuple[list[str], str | None]:
         if not 1 <= limit <= MAX_PAGE:
             limit = DEFAULT_PAGE  # as TorchServe clamps an out-of-range limit
-        if page_token is not None and OFFSET_TOKEN.match(page_token):
+        if page_token is not None and OFFSET_TOKEN.fullmatch(page_token):
             # TorchServe's tokens are offsets into the sorted names (a negative one is 0)
             start = max(0, int(page_token))
             names = self._catalog.all_model_names()
