@@ -15,7 +15,8 @@ from functools import partial
 
 import numpy as np
 import tritonclient.grpc as grpcclient
-from tritonclient.utils import InferenceServerException
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from tests.integration.grpc_support import lambdaserve_serve
 from tests.integration.test_python_models import publish
@@ -62,3 +63,37 @@ def test_repeat_client_gets_every_response_of_a_model_sending_after_execute_retu
     assert [r.get_response().id for r in received] == ["0"] * len(IN_VALUE)
     assert [r.as_numpy("OUT").tolist() for r in received] == [[v] for v in IN_VALUE]
     assert [r.as_numpy("IDX").tolist() for r in received] == [[i] for i in range(len(IN_VALUE))]
+
+
+def test_custom_metrics_client_finds_its_help_type_and_series_on_metrics(stack):
+    """Given python_backend's custom_metrics model (a COUNTER MetricFamily with its
+    description, created in initialize, incremented in execute), its code in a worker,
+    When client.py's request is answered and /metrics is read,
+    Then the sum and difference are right and /metrics has the example's three patterns:
+    the family's # HELP line with its description, its # TYPE counter, and its series."""
+    publish(stack, "custom_metrics")
+    stack.wait_state("custom_metrics", 1, "READY")
+    url = str(stack.inference.base_url).removeprefix("http://").rstrip("/")
+    input0_data = np.random.rand(4).astype(np.float32)
+    input1_data = np.random.rand(4).astype(np.float32)
+    with httpclient.InferenceServerClient(url) as client:
+        inputs = [
+            httpclient.InferInput("INPUT0", [4], np_to_triton_dtype(input0_data.dtype)),
+            httpclient.InferInput("INPUT1", [4], np_to_triton_dtype(input1_data.dtype)),
+        ]
+        inputs[0].set_data_from_numpy(input0_data)
+        inputs[1].set_data_from_numpy(input1_data)
+        outputs = [
+            httpclient.InferRequestedOutput("OUTPUT0"),
+            httpclient.InferRequestedOutput("OUTPUT1"),
+        ]
+        response = client.infer("custom_metrics", inputs, request_id="1", outputs=outputs)
+    assert np.allclose(input0_data + input1_data, response.as_numpy("OUTPUT0"))
+    assert np.allclose(input0_data - input1_data, response.as_numpy("OUTPUT1"))
+    metrics = stack.inference.get("/metrics").text
+    for pattern in (
+        "# HELP requests_process_latency_ns Cumulative time spent processing requests",
+        "# TYPE requests_process_latency_ns counter",
+        'requests_process_latency_ns{model="custom_metrics",version="1"}',
+    ):
+        assert pattern in metrics, [line for line in metrics.splitlines() if "latency" in line]
