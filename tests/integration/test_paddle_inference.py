@@ -2,18 +2,22 @@
 ``__model__`` with one file per parameter) and a re-saved program keeping the ``mul``
 operator, built by paddle itself, uploaded through the bucket, READY only after the serving
 side loaded them, answering v2 and Paddle Serving's pipeline API with what Paddle's own
-predictor computed."""
+predictor computed; and the same models as the Op folder of Paddle Serving's
+simple_web_service pipeline, answering its PipelineClient."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.integration.grpc_support import lambdaserve_serve
+from tests.integration.test_grpc_peers import paddle_stubs, peer  # noqa: F401 (a fixture)
 from tests.paddle_models import INPUT, build_paddle_models, version_files
 
 # paddle's native library is loaded here: these tests run in a pytest process of their own
@@ -78,3 +82,46 @@ def test_uci_housing_answers_paddle_servings_pipeline_api(stack, paddle_models):
     name, values = expected["uci_housing"]
     assert (answer["err_no"], answer["key"]) == (0, [name])
     np.testing.assert_allclose(json.loads(answer["value"][0]), values, rtol=1e-5)
+
+
+UCI_PIPELINE = Path(__file__).parents[1] / "fixtures" / "paddle_uci_pipeline"
+# Paddle Serving's uci_housing_model ships this beside __model__: Paddle's names to aliases
+SERVING_CONF = """feed_var { name: "x" alias_name: "x" is_lod_tensor: false feed_type: 1 shape: 13 }
+fetch_var { name: "FETCH" alias_name: "price" is_lod_tensor: false fetch_type: 1 shape: 1 }
+"""
+
+
+@pytest.mark.parametrize("layout", ["uci_housing", "mul_pdmodel"])
+def test_simple_web_service_over_uci_housing_answers_pipeline_client(
+    stack,
+    paddle_models,
+    paddle_stubs,  # noqa: F811
+    layout,
+):
+    """Given Paddle Serving's simple_web_service (web_service.py, config.yml) with its
+    uci_housing_model folder in the version: Paddle 1.x's __model__ and one file per
+    parameter, or the same program re-saved as inference.pdmodel (keeping mul),
+    When Paddle's PipelineClient sends rows of x over gRPC, and the README's curl over HTTP,
+    Then the pipeline is READY (its Op's model on Paddle Inference, as a standalone model
+    of that layout: OpenVINO reads neither) and both get price: what Paddle's own predictor
+    computed, as the Op's string of it."""
+    root, expected = paddle_models
+    name, values = expected[layout]
+    for path in sorted(UCI_PIPELINE.iterdir()):
+        stack.put(f"models/uci/1/{path.name}", path.read_bytes())
+    for file, body in version_files(root, layout).items():
+        named = file.replace("model.", "inference.")  # as Paddle Serving's Op folders name it
+        stack.put(f"models/uci/1/uci_housing_model/{named}", body)
+    conf = SERVING_CONF.replace("FETCH", name).encode()
+    stack.put("models/uci/1/uci_housing_model/serving_server_conf.prototxt", conf)
+    stack.wait_state("uci", 1, "READY", timeout_s=90)
+    rows = ";".join(",".join(repr(float(v)) for v in row) for row in INPUT)
+    with lambdaserve_serve() as served:
+        answer = peer(
+            "paddle_client.py", served.grpc_url, {"feed": {"x": rows}, "name": ""}, paddle_stubs
+        )
+    curl = stack.inference.post("/uci/prediction", json={"key": ["x"], "value": [rows]})
+    for got in (answer, curl.json()):
+        assert (got["err_no"], got["key"]) == (0, ["price"]), got
+        price = np.array(re.findall(r"[-+]?\d+\.?\d*(?:e[-+]?\d+)?", got["value"][0]), float)
+        np.testing.assert_allclose(price.reshape(values.shape), values, rtol=1e-5)

@@ -49,9 +49,10 @@ def test_publishing_reads_the_pipeline_without_running_it(tmp_path):
     with pytest.raises(ModelRejected, match="op 'mlp': model_config folder 'x'"):
         inspect(version)
     (version / "config.yml").write_text(text)
-    # a Paddle 1.x model folder: the command that re-saves it
+    # a Paddle 1.x model folder is Paddle Inference's, read at publish without paddle: a
+    # program that is not one is refused saying so
     (version / "mlp_model" / "__model__").write_bytes(b"\x00")
-    with pytest.raises(ModelRejected, match="save_inference_model"):
+    with pytest.raises(ModelRejected, match="op 'mlp': __model__ is not a Paddle inference"):
         inspect(version)
 
 

@@ -10,10 +10,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from prometheus_client import generate_latest
 
-from lambdaserve.metrics.custom import CustomMetrics
-from lambdaserve.metrics.prometheus import metrics_registry
+from lambdaserve.metrics.custom import CUSTOM_METRICS, CustomMetrics
+from lambdaserve.metrics.prometheus import exposition, metrics_registry
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.runtimes.triton_python import pb_utils
 
@@ -142,14 +141,21 @@ def test_a_cancelled_decoupled_bls_iterator_stops(monkeypatch: pytest.MonkeyPatc
 def test_a_metric_familys_description_is_its_help_line_on_metrics() -> None:
     """Given a custom metric as python_backend's custom_metrics example declares it
     When /metrics is rendered
-    Then its description is the family's # HELP line."""
+    Then its description is the family's # HELP line, it is typed counter, and its series
+    carries the family's own name, as Triton writes them (the example's client looks for
+    all three; prometheus_client alone would write them as requests_process_latency_ns_total)."""
     family = pb_utils.MetricFamily(
         name="requests_process_latency_ns",
         description="Cumulative time spent processing requests",
         kind=pb_utils.MetricFamily.COUNTER,
+        store=(store := CustomMetrics()),  # its own: the process's may hold this name already
     )
     family.Metric(labels={"model": "custom_metrics"}).increment(5)
-    text = generate_latest(metrics_registry(StatsRegistry)).decode()
-    assert (
-        "# HELP requests_process_latency_ns_total Cumulative time spent processing requests" in text
-    ), text
+    registry = metrics_registry(StatsRegistry)
+    registry.unregister(CUSTOM_METRICS)
+    registry.register(store)
+    text = exposition(registry).decode()
+    assert "# HELP requests_process_latency_ns Cumulative time spent processing requests\n" in text
+    assert "# TYPE requests_process_latency_ns counter\n" in text
+    assert 'requests_process_latency_ns{model="custom_metrics"} 5.0\n' in text
+    assert "requests_process_latency_ns_total" not in text, text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from types import SimpleNamespace
 
 import numpy as np
@@ -84,3 +85,36 @@ def test_requests_waiting_in_the_batcher_count_as_pending_on_their_version():
         loop.close()
     # Then the three are pending on the default version they will run on
     assert counts == {("m", "4"): 3}
+
+
+def test_a_metric_family_counter_summed_over_serve_workers_keeps_tritons_names(tmp_path):
+    """Given a pb_utils.MetricFamily counter recorded 2 here and 3 in another worker of
+    `serve --workers N` (its file),
+    When /metrics is scraped here (the sums),
+    Then the family is written as Triton writes it: HELP and TYPE counter under its own
+    name and one series of that name (no _total), valued 5."""
+    from prometheus_client import CollectorRegistry
+
+    from lambdaserve.metrics.custom import CustomMetrics
+    from lambdaserve.metrics.prometheus import exposition
+    from lambdaserve.metrics.shared import SummedMetrics, families_of
+    from lambdaserve.runtimes.triton_python import pb_utils
+
+    registries = []
+    for count in (2, 3):
+        store = CustomMetrics()
+        family = pb_utils.MetricFamily(
+            "latency_ns", "Time spent", pb_utils.MetricFamily.COUNTER, store=store
+        )
+        family.Metric(labels={"model": "m"}).increment(count)
+        registry = CollectorRegistry()
+        registry.register(store)
+        registries.append(registry)
+    (tmp_path / "metrics-4242.json").write_text(json.dumps(families_of(registries[1])))
+    summed = CollectorRegistry()
+    summed.register(SummedMetrics(registries[0], lambda: tmp_path.glob("*")))
+
+    text = exposition(summed).decode()
+
+    assert "# HELP latency_ns Time spent\n# TYPE latency_ns counter\n" in text
+    assert 'latency_ns{model="m"} 5.0\n' in text and "latency_ns_total" not in text

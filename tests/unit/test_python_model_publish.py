@@ -8,12 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from prometheus_client import generate_latest
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.errors import ModelNotReady
 from lambdaserve.metrics.custom import CUSTOM_METRICS
-from lambdaserve.metrics.prometheus import metrics_registry
+from lambdaserve.metrics.prometheus import exposition, metrics_registry
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.wiring.inference import build_model_server
 
@@ -207,5 +206,5 @@ def test_the_pb_utils_surface_of_pythons_backend_examples(enabled):
     assert counted.samples[0].labels == {"model": "pb_features"}
     assert counted.samples[0].value >= 1
     # and /metrics carries the family's description as its HELP line, as Triton's does
-    scraped = generate_latest(metrics_registry(lambda: server.stats)).decode()
-    assert "# HELP pb_features_requests_total requests seen by pb_features" in scraped
+    scraped = exposition(metrics_registry(lambda: server.stats)).decode()
+    assert "# HELP pb_features_requests requests seen by pb_features" in scraped

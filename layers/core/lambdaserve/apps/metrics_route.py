@@ -7,12 +7,12 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from fastapi import FastAPI, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from lambdaserve.batching.dynamic_batcher import TensorBatcher
 from lambdaserve.errors import LambdaServeError
-from lambdaserve.metrics.prometheus import LABELS, Pending, metrics_registry
+from lambdaserve.metrics.prometheus import LABELS, Pending, exposition, metrics_registry
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
@@ -44,7 +44,7 @@ def install_metrics(
         summary="Prometheus metrics with Triton's names",
     )
     async def metrics() -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(exposition(registry), media_type=CONTENT_TYPE_LATEST)
 
 
 # (model, version) -> (live worker processes, their resident bytes)

@@ -4,6 +4,10 @@ process and exposed on ``/metrics`` beside Triton's families.
 TorchServe's frontend turns a handler's metric lines into Prometheus series by type: a
 counter adds, a gauge sets, a histogram observes. The same here, with the metric's own name
 and dimensions as labels, so a dashboard over TorchServe's custom metrics reads these.
+
+A ``pb_utils.MetricFamily`` counter is written as Triton writes it: its samples under the
+family's own name (``requests_process_latency_ns{...}``, no ``_total``), its ``# HELP`` and
+``# TYPE ... counter`` lines under that name too (``metrics.prometheus.exposition``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ class _Series:
     unit: str
     labels: tuple[str, ...]
     description: str = ""
+    own_name: bool = False  # a counter's samples named as the family (Triton's), not _total
     values: dict[tuple[str, ...], list[float]] = field(default_factory=dict)
 
 
@@ -68,13 +73,17 @@ class CustomMetrics:
         values: Sequence[str],
         value: float,
         description: str = "",
+        own_name: bool = False,
     ) -> None:
         """Add (counter), set (gauge) or observe (histogram) ``value`` for one label set;
-        ``description`` (a MetricFamily's) is the series' ``# HELP`` line."""
+        ``description`` (a MetricFamily's) is the series' ``# HELP`` line; ``own_name``: a
+        counter's samples carry its own name, as Triton's (TorchServe's gain ``_total``)."""
         if len(labels) != len(values):
             raise ValueError(f"metric {name!r} has dimensions {list(labels)}, got {list(values)}")
         with self._lock:
-            series = self._series.setdefault(name, _Series(kind, unit, tuple(labels), description))
+            series = self._series.setdefault(
+                name, _Series(kind, unit, tuple(labels), description, own_name)
+            )
             if series.labels != tuple(labels) or series.kind != kind:
                 raise ValueError(
                     f"metric {name!r} was first recorded as a {series.kind} with dimensions "
@@ -102,6 +111,7 @@ class CustomMetrics:
         from prometheus_client.core import (
             CounterMetricFamily,
             GaugeMetricFamily,
+            Metric,
             SummaryMetricFamily,
         )
 
@@ -112,11 +122,12 @@ class CustomMetrics:
                     s.unit,
                     s.labels,
                     s.description,
+                    s.own_name,
                     {k: list(v) for k, v in s.values.items()},
                 )
                 for name, s in self._series.items()
             }
-        for name, (kind, unit, labels, description, values) in sorted(snapshot.items()):
+        for name, (kind, unit, labels, description, own_name, values) in sorted(snapshot.items()):
             exposed = _INVALID.sub("_", name)
             # a MetricFamily's own description, as Triton writes it; TorchServe's metrics
             # have none, so say what they are
@@ -128,6 +139,12 @@ class CustomMetrics:
                 for key, (count, total) in values.items():
                     summary.add_metric(list(key), int(count), total)
                 yield summary
+                continue
+            if kind == COUNTER and own_name:
+                counter = Metric(exposed, documentation, COUNTER)
+                for key, (number, _) in values.items():
+                    counter.add_sample(exposed, dict(zip(labels, key, strict=True)), number)
+                yield counter
                 continue
             family: CounterMetricFamily | GaugeMetricFamily
             if kind == GAUGE:

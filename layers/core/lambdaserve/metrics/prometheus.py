@@ -10,6 +10,11 @@ prometheus_client writes every counter's samples as ``<name>_total``, which woul
 every series a Triton dashboard queries. The families are therefore exposed untyped under
 Triton's exact names; their values only ever grow (until the process restarts), so
 ``rate()`` and ``increase()`` read them as they read Triton's.
+
+A Python model's ``pb_utils.MetricFamily`` counter is typed, as Triton types it: ``exposition``
+writes a counter whose samples carry the family's own name with ``# HELP``, ``# TYPE ...
+counter`` and samples all under that name (prometheus_client would head it ``<name>_total``,
+and python_backend's custom_metrics example looks for ``# HELP requests_process_latency_ns``).
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric, UnknownMetricFamily
+from prometheus_client.registry import Collector
 
 from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.metrics.stats import StatsRegistry
@@ -170,3 +176,30 @@ def metrics_registry(
     registry.register(TritonMetrics(stats, pending))
     registry.register(CUSTOM_METRICS)
     return registry
+
+
+class _Families(Collector):
+    """A collector of the given families (what ``generate_latest`` writes one family from)."""
+
+    def __init__(self, *families: Metric) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families
+
+
+def exposition(registry: Collector) -> bytes:
+    """``registry`` in Prometheus' text format, as ``generate_latest`` writes it, but for a
+    counter whose samples are named as the family (Triton's): headed by its own name."""
+    parts = []
+    for family in registry.collect():
+        samples = family.samples
+        if family.type != "counter" or not samples or any(s.name != family.name for s in samples):
+            parts.append(generate_latest(_Families(family)))
+            continue
+        untyped = Metric(family.name, family.documentation, "unknown")
+        untyped.samples = samples
+        text = generate_latest(_Families(untyped)).decode()
+        typed = f"# TYPE {family.name} counter\n"
+        parts.append(text.replace(f"# TYPE {family.name} untyped\n", typed, 1).encode())
+    return b"".join(parts)

@@ -15,6 +15,7 @@ where it serves). Without paddle there, ``load`` fails naming the fix.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import warnings
@@ -36,9 +37,16 @@ MISSING = (
     "`make dev PADDLE=1` locally, deploy `make build VARIANT=paddle`, or "
     "`pip install 'lambdaserve[paddle]'`"
 )
-# The combined parameter file beside each program file (one file per parameter otherwise,
-# named as the parameter: Paddle 1.x's save_inference_model without params_filename).
-PARAMS_FILES = {"__model__": "__params__", "model.pdmodel": "model.pdiparams"}
+
+
+def combined_params(model_path: Path) -> Path:
+    """The combined parameter file beside a program file: ``__params__`` beside
+    ``__model__``, ``<stem>.pdiparams`` beside ``<stem>.pdmodel`` (a pipeline Op's
+    ``inference.pdmodel`` too); one file per parameter otherwise, named as the parameter
+    (Paddle 1.x's save_inference_model without params_filename)."""
+    if model_path.suffix == ".pdmodel":
+        return model_path.with_suffix(".pdiparams")
+    return model_path.with_name("__params__")
 
 
 def _inference() -> Any:
@@ -52,13 +60,28 @@ def _inference() -> Any:
             "beside it. Keep model code in workers (LAMBDASERVE_CODE_WORKERS, on by "
             "default) or serve this model from a process without TensorFlow"
         )
+    kept = _stop_signals()
     try:
         with warnings.catch_warnings():  # paddle's import warns that no C++ compiler cache
             warnings.simplefilter("ignore")  # (ccache) is installed: nothing here compiles
             import paddle.inference
     except ImportError as exc:
         raise InferenceError(f"{MISSING} ({exc})") from exc
+    finally:
+        for number, handler in kept.items():
+            signal.signal(number, handler)
     return paddle.inference
+
+
+def _stop_signals() -> dict[int, Any]:
+    """SIGTERM's and SIGINT's handlers, to put back after paddle's import: paddle installs
+    its own (a C++ "FatalError" report, then death) over them, so a worker that ignores
+    them (the serving process drains, then stops it) would die mid-drain, and the serving
+    process would lose its own drain. Only the main thread may set them."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    handlers = {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+    return {number: handler for number, handler in handlers.items() if handler is not None}
 
 
 def _tensorflow_loaded() -> bool:
@@ -68,7 +91,7 @@ def _tensorflow_loaded() -> bool:
 def read_checked(model_path: Path) -> PaddleProgram:
     """The program, with every parameter it loads present beside it."""
     program = read_program(model_path.read_bytes(), model_path.name)
-    combined = model_path.with_name(PARAMS_FILES.get(model_path.name, "__params__"))
+    combined = combined_params(model_path)
     if program.parameters and not combined.is_file():
         missing = [p for p in program.parameters if not model_path.with_name(p).is_file()]
         if missing:
@@ -93,7 +116,7 @@ class PaddleInferenceRuntime:
         self, model_path: Path, config: ModelConfig, signature: Signature, options: LoadOptions
     ) -> PaddleInferenceModel:
         inference = _inference()
-        combined = model_path.with_name(PARAMS_FILES.get(model_path.name, "__params__"))
+        combined = combined_params(model_path)
         if combined.is_file():
             settings = inference.Config(str(model_path), str(combined))
         elif model_path.name == "__model__":  # one file per parameter, in the directory

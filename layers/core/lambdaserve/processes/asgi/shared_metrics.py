@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from lambdaserve.metrics.prometheus import exposition
 from lambdaserve.metrics.shared import SummedMetrics, publish_every
 from lambdaserve.processes.siblings import Siblings, write_atomically
 
@@ -30,7 +31,7 @@ class SharedMetrics:
         if scope["type"] != "http" or scope["path"] != "/metrics" or scope["method"] != "GET":
             await self._app(scope, receive, send)
             return
-        body = generate_latest(self._registry)
+        body = exposition(self._registry)  # Triton's counters typed as Triton writes them
         headers = [
             (b"content-type", CONTENT_TYPE_LATEST.encode()),
             (b"content-length", str(len(body)).encode()),

@@ -63,20 +63,6 @@ def read_savedmodel(core: Any, path: Path) -> Any:
         ) from exc
 
 
-# Paddle 1.x's format, which OpenVINO does not read: the command that re-saves it
-PADDLE_1X = (
-    "Paddle 1.x inference models (__model__) are not read by OpenVINO; re-save it as a Paddle 2 "
-    'inference model where PaddlePaddle is installed: python -c "import paddle; '
-    "paddle.enable_static(); exe = paddle.static.Executor(); "
-    "prog, feeds, fetches = paddle.static.load_inference_model('{folder}', exe, "
-    "model_filename='__model__', params_filename='__params__'); "
-    "paddle.static.save_inference_model('{folder}/{stem}', "
-    '[prog.global_block().var(n) for n in feeds], fetches, exe, program=prog)" '
-    "(params_filename=None where the weights are one file each), then upload {stem}.pdmodel "
-    "with {stem}.pdiparams"
-)
-
-
 def read_paddle(core: Any, path: Path) -> Any:
     """A Paddle inference model: model.pdmodel with model.pdiparams beside it."""
     try:

@@ -3,10 +3,11 @@
 ``local_service_conf.model_config``) serves as Paddle's pipeline server serves it.
 
 At publish nothing of the user's code runs: config.yml is read (YAML, safely), web_service.py
-outlined, and each Op's local model read and compiled by OpenVINO (Paddle 2 inference models:
-``*.pdmodel`` + ``*.pdiparams``; Paddle 1.x ``__model__`` folders are refused with the command
-that re-saves them). Where it serves (model code enabled), web_service.py is imported over
-``paddle_ops`` and its DAG run by ``paddle_dag``.
+outlined, and each Op's local model checked by the runtime that will serve it, chosen as for
+a standalone Paddle model (``paddle.predictor``: Paddle 1.x ``__model__`` folders on Paddle
+Inference; ``*.pdmodel`` on OpenVINO, or Paddle Inference where OpenVINO refuses it). Where
+it serves (model code enabled), web_service.py is imported over ``paddle_ops`` and its DAG
+run by ``paddle_dag``.
 
 The tensor face (v2 infer, queues, the batcher): BYTES ``key`` and ``value`` in, BYTES ``key``
 and ``value`` with INT32 ``err_no`` and BYTES ``err_msg`` out, one request per call, as
@@ -15,7 +16,6 @@ Paddle's ``Request`` and ``Response`` carry them.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,8 +33,8 @@ from lambdaserve.errors import (
 )
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.model_code import DISABLED, new_module, outline, run_one
-from lambdaserve.runtimes.openvino.readers import PADDLE_1X
 from lambdaserve.runtimes.paddle import ops as paddle_ops
+from lambdaserve.runtimes.paddle import predictor
 from lambdaserve.runtimes.paddle.dag import OpSettings, PipelineExecutor, model_folder
 from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
 
@@ -66,7 +66,7 @@ class PaddlePipelineRuntime:
             folder = ((section or {}).get("local_service_conf") or {}).get("model_config")
             if folder:
                 try:
-                    LocalPredictor.open(model_folder(base, str(folder)))
+                    predictor.check(model_folder(base, str(folder)))
                 except ModelRejected as exc:
                     raise ModelRejected(f"op {name!r}: {exc.message}") from None
                 except ValueError as exc:
@@ -120,76 +120,10 @@ def read_config(base: Path) -> dict[str, Any]:
 
 
 def _predictors(base: Path) -> Any:
-    def predictor_for(op: str, settings: OpSettings) -> LocalPredictor:
-        return LocalPredictor.open(model_folder(base, str(settings.model_config)))
+    def predictor_for(op: str, settings: OpSettings) -> predictor.LocalPredictor:
+        return predictor.LocalPredictor.open(model_folder(base, str(settings.model_config)))
 
     return predictor_for
-
-
-class LocalPredictor:
-    """Paddle's ``local_predictor`` client over OpenVINO: ``predict(feed, fetch, batch)``,
-    names as ``serving_server_conf.prototxt`` aliases them."""
-
-    def __init__(self, model: Any, signature: Signature, aliases: dict[str, str]) -> None:
-        self._model = model
-        self._inputs = [spec.name for spec in signature.inputs]
-        self._outputs = [spec.name for spec in signature.outputs]
-        self._aliases = aliases  # alias_name -> the model's own name
-
-    @classmethod
-    def open(cls, folder: Path) -> LocalPredictor:
-        from lambdaserve.runtimes.openvino.readers import read_paddle
-        from lambdaserve.runtimes.openvino.runtime import compile_file
-
-        if not folder.is_dir():
-            raise ModelRejected(f"model_config folder {folder.name!r} is not in the version")
-        if (folder / "__model__").is_file():
-            raise ModelRejected(PADDLE_1X.format(folder=folder.name, stem="inference"))
-        models = sorted(p for p in folder.glob("*.pdmodel") if p.is_file())
-        if not models or not models[0].with_suffix(".pdiparams").is_file():
-            raise ModelRejected(
-                f"model_config folder {folder.name!r} holds no Paddle inference model: upload "
-                "inference.pdmodel with inference.pdiparams (paddle.jit.save, or "
-                "paddle.static.save_inference_model, with FLAGS_enable_pir_api=0)"
-            )
-        model, signature = compile_file(read_paddle, models[0])
-        return cls(model, signature, _aliases(folder / "serving_server_conf.prototxt"))
-
-    def predict(
-        self,
-        feed: Mapping[str, Any],
-        fetch: Sequence[str] | None = None,
-        batch: bool = True,
-        log_id: int = 0,
-    ) -> dict[str, np.ndarray[Any, Any]]:
-        inputs = {}
-        for alias, value in feed.items():
-            if alias.endswith(".lod"):
-                continue
-            inputs[self._aliases.get(alias, alias)] = np.asarray(value)
-        results = self._model.run(inputs, self._outputs)
-        if not fetch:
-            return dict(results)
-        real = [self._aliases.get(name, name) for name in fetch]
-        if all(name in results for name in real):
-            return {name: results[own] for name, own in zip(fetch, real, strict=True)}
-        # Paddle's local predictor falls back to the outputs' order
-        return {name: results[self._outputs[i]] for i, name in enumerate(fetch)}
-
-
-_VAR = re.compile(r"(feed|fetch)_var\s*\{(?P<body>[^}]*)\}", re.S)
-_FIELD = re.compile(r'\b(name|alias_name)\s*:\s*"([^"]*)"')
-
-
-def _aliases(prototxt: Path) -> dict[str, str]:
-    if not prototxt.is_file():
-        return {}
-    aliases = {}
-    for match in _VAR.finditer(prototxt.read_text(errors="replace")):
-        fields = dict(_FIELD.findall(match["body"]))
-        if "name" in fields and "alias_name" in fields:
-            aliases[fields["alias_name"]] = fields["name"]
-    return aliases
 
 
 class PipelineModel:

@@ -238,6 +238,7 @@ class Metric:
             values=[self._labels[k] for k in sorted(self._labels)],
             value=value,
             description=family.description,
+            own_name=True,  # Triton writes a MetricFamily counter's samples without _total
         )
 
 
