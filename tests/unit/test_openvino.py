@@ -210,7 +210,7 @@ def test_without_openvino_the_runtime_says_so_before_reading_anything(
     path = tmp_path / "model.xml"
     path.write_bytes(b"anything")
     monkeypatch.setitem(sys.modules, "openvino", None)
-    with pytest.raises(RuntimeMissing, match=r"install lambdaserve\[openvino\]"):
+    with pytest.raises(RuntimeMissing, match=r"make dev OPENVINO=1.*lambdaserve\[openvino\]"):
         runtime_named("openvino").inspect(path, OPENVINO)
 
 
