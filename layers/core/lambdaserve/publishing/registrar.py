@@ -318,6 +318,8 @@ class Registrar:
                         state,
                         f": {reason}" if reason else "",
                     )
+                    if state == version_policy.READY:
+                        self.uploads.label_handler_folder(model, version)
                 changed = bool(changes)
                 break
         if model in self._retired:

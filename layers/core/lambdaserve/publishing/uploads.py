@@ -16,7 +16,7 @@ from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.catalog.repository import ModelRepository
 from lambdaserve.catalog.store import Catalog, ModelRecord
 from lambdaserve.config.model_config import parse_overrides
-from lambdaserve.config.model_files import MANIFEST_FILE
+from lambdaserve.config.model_files import HANDLER_FILE, MANIFEST_FILE
 from lambdaserve.errors import ModelRejected
 from lambdaserve.protocol.names import is_valid_model_name
 from lambdaserve.publishing.archives import archive_stem, publish_archive, rejected_archive
@@ -103,6 +103,18 @@ class UploadPublisher:
                 continue
             if isinstance(label, str) and label and label not in labels:  # never moved back
                 self._label(model, version.version, label)
+
+    def label_handler_folder(self, model: str, version: VersionRecord) -> None:
+        """A READY handler folder (``models/m/N/handler.py``) is also ``N.0``, the version
+        torch-model-archiver gives by default: TorchServe's clients call it as they would its
+        ``.mar``. A label already in use (an archive's ``modelVersion``) is never taken."""
+        if version.model_file != HANDLER_FILE:
+            return
+        label = f"{version.version}.0"
+        record = self._catalog.get_model(model)
+        if record is None or label in record.version_labels:
+            return
+        self._label(model, version.version, label)
 
     def _label(self, model: str, version: int, label: str) -> None:
         """The archive's ``modelVersion`` on its version, once it serves (never before)."""
