@@ -15,10 +15,13 @@ from lambdaserve.errors import (
     QueueRejected,
     RequestTimeout,
     StorageUnavailable,
+    UnsupportedEncoding,
 )
 
 _STATUS: dict[type[LambdaServeError], int] = {
     InvalidInput: 400,
+    # Triton's answer (HTTP's 415 fits too): "not implemented", Accept-Encoding says what is
+    UnsupportedEncoding: 501,
     ModelRejected: 400,
     ModelNotFound: 404,
     Conflict: 409,
