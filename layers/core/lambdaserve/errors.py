@@ -92,6 +92,10 @@ class StorageUnavailable(LambdaServeError):
     """A store the request depends on failed; trying the same request later may work."""
 
 
+class ModelControlDisabled(LambdaServeError):
+    """Explicit load / unload on a server whose models follow the repository alone."""
+
+
 class RequestTimeout(LambdaServeError):
     """The client did not send its request in time."""
 

@@ -8,6 +8,7 @@ from lambdaserve.errors import (
     InvalidInput,
     LambdaServeError,
     ModelCodeTimedOut,
+    ModelControlDisabled,
     ModelNotFound,
     ModelNotReady,
     ModelRejected,
@@ -32,6 +33,7 @@ _STATUS: dict[type[LambdaServeError], int] = {
     ModelNotReady: 503,
     QueueRejected: 503,
     StorageUnavailable: 503,
+    ModelControlDisabled: 503,  # Triton's status for it (UNAVAILABLE)
 }
 
 
