@@ -114,16 +114,21 @@ class UploadPublisher:
         record = self._catalog.get_model(model)
         if record is None or label in record.version_labels:
             return
-        self._label(model, version.version, label)
+        # called while the policy is applied: its watchers hear of the label after
+        self._label(model, version.version, label, tell=False)
 
-    def _label(self, model: str, version: int, label: str) -> None:
-        """The archive's ``modelVersion`` on its version, once it serves (never before)."""
+    def _label(self, model: str, version: int, label: str, *, tell: bool = True) -> None:
+        """The archive's ``modelVersion`` on its version, once it serves (never before).
+        ``tell``: the serving side of this process hears of it at once (the policy applied
+        again tells its watchers), as it hears of the READY before it."""
         record = self._catalog.get_version(model, version)
         if label and record is not None and record.state == version_policy.READY:
             current = self._catalog.get_model(model)
             labels = {**(current.version_labels if current else {}), label: version}
             self._catalog.update_model(model, version_labels=labels)
             logger.info("%s version %s is labelled %s", model, version, label)
+            if tell:
+                self._registrar.apply_policy(model)
 
     def _serve_every_version(self, model: str) -> None:
         """TorchServe serves every registered version of a model (one is the default); a model
