@@ -181,6 +181,7 @@ class Registrar:
         validated = self._validate(loading, objects, config)
         if self._catalog.put_version(validated) and validated.valid:
             self._record_completion(record, validated)
+            self.uploads.label_handler_folder(model, validated)
 
     def _record_completion(self, record: ModelRecord, validated: VersionRecord) -> None:
         """What auto_complete_config filled in becomes part of the model's config (Triton
@@ -318,8 +319,6 @@ class Registrar:
                         state,
                         f": {reason}" if reason else "",
                     )
-                    if state == version_policy.READY:
-                        self.uploads.label_handler_folder(model, version)
                 changed = bool(changes)
                 break
         if model in self._retired:

@@ -105,17 +105,20 @@ class UploadPublisher:
                 self._label(model, version.version, label)
 
     def label_handler_folder(self, model: str, version: VersionRecord) -> None:
-        """A READY handler folder (``models/m/N/handler.py``) is also ``N.0``, the version
+        """A validated handler folder (``models/m/N/handler.py``) is also ``N.0``, the version
         torch-model-archiver gives by default: TorchServe's clients call it as they would its
-        ``.mar``. A label already in use (an archive's ``modelVersion``) is never taken."""
-        if version.model_file != HANDLER_FILE:
+        ``.mar``. Labelled before its state is derived, so READY never shows without it (an
+        archive's label waits for READY: it may move; ``N.0`` only ever names N). A label
+        already in use (an archive's ``modelVersion``) is never taken."""
+        if version.model_file != HANDLER_FILE or not version.valid:
             return
         label = f"{version.version}.0"
         record = self._catalog.get_model(model)
         if record is None or label in record.version_labels:
             return
-        # called while the policy is applied: its watchers hear of the label after
-        self._label(model, version.version, label, tell=False)
+        labels = {**record.version_labels, label: version.version}
+        self._catalog.update_model(model, version_labels=labels)
+        logger.info("%s version %s is labelled %s", model, version.version, label)
 
     def _label(self, model: str, version: int, label: str, *, tell: bool = True) -> None:
         """The archive's ``modelVersion`` on its version, once it serves (never before).
