@@ -68,17 +68,21 @@ def test_json_nesting_50_deep_is_answered_and_120_deep_is_a_400(door):
                 ), answer.text
 
 
-def test_data_shorter_or_longer_than_the_shape_is_a_400(door):
-    """Given an FP32 [-1, 8] input
+def test_data_shorter_or_longer_than_the_shape_is_a_400_in_tritons_words(door):
+    """Given add_sub's INT32-less cousin ident, FP32 [-1, 8] (qa/L0_http test.sh sends 15 and
+    18 values for a [1, 16] input of "simple")
     When the data holds 7 or 9 values for shape [1, 8]
-    Then each is a 400 saying how many values the shape takes."""
-    for count in (7, 9):
+    Then each is a 400 whose body is exactly Triton's: test.sh greps the whole object."""
+    for count, error in (
+        (7, "Failed to parse 'data' field: shape does not match true shape"),
+        (9, "Unable to parse 'data': Shape does not match true shape of 'data' field"),
+    ):
         body = {
             "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 8], "data": [1.0] * count}]
         }
         answer = door.post("/v2/models/ident/infer", json=body)
         assert answer.status_code == 400, answer.text
-        assert "8" in answer.json()["error"] and str(count) in answer.json()["error"]
+        assert answer.content == json.dumps({"error": error}, separators=(",", ":")).encode()
 
 
 def test_negative_dimensions_are_a_400(door):
@@ -91,59 +95,129 @@ def test_negative_dimensions_are_a_400(door):
     assert "shape" in answer.json()["error"]
 
 
-def test_binary_data_output_with_one_output_json(door):
-    """Given binary_data_output: true and one output asking binary_data: false
-    When add_sub answers
-    Then that output is JSON and the other binary, as Triton answers."""
-    a, b = np.arange(4, dtype=np.float32), np.ones(4, np.float32)
+def _add_sub(door, **fields: Any) -> tuple[dict[str, Any], bytes]:
+    """add_sub on 1..4 and ones, as test.sh sends "simple" its two inputs; the answer's
+    JSON header and the binary data after it."""
+    a, b = np.arange(1, 5, dtype=np.float32), np.ones(4, np.float32)
     body = {
         "inputs": [
             {"name": "a", "datatype": "FP32", "shape": [1, 4], "data": a.tolist()},
             {"name": "b", "datatype": "FP32", "shape": [1, 4], "data": b.tolist()},
         ],
-        "outputs": [{"name": "sum", "parameters": {"binary_data": False}}, {"name": "diff"}],
-        "parameters": {"binary_data_output": True},
+        **fields,
     }
     answer = door.post("/v2/models/add_sub/infer", json=body)
     assert answer.status_code == 200, answer.text
-    length = int(answer.headers["Inference-Header-Content-Length"])
-    header = json.loads(answer.content[:length])
+    length = int(answer.headers.get("Inference-Header-Content-Length", len(answer.content)))
+    return json.loads(answer.content[:length]), answer.content[length:]
+
+
+def test_binary_data_output_with_no_outputs_named_answers_every_output_binary(door):
+    """Given binary_data_output: true and no outputs named (test.sh's first case)
+    When add_sub answers
+    Then both outputs are binary and neither's values are in the JSON."""
+    header, blobs = _add_sub(door, parameters={"binary_data_output": True})
     outputs = {o["name"]: o for o in header["outputs"]}
-    assert outputs["sum"]["data"] == (a + b).tolist()
-    assert "binary_data_size" not in outputs["sum"].get("parameters", {})
-    assert outputs["diff"]["parameters"]["binary_data_size"] == 16
-    assert np.frombuffer(answer.content[length:], np.float32).tolist() == (a - b).tolist()
-
-
-def test_a_body_chunked_by_hand_is_answered(door):
-    """Given a raw binary request (Inference-Header-Content-Length: 0) chunk-encoded by the
-    caller, as qa/L0_http's test_content_encoding_chunked_manually sends it
-    When it reaches the server
-    Then the identity model answers its 8 floats."""
-    values = np.arange(8, dtype=np.float32).tobytes()
-    chunked = f"{len(values):X}\r\n".encode() + values + b"\r\n0\r\n\r\n"
-    address = urlsplit(str(door.base_url))
-    request = (
-        b"POST /v2/models/ident/infer HTTP/1.1\r\n"
-        + f"Host: {address.hostname}\r\n".encode()
-        + b"Inference-Header-Content-Length: 0\r\n"
-        b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + chunked
+    assert all("data" not in o for o in outputs.values()), header
+    assert [o["parameters"]["binary_data_size"] for o in header["outputs"]] == [16, 16]
+    sums = np.arange(1, 5, dtype=np.float32) + 1
+    assert np.frombuffer(blobs, np.float32).tolist() in (
+        [*sums, *(sums - 2)],
+        [*(sums - 2), *sums],
     )
+
+
+def test_binary_data_output_applies_to_no_output_the_request_names(door):
+    """Given binary_data_output: true, output sum with binary_data: false and diff named
+    without binary_data (test.sh's second case: both values found in the JSON)
+    When add_sub answers
+    Then both outputs are JSON: a named output is binary only where it asks, as Triton
+    answers (binary_data_output is for the outputs a request does not name)."""
+    header, blobs = _add_sub(
+        door,
+        outputs=[{"name": "sum", "parameters": {"binary_data": False}}, {"name": "diff"}],
+        parameters={"binary_data_output": True},
+    )
+    outputs = {o["name"]: o for o in header["outputs"]}
+    assert outputs["sum"]["data"] == [2.0, 3.0, 4.0, 5.0]
+    assert outputs["diff"]["data"] == [0.0, 1.0, 2.0, 3.0]
+    assert blobs == b""
+
+
+def test_one_output_binary_and_one_not_named_binary(door):
+    """Given sum with binary_data: true and diff named without it (test.sh's last case)
+    When add_sub answers
+    Then sum is binary and diff JSON."""
+    header, blobs = _add_sub(
+        door, outputs=[{"name": "sum", "parameters": {"binary_data": True}}, {"name": "diff"}]
+    )
+    outputs = {o["name"]: o for o in header["outputs"]}
+    assert "data" not in outputs["sum"] and outputs["diff"]["data"] == [0.0, 1.0, 2.0, 3.0]
+    assert np.frombuffer(blobs, np.float32).tolist() == [2.0, 3.0, 4.0, 5.0]
+
+
+def _send(door: httpx.Client, head: bytes, body: bytes) -> tuple[int, dict[str, str], bytes]:
+    """One request written on the socket as given; its status, headers (lower-case) and body
+    (de-chunked)."""
+    address = urlsplit(str(door.base_url))
+    host = f"Host: {address.hostname}:{address.port}\r\n".encode()
     with socket.create_connection((address.hostname, address.port), timeout=60) as sock:
-        sock.sendall(request)
+        sock.sendall(head.replace(b"\r\n", b"\r\n" + host, 1) + body)
         received = b""
         while chunk := sock.recv(65536):
             received += chunk
-    head, _, body = received.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200"), received[:500]
-    headers = dict(
-        line.split(": ", 1) for line in head.decode("latin-1").split("\r\n")[1:] if ": " in line
-    )
-    headers = {k.lower(): v for k, v in headers.items()}
+    status_line, _, rest = received.partition(b"\r\n")
+    lines, _, answer = rest.partition(b"\r\n\r\n")
+    headers = {
+        name.strip().lower(): value.strip()
+        for name, _, value in (
+            line.partition(":") for line in lines.decode("latin-1").split("\r\n")
+        )
+    }
     if headers.get("transfer-encoding") == "chunked":
-        body = _dechunk(body)
-    length = int(headers["inference-header-content-length"])
-    assert body[length:] == values
+        answer = _dechunk(answer)
+    return int(status_line.split()[1]), headers, answer
+
+
+_FLOATS = np.arange(8, dtype=np.float32).tobytes()
+# test_content_encoding_chunked_manually's body: one chunk, then the last
+_CHUNKED = f"{len(_FLOATS):X}\r\n".encode() + _FLOATS + b"\r\n0\r\n\r\n"
+
+
+@pytest.mark.parametrize("content_length", [False, True], ids=["alone", "as-requests-sends-it"])
+def test_a_body_chunked_by_hand_is_answered(door, content_length):
+    """Given a raw binary request (Inference-Header-Content-Length: 0) chunk-encoded by the
+    caller with Transfer-Encoding: chunked, as qa/L0_http's
+    test_content_encoding_chunked_manually sends it through requests (which adds the
+    Content-Length of the encoded body beside it)
+    When it reaches the server
+    Then the identity model answers its 8 floats, as Triton does."""
+    head = (
+        b"POST /v2/models/ident/infer HTTP/1.1\r\n"
+        b"Inference-Header-Content-Length: 0\r\nTransfer-Encoding: chunked\r\n"
+        + (f"Content-Length: {len(_CHUNKED)}\r\n".encode() if content_length else b"")
+        + b"Connection: close\r\n\r\n"
+    )
+    status, headers, body = _send(door, head, _CHUNKED)
+    assert status == 200, body[:500]
+    assert body[int(headers["inference-header-content-length"]) :] == _FLOATS
+
+
+def test_content_encoding_chunked_is_refused_as_triton_refuses_it(door):
+    """Given the same raw request with chunked named as its Content-Encoding
+    When it reaches the server
+    Then it is refused as Triton refuses it: 501 "Unsupported compression type", with
+    Accept-Encoding naming the encodings that are read."""
+    head = (
+        b"POST /v2/models/ident/infer HTTP/1.1\r\n"
+        b"Inference-Header-Content-Length: 0\r\nContent-Encoding: chunked\r\n"
+        + f"Content-Length: {len(_CHUNKED)}\r\n".encode()
+        + b"Connection: close\r\n\r\n"
+    )
+    status, headers, body = _send(door, head, _CHUNKED)
+    assert status == 501, body[:500]
+    assert json.loads(body)["error"].startswith("Unsupported compression type")
+    assert headers["accept-encoding"] == "gzip, deflate"
 
 
 def _dechunk(body: bytes) -> bytes:

@@ -27,7 +27,7 @@ def test_the_limit_applies_to_the_decompressed_size():
     [
         (b"not gzip", "gzip", "not valid gzip data"),
         (gzip.compress(b"x" * 100)[:20], "gzip", "truncated"),
-        (b"{}", "br", "Content-Encoding 'br' is not supported"),
+        (b"{}", "br", "Unsupported compression type: Content-Encoding 'br' is not supported"),
     ],
 )
 def test_bad_encodings_are_400s_saying_what_is_wrong(body, encoding, message):

@@ -117,18 +117,26 @@ def test_an_output_requested_twice_is_refused():
         parse_infer_request(body, None)
 
 
-def test_an_outputs_own_binary_data_overrides_binary_data_output():
-    body = (
-        b'{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}],'
-        b' "outputs": [{"name": "a", "parameters": {"binary_data": false}}, {"name": "b"}],'
-        b' "parameters": {"binary_data_output": true}}'
-    )
-    request = parse_infer_request(body, None)
+def test_binary_data_output_is_for_the_outputs_a_request_does_not_name():
+    """Given binary_data_output: true, output a named with binary_data: true and b named
+    without it (qa/L0_http test.sh; Triton reads binary_data per named output, default off)
+    When the response is encoded
+    Then a is binary and b JSON; with no outputs named, both are binary."""
+    inputs = b'{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1], "data": [1]}],'
     outputs = {"a": np.ones(2, np.float32), "b": np.ones(2, np.float32)}
-    encoded = encode_infer_response("m", 1, request, outputs)
+    named = parse_infer_request(
+        inputs + b' "outputs": [{"name": "a", "parameters": {"binary_data": true}}, {"name": "b"}],'
+        b' "parameters": {"binary_data_output": true}}',
+        None,
+    )
+    encoded = encode_infer_response("m", 1, named, outputs)
+    a, b = orjson.loads(encoded.body[: int(encoded.headers[HEADER_LENGTH])])["outputs"]
+    assert a["parameters"]["binary_data_size"] == 8 and b["data"] == [1.0, 1.0]
+
+    unnamed = parse_infer_request(inputs + b' "parameters": {"binary_data_output": true}}', None)
+    encoded = encode_infer_response("m", 1, unnamed, outputs)
     header = orjson.loads(encoded.body[: int(encoded.headers[HEADER_LENGTH])])
-    a, b = header["outputs"]
-    assert "data" in a and b["parameters"]["binary_data_size"] == 8
+    assert [o["parameters"]["binary_data_size"] for o in header["outputs"]] == [8, 8]
 
 
 def test_a_raw_binary_body_is_one_row_of_a_batching_model():

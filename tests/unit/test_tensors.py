@@ -57,10 +57,6 @@ def test_nested_and_flat_json_data_are_both_accepted():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (
-            lambda: encoding.from_json("x", "FP32", (2, 2), [1, 2, 3]),
-            "needs 4 elements, data has 3",
-        ),
         (lambda: encoding.from_json("x", "INT64", (1,), ["a"]), "data is not INT64"),
         (lambda: encoding.from_json("x", "FP31", (1,), [1]), "unsupported datatype 'FP31'"),
         (lambda: encoding.from_binary("x", "FP32", (2,), memoryview(b"\0" * 7)), "needs 8 bytes"),
@@ -84,3 +80,22 @@ def test_errors_name_the_tensor_and_say_what_is_wrong(call, message):
     with pytest.raises(InvalidInput, match=message) as error:
         call()
     assert "'x'" in error.value.message
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([1, 2, 3], "Failed to parse 'data' field: shape does not match true shape"),
+        (
+            [1, 2, 3, 4, 5],
+            "Unable to parse 'data': Shape does not match true shape of 'data' field",
+        ),
+    ],
+)
+def test_data_shorter_or_longer_than_the_shape_is_refused_in_tritons_exact_words(data, message):
+    """Given FP32 data of 3 or 5 values for shape [2, 2]
+    When it is decoded
+    Then the message is Triton's alone: qa/L0_http's test.sh matches the whole body."""
+    with pytest.raises(InvalidInput) as error:
+        encoding.from_json("x", "FP32", (2, 2), data)
+    assert error.value.message == message

@@ -25,7 +25,10 @@ def first_line(exc: BaseException, limit: int = 300) -> str:
 
 
 class LambdaServeError(Exception):
-    """Base class of every error the domain raises on purpose."""
+    """Base class of every error the domain raises on purpose. ``headers``: response headers
+    the answer carries (an unsupported Content-Encoding names the ones that are read)."""
+
+    headers: tuple[tuple[str, str], ...] = ()
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -34,6 +37,12 @@ class LambdaServeError(Exception):
 
 class InvalidInput(LambdaServeError):
     """The request is malformed or does not fit the model."""
+
+
+class UnsupportedEncoding(InvalidInput):
+    """A request body in a Content-Encoding this server does not decode."""
+
+    headers = (("accept-encoding", "gzip, deflate"),)
 
 
 class ModelNotFound(LambdaServeError):
@@ -81,6 +90,10 @@ class RuntimeMissing(ModelRejected):
 
 class StorageUnavailable(LambdaServeError):
     """A store the request depends on failed; trying the same request later may work."""
+
+
+class ModelControlDisabled(LambdaServeError):
+    """Explicit load / unload on a server whose models follow the repository alone."""
 
 
 class RequestTimeout(LambdaServeError):

@@ -58,6 +58,9 @@ class Settings:
     reply_to_allowed: tuple[str, ...] = ()
     client_timeout_s: float = 30.0
     python_models: bool = False
+    # Triton's --model-control-mode: "explicit" (the default) takes load / unload; "none" or
+    # "poll" refuse them as Triton does (models follow the repository: uploads, deletes)
+    model_control_mode: str = "explicit"
     # Model code (handlers, Python models, workflows, pipelines) in worker processes of its
     # own, as TorchServe's workers and Triton's stubs; LAMBDASERVE_CODE_WORKERS=0 runs it in
     # this process (no isolation; docs/benchmarks.md says when that is faster). The timeout
@@ -176,6 +179,7 @@ class Settings:
                 if entry.strip()
             ),
             python_models=env.get("LAMBDASERVE_PYTHON_MODELS", "").lower() in ("1", "true", "yes"),
+            model_control_mode=_model_control_mode(env),
             code_workers=env.get("LAMBDASERVE_CODE_WORKERS", "1").lower()
             not in ("0", "false", "no", "off"),
             worker_timeout_s=float(
@@ -228,3 +232,15 @@ def _half_the_memory(env: Mapping[str, str]) -> int:
 def get_settings() -> Settings:
     """The process-wide settings, read from the environment on first use."""
     return Settings.from_env()
+
+
+MODEL_CONTROL_MODES = ("explicit", "none", "poll")
+
+
+def _model_control_mode(env: Mapping[str, str]) -> str:
+    mode = env.get("LAMBDASERVE_MODEL_CONTROL_MODE", "explicit").strip().lower() or "explicit"
+    if mode not in MODEL_CONTROL_MODES:
+        raise ValueError(
+            f"LAMBDASERVE_MODEL_CONTROL_MODE={mode!r}: use one of {', '.join(MODEL_CONTROL_MODES)}"
+        )
+    return mode

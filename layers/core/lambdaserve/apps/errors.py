@@ -30,7 +30,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(LambdaServeError)
     async def _domain(request: Request, exc: LambdaServeError) -> JSONResponse:
-        return error_response(status_for(exc), exc.message, request.url.path)
+        response = error_response(status_for(exc), exc.message, request.url.path)
+        response.headers.update(dict(exc.headers))
+        return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

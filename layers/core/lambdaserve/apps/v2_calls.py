@@ -79,12 +79,14 @@ def encoded_answer(encoded: EncodedResponse) -> HttpAnswer:
 def error_answer(exc: Exception, method: str, path: str) -> HttpAnswer:
     """A domain error as its status and ``{"error": ...}`` (TorchServe's ErrorResponse on its
     routes); anything else logged, and 500 with the one internal-error text."""
+    headers: dict[str, str] = {"content-type": JSON}
     if isinstance(exc, LambdaServeError):
         status, message = status_for(exc), exc.message
+        headers.update(exc.headers)
     else:
         logger.error("unhandled error on %s %s", method, path, exc_info=exc)
         status, message = 500, INTERNAL_ERROR
-    return HttpAnswer(status, orjson.dumps(error_document(path, status, message)))
+    return HttpAnswer(status, orjson.dumps(error_document(path, status, message)), headers)
 
 
 async def answer_v2(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:

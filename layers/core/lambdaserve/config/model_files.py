@@ -49,6 +49,7 @@ CHECKED_WHERE_IT_SERVES = frozenset({"paddle_inference"})
 # A file that says how the version is served, whatever else it ships (an archive's handler
 # may be handler.py, its model model.py or model.pt)
 MANIFEST_FILE = "MAR-INF/MANIFEST.json"
+HANDLER_FILE = "handler.py"  # a TorchServe handler folder: models/m/1/handler.py
 WORKFLOW_MANIFEST_FILE = "WAR-INF/MANIFEST.json"
 
 

@@ -8,11 +8,28 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 from lambdaserve.errors import InferenceError, QueueRejected, RequestTimeout
+
+# Set while a version warms up: its runs, and the step calls an ensemble's run makes, are no
+# client's requests, so no statistic or metric counts them (ts_* and nv_* count clients').
+_WARMING_UP: ContextVar[bool] = ContextVar("lambdaserve_warming_up", default=False)
+
+
+@contextmanager
+def not_counted() -> Iterator[None]:
+    """What runs inside (and in the threads it hands its context to) is never counted."""
+    token = _WARMING_UP.set(True)
+    try:
+        yield
+    finally:
+        _WARMING_UP.reset(token)
+
 
 # Triton's ``reason`` label of nv_inference_request_failure.
 FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
@@ -101,6 +118,8 @@ class StatsRegistry:
         self.cache_listener = cache_listener
 
     def record_success(self, model: str, version: int, execution: Execution) -> None:
+        if _WARMING_UP.get():
+            return
         with self._lock:
             stats = self._versions.setdefault((model, version), VersionStats())
             stats.last_inference_ms = int(time.time() * 1000)
@@ -121,6 +140,8 @@ class StatsRegistry:
     def record_failure(
         self, model: str, version: int, ns: int, error: BaseException | None = None
     ) -> None:
+        if _WARMING_UP.get():
+            return
         reason = failure_reason(error)
         with self._lock:
             stats = self._versions.setdefault((model, version), VersionStats())
@@ -132,6 +153,8 @@ class StatsRegistry:
     def record_cache_hit(self, model: str, version: int, ns: int) -> None:
         """A request answered from the response cache: a success (Triton counts hits in
         ``success``, not in ``inference_count`` or ``execution_count``) and a hit."""
+        if _WARMING_UP.get():
+            return
         with self._lock:
             stats = self._versions.setdefault((model, version), VersionStats())
             stats.last_inference_ms = int(time.time() * 1000)
@@ -141,6 +164,8 @@ class StatsRegistry:
             self.cache_listener(model, version, True)
 
     def record_cache_miss(self, model: str, version: int, ns: int) -> None:
+        if _WARMING_UP.get():
+            return
         with self._lock:
             self._versions.setdefault((model, version), VersionStats()).cache_miss.add(ns)
         if self.cache_listener:
@@ -148,10 +173,14 @@ class StatsRegistry:
 
     def record_cache_insert(self, model: str, version: int, ns: int) -> None:
         """A miss's insertion: its time joins the miss duration, as in Triton."""
+        if _WARMING_UP.get():
+            return
         with self._lock:
             self._versions.setdefault((model, version), VersionStats()).cache_miss.add(ns, 0)
 
     def record_cache_too_large(self, model: str, version: int) -> None:
+        if _WARMING_UP.get():
+            return
         with self._lock:
             self._versions.setdefault((model, version), VersionStats()).cache_too_large += 1
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import zlib
 
-from lambdaserve.errors import InvalidInput, PayloadTooLarge
+from lambdaserve.errors import InvalidInput, PayloadTooLarge, UnsupportedEncoding
 
 # zlib's wbits: gzip framing; zlib framing (what HTTP's "deflate" is, and tritonclient sends)
 _WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
@@ -19,8 +19,11 @@ def decode_body(body: bytes, encoding: str | None, limit: int) -> bytes:
         return body
     wbits = _WBITS.get(name)
     if wbits is None:
-        raise InvalidInput(
-            f"Content-Encoding {encoding!r} is not supported: send gzip, deflate or identity"
+        # Triton's words first (its clients match them), then ours
+        hint = " (chunked is a Transfer-Encoding)" if name == "chunked" else ""
+        raise UnsupportedEncoding(
+            f"Unsupported compression type: Content-Encoding {encoding!r} is not supported"
+            f"{hint}: send gzip, deflate or identity"
         )
     decompressor = zlib.decompressobj(wbits)
     try:

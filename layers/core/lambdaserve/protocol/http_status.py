@@ -8,6 +8,7 @@ from lambdaserve.errors import (
     InvalidInput,
     LambdaServeError,
     ModelCodeTimedOut,
+    ModelControlDisabled,
     ModelNotFound,
     ModelNotReady,
     ModelRejected,
@@ -15,10 +16,13 @@ from lambdaserve.errors import (
     QueueRejected,
     RequestTimeout,
     StorageUnavailable,
+    UnsupportedEncoding,
 )
 
 _STATUS: dict[type[LambdaServeError], int] = {
     InvalidInput: 400,
+    # Triton's answer (HTTP's 415 fits too): "not implemented", Accept-Encoding says what is
+    UnsupportedEncoding: 501,
     ModelRejected: 400,
     ModelNotFound: 404,
     Conflict: 409,
@@ -29,6 +33,7 @@ _STATUS: dict[type[LambdaServeError], int] = {
     ModelNotReady: 503,
     QueueRejected: 503,
     StorageUnavailable: 503,
+    ModelControlDisabled: 503,  # Triton's status for it (UNAVAILABLE)
 }
 
 

@@ -109,8 +109,9 @@ def encode_infer_response(
 ) -> EncodedResponse:
     """Encode outputs as JSON, with binary tensors appended where the request asked."""
     entries, blobs = [], []
-    # An output's own binary_data overrides binary_data_output (Triton's binary extension).
-    binary_by_name = {o.name: o.binary for o in request.outputs}
+    # binary_data_output is for the outputs a request does not name; a named one is binary
+    # only where its own binary_data says so (Triton's binary extension, qa/L0_http).
+    binary_by_name = {o.name: bool(o.binary) for o in request.outputs}
     for name, array in outputs.items():
         entry: dict[str, Any] = {
             "name": name,

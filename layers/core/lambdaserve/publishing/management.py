@@ -13,7 +13,13 @@ from lambdaserve.catalog.configs import effective_config
 from lambdaserve.catalog.repository import ModelRepository
 from lambdaserve.catalog.store import Catalog, ModelRecord, VersionRecord
 from lambdaserve.config.model_config import ModelConfig, build, merge, parse_overrides
-from lambdaserve.errors import Conflict, InvalidInput, ModelNotFound, ModelRejected
+from lambdaserve.errors import (
+    Conflict,
+    InvalidInput,
+    ModelControlDisabled,
+    ModelNotFound,
+    ModelRejected,
+)
 from lambdaserve.protocol.names import check_label, check_model_name, parse_version_ref
 from lambdaserve.publishing.registrar import Registrar
 
@@ -55,8 +61,10 @@ class ModelManager:
         *,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        control_mode: str = "explicit",
     ) -> None:
         self.repository = repository
+        self._control_mode = control_mode
         self._catalog = catalog
         self._registrar = registrar
         self._sleep = sleep
@@ -175,6 +183,7 @@ class ModelManager:
 
     def load(self, name: str, config_fields: dict[str, Any] | None = None) -> None:
         """Triton's explicit load: serve again (optionally with config overrides)."""
+        self._check_explicit_control()
         self._record(name)
         if config_fields:
             self.update_config(name, config_fields)
@@ -204,6 +213,7 @@ class ModelManager:
 
     def unload(self, name: str) -> None:
         """Triton's explicit unload: keep the files, stop serving every version."""
+        self._check_explicit_control()
         self._record(name)
         self._catalog.update_model(name, unloaded=True)
         self._registrar.apply_policy(name)
@@ -225,6 +235,16 @@ class ModelManager:
                     )
                 )
         return entries
+
+    def _check_explicit_control(self) -> None:
+        """Triton refuses load / unload unless --model-control-mode=explicit, in its words
+        (its clients match them); what to do instead follows."""
+        if self._control_mode != "explicit":
+            raise ModelControlDisabled(
+                "explicit model load / unload is not allowed if polling is enabled "
+                f"(LAMBDASERVE_MODEL_CONTROL_MODE={self._control_mode}): models follow the "
+                "bucket here; upload or delete a version, or run with the mode explicit"
+            )
 
     def _record(self, name: str) -> ModelRecord:
         check_model_name(name)

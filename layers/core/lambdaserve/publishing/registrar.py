@@ -189,6 +189,7 @@ class Registrar:
         validated = self._validate(loading, objects, config)
         if self._catalog.put_version(validated) and validated.valid:
             self._record_completion(record, validated)
+            self.uploads.label_handler_folder(model, validated)
 
     def _record_completion(self, record: ModelRecord, validated: VersionRecord) -> None:
         """What auto_complete_config filled in becomes part of the model's config (Triton

@@ -16,7 +16,7 @@ from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.catalog.repository import ModelRepository
 from lambdaserve.catalog.store import Catalog, ModelRecord
 from lambdaserve.config.model_config import parse_overrides
-from lambdaserve.config.model_files import MANIFEST_FILE
+from lambdaserve.config.model_files import HANDLER_FILE, MANIFEST_FILE
 from lambdaserve.errors import ModelRejected
 from lambdaserve.protocol.names import is_valid_model_name
 from lambdaserve.publishing.archives import archive_stem, publish_archive, rejected_archive
@@ -104,14 +104,34 @@ class UploadPublisher:
             if isinstance(label, str) and label and label not in labels:  # never moved back
                 self._label(model, version.version, label)
 
-    def _label(self, model: str, version: int, label: str) -> None:
-        """The archive's ``modelVersion`` on its version, once it serves (never before)."""
+    def label_handler_folder(self, model: str, version: VersionRecord) -> None:
+        """A validated handler folder (``models/m/N/handler.py``) is also ``N.0``, the version
+        torch-model-archiver gives by default: TorchServe's clients call it as they would its
+        ``.mar``. Labelled before its state is derived, so READY never shows without it (an
+        archive's label waits for READY: it may move; ``N.0`` only ever names N). A label
+        already in use (an archive's ``modelVersion``) is never taken."""
+        if version.model_file != HANDLER_FILE or not version.valid:
+            return
+        label = f"{version.version}.0"
+        record = self._catalog.get_model(model)
+        if record is None or label in record.version_labels:
+            return
+        labels = {**record.version_labels, label: version.version}
+        self._catalog.update_model(model, version_labels=labels)
+        logger.info("%s version %s is labelled %s", model, version.version, label)
+
+    def _label(self, model: str, version: int, label: str, *, tell: bool = True) -> None:
+        """The archive's ``modelVersion`` on its version, once it serves (never before).
+        ``tell``: the serving side of this process hears of it at once (the policy applied
+        again tells its watchers), as it hears of the READY before it."""
         record = self._catalog.get_version(model, version)
         if label and record is not None and record.state == version_policy.READY:
             current = self._catalog.get_model(model)
             labels = {**(current.version_labels if current else {}), label: version}
             self._catalog.update_model(model, version_labels=labels)
             logger.info("%s version %s is labelled %s", model, version, label)
+            if tell:
+                self._registrar.apply_policy(model)
 
     def _serve_every_version(self, model: str) -> None:
         """TorchServe serves every registered version of a model (one is the default); a model

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextvars import copy_context
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,7 +172,11 @@ class EnsembleModel:
             if self._pool is None or len(wave.steps) == 1:
                 results = [self._run_step(i, tensors) for i in wave.steps]
             else:
-                futures = [self._pool.submit(self._run_step, i, tensors) for i in wave.steps]
+                # each step in the caller's context: a warm-up's steps stay uncounted
+                futures = [
+                    self._pool.submit(copy_context().run, self._run_step, i, tensors)
+                    for i in wave.steps
+                ]
                 results = [f.result() for f in futures]
             for produced in results:
                 tensors.update(produced)

@@ -17,6 +17,7 @@ import numpy as np
 
 from lambdaserve.config.warmup_samples import MAX_SAMPLE_BYTES, WarmupSample, sample_inputs
 from lambdaserve.errors import LambdaServeError, ModelRejected
+from lambdaserve.metrics.stats import not_counted
 from lambdaserve.protocol.v2 import parse_infer_request
 from lambdaserve.runtimes.base import LoadedModel
 from lambdaserve.serving.binding import bind_inputs
@@ -70,7 +71,8 @@ def warm_up(
     for inputs, count in runs:
         for _ in range(count):
             try:
-                loaded.run(inputs, names)
+                with not_counted():
+                    loaded.run(inputs, names)
             except Exception as exc:
                 # A model with data-dependent shapes may refuse zeros; it still serves.
                 logger.warning("%s: warm-up run failed: %s", label, getattr(exc, "message", exc))

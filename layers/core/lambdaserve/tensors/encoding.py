@@ -137,10 +137,14 @@ def from_json(name: str, datatype: str, shape: tuple[int, ...], data: Any) -> np
         _check_elements(name, datatype, data)
     expected = element_count(shape)
     if flat.size != expected:
-        raise InvalidInput(
-            f"input {name!r}: shape {list(shape)} needs {expected} elements, data has {flat.size}"
-        )
+        # Triton's exact texts: its qa/L0_http matches the whole {"error": ...} body
+        raise InvalidInput(_SHORTER if flat.size < expected else _LONGER)
     return flat.reshape(shape)
+
+
+# Triton's answers to ``data`` with fewer or more values than ``shape`` takes
+_SHORTER = "Failed to parse 'data' field: shape does not match true shape"
+_LONGER = "Unable to parse 'data': Shape does not match true shape of 'data' field"
 
 
 def _numbers(name: str, data: Any, dtype: np.dtype[Any]) -> np.ndarray[Any, Any]:

@@ -63,7 +63,10 @@ def build_manage_services(
             InferFunctionCheck(validator_client(settings), settings.serving_check_function)
         )
     return ManageServices(
-        repository, catalog, registrar, ModelManager(repository, catalog, registrar)
+        repository,
+        catalog,
+        registrar,
+        ModelManager(repository, catalog, registrar, control_mode=settings.model_control_mode),
     )
 
 

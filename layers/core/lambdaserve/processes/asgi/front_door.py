@@ -109,7 +109,7 @@ class FrontDoor:
             return await self._answer_prediction(match.group(1), match.group(2), body, headers)
         except Exception as exc:
             answer = error_answer(exc, scope["method"], match.group(0))
-            return Response(answer.body, answer.status, media_type=JSON)
+            return Response(answer.body, answer.status, answer.headers, media_type=JSON)
 
     async def _tfserving(self, match: re.Match[str], scope: Scope, receive: Receive) -> Response:
         assert self._answer_tfserving is not None
@@ -124,7 +124,7 @@ class FrontDoor:
             return await self._answer_tfserving(match.group(1), body)
         except Exception as exc:
             answer = error_answer(exc, "POST", match.group(0))
-            return Response(answer.body, answer.status, media_type=JSON)
+            return Response(answer.body, answer.status, answer.headers, media_type=JSON)
 
 
 async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
