@@ -68,6 +68,8 @@ def test_a_crash_looped_version_answers_after_each_way_of_recovering_it(stack):
     answers(stack.inference)
 
     crash_into_unavailable(stack)
+    scaled = stack.api.put("/models/crasher?min_worker=1&synchronous=true", timeout=WAIT_S)
+    assert scaled.status_code == 503 and "crashed 5 times" in scaled.text, scaled.text
     loaded = stack.api.post("/v2/repository/models/crasher/load", timeout=WAIT_S)
     assert loaded.status_code == 200, loaded.text
     answers(stack.inference)
