@@ -113,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
         "watched, so adding, changing or deleting files publishes, updates or retires versions",
     )
     _logging_flags(dev, access_log_default=True)
+    _model_control_flag(dev)
 
     reconcile = commands.add_parser(
         "reconcile",
@@ -132,6 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on")
     serve.add_argument("--port", type=_port, default=8080, help="port to listen on")
+    _model_control_flag(serve)
     serve.add_argument("--no-batching", action="store_true", help="one execution per request")
     serve.add_argument(
         "--workers",
@@ -198,6 +200,16 @@ def _workers(text: str) -> int:
         raise argparse.ArgumentTypeError(exc.message) from exc
 
 
+def _model_control_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--model-control-mode",
+        choices=("explicit", "none", "poll"),
+        default=None,
+        help="tritonserver's flag: explicit (the default) takes load and unload; none or poll "
+        "refuse them as Triton does (LAMBDASERVE_MODEL_CONTROL_MODE)",
+    )
+
+
 def _logging_flags(command: argparse.ArgumentParser, access_log_default: bool) -> None:
     command.add_argument(
         "--log-level",
@@ -215,6 +227,8 @@ def _logging_flags(command: argparse.ArgumentParser, access_log_default: bool) -
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "model_control_mode", None):  # read with the settings (every process)
+        os.environ["LAMBDASERVE_MODEL_CONTROL_MODE"] = args.model_control_mode
     try:
         if args.command == "dev":
             from lambdaserve.local.dev import run_dev
