@@ -3,9 +3,12 @@
 Every entry point (the three Lambda functions' handlers, ``serve``, ``worker``, ``dev``)
 takes its objects from the process object: the inference side (the model server, the data
 plane, the inference app, async submission, the GPU forwarder), the management side and the
-queue side. Each side is built on first use, so a cold start imports and pays only for the
-side it serves. ``current()`` is the process's own object; ``dev`` and the tests build theirs
-from their settings and ``install`` it instead of patching module globals.
+queue side. A process serves through one data plane: the infer function's (no batcher), or
+a long-running server's (``serving_plane``: its batchers and readiness), which every door,
+the metrics and the models' calls to models share. Each side is built on first use, so a
+cold start imports and pays only for the side it serves. ``current()`` is the process's own
+object; ``dev`` and the tests build theirs from their settings and ``install`` it instead of
+patching module globals.
 """
 
 from __future__ import annotations
@@ -96,15 +99,46 @@ class Process:
                 self.clients,
                 StatsRegistry(self.metrics.record, self.metrics.record_cache),
                 self.environment_paths,
+                self._plane_here(),  # models calling models: the plane the doors use
             ),
         )
 
     @property
     def plane(self) -> InferenceDataPlane:
-        """The data plane without a batcher: each request runs alone (Lambda)."""
+        """The infer function's data plane, without a batcher: each request runs alone
+        (Lambda; in ``dev``, its emulated infer function)."""
         from lambdaserve.serving.data_plane import InferenceDataPlane
 
         return self._once("plane", lambda: InferenceDataPlane(self.server))
+
+    def serving_plane(
+        self, *, batching: bool = True, readiness: bool = False
+    ) -> InferenceDataPlane:
+        """A long-running server's one data plane (``serve``, ``dev``): HTTP, gRPC, the
+        metrics and the models' calls to models share its tensor and raw batchers, so a
+        request batches with others whichever door it came by. The first call builds it
+        (its ``batching`` and ``readiness``, see ``wiring.planes``); later ones return it."""
+
+        def build() -> InferenceDataPlane:
+            from lambdaserve.pipelines.bls import install_bls
+            from lambdaserve.wiring.planes import build_serving_plane
+
+            plane = build_serving_plane(
+                self.server,
+                self.settings.default_max_batch_size,
+                batching=batching,
+                readiness=readiness,
+            )
+            install_bls(plane)  # where the server was built first (dev's checks, tests)
+            return plane
+
+        return self._once("serving_plane", build)
+
+    def _plane_here(self) -> InferenceDataPlane:
+        """The plane this process serves through: the long-running server's where it has
+        built one, else the infer function's."""
+        found: InferenceDataPlane | None = self._built.get("serving_plane")
+        return found if found is not None else self.plane
 
     def submitter(self) -> AsyncSubmitter:
         """``Prefer: respond-async``: the results store and the requests queue."""
@@ -113,7 +147,7 @@ class Process:
         def build() -> AsyncSubmitter:
             queue = self.queue
             return AsyncSubmitter(
-                self.plane,
+                self._plane_here(),
                 queue.results,
                 queue.payloads,
                 queue.sqs,
@@ -133,7 +167,7 @@ class Process:
         return self._once(
             "inference_app",
             lambda: create_inference_app(
-                self.server, lambda: self.settings.max_request_bytes, self.submitter
+                self.plane, lambda: self.settings.max_request_bytes, self.submitter
             ),
         )
 

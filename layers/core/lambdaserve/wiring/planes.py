@@ -1,0 +1,36 @@
+"""The serving plane of a long-running process (``serve``, ``dev``): the one data plane that
+its HTTP app, gRPC services, metrics and model-to-model calls share, with both batchers.
+
+Kept apart from ``wiring.process`` so the infer function's cold start, whose plane has no
+batcher, never imports the batching modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.readiness import Readiness
+from lambdaserve.serving.server_batcher import handler_batcher, server_batcher
+
+
+def build_serving_plane(
+    server: Callable[[], ModelServer],
+    default_max_batch_size: int,
+    *,
+    batching: bool,
+    readiness: bool,
+) -> InferenceDataPlane:
+    """With ``batching``, the tensor batcher (v2 infer) and the raw one (TorchServe handlers'
+    rows, as their archives' ``batchSize`` asks); without, each request runs alone. With
+    ``readiness``, ready once the versions are warm and no longer while draining (``serve``);
+    without, ready whenever live (``dev``)."""
+    if not batching:
+        return InferenceDataPlane(server, None, Readiness() if readiness else None)
+    return InferenceDataPlane(
+        server,
+        server_batcher(server, default_max_batch_size),
+        Readiness() if readiness else None,
+        handler_batcher(server),
+    )
