@@ -39,7 +39,8 @@ def build_serving_app(
     """The inference app behind its front door; with ``batching``, v2 infer goes through the
     dynamic batcher; with ``prefetch``, newly READY default versions are downloaded into the
     cache in the background (LAMBDASERVE_PREFETCH_INTERVAL_S); with ``grpc``, every peer's
-    gRPC service starts with the app, over the same data plane and batcher. With
+    gRPC service starts with the app, over the same data plane and batchers (the process's
+    one, ``Process.serving_plane``; the first call decides its batching). With
     ``own_process`` (``serve``, each of its workers) the app owns its process, whose garbage
     collector it tunes for serving; an app hosted in another process (a test's) leaves it be."""
     process = current()
