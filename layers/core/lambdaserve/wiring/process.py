@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lambdaserve.metrics.emf import InvocationMetrics
@@ -30,25 +29,14 @@ if TYPE_CHECKING:
     from mangum import Mangum
 
     from lambdaserve.forwarding.forwarder import ServerModeRouter
-    from lambdaserve.queued.delivery import TopUp, VisibilityLease
-    from lambdaserve.queued.inference import QueuedInference
     from lambdaserve.queued.results import PayloadStore
     from lambdaserve.queued.submit import AsyncSubmitter
     from lambdaserve.serving.data_plane import InferenceDataPlane
     from lambdaserve.serving.model_server import ModelServer
     from lambdaserve.wiring.manage import ManageServices
-    from lambdaserve.wiring.queues import QueueServices
+    from lambdaserve.wiring.queues import BatcherServices, QueueServices
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class BatcherServices:
-    """The batcher's path: queued inference, the sub-second top-up and the visibility lease."""
-
-    queued: QueuedInference
-    topup: TopUp
-    lease: VisibilityLease
 
 
 class Process:
@@ -119,20 +107,13 @@ class Process:
         request batches with others whichever door it came by. The first call builds it
         (its ``batching`` and ``readiness``, see ``wiring.planes``); later ones return it."""
 
-        def build() -> InferenceDataPlane:
-            from lambdaserve.pipelines.bls import install_bls
-            from lambdaserve.wiring.planes import build_serving_plane
+        from lambdaserve.wiring.planes import build_serving_plane
 
-            plane = build_serving_plane(
-                self.server,
-                self.settings.default_max_batch_size,
-                batching=batching,
-                readiness=readiness,
-            )
-            install_bls(plane)  # where the server was built first (dev's checks, tests)
-            return plane
-
-        return self._once("serving_plane", build)
+        size = self.settings.default_max_batch_size
+        return self._once(
+            "serving_plane",
+            lambda: build_serving_plane(self.server, size, batching=batching, readiness=readiness),
+        )
 
     def _plane_here(self) -> InferenceDataPlane:
         """The plane this process serves through: the long-running server's where it has
@@ -224,25 +205,12 @@ class Process:
     def batcher(self) -> BatcherServices:
         """The batcher function's (and ``lambdaserve worker``'s) path; batches run on this
         process's model server unless LAMBDASERVE_INFER_FUNCTION names the infer function."""
-        from lambdaserve.queued.delivery import TopUp, VisibilityLease
-        from lambdaserve.wiring.queues import build_queued_inference
+        from lambdaserve.wiring.queues import build_batcher_services
 
-        def build() -> BatcherServices:
-            settings, queue = self.settings, self.queue
-            topup = TopUp(
-                queue.sqs,
-                queue.requests_queue_url,
-                settings.topup_messages,
-                settings.topup_window_s,
-                settings.retry_delay_s,
-            )
-            lease = VisibilityLease(
-                queue.sqs, queue.requests_queue_url, settings.visibility_lease_s
-            )
-            queued = build_queued_inference(settings, queue, self.server, self.clients)
-            return BatcherServices(queued, topup, lease)
-
-        return self._once("batcher", build)
+        return self._once(
+            "batcher",
+            lambda: build_batcher_services(self.settings, self.queue, self.server, self.clients),
+        )
 
     # -- the management side --------------------------------------------------------------
     @property
