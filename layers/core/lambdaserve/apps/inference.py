@@ -20,7 +20,6 @@ from lambdaserve.apps.tfserving import install_tfserving
 from lambdaserve.apps.torchserve_management import install_api_description
 from lambdaserve.apps.triton_extras import install_triton_extras
 from lambdaserve.apps.v2_calls import answer_v2, read_v2_call, too_large
-from lambdaserve.batching.dynamic_batcher import TensorBatcher
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.content_encoding import decode_body
 from lambdaserve.protocol.limits import header_int
@@ -29,28 +28,25 @@ from lambdaserve.protocol.v2 import (
 )
 from lambdaserve.queued.submit import AsyncSubmitter
 from lambdaserve.serving.data_plane import InferenceDataPlane
-from lambdaserve.serving.model_server import ModelServer
-from lambdaserve.serving.readiness import Readiness
 from lambdaserve.serving.worker_board import worker_memory
 
 T = TypeVar("T")
 
 
 def create_inference_app(
-    server: Callable[[], ModelServer],
+    plane: InferenceDataPlane,
     max_request_bytes: Callable[[], int],
     submitter: Callable[[], AsyncSubmitter] | None = None,
-    batcher: TensorBatcher | None = None,
-    readiness: Readiness | None = None,
 ) -> FastAPI:
-    """Build the app; ``server`` is called per request so models load lazily, in the cache.
-    ``batcher`` (long-running servers only) batches v2 infer requests."""
+    """Build the app over ``plane``, the process's one (``wiring``): its server is looked up
+    per request so models load lazily, in the cache; its batchers (long-running servers
+    only) batch these routes' requests with the other doors' ones."""
     app = FastAPI(title="lambdaserve inference API", version="2", docs_url=None, redoc_url=None)
     install_error_handlers(app)
     install_docs(app)
     install_api_description(app)
     install_triton_extras(app)
-    plane = InferenceDataPlane(server, batcher, readiness)
+    server, batcher, readiness = plane.server, plane.batcher, plane.readiness
     install_metrics(
         app,
         lambda: server().stats,

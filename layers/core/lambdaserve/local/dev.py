@@ -91,18 +91,16 @@ class DevStack:
         import lambdaserve.handlers.manage  # noqa: F401
         from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
         from lambdaserve.apps.response_limit import ResponseLimit
-        from lambdaserve.processes.serve import (
-            GrpcFlags,
-            batching_inference_app,
-            serving_plane,
-            with_lifespan,
-        )
+        from lambdaserve.processes.serve import GrpcFlags, inference_app_over, with_lifespan
 
         use_text_logs(options.log_level)
         # One process object for every function dev runs: the batcher runs batches on the
         # inference API's loaded models, as one Lambda sandbox would.
         process = Process(settings, clients=clients)
         install(process)
+        # dev as serve runs it: HTTP, gRPC and the models' calls to models share one data
+        # plane and its batchers (built before the checks below build the model server)
+        plane = process.serving_plane(batching=True)
         check_model_code_in(process)
         process.manage.registrar.reconcile_all(concurrency=MANAGE_CONCURRENCY)
         self.start_event_pumps()
@@ -121,11 +119,9 @@ class DevStack:
                 access_log=options.access_log,
             ).start()
         )
-        # dev as serve runs it: HTTP and gRPC share one data plane and batcher; management
-        # RPCs on, as the management API is open locally
-        plane = serving_plane(batching=True)
+        # management RPCs on, as the management API is open locally
         inference = ResponseLimit(
-            RepositoryOnInferenceUrl(batching_inference_app(plane), process.management_app, plane),
+            RepositoryOnInferenceUrl(inference_app_over(plane), process.management_app, plane),
             settings.max_response_bytes,
         )
         grpc = GrpcFlags(options.host, options.grpc_port, management=True)

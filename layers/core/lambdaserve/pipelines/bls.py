@@ -23,8 +23,10 @@ from lambdaserve.tensors.signature import Signature
 
 
 def install_bls(plane: InferenceDataPlane) -> None:
-    """Route this process's BLS requests (and ensemble steps) through ``plane``."""
-    server = plane.server()
+    """Route this process's BLS requests, ensemble steps and workflow nodes through ``plane``
+    (the process's one: its server looked up per call, so a renewed server takes them). They
+    run in the calling model's thread, never through the plane's batchers: a model waiting
+    on a batch that its own run holds open would wait for itself."""
 
     def execute(request: pb_utils.InferenceRequest) -> pb_utils.InferenceResponse:
         version = request.model_version if request.model_version > 0 else None
@@ -33,7 +35,7 @@ def install_bls(plane: InferenceDataPlane) -> None:
                 inputs=tuple(_input(t.name(), t.as_numpy()) for t in request.inputs()),
                 outputs=tuple(RequestedOutput(n) for n in request.requested_output_names()),
             )
-            outputs: dict[str, np.ndarray[Any, Any]] = server.infer(
+            outputs: dict[str, np.ndarray[Any, Any]] = plane.server().infer(
                 request.model_name, version, v2, lambda _, produced: produced
             )
         except LambdaServeError as exc:
@@ -52,7 +54,7 @@ def install_bls(plane: InferenceDataPlane) -> None:
             outputs=tuple(RequestedOutput(n) for n in request.requested_output_names()),
         )
         try:
-            _, responses = stream(server, request.model_name, version, v2)
+            _, responses = stream(plane.server(), request.model_name, version, v2)
             for outputs in responses:
                 yield pb_utils.InferenceResponse(
                     [pb_utils.Tensor(n, a) for n, a in outputs.items()]
@@ -79,7 +81,7 @@ def install_bls(plane: InferenceDataPlane) -> None:
             inputs=tuple(_input(name, array) for name, array in inputs.items()),
             outputs=tuple(RequestedOutput(n) for n in wanted),
         )
-        produced: dict[str, np.ndarray[Any, Any]] = server.infer(
+        produced: dict[str, np.ndarray[Any, Any]] = plane.server().infer(
             model, version, v2, lambda _, outputs: outputs
         )
         return produced
@@ -90,7 +92,7 @@ def install_bls(plane: InferenceDataPlane) -> None:
     ensemble.install(run_step, resolve)
 
     def run_node(model: str, fields: tuple[tuple[str, Any], ...], headers: Any) -> Answer:
-        return predict_raw(server, model, None, RawRequest(fields, headers))
+        return predict_raw(plane.server(), model, None, RawRequest(fields, headers))
 
     torchserve_workflow.install(run_node)
 

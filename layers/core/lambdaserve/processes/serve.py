@@ -22,8 +22,7 @@ from lambdaserve.processes.serve_banner import banner
 from lambdaserve.processes.worker_contract import BATCHING_ENV, GRPC_ENV, LOGGING_ENV
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.prefetch import Prefetcher
-from lambdaserve.serving.readiness import Readiness, warm_up_in_background
-from lambdaserve.serving.server_batcher import server_batcher
+from lambdaserve.serving.readiness import warm_up_in_background
 from lambdaserve.settings import get_settings
 from lambdaserve.wiring.process import current
 
@@ -40,23 +39,19 @@ def build_serving_app(
     """The inference app behind its front door; with ``batching``, v2 infer goes through the
     dynamic batcher; with ``prefetch``, newly READY default versions are downloaded into the
     cache in the background (LAMBDASERVE_PREFETCH_INTERVAL_S); with ``grpc``, every peer's
-    gRPC service starts with the app, over the same data plane and batcher. With
+    gRPC service starts with the app, over the same data plane and batchers (the process's
+    one, ``Process.serving_plane``; the first call decides its batching). With
     ``own_process`` (``serve``, each of its workers) the app owns its process, whose garbage
     collector it tunes for serving; an app hosted in another process (a test's) leaves it be."""
     process = current()
     settings = process.settings
+    # built before the model server, so the models' calls to models take this plane too
+    plane = process.serving_plane(batching=batching, readiness=True)
     refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="catalog-refresh")
     process.server().resolver.refresh_in_background(refresher.submit)
     if prefetch and settings.prefetch_interval_s > 0:
         Prefetcher(process.server, settings.prefetch_interval_s).start()
-    plane = serving_plane(batching, Readiness())
-    http = create_inference_app(
-        process.server,
-        lambda: settings.max_request_bytes,
-        process.submitter,
-        plane.batcher,
-        plane.readiness,
-    )
+    http = inference_app_over(plane)
     app: ASGIApp = BodyTimeout(
         FrontDoor(http, lambda: settings.max_request_bytes), settings.client_timeout_s
     )
@@ -72,21 +67,12 @@ def build_serving_app(
     return with_lifespan(app, plane, grpc, own_process)
 
 
-def serving_plane(batching: bool = True, readiness: Readiness | None = None) -> InferenceDataPlane:
-    """The data plane every door shares: the model server, its dynamic batcher, and (for a
-    long-running server) its readiness."""
+def inference_app_over(plane: InferenceDataPlane) -> FastAPI:
+    """The inference app over the process's serving plane (``Process.serving_plane``): its
+    routes batch with the gRPC services' calls, as they share the plane's batchers."""
     process = current()
-    size = process.settings.default_max_batch_size
-    batcher = server_batcher(process.server, size) if batching else None
-    return InferenceDataPlane(process.server, batcher, readiness)
-
-
-def batching_inference_app(plane: InferenceDataPlane | None = None) -> FastAPI:
-    """The inference app with v2 infer going through a dynamic batcher per model version."""
-    process = current()
-    batcher = (plane or serving_plane(batching=True)).batcher
     return create_inference_app(
-        process.server, lambda: process.settings.max_request_bytes, process.submitter, batcher
+        plane, lambda: process.settings.max_request_bytes, process.submitter
     )
 
 

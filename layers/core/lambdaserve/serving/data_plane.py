@@ -3,7 +3,9 @@
 As KServe's ``DataPlane`` sits under its REST and gRPC servers, every door asks the same
 questions here (metadata, readiness, config, statistics, an inference) and gets the same
 answers and the same domain errors; each door only encodes them. Inference goes through the
-dynamic batcher when the server has one, so requests from every door meet in its lanes.
+dynamic batchers when the plane has them, so requests from every door meet in their lanes:
+the composition root (``wiring.process``) builds one plane per process and hands it to every
+door, as KServe's ``model_server.py`` builds its one ``DataPlane`` for REST and gRPC.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ if TYPE_CHECKING:  # the infer function's cold path imports this module: no batc
     from lambdaserve.serving.raw_predictions import RawRequest
     from lambdaserve.serving.readiness import Readiness
     from lambdaserve.serving.response_cache import Lookup
+    from lambdaserve.serving.server_batcher import RawBatcher
 
 T = TypeVar("T")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "statistics", "model_configuration"]
@@ -48,24 +51,23 @@ class Inferred:
 
 class InferenceDataPlane:
     """``server`` is looked up per call (tests and ``dev`` swap it); ``batcher`` is the
-    long-running servers' dynamic batcher, None where each request runs alone (Lambda)."""
+    long-running servers' dynamic batcher and ``raw_batcher`` its twin for TorchServe
+    handlers' rows, both None where each request runs alone (Lambda). Built by the composition
+    root (``wiring``), once per process: a plane per door would batch each door apart."""
 
     def __init__(
         self,
         server: Callable[[], ModelServer],
         batcher: TensorBatcher | None = None,
         readiness: Readiness | None = None,
+        raw_batcher: RawBatcher | None = None,
     ) -> None:
         self.server = server
         self.batcher = batcher
         # long-running servers: ready once their versions are warm, not while draining
         self.readiness = readiness
         # where tensors batch, so do handlers' raw requests (as their archives ask)
-        self.raw_batcher = None
-        if batcher is not None:
-            from lambdaserve.serving.server_batcher import handler_batcher
-
-            self.raw_batcher = handler_batcher(server)
+        self.raw_batcher = raw_batcher
 
     @staticmethod
     def server_metadata() -> dict[str, Any]:

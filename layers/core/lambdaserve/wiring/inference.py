@@ -26,10 +26,13 @@ def build_model_server(
     clients: AwsClients | None = None,
     stats: StatsRegistry | None = None,
     environment_paths: EnvironmentPaths | None = None,
+    plane: InferenceDataPlane | None = None,
 ) -> ModelServer:
     """The inference side: catalog view with a TTL, artifact cache, runtimes; model code in
     worker processes where the settings enable them, each version's environment first on
-    its workers' path (``environment_paths``; by default the ones this cache holds)."""
+    its workers' path (``environment_paths``; by default the ones this cache holds). Models
+    calling models go through ``plane``, the process's one (``wiring.process``); without
+    one (tests, scripts: a server alone), through a plane over this server."""
     clients = clients or AwsClients(settings)
     repository = ModelRepository(clients.s3, settings.bucket, settings.models_prefix)
     cache = ArtifactCache(
@@ -58,5 +61,5 @@ def build_model_server(
         ),
         max_loaded_bytes=settings.max_loaded_bytes,
     )
-    install_bls(InferenceDataPlane(lambda: server))
+    install_bls(plane or InferenceDataPlane(lambda: server))
     return server

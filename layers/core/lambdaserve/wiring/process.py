@@ -3,16 +3,18 @@
 Every entry point (the three Lambda functions' handlers, ``serve``, ``worker``, ``dev``)
 takes its objects from the process object: the inference side (the model server, the data
 plane, the inference app, async submission, the GPU forwarder), the management side and the
-queue side. Each side is built on first use, so a cold start imports and pays only for the
-side it serves. ``current()`` is the process's own object; ``dev`` and the tests build theirs
-from their settings and ``install`` it instead of patching module globals.
+queue side. A process serves through one data plane: the infer function's (no batcher), or
+a long-running server's (``serving_plane``: its batchers and readiness), which every door,
+the metrics and the models' calls to models share. Each side is built on first use, so a
+cold start imports and pays only for the side it serves. ``current()`` is the process's own
+object; ``dev`` and the tests build theirs from their settings and ``install`` it instead of
+patching module globals.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from lambdaserve.metrics.emf import InvocationMetrics
@@ -27,25 +29,14 @@ if TYPE_CHECKING:
     from mangum import Mangum
 
     from lambdaserve.forwarding.forwarder import ServerModeRouter
-    from lambdaserve.queued.delivery import TopUp, VisibilityLease
-    from lambdaserve.queued.inference import QueuedInference
     from lambdaserve.queued.results import PayloadStore
     from lambdaserve.queued.submit import AsyncSubmitter
     from lambdaserve.serving.data_plane import InferenceDataPlane
     from lambdaserve.serving.model_server import ModelServer
     from lambdaserve.wiring.manage import ManageServices
-    from lambdaserve.wiring.queues import QueueServices
+    from lambdaserve.wiring.queues import BatcherServices, QueueServices
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class BatcherServices:
-    """The batcher's path: queued inference, the sub-second top-up and the visibility lease."""
-
-    queued: QueuedInference
-    topup: TopUp
-    lease: VisibilityLease
 
 
 class Process:
@@ -96,15 +87,39 @@ class Process:
                 self.clients,
                 StatsRegistry(self.metrics.record, self.metrics.record_cache),
                 self.environment_paths,
+                self._plane_here(),  # models calling models: the plane the doors use
             ),
         )
 
     @property
     def plane(self) -> InferenceDataPlane:
-        """The data plane without a batcher: each request runs alone (Lambda)."""
+        """The infer function's data plane, without a batcher: each request runs alone
+        (Lambda; in ``dev``, its emulated infer function)."""
         from lambdaserve.serving.data_plane import InferenceDataPlane
 
         return self._once("plane", lambda: InferenceDataPlane(self.server))
+
+    def serving_plane(
+        self, *, batching: bool = True, readiness: bool = False
+    ) -> InferenceDataPlane:
+        """A long-running server's one data plane (``serve``, ``dev``): HTTP, gRPC, the
+        metrics and the models' calls to models share its tensor and raw batchers, so a
+        request batches with others whichever door it came by. The first call builds it
+        (its ``batching`` and ``readiness``, see ``wiring.planes``); later ones return it."""
+
+        from lambdaserve.wiring.planes import build_serving_plane
+
+        size = self.settings.default_max_batch_size
+        return self._once(
+            "serving_plane",
+            lambda: build_serving_plane(self.server, size, batching=batching, readiness=readiness),
+        )
+
+    def _plane_here(self) -> InferenceDataPlane:
+        """The plane this process serves through: the long-running server's where it has
+        built one, else the infer function's."""
+        found: InferenceDataPlane | None = self._built.get("serving_plane")
+        return found if found is not None else self.plane
 
     def submitter(self) -> AsyncSubmitter:
         """``Prefer: respond-async``: the results store and the requests queue."""
@@ -113,7 +128,7 @@ class Process:
         def build() -> AsyncSubmitter:
             queue = self.queue
             return AsyncSubmitter(
-                self.plane,
+                self._plane_here(),
                 queue.results,
                 queue.payloads,
                 queue.sqs,
@@ -133,7 +148,7 @@ class Process:
         return self._once(
             "inference_app",
             lambda: create_inference_app(
-                self.server, lambda: self.settings.max_request_bytes, self.submitter
+                self.plane, lambda: self.settings.max_request_bytes, self.submitter
             ),
         )
 
@@ -190,25 +205,12 @@ class Process:
     def batcher(self) -> BatcherServices:
         """The batcher function's (and ``lambdaserve worker``'s) path; batches run on this
         process's model server unless LAMBDASERVE_INFER_FUNCTION names the infer function."""
-        from lambdaserve.queued.delivery import TopUp, VisibilityLease
-        from lambdaserve.wiring.queues import build_queued_inference
+        from lambdaserve.wiring.queues import build_batcher_services
 
-        def build() -> BatcherServices:
-            settings, queue = self.settings, self.queue
-            topup = TopUp(
-                queue.sqs,
-                queue.requests_queue_url,
-                settings.topup_messages,
-                settings.topup_window_s,
-                settings.retry_delay_s,
-            )
-            lease = VisibilityLease(
-                queue.sqs, queue.requests_queue_url, settings.visibility_lease_s
-            )
-            queued = build_queued_inference(settings, queue, self.server, self.clients)
-            return BatcherServices(queued, topup, lease)
-
-        return self._once("batcher", build)
+        return self._once(
+            "batcher",
+            lambda: build_batcher_services(self.settings, self.queue, self.server, self.clients),
+        )
 
     # -- the management side --------------------------------------------------------------
     @property

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lambdaserve.queued.inference import InProcessInvoker, Invoker, QueuedInference
 from lambdaserve.queued.invokers import LambdaInvoker
@@ -13,6 +13,9 @@ from lambdaserve.queued.results import PayloadStore, ResultStore
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.aws import AwsClients
+
+if TYPE_CHECKING:  # imported where the batcher's path is built: not on the async submit path
+    from lambdaserve.queued.delivery import TopUp, VisibilityLease
 
 
 @dataclass(frozen=True)
@@ -65,3 +68,33 @@ def build_queued_inference(
             QueueUrl=url, MessageBody=body.decode()
         ),
     )
+
+
+@dataclass(frozen=True)
+class BatcherServices:
+    """The batcher's path: queued inference, the sub-second top-up and the visibility lease."""
+
+    queued: QueuedInference
+    topup: TopUp
+    lease: VisibilityLease
+
+
+def build_batcher_services(
+    settings: Settings,
+    queue: QueueServices,
+    server: Callable[[], ModelServer],
+    clients: AwsClients,
+) -> BatcherServices:
+    """The batcher function's (and ``lambdaserve worker``'s) path over ``queue``."""
+    from lambdaserve.queued.delivery import TopUp, VisibilityLease
+
+    topup = TopUp(
+        queue.sqs,
+        queue.requests_queue_url,
+        settings.topup_messages,
+        settings.topup_window_s,
+        settings.retry_delay_s,
+    )
+    lease = VisibilityLease(queue.sqs, queue.requests_queue_url, settings.visibility_lease_s)
+    queued = build_queued_inference(settings, queue, server, clients)
+    return BatcherServices(queued, topup, lease)

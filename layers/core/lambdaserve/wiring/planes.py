@@ -1,0 +1,38 @@
+"""The serving plane of a long-running process (``serve``, ``dev``): the one data plane that
+its HTTP app, gRPC services, metrics and model-to-model calls share, with both batchers.
+
+Kept apart from ``wiring.process`` so the infer function's cold start, whose plane has no
+batcher, never imports the batching modules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lambdaserve.pipelines.bls import install_bls
+from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.readiness import Readiness
+from lambdaserve.serving.server_batcher import handler_batcher, server_batcher
+
+
+def build_serving_plane(
+    server: Callable[[], ModelServer],
+    default_max_batch_size: int,
+    *,
+    batching: bool,
+    readiness: bool,
+) -> InferenceDataPlane:
+    """With ``batching``, the tensor batcher (v2 infer) and the raw one (TorchServe handlers'
+    rows, as their archives' ``batchSize`` asks); without, each request runs alone. With
+    ``readiness``, ready once the versions are warm and no longer while draining (``serve``);
+    without, ready whenever live (``dev``). Models calling models go through it from now on,
+    even where the model server was built first (``dev``'s checks, the tests' stacks)."""
+    waits_for_warm = Readiness() if readiness else None
+    if batching:
+        tensors, rows = server_batcher(server, default_max_batch_size), handler_batcher(server)
+        plane = InferenceDataPlane(server, tensors, waits_for_warm, rows)
+    else:
+        plane = InferenceDataPlane(server, None, waits_for_warm)
+    install_bls(plane)
+    return plane
