@@ -271,3 +271,34 @@ def test_the_batch_entry_runs_compatible_requests_together(aws, server):
     [stats] = server.stats.snapshot("mlp")["model_stats"]
     assert {b["batch_size"] for b in stats["batch_stats"]} == {8, 1}
     assert stats["execution_count"] == 2 and stats["inference_count"] == 9
+
+
+def test_a_read_begun_before_forget_never_stores_its_view(aws):
+    """Given a catalog read of a model in flight (another thread's),
+    When the management side changes the model (a label) and forgets the view meanwhile,
+    Then the read in flight does not store what it read before the change: the next resolve
+    reads the catalog again and sees the label (before: a stale view for the TTL)."""
+    import threading
+
+    publish(aws, "mlp", {"1/model.onnx": builders.onnx_mlp()})
+    catalog = aws.services.catalog
+    reading, release = threading.Event(), threading.Event()
+    original = catalog.versions
+
+    def held_versions(name):
+        found = original(name)
+        if threading.current_thread().name == "reader":
+            reading.set()
+            release.wait(10)
+        return found
+
+    catalog.versions = held_versions
+    resolver = VersionResolver(catalog, ttl_s=60.0)
+    reader = threading.Thread(target=resolver.resolve, args=("mlp",), name="reader")
+    reader.start()
+    assert reading.wait(10)
+    catalog.update_model("mlp", version_labels={"stable": 1})
+    resolver.forget("mlp")
+    release.set()
+    reader.join(10)
+    assert resolver.number("mlp", "stable") == 1

@@ -65,6 +65,8 @@ class VersionResolver:
         self._ttl_s = ttl_s
         self._clock = clock
         self._views: dict[str, _ModelView] = {}
+        # bumped by forget: a read that began before it must not store what it read after
+        self._generations: dict[str, int] = {}
         self._refresh: Callable[[Callable[[], None]], Any] | None = None
         self._refreshing: set[str] = set()
         self._lock = threading.Lock()
@@ -125,6 +127,7 @@ class VersionResolver:
         """Drop the cached view of ``model``: the next request reads the catalog."""
         with self._lock:
             self._views.pop(model, None)
+            self._generations[model] = self._generations.get(model, 0) + 1
 
     def versions(self, model: str) -> dict[int, VersionRecord]:
         return self._view(model).versions
@@ -168,6 +171,7 @@ class VersionResolver:
         self._refresh(refresh)
 
     def _read(self, model: str) -> _ModelView:
+        generation = self._generations.get(model, 0)
         record = self._catalog.get_model(model)
         if record is None:
             # Triton's words first: clients match on them
@@ -184,5 +188,7 @@ class VersionResolver:
             default_version=version_policy.default_version(record.default_version, ready),
             read_at=self._clock(),
         )
-        self._views[model] = view
+        with self._lock:
+            if self._generations.get(model, 0) == generation:  # not forgotten meanwhile
+                self._views[model] = view
         return view
