@@ -302,3 +302,17 @@ def test_a_read_begun_before_forget_never_stores_its_view(aws):
     release.set()
     reader.join(10)
     assert resolver.number("mlp", "stable") == 1
+
+
+def test_a_label_set_on_the_management_side_is_told_to_the_serving_side_at_once(aws):
+    """Given a process whose serving side watches the registrar (dev, serve),
+    When a label is set, moved to the default, or removed through the manager,
+    Then the serving side hears of each right after the write (it forgets its view)."""
+    publish(aws, "mlp", {"1/model.onnx": builders.onnx_mlp()})
+    told: list[str] = []
+    aws.services.registrar.watch(told.append)
+    aws.services.manager.set_label("mlp", "stable", 1)
+    assert told == ["mlp"]
+    aws.services.manager.set_default("mlp", 1)
+    aws.services.manager.remove_label("mlp", "stable")
+    assert told == ["mlp", "mlp", "mlp"]

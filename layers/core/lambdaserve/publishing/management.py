@@ -112,6 +112,7 @@ class ModelManager:
                 "READY version can be the default"
             )
         self._catalog.update_model(name, default_version=version)
+        self._registrar.tell(name)
 
     def set_label(self, name: str, label: str, version: int) -> None:
         """Point ``label`` at a READY version (or move it there: the one-call rollback)."""
@@ -124,6 +125,7 @@ class ModelManager:
             )
         labels = {**view.record.version_labels, label: version}
         self._catalog.update_model(name, version_labels=labels)
+        self._registrar.tell(name)
 
     def remove_label(self, name: str, label: str) -> None:
         record = self._record(name)
@@ -131,6 +133,7 @@ class ModelManager:
             raise ModelNotFound(f"model {name!r} has no version label {label!r}")
         labels = {k: v for k, v in record.version_labels.items() if k != label}
         self._catalog.update_model(name, version_labels=labels)
+        self._registrar.tell(name)
 
     def version_number(self, name: str, text: str) -> int:
         """A version segment of a URL: a number, or one of the model's labels."""

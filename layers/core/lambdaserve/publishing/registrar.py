@@ -79,6 +79,15 @@ class Registrar:
         ``serve``) sees the change at once, not at its next catalog read."""
         self._watchers.append(watcher)
 
+    def tell(self, model: str) -> None:
+        """Tell the watchers now that ``model`` changed (a label, a default): right after the
+        write, so no client that read it back finds the serving side behind it."""
+        for watcher in self._watchers:
+            try:
+                watcher(model)
+            except Exception:  # the catalog is right; the serving side re-reads it soon
+                logger.exception("telling the serving side that %s changed failed", model)
+
     def check_where_it_serves(self, check: ServingCheck | None) -> None:
         """Versions with model code are READY only once ``check`` loaded them there."""
         self._serving_check = check
@@ -336,11 +345,7 @@ class Registrar:
             # whoever made an archive's version READY labels it (its modelVersion): the
             # publish that unpacked it may have seen another writer still validating it
             self.uploads.label_recovered_archives(model)
-        for watcher in self._watchers:
-            try:
-                watcher(model)
-            except Exception:  # the catalog is right; the serving side re-reads it soon
-                logger.exception("telling the serving side that %s changed failed", model)
+        self.tell(model)
         if changed and self._ensembles is not None:
             # Ensembles using this model as a step are validated again against it.
             for ensemble in sorted(self._ensembles.dependents.of(model)):

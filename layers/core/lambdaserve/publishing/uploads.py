@@ -32,6 +32,8 @@ class Reconciler(Protocol):
 
     def on_version_change(self, model: str, version: int) -> None: ...
 
+    def tell(self, model: str) -> None: ...
+
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +133,7 @@ class UploadPublisher:
             self._catalog.update_model(model, version_labels=labels)
             logger.info("%s version %s is labelled %s", model, version, label)
             if tell:
-                self._registrar.apply_policy(model)
+                self._registrar.tell(model)
 
     def _serve_every_version(self, model: str) -> None:
         """TorchServe serves every registered version of a model (one is the default); a model
