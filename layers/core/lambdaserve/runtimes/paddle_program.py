@@ -10,10 +10,11 @@ numbers below); whether Paddle Inference runs it is learnt where it serves.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lambdaserve.errors import ModelRejected
+from lambdaserve.runtimes.protobuf_wire import fields as _fields
+from lambdaserve.runtimes.protobuf_wire import varint as _varint
 from lambdaserve.tensors.signature import Signature, TensorSpec
 
 # framework.proto's VarType.Type values for tensors, as v2 datatypes
@@ -30,7 +31,6 @@ _DATATYPES = {
     22: "BF16",
 }
 _FEED_MINIBATCH, _FETCH_LIST = 9, 10
-_MAX_VARINT_BYTES = 10
 
 
 @dataclass(frozen=True)
@@ -164,39 +164,6 @@ def _op(data: bytes) -> tuple[str, dict[str, list[str]], dict[str, list[str]], i
             if attr.get(1) == b"col" and isinstance(attr.get(3), int):
                 col = _signed(int(attr[3]))
     return op_type, inputs, outputs, col
-
-
-def _fields(data: bytes) -> Iterator[tuple[int, int | bytes]]:
-    """(field number, value) of each field: varints as ints, length-delimited as bytes."""
-    position = 0
-    while position < len(data):
-        key, position = _varint(data, position)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, position = _varint(data, position)
-            yield field, value
-        elif wire == 2:
-            size, position = _varint(data, position)
-            if position + size > len(data):
-                raise ValueError("truncated")
-            yield field, data[position : position + size]
-            position += size
-        elif wire in (1, 5):  # fixed64 / fixed32 (floats among attrs): skipped
-            position += 8 if wire == 1 else 4
-        else:
-            raise ValueError(f"wire type {wire} at byte {position}")
-
-
-def _varint(data: bytes, position: int) -> tuple[int, int]:
-    result = shift = 0
-    for _ in range(_MAX_VARINT_BYTES):
-        byte = data[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, position
-        shift += 7
-    raise ValueError("varint too long")
 
 
 def _signed(value: int) -> int:

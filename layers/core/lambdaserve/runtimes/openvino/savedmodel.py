@@ -8,7 +8,7 @@ its lookup tables (``tf.lookup``) is told where it can serve, since re-saving ch
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from lambdaserve.runtimes.protobuf_wire import fields as _fields
 
 SERVED = "serving_default"
 # SavedModel.meta_graphs = 2; MetaGraphDef.signature_def = 5 (map: key = 1, value = 2);
@@ -63,43 +63,6 @@ def lookup_table_fix(reason: str) -> str:
         "model.py loading the SavedModel with tf.saved_model.load, tensorflow in its "
         "requirements.txt; docs/from-tfserving.md)"
     )
-
-
-def _fields(message: bytes) -> Iterator[tuple[int, bytes | int]]:
-    """(field number, value) of a protobuf message: varints as ints, length-delimited as
-    bytes; fixed-width fields skipped."""
-    at = 0
-    while at < len(message):
-        tag, at = _varint(message, at)
-        number, wire = tag >> 3, tag & 7
-        if wire == 0:
-            value, at = _varint(message, at)
-            yield number, value
-        elif wire == 2:
-            size, at = _varint(message, at)
-            if at + size > len(message):
-                raise ValueError("truncated")
-            yield number, message[at : at + size]
-            at += size
-        elif wire == 1:
-            at += 8
-        elif wire == 5:
-            at += 4
-        else:
-            raise ValueError(f"wire type {wire}")
-
-
-def _varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
 
 
 def _text(raw: bytes | int) -> str:
