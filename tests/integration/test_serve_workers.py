@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -53,6 +54,11 @@ def test_two_workers_share_the_ports_are_replaced_when_killed_and_drain_on_sigte
         per_worker = wait_until(lambda: (m := _metrics(url))[0] == 64 and m[1], WAIT_S)
         assert set(per_worker) == {str(pid) for pid in first}
         assert all(count > 0 for count in per_worker.values())
+
+        # (a scrape sums the answering worker's live counts with the other's file, a second
+        # old at most: the files themselves must hold all 64 before a kill, as a dead worker's
+        # last second is lost by design)
+        wait_until(lambda: _counted_in_files(first) == 64, WAIT_S)
 
         # When a worker is killed outright
         killed = sorted(first)[0]
@@ -188,6 +194,25 @@ def _metrics(url: str) -> tuple[float, dict[str, float]]:
             if sample.name == "lambdaserve_worker_inference_request_success":
                 per_worker[sample.labels["worker"]] = sample.value
     return total, per_worker
+
+
+def _counted_in_files(workers: set[int]) -> float:
+    """Successful requests of mlp as the workers' files (``metrics-<pid>.json``) hold them."""
+    environ = Path(f"/proc/{min(workers)}/environ").read_bytes().split(b"\0")
+    directory = next(
+        e.split(b"=", 1)[1] for e in environ if e.startswith(b"LAMBDASERVE_WORKERS_DIR=")
+    )
+    total = 0.0
+    for pid in workers:
+        path = Path(directory.decode()) / f"metrics-{pid}.json"
+        if not path.exists():
+            return 0.0
+        for family in json.loads(path.read_bytes()):
+            if family["name"] == "nv_inference_request_success":
+                total += sum(
+                    v for _, labels, v in family["samples"] if labels.get("model") == "mlp"
+                )
+    return total
 
 
 def _children(pid: int) -> list[int]:
