@@ -6,7 +6,9 @@ comes back on a marked line (the function's own logs go to stdout too, as on Lam
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import threading
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -33,15 +35,26 @@ for line in sys.stdin:
 """
 
 
+def base_environment() -> dict[str, str]:
+    """What Lambda's runtime sets besides the function's variables (its PATH, locale, home)."""
+    kept = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
+    return {k: os.environ[k] for k in kept if k in os.environ}
+
+
 class LambdaProcess:
     """Environment ``name``'s handlers, invoked one event at a time."""
 
-    def __init__(self, name: str, log: Path, environment: dict[str, str]) -> None:
+    def __init__(
+        self, name: str, log: Path, environment: dict[str, str], *, inherit: bool = True
+    ) -> None:
+        """``inherit``: the test process's environment under ``environment``; else only
+        what a Lambda execution environment has besides its variables (``base_environment``)."""
         module = shipped_envs()
         env = module.ENVS[name]
         target = built(name)
         self.name = name
         self.log_path = log
+        self._one_at_a_time = threading.Lock()
         self._log: IO[str] = log.open("w")
         self._process = subprocess.Popen(
             [
@@ -55,10 +68,14 @@ class LambdaProcess:
             stderr=self._log,
             text=True,
             cwd=target,
-            env={**user_environment(), **environment},
+            env={**(user_environment() if inherit else base_environment()), **environment},
         )
 
     def invoke(self, handler: str, event: dict[str, Any]) -> Any:
+        with self._one_at_a_time:  # one execution environment: one event at a time
+            return self._invoke(handler, event)
+
+    def _invoke(self, handler: str, event: dict[str, Any]) -> Any:
         assert self._process.stdin is not None and self._process.stdout is not None
         self._process.stdin.write(
             json.dumps({"handler": handler, "event": event, "function": self.name}) + "\n"

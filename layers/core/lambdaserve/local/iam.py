@@ -8,7 +8,8 @@ are denied). For DynamoDB it checks every call against ``*``, so a policy naming
 denies everything; and a transaction is one action to moto where AWS authorizes each item
 (``TransactWriteItems`` needs ``ConditionCheckItem``, ``UpdateItem``... on its table). So
 DynamoDB calls are checked here, item by item, against the table's (or index's) ARN, with
-moto's own policy evaluation. Every denial is recorded, naming the role session (the
+moto's own policy evaluation; a Lambda invoke likewise on the function's ARN (with its
+qualifier), where moto checks ``*``, and a GetQueueUrl on the queue it names. Every denial is recorded, naming the role session (the
 function or task), the action and the resource, so a journey can fail with all three.
 
 moto's switch is process-wide: enforce in a process of its own (``make test-deployed``).
@@ -23,20 +24,44 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from lambdaserve.errors import LambdaServeError
+from lambdaserve.local.lambda_service import function_arn
 from lambdaserve.local.stack_shape import Role
 
-# Managed policies the template's function and task roles attach, and why none of their
-# grants is exercised through the emulator (the rest would be a permission the harness
-# cannot see: refused, so the template cannot grow one unnoticed).
-PLATFORM_POLICIES = {
+# The AWS managed policies the template's function and task roles attach. Those whose
+# grants nothing exercises through the emulator are named with what they grant; the SQS
+# execution role's grants are what an event source mapping polls with, so they are
+# reproduced as AWS documents them. Any other managed policy is refused: its grants would
+# be a permission the harness cannot see.
+_NOT_EXERCISED = {
     "arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole": "CloudWatch Logs",
     "arn:aws:iam::aws:policy/AWSXrayWriteOnlyAccess": "X-Ray segments",
     "arn:aws:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole": "VPC ENIs",
-    "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole": "the ESM's polling",
 }
+_REPRODUCED = {
+    "arn:aws:iam::aws:policy/service-role/AWSLambdaSQSQueueExecutionRole": {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
+                "Resource": "*",
+            }
+        ],
+    }
+}
+PLATFORM_POLICIES = set(_NOT_EXERCISED) | set(_REPRODUCED)
 _TRUST = {"lambda.amazonaws.com", "ecs-tasks.amazonaws.com"}
+# IAM's action where it is not the API operation's name: SQS authorizes a batch call as
+# its single action (AWS's SQS developer guide), Lambda's Invoke is lambda:InvokeFunction
+_IAM_ACTIONS = {
+    "lambda:Invoke": "lambda:InvokeFunction",
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
 _ITEM_ACTIONS = {
     "ConditionCheck": "ConditionCheckItem",
     "Put": "PutItem",
@@ -143,11 +168,19 @@ class Enforcement:
             arn = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))[
                 "Role"
             ]["Arn"]
-        for stale in set(iam.list_role_policies(RoleName=name)["PolicyNames"]) - set(role.policies):
+        policies = dict(role.policies) | {
+            arn.rsplit("/", 1)[1]: document
+            for arn, document in _REPRODUCED.items()
+            if arn in role.managed
+        }
+        for stale in set(iam.list_role_policies(RoleName=name)["PolicyNames"]) - set(policies):
             iam.delete_role_policy(RoleName=name, PolicyName=stale)
-        for policy, document in role.policies.items():
+        for policy, document in policies.items():
+            # SAM writes its inline policies without a Version (AWS then reads them as
+            # 2008-10-17, the same grants without policy variables); moto refuses that
+            versioned = {"Version": "2012-10-17", **document}
             iam.put_role_policy(
-                RoleName=name, PolicyName=policy, PolicyDocument=json.dumps(document)
+                RoleName=name, PolicyName=policy, PolicyDocument=json.dumps(versioned)
             )
         found = self.client("sts").assume_role(RoleArn=arn, RoleSessionName=session[:64])[
             "Credentials"
@@ -159,9 +192,11 @@ class Enforcement:
         """Every call to any emulator of this process checked while inside (moto's switch is
         process-wide); the switch and the patches undone on the way out."""
         from moto import settings
+        from moto.awslambda.responses import LambdaResponse
         from moto.core.authorization import ActionAuthenticatorMixin
         from moto.dynamodb.responses import DynamoHandler
         from moto.iam.access_control import IAMRequestBase
+        from moto.sqs.responses import SQSResponse
 
         saved = settings.INITIAL_NO_AUTH_ACTION_COUNT, ActionAuthenticatorMixin.request_count
         check = IAMRequestBase.check_action_permitted
@@ -169,6 +204,7 @@ class Enforcement:
         enforcement = self
 
         def recorded(request: Any, resource: str) -> None:
+            request._action = _IAM_ACTIONS.get(request._action, request._action)
             try:
                 check(request, resource)
             except Exception:
@@ -198,7 +234,25 @@ class Enforcement:
                 request.check_signature()
                 request.check_action_permitted(arn)
 
+        def invoked_function(handler: Any) -> str:  # moto checks an invoke against "*"
+            name = unquote(handler.path.rsplit("/", 2)[-2]) if "/functions/" in handler.path else ""
+            if not name:
+                return "*"
+            qualifier = handler.querystring.get("Qualifier", [None])[0]
+            return function_arn(handler.region, handler.current_account, name, qualifier)
+
+        queue_of = SQSResponse._determine_resource
+
+        def named_queue(handler: Any) -> str:  # moto reads a QueueUrl only, not GetQueueUrl's
+            name = handler._get_param("QueueName")
+            if name and not handler._get_param("QueueUrl"):
+                found = handler.sqs_backend.queues.get(name)
+                return str(found.queue_arn) if found else "*"
+            return str(queue_of(handler))
+
         settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+        SQSResponse._determine_resource = named_queue
+        LambdaResponse._determine_resource = invoked_function
         IAMRequestBase.check_action_permitted = recorded
         DynamoHandler._authenticate_and_authorize_normal_action = per_item
         try:
@@ -207,6 +261,8 @@ class Enforcement:
             settings.INITIAL_NO_AUTH_ACTION_COUNT, ActionAuthenticatorMixin.request_count = saved
             IAMRequestBase.check_action_permitted = check
             DynamoHandler._authenticate_and_authorize_normal_action = authorize
+            del LambdaResponse._determine_resource
+            SQSResponse._determine_resource = queue_of
 
 
 def dynamodb_authorizations(

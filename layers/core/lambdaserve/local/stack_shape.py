@@ -217,6 +217,12 @@ def _values(
             attributes[(logical, "Arn")] = f"arn:aws:logs:{arn}:log-group:{own}:*"
         elif kind == "AWS::ElasticLoadBalancingV2::LoadBalancer":
             attributes[(logical, "DNSName")] = f"{own}.local"
+    for logical, resource in resources.items():  # a version's or alias's Ref is its ARN
+        properties = resource.get("Properties", {})
+        if resource["Type"] in ("AWS::Lambda::Alias", "AWS::Lambda::Version"):
+            function = refs[properties["FunctionName"]["Ref"]]
+            qualifier = properties.get("Name", "1")
+            refs[logical] = f"arn:aws:lambda:{arn}:function:{function}:{qualifier}"
     refs |= names.refs
     attributes |= names.attributes
     return refs, attributes

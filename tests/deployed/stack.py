@@ -1,0 +1,230 @@
+"""The stack as ``sam deploy`` makes it, run locally: every function started from its shape
+in template.yaml (handler, environment, limits, queue sources) under its own role's
+credentials, against the moto emulator with IAM enforced.
+
+The harness adds only what the deployment itself provides: the emulator's endpoint (for
+AWS's), the role's credentials (what Lambda puts in a function's environment), the region,
+and a ``/tmp`` of each function's own (Lambda's per-environment scratch space: values
+under ``/tmp/`` point into it). It sets no ``LAMBDASERVE_*`` variable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lambdaserve.catalog.store import Catalog
+from lambdaserve.local.emulator import Emulator
+from lambdaserve.local.iam import Credentials, Enforcement
+from lambdaserve.local.lambda_service import FunctionFailed, lambda_invokes
+from lambdaserve.local.resources import LocalResources, ensure_resources
+from lambdaserve.local.stack_shape import (
+    FunctionShape,
+    Names,
+    StackShape,
+    parameter_values,
+    read_shape,
+    transformed,
+)
+from lambdaserve.local.template import load_template
+from lambdaserve.processes.event_pump import EventPump, PumpConfig
+from lambdaserve.settings import Settings, get_settings
+from lambdaserve.wiring.aws import AwsClients
+from tests.lambda_process import LambdaProcess
+from tests.support import free_port
+
+REGION = "us-east-1"
+STACK = "lambdaserve-deployed"
+# the shipped environment each function's source builds (scripts/shipped_envs.py)
+ENVIRONMENTS = {
+    "functions/infer/Dockerfile": "infer",
+    "functions/manage/Dockerfile": "manage",
+    "functions/batcher": "batcher",
+}
+
+
+@dataclass
+class DeployedStack:
+    shape: StackShape
+    enforcement: Enforcement
+    resources: LocalResources
+    clients: AwsClients  # the harness's own (the administrator's), for uploads and checks
+    settings: Settings
+    work: Path
+    variants: Mapping[str, str] = field(default_factory=dict)
+    _started: dict[str, LambdaProcess] = field(default_factory=dict)
+    _credentials: dict[str, Credentials] = field(default_factory=dict)
+    _exits: ExitStack = field(default_factory=ExitStack)
+
+    def function(self, logical: str) -> LambdaProcess:
+        """Function ``logical`` as deployed, started once (kept warm as Lambda keeps it)."""
+        if logical not in self._started:
+            shape = self.shape.function(logical)
+            environment = self.environment_of(shape, self.credentials(logical))
+            name = self.variants.get(logical) or ENVIRONMENTS[shape.source]
+            log = self.work / f"{logical}.log"
+            self._started[logical] = self._exits.enter_context(
+                LambdaProcess(name, log, environment, inherit=False)
+            )
+        return self._started[logical]
+
+    def credentials(self, logical: str) -> Credentials:
+        """Function ``logical``'s role, assumed (what Lambda hands the function, and what
+        its event source mappings poll with)."""
+        if logical not in self._credentials:
+            role = self.shape.function(logical).role
+            self._credentials[logical] = self.enforcement.assume(role, logical)
+        return self._credentials[logical]
+
+    def invoke(self, logical: str, event: dict[str, Any]) -> Any:
+        """``event`` to function ``logical``'s handler (the one the template names)."""
+        handler = self.shape.function(logical).handler.rsplit(".", 1)[-1]
+        return self.function(logical).invoke(handler, event)
+
+    def environment_of(self, shape: FunctionShape, credentials: Credentials) -> dict[str, str]:
+        scratch = self.work / "tmp" / shape.logical
+        scratch.mkdir(parents=True, exist_ok=True)
+        variables = {
+            name: str(scratch) + value.removeprefix("/tmp") if value.startswith("/tmp/") else value
+            for name, value in shape.environment.items()
+        }
+        return {
+            **variables,
+            **credentials.environment(),
+            "AWS_ENDPOINT_URL": self.enforcement.endpoint,
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
+            "AWS_LAMBDA_FUNCTION_NAME": f"{STACK}-{shape.logical}",
+            "AWS_LAMBDA_FUNCTION_TIMEOUT": str(shape.timeout_s),
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(shape.memory_mb),
+            "TMPDIR": str(scratch),
+            # EMF metric lines are CloudWatch's; here they would only bury the logs
+            "POWERTOOLS_METRICS_DISABLED": "true",
+        }
+
+    def pump(self, logical: str, until: Callable[[], bool], timeout_s: float = 240) -> None:
+        """Function ``logical``'s event source mappings, polled as Lambda polls them (batch
+        size and window from the template) until ``until()``."""
+        shape = self.shape.function(logical)
+        assert shape.sources, f"template.yaml maps no queue to {logical}"
+        # the mapping polls with the function's role: its queue permissions count too
+        sqs = self.enforcement.client("sqs", self.credentials(logical))
+        pumps = []
+        for source in shape.sources:
+            queue = self._queue(source.queue)
+            config = PumpConfig(
+                batch_size=source.batch_size,
+                batching_window_s=float(source.window_s),
+                poll_wait_s=1,
+                retry_delay_s=1,
+                function_timeout_s=float(shape.timeout_s),
+            )
+            handler = self.function(logical).handler(shape.handler.rsplit(".", 1)[-1])
+            pumps.append(
+                EventPump(sqs, queue.url, queue.arn, handler, logical, config=config, region=REGION)
+            )
+        deadline = time.monotonic() + timeout_s
+        while not until():
+            assert time.monotonic() < deadline, f"{logical}: not done within {timeout_s} s"
+            for pump in pumps:
+                pump.poll_once()
+            self.assert_no_denials()
+
+    def publish(self, model: str, files: dict[str, bytes], state: str = "READY") -> None:
+        """Upload a version as a user does; the manage function's queue until it is ``state``."""
+        for name, body in files.items():
+            key = f"models/{model}/{name}"
+            self.clients.s3.put_object(Bucket=self.settings.bucket, Key=key, Body=body)
+        catalog = Catalog(self.clients.dynamodb, self.settings.table)
+
+        def reached() -> bool:
+            versions = catalog.versions(model)
+            return bool(versions) and versions[0].state == state
+
+        self.pump("ManageEventsFunction", reached)
+
+    def route(self, name: str, qualifier: str | None, payload: bytes) -> bytes:
+        """A Lambda invoke of one of the stack's functions (by name or ARN, any qualifier:
+        the alias runs the code as deployed here), answered by that function."""
+        function = name.rsplit(":function:", 1)[-1].split(":", 1)[0]
+        logical = function.removeprefix(f"{STACK}-")
+        if logical not in self.shape.functions:
+            raise FunctionFailed(f"no function {name} in the deployed stack")
+        try:
+            return json.dumps(self.invoke(logical, json.loads(payload or b"{}"))).encode()
+        except AssertionError as error:  # the handler raised (LambdaProcess says so)
+            raise FunctionFailed(str(error)[-2000:]) from error
+
+    def assert_no_denials(self) -> None:
+        denials = self.enforcement.denials
+        assert not denials, "IAM denied what a journey needs:\n" + "\n".join(map(str, denials))
+
+    def _queue(self, logical: str) -> Any:
+        pairs = {
+            "RepositoryEventsQueue": self.resources.repository_events,
+            "RequestsQueue": self.resources.requests,
+        }
+        assert logical in pairs, f"the local stack has no queue {logical}"
+        return pairs[logical]
+
+
+@contextmanager
+def deployed(
+    work: Path, parameters: Mapping[str, str] | None = None, **variants: str
+) -> Iterator[DeployedStack]:
+    """The emulator, the stack's resources, and its functions' shapes for ``parameters``
+    (the template's defaults where not given), IAM enforced throughout."""
+    saved = dict(os.environ)
+    emulator = Emulator("127.0.0.1", free_port()).start()
+    try:
+        bootstrap = Credentials("bootstrap", "bootstrap")
+        enforcement = Enforcement(emulator.endpoint, REGION, bootstrap)
+        os.environ.update(enforcement.admin.environment())
+        os.environ.update(
+            AWS_ENDPOINT_URL=emulator.endpoint, AWS_REGION=REGION, AWS_DEFAULT_REGION=REGION
+        )
+        for name in [k for k in os.environ if k.startswith("LAMBDASERVE_")]:
+            del os.environ[name]  # the harness's own settings: the contract's local names
+        get_settings.cache_clear()
+        settings = get_settings()
+        clients = AwsClients(settings)
+        resources = ensure_resources(clients, settings)
+        template = load_template()
+        shape = read_shape(
+            transformed(template, REGION),
+            parameter_values(template, parameters or {}),
+            _names(settings, resources),
+        )
+        stack = DeployedStack(shape, enforcement, resources, clients, settings, work, variants)
+        with enforcement.enforced(), lambda_invokes(stack.route), stack._exits:
+            yield stack
+            stack.assert_no_denials()
+    finally:
+        emulator.stop()
+        os.environ.clear()
+        os.environ.update(saved)
+        get_settings.cache_clear()
+
+
+def _names(settings: Settings, resources: LocalResources) -> Names:
+    account = resources.requests.arn.split(":")[4]
+    refs = {
+        "ModelBucket": settings.bucket,
+        "CatalogTable": settings.table,
+        "RepositoryEventsQueue": resources.repository_events.url,
+        "RequestsQueue": resources.requests.url,
+    }
+    attributes = {}
+    for logical, pair in (
+        ("RepositoryEventsQueue", resources.repository_events),
+        ("RequestsQueue", resources.requests),
+    ):
+        attributes[(logical, "QueueName")] = pair.arn.rsplit(":", 1)[1]
+        attributes[(logical, "Arn")] = pair.arn
+    return Names(STACK, REGION, account, refs, attributes)

@@ -1,0 +1,76 @@
+"""The journeys through the stack as template.yaml deploys it, each function under its role."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from lambdaserve.local.http_api_event import http_api_event
+from tests import builders
+from tests.deployed.stack import DeployedStack, deployed
+
+EVENTS = Path(__file__).parents[1] / "events"
+MLP = builders.onnx_mlp(4, 3)
+ROWS = [[0.1, 0.2, 0.3, 0.4], [1, 2, 3, 4]]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedStack]:
+    # Given the stack with the template's defaults, an ONNX model published through it
+    with deployed(tmp_path_factory.mktemp("deployed")) as running:
+        running.publish("mlp", {"1/model.onnx": MLP})
+        yield running
+
+
+def expected(rows: list[list[float]]) -> np.ndarray:
+    return ort.InferenceSession(MLP).run(None, {"INPUT__0": np.array(rows, np.float32)})[0]
+
+
+def sample(name: str) -> dict[str, Any]:
+    return dict(json.loads((EVENTS / name).read_text()))
+
+
+def test_v2_infer_and_predictions_answer_through_the_infer_function(stack: DeployedStack):
+    # When API Gateway's v2 infer and TorchServe's /predictions events reach the infer function
+    v2 = stack.invoke("InferFunction", sample("apigw_v2_infer_json.json"))
+    predictions = stack.invoke("InferFunction", sample("apigw_v2_predictions.json"))
+    # Then each answers the model's outputs
+    assert v2["statusCode"] == 200, v2
+    [output] = json.loads(v2["body"])["outputs"]
+    np.testing.assert_allclose(output["data"], expected(ROWS).ravel(), rtol=1e-5)
+    assert predictions["statusCode"] == 200, predictions
+    np.testing.assert_allclose(json.loads(predictions["body"]), expected(ROWS[:1])[0], rtol=1e-5)
+
+
+def test_tf_serving_rest_answers_through_the_infer_function(stack: DeployedStack):
+    # When TF Serving's REST predict reaches the infer function
+    body = json.dumps({"instances": ROWS}).encode()
+    answer = stack.invoke("InferFunction", http_api_event("POST", "/v1/models/mlp:predict", body))
+    # Then it answers TF Serving's predictions
+    assert answer["statusCode"] == 200, answer
+    np.testing.assert_allclose(json.loads(answer["body"])["predictions"], expected(ROWS), rtol=1e-5)
+
+
+def test_respond_async_goes_through_the_queue_to_the_batcher(stack: DeployedStack):
+    # Given a v2 request sent with Prefer: respond-async
+    body = sample("apigw_v2_infer_json.json")["body"].encode()
+    event = http_api_event("POST", "/v2/models/mlp/infer", body)
+    event["headers"]["prefer"] = "respond-async"
+    accepted = stack.invoke("InferFunction", event)
+    assert accepted["statusCode"] == 202, accepted
+    status = http_api_event("GET", json.loads(accepted["body"])["status_url"], b"")
+
+    # When the requests queue's mapping feeds the batcher function
+    def answered() -> bool:
+        return bool(stack.invoke("InferFunction", status)["statusCode"] == 200)
+
+    stack.pump("BatcherFunction", answered)
+    # Then the status URL answers the outputs
+    [output] = json.loads(stack.invoke("InferFunction", status)["body"])["outputs"]
+    np.testing.assert_allclose(output["data"], expected(ROWS).ravel(), rtol=1e-5)
