@@ -232,7 +232,49 @@ def test_a_rooms_docstring_names_exactly_its_modules(room: str):
     # When the quoted names that are not other rooms (or the package's own modules) are taken
     named = {n for n in quoted if n in own or n not in {*ROOMS, *TOP_MODULES, "lambdaserve"}}
     # Then they are exactly the room's modules
-    assert named == own, (
-        f"{room}/__init__.py names modules it does not have: {sorted(named - own)}; "
-        f"leaves out modules it has: {sorted(own - named)}"
-    )
+    stale = [f"names modules it does not have: {sorted(named - own)}"] if named - own else []
+    stale += [f"leaves out modules it has: {sorted(own - named)}"] if own - named else []
+    assert not stale, f"{room}/__init__.py " + "; ".join(stale)
+
+
+# --- each room's __init__ docstring: the rooms it imports ----------------------------------
+
+# "Imports ...", "It imports ...", "...: imports only ..." up to the sentence's end or a ";"
+IMPORTS = re.compile(r"(?:^|[.;:]\s+|\bIt\s+)[Ii]mports\s(.*?)(?:;|\.\s|\.$)", re.S)
+# a sentence that names some rooms and then "and below" / "the domain rooms" claims no more
+OPEN_ENDED = ("below", "every other", "domain rooms")
+
+
+def _imported_rooms(room: str) -> set[str]:
+    """The other rooms (and top-level modules) a room's modules import, lazy imports too."""
+    found: set[str] = set()
+    for path in (PACKAGE / room).rglob("*.py"):
+        if "protos" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            found |= {n.split(".")[1] for n in names if n.startswith("lambdaserve.")}
+    return found & {*ROOMS, *TOP_MODULES} - {room}
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_a_rooms_docstring_names_the_rooms_it_imports(room: str):
+    # Given the sentence of the room's docstring that says what it imports
+    docstring = ast.get_docstring(ast.parse((PACKAGE / room / "__init__.py").read_text())) or ""
+    sentence = IMPORTS.search(docstring)
+    if sentence is None:
+        pytest.skip(f"{room}/__init__.py says nothing of its imports")
+    words = set(re.findall(r"\w+", sentence.group(1)))
+    named = words & {*ROOMS, *TOP_MODULES}
+    # When the room's modules' imports are read
+    imported = _imported_rooms(room)
+    # Then the sentence names no room the room does not import, and, unless it ends "and
+    # below", every room it does
+    assert named <= imported, f"{room}/__init__.py: imports nothing of {sorted(named - imported)}"
+    if not any(phrase in sentence.group(1) for phrase in OPEN_ENDED):
+        assert imported <= named, f"{room}/__init__.py: also imports {sorted(imported - named)}"
