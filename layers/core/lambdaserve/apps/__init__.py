@@ -1,6 +1,12 @@
-"""Routes and servicers over the data plane: the inference API (v2, TorchServe, TF Serving,
-Paddle routes), the one v2 infer door every transport calls (``v2_calls``), the management
-API, metrics routes, OpenAPI, and the gRPC servicers (``grpc``).
+"""Routes and servicers over the data plane: the inference API (``inference``: v2 with
+Triton's extensions; ``predictions``: TorchServe's; ``tfserving``; ``paddle_pipeline``;
+``generate``: Triton's generate; ``workflows``; ``triton_extras``: shared memory, logging,
+trace; ``one_url``: the repository extension on the inference port), the one v2 infer door
+every transport calls (``v2_calls``), the management API (``management``,
+``torchserve_management``, ``worker_scaling``), metrics routes (``metrics_route``), OpenAPI
+(``openapi``, ``openapi_parameters``, ``docs_page``), request and answer helpers
+(``json_body``, ``response_limit``, ``errors``: the exception handlers), and the gRPC
+servicers (``grpc``).
 
 Imports the domain rooms (``serving``, ``queued``, ``publishing``, ``batching``, ``metrics``,
 ``protocol``) and below; never ``handlers``, ``wiring``, ``processes`` or ``local``.

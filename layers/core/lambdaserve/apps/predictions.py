@@ -35,7 +35,7 @@ def install_predictions(
         model_text: str, version_text: str | None, body: bytes, headers: dict[str, str]
     ) -> Response:
         """One prediction; ``headers`` with lower-case names. The app's route and the front
-        door (``apps.front_door``) both answer through it."""
+        door (``processes.asgi.front_door``) both answer through it."""
         model = check_model_name(model_text)
         # TorchServe's string versions ("1.0") are version labels here
         number = await number_of(model, version_text)

@@ -3,5 +3,5 @@ repository (``repository``), the version policy that decides which versions serv
 their states (``version_policy``), and model configs as the catalog keeps them
 (``configs``).
 
-Imports ``config``, ``tensors`` and ``errors``.
+Imports ``config``, ``protocol`` (what names and versions may be) and ``errors``.
 """

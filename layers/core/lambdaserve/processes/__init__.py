@@ -1,8 +1,10 @@
-"""The long-running processes of ECS tasks: ``lambdaserve serve`` (``serve``) and
-``lambdaserve worker`` (``worker``); the SQS event pump with Lambda's event source mapping
-semantics (``event_pump``), background uvicorn servers (``background``), text logs, and the
-ASGI middlewares only these servers use (``asgi``: front door, slow clients, access log,
-lifespan, TorchServe's metrics API).
+"""The long-running processes of ECS tasks: ``lambdaserve serve`` (``serve``, its banner
+``serve_banner``, its garbage collector ``gc_tuning``, its drain on SIGTERM ``drain``; with
+``--workers N``: ``supervisor``, ``serve_worker``, what they agree on ``worker_contract`` and
+share ``siblings``) and ``lambdaserve worker`` (``worker``); the SQS event pump with Lambda's
+event source mapping semantics (``event_pump``), background uvicorn servers
+(``background``), text logs (``logs``), and the ASGI middlewares only these servers use
+(``asgi``: front door, slow clients, access log, lifespan, TorchServe's metrics API).
 
 Takes its objects from the composition root (``wiring.process``); never imports ``handlers``
 (``make lint`` checks).

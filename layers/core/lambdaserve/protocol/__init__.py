@@ -1,7 +1,9 @@
-"""Wire protocols as codecs: KServe v2 / Open Inference Protocol (with Triton's binary
-extension), TorchServe's predictions, TF Serving's REST, Paddle's pipeline, and every peer's
-gRPC messages (``grpc``); body limits, content encodings, what names, versions and labels may
-be (``names``), and the one map from domain errors to HTTP status (``http_status``;
+"""Wire protocols as codecs: KServe v2 / Open Inference Protocol (``v2``, with Triton's
+binary extension; ``raw_binary``; ``generate``), TorchServe's predictions (``torchserve``,
+``torchserve_errors``), TF Serving's REST (``tfserving``), Paddle's pipeline
+(``paddle_pipeline``), and every peer's gRPC messages (``grpc``); body limits (``limits``),
+content encodings (``content_encoding``), what names, versions and labels may be
+(``names``), and the one map from domain errors to HTTP status (``http_status``;
 ``grpc.status`` for gRPC).
 
 No framework and no domain calls here: bytes, headers, documents and messages in,

@@ -1,11 +1,18 @@
 """Serving a model version: resolve it from the catalog (``version_resolver``), load it
-through the artifact cache (``cache``, ``loading``, ``reshaped_model``), warm it up, bind
-requests to its signature, run batches (``batch_runs``), classification, and the
-``ModelServer`` that holds loaded versions (``model_server``); preload and prefetch; the
-dynamic batcher wired to a server (``server_batcher``); TorchServe raw-body predictions; the
-data plane every door talks to (``data_plane``); a version's Python environment, fetched
-with its files and unpacked for the processes that run its code (``environments``).
+through the artifact cache (``cache``, ``loading``, ``reshaped_model``), warm it up
+(``warmup``), bind requests to its signature (``binding``), run batches (``batch_runs``),
+classification (``classification``), every response of a decoupled model (``streaming``),
+and the ``ModelServer`` that holds loaded versions (``model_server``, ``loaded_versions``);
+preload and prefetch (``preload``, ``prefetch``, ``progress``); a version with code loaded
+before READY (``load_check``); the dynamic batcher wired to a server (``server_batcher``);
+TorchServe raw-body predictions (``raw_predictions``); the data plane every door talks to
+(``data_plane``) and a server's readiness (``readiness``); Triton's response cache
+(``response_cache``, ``response_tiers``, ``response_codec``, ``response_cache_setup``);
+the loaded versions' worker pools (``worker_board``); a version's Python environment,
+fetched with its files and unpacked for the processes that run its code
+(``environments``).
 
-Imports ``batching``, ``catalog``, ``runtimes``, ``config``, ``protocol``, ``metrics``,
-``tensors``; nothing about HTTP, Lambda or queues.
+Imports ``batching``, ``catalog``, ``runtimes``, ``workers``, ``config``, ``protocol``,
+``metrics``, ``tensors``, ``settings`` (the response cache's) and ``errors``; nothing about
+HTTP, Lambda or queues.
 """

@@ -1,7 +1,9 @@
 """Resolve a version, load it through the cache, warm it up, execute requests.
 
 The warm path reads nothing remote: the catalog view is cached for a short TTL and
-loaded models stay in a module-scope LRU across invocations.
+loaded versions stay in the server's ``LoadedVersions`` (``serving.loaded_versions``: an LRU
+bounded by count and bytes, scaled versions pinned) across invocations; the process keeps
+one ``ModelServer``, built by its composition root.
 """
 
 from __future__ import annotations

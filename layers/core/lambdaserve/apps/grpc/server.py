@@ -124,7 +124,7 @@ def _add_peer_services(
 class GrpcRunner:
     """The gRPC server of one process: ``start`` binds and starts it (a port in use fails,
     saying how to choose another); ``stop`` stops taking calls and gives in-flight ones
-    ``grace_s`` to finish. Both are lifespan steps (``apps.lifespan``)."""
+    ``grace_s`` to finish. Both are lifespan steps (``processes.asgi.lifespan``)."""
 
     def __init__(self, plane: Callable[[], InferenceDataPlane], options: GrpcOptions) -> None:
         self._plane = plane

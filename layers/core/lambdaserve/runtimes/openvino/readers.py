@@ -1,8 +1,8 @@
 """How OpenVINO reads each model format lambdaserve gives it: one reader per model file.
 
 A new format is one more entry in READERS (the model file, as the version directory holds
-it), its file in ``runtimes.MODEL_FILES`` and, when Triton names it, its platform or backend
-in ``config.checks``. Readers raise ModelRejected saying what to fix in the user's files.
+it), its file in ``config.model_files.MODEL_FILES`` and, when Triton names it, its platform
+or backend in ``config.checks``. Readers raise ModelRejected saying what to fix in the user's files.
 """
 
 from __future__ import annotations
