@@ -10,7 +10,8 @@ import pytest
 from botocore.exceptions import ClientError
 
 from lambdaserve.local.emulator import Emulator, free_port
-from lambdaserve.local.iam import Credentials, Enforcement, dynamodb_authorizations
+from lambdaserve.local.iam import Credentials, Enforcement
+from lambdaserve.local.moto_authorization import dynamodb_authorizations
 from lambdaserve.local.stack_shape import Role
 
 REGION = "us-east-1"

@@ -3,7 +3,10 @@ banner ``dev_banner``): the AWS emulator (``emulator``), resources from the temp
 (``template``, ``resources``), the repository mirror (``mirror``) and the catalog's facts
 kept across restarts (``catalog_state``), API Gateway events from local HTTP
 (``http_api_event``), the deployed synchronous path of ``--server-mode`` (``deployed_api``)
-and the demo model (``demo``).
+the demo model (``demo``), and the stack as deployed: each function's and task's shape
+from template.yaml (``stack_shape``), IAM enforced in the emulator (``iam``,
+``moto_authorization``) and Lambda's Invoke answered by the stack's functions
+(``lambda_service``).
 
 The top room under the CLI: it may import every other.
 """

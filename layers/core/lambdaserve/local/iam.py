@@ -1,16 +1,10 @@
 """IAM as deployed, in the embedded emulator: each function and task under its own role.
 
 A missing permission shows up only in AWS unless every call the stack makes is checked
-against the role it runs under. moto checks signed calls against the caller's policies once
-its "initial no-auth" allowance is spent, and for S3 and SQS it resolves the resource ARN
-(measured on moto 5.2.5: a GetObject outside ``models/*`` and a SendMessage to another queue
-are denied). For DynamoDB it checks every call against ``*``, so a policy naming the table
-denies everything; and a transaction is one action to moto where AWS authorizes each item
-(``TransactWriteItems`` needs ``ConditionCheckItem``, ``UpdateItem``... on its table). So
-DynamoDB calls are checked here, item by item, against the table's (or index's) ARN, with
-moto's own policy evaluation; a Lambda invoke likewise on the function's ARN (with its
-qualifier), where moto checks ``*``, and a GetQueueUrl on the queue it names. Every denial is recorded, naming the role session (the
-function or task), the action and the resource, so a journey can fail with all three.
+against the role it runs under: here each function or task gets its role (the template's
+inline policies, resolved) and that role's credentials, and every call is authorized as
+AWS would (``local.moto_authorization``), each denial recorded with the role session (the
+function or task), the action and the resource, so a journey can fail naming all three.
 
 moto's switch is process-wide: enforce in a process of its own (``make test-deployed``).
 """
@@ -20,14 +14,13 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
 from lambdaserve.errors import LambdaServeError
-from lambdaserve.local.lambda_service import function_arn
+from lambdaserve.local.moto_authorization import Denial, aws_authorization
 from lambdaserve.local.stack_shape import Role
 
 # The AWS managed policies the template's function and task roles attach. Those whose
@@ -54,21 +47,6 @@ _REPRODUCED = {
 }
 PLATFORM_POLICIES = set(_NOT_EXERCISED) | set(_REPRODUCED)
 _TRUST = {"lambda.amazonaws.com", "ecs-tasks.amazonaws.com"}
-# IAM's action where it is not the API operation's name: SQS authorizes a batch call as
-# its single action (AWS's SQS developer guide), Lambda's Invoke is lambda:InvokeFunction
-_IAM_ACTIONS = {
-    "lambda:Invoke": "lambda:InvokeFunction",
-    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
-    "sqs:SendMessageBatch": "sqs:SendMessage",
-    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
-}
-_ITEM_ACTIONS = {
-    "ConditionCheck": "ConditionCheckItem",
-    "Put": "PutItem",
-    "Update": "UpdateItem",
-    "Delete": "DeleteItem",
-    "Get": "GetItem",
-}
 
 
 class IamSetupError(LambdaServeError):
@@ -85,16 +63,6 @@ class Credentials:
         """What a Lambda function or ECS task finds in its environment."""
         found = {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key}
         return found | ({"AWS_SESSION_TOKEN": self.session_token} if self.session_token else {})
-
-
-@dataclass(frozen=True)
-class Denial:
-    principal: str  # the role session's ARN: it names the function or task
-    action: str
-    resource: str
-
-    def __str__(self) -> str:
-        return f"{self.principal} was denied {self.action} on {self.resource}"
 
 
 class Enforcement:
@@ -190,105 +158,14 @@ class Enforcement:
     @contextmanager
     def enforced(self) -> Iterator[Enforcement]:
         """Every call to any emulator of this process checked while inside (moto's switch is
-        process-wide); the switch and the patches undone on the way out."""
-        from moto import settings
-        from moto.awslambda.responses import LambdaResponse
-        from moto.core.authorization import ActionAuthenticatorMixin
-        from moto.dynamodb.responses import DynamoHandler
-        from moto.iam.access_control import IAMRequestBase
-        from moto.sqs.responses import SQSResponse
+        process-wide); undone on the way out."""
 
-        saved = settings.INITIAL_NO_AUTH_ACTION_COUNT, ActionAuthenticatorMixin.request_count
-        check = IAMRequestBase.check_action_permitted
-        authorize = DynamoHandler._authenticate_and_authorize_normal_action
-        enforcement = self
+        def record(denial: Denial) -> None:
+            with self._lock:
+                self.denials.append(denial)
 
-        def recorded(request: Any, resource: str) -> None:
-            request._action = _IAM_ACTIONS.get(request._action, request._action)
-            try:
-                check(request, resource)
-            except Exception:
-                principal = str(getattr(request._access_key, "arn", "?"))
-                with enforcement._lock:
-                    enforcement.denials.append(Denial(principal, request._action, resource))
-                raise
-
-        def per_item(handler: Any, resource: str = "*") -> None:
-            from moto.iam.access_control import IAMRequest
-
-            target = str(handler.headers.get("X-Amz-Target", ""))
-            operation = target.rsplit(".", 1)[-1]
-            raw = handler.body  # moto has parsed DynamoDB's JSON already, or not yet
-            body = raw if isinstance(raw, dict) else json.loads(raw or "{}")
-            table = f"arn:aws:dynamodb:{handler.region}:{handler.current_account}:table/"
-            for action, arn in dynamodb_authorizations(operation, body, table):
-                request = IAMRequest(
-                    account_id=handler.current_account,
-                    method=handler.method,
-                    path=handler.raw_path,
-                    data=handler.data,
-                    body=handler.raw_body,
-                    headers=handler.headers,
-                    action=action,
-                )
-                request.check_signature()
-                request.check_action_permitted(arn)
-
-        def invoked_function(handler: Any) -> str:  # moto checks an invoke against "*"
-            name = unquote(handler.path.rsplit("/", 2)[-2]) if "/functions/" in handler.path else ""
-            if not name:
-                return "*"
-            qualifier = handler.querystring.get("Qualifier", [None])[0]
-            return function_arn(handler.region, handler.current_account, name, qualifier)
-
-        queue_of = SQSResponse._determine_resource
-
-        def named_queue(handler: Any) -> str:  # moto reads a QueueUrl only, not GetQueueUrl's
-            name = handler._get_param("QueueName")
-            if name and not handler._get_param("QueueUrl"):
-                found = handler.sqs_backend.queues.get(name)
-                return str(found.queue_arn) if found else "*"
-            return str(queue_of(handler))
-
-        settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
-        SQSResponse._determine_resource = named_queue
-        LambdaResponse._determine_resource = invoked_function
-        IAMRequestBase.check_action_permitted = recorded
-        DynamoHandler._authenticate_and_authorize_normal_action = per_item
-        try:
+        with aws_authorization(record):
             yield self
-        finally:
-            settings.INITIAL_NO_AUTH_ACTION_COUNT, ActionAuthenticatorMixin.request_count = saved
-            IAMRequestBase.check_action_permitted = check
-            DynamoHandler._authenticate_and_authorize_normal_action = authorize
-            del LambdaResponse._determine_resource
-            SQSResponse._determine_resource = queue_of
-
-
-def dynamodb_authorizations(
-    operation: str, body: Mapping[str, Any], table_arn_prefix: str
-) -> list[tuple[str, str]]:
-    """The (action, resource ARN) pairs AWS authorizes for one DynamoDB call.
-
-    A transaction is authorized item by item (each item's own action on its table), a
-    batch as the batch action on each table it names, a query or scan of an index on the
-    index's ARN, anything else on the table it names (or ``*`` when it names none).
-    """
-
-    def arn(table: str, index: str | None = None) -> str:
-        return table_arn_prefix + table + (f"/index/{index}" if index else "")
-
-    if operation in ("TransactWriteItems", "TransactGetItems"):
-        return [
-            (_ITEM_ACTIONS[kind], arn(spec["TableName"]))
-            for item in body.get("TransactItems", [])
-            for kind, spec in item.items()
-        ]
-    if operation in ("BatchWriteItem", "BatchGetItem"):
-        return [(operation, arn(table)) for table in body.get("RequestItems", {})]
-    if "TableName" in body:
-        return [(operation, arn(body["TableName"], body.get("IndexName")))]
-    return [(operation, "*")]
 
 
 def _allow_all() -> dict[str, Any]:

@@ -1,0 +1,154 @@
+"""Where moto's IAM checks differ from AWS's, made to match, and every denial recorded.
+
+moto checks a signed call against the caller's policies once its "initial no-auth"
+allowance is spent, and for S3 and SQS it resolves the resource ARN (measured on moto
+5.2.5: a GetObject outside ``models/*`` and a SendMessage to another queue are denied).
+Elsewhere it differs from AWS, which this module corrects while ``aws_authorization()``
+is entered:
+- DynamoDB: moto checks every call against ``*`` (a policy naming the table denies it) and
+  a transaction as one action, where AWS authorizes each item (``TransactWriteItems`` needs
+  ``ConditionCheckItem``, ``UpdateItem``... on its table): checked here item by item on the
+  table's (or index's) ARN, with moto's own policy evaluation;
+- Lambda: an Invoke is checked against ``*`` and named ``lambda:Invoke``: here
+  ``lambda:InvokeFunction`` on the function's ARN, with its qualifier;
+- SQS: a GetQueueUrl is checked against ``*``, and a batch call as its own action: here on
+  the queue it names, and as its single action (as AWS's SQS guide says).
+
+The switch and the patches are process-wide: enforce in a process of its own.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+from unittest import mock
+from urllib.parse import unquote
+
+from lambdaserve.local.lambda_service import function_arn
+
+# IAM's action where it is not the API operation's name: SQS authorizes a batch call as
+# its single action (AWS's SQS developer guide), Lambda's Invoke is lambda:InvokeFunction
+_IAM_ACTIONS = {
+    "lambda:Invoke": "lambda:InvokeFunction",
+    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs:SendMessageBatch": "sqs:SendMessage",
+    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+}
+_ITEM_ACTIONS = {
+    "ConditionCheck": "ConditionCheckItem",
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "Get": "GetItem",
+}
+
+
+@dataclass(frozen=True)
+class Denial:
+    principal: str  # the caller's ARN: an assumed role's names its session (the function)
+    action: str
+    resource: str
+
+    def __str__(self) -> str:
+        return f"{self.principal} was denied {self.action} on {self.resource}"
+
+
+@contextmanager
+def aws_authorization(record: Callable[[Denial], None]) -> Iterator[None]:
+    """Every call to any moto server of this process authorized as AWS would, each denial
+    passed to ``record`` (and answered 403) while inside."""
+    from moto import settings
+    from moto.awslambda.responses import LambdaResponse
+    from moto.core.authorization import ActionAuthenticatorMixin
+    from moto.dynamodb.responses import DynamoHandler
+    from moto.iam.access_control import IAMRequestBase
+    from moto.sqs.responses import SQSResponse
+
+    check = IAMRequestBase.check_action_permitted
+    queue_of = SQSResponse._determine_resource
+
+    def recorded(request: Any, resource: str) -> None:
+        request._action = _IAM_ACTIONS.get(request._action, request._action)
+        try:
+            check(request, resource)
+        except Exception:
+            record(Denial(str(getattr(request._access_key, "arn", "?")), request._action, resource))
+            raise
+
+    def named_queue(handler: Any) -> str:
+        name = handler._get_param("QueueName")
+        if name and not handler._get_param("QueueUrl"):
+            found = handler.sqs_backend.queues.get(name)
+            return str(found.queue_arn) if found else "*"
+        return str(queue_of(handler))
+
+    with ExitStack() as patches:
+        patches.enter_context(mock.patch.object(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0))
+        patches.enter_context(mock.patch.object(ActionAuthenticatorMixin, "request_count", 0))
+        patches.enter_context(mock.patch.object(IAMRequestBase, "check_action_permitted", recorded))
+        patches.enter_context(mock.patch.object(SQSResponse, "_determine_resource", named_queue))
+        patches.enter_context(
+            mock.patch.object(LambdaResponse, "_determine_resource", _invoked, create=True)
+        )
+        patches.enter_context(
+            mock.patch.object(DynamoHandler, "_authenticate_and_authorize_normal_action", _per_item)
+        )
+        yield
+
+
+def _invoked(handler: Any) -> str:
+    name = unquote(handler.path.rsplit("/", 2)[-2]) if "/functions/" in handler.path else ""
+    if not name:
+        return "*"
+    qualifier = handler.querystring.get("Qualifier", [None])[0]
+    return function_arn(handler.region, handler.current_account, name, qualifier)
+
+
+def _per_item(handler: Any, resource: str = "*") -> None:
+    from moto.iam.access_control import IAMRequest
+
+    operation = str(handler.headers.get("X-Amz-Target", "")).rsplit(".", 1)[-1]
+    raw = handler.body  # moto has parsed DynamoDB's JSON already, or not yet
+    body = raw if isinstance(raw, dict) else json.loads(raw or "{}")
+    table = f"arn:aws:dynamodb:{handler.region}:{handler.current_account}:table/"
+    for action, arn in dynamodb_authorizations(operation, body, table):
+        request = IAMRequest(
+            account_id=handler.current_account,
+            method=handler.method,
+            path=handler.raw_path,
+            data=handler.data,
+            body=handler.raw_body,
+            headers=handler.headers,
+            action=action,
+        )
+        request.check_signature()
+        request.check_action_permitted(arn)
+
+
+def dynamodb_authorizations(
+    operation: str, body: Mapping[str, Any], table_arn_prefix: str
+) -> list[tuple[str, str]]:
+    """The (action, resource ARN) pairs AWS authorizes for one DynamoDB call.
+
+    A transaction is authorized item by item (each item's own action on its table), a
+    batch as the batch action on each table it names, a query or scan of an index on the
+    index's ARN, anything else on the table it names (or ``*`` when it names none).
+    """
+
+    def arn(table: str, index: str | None = None) -> str:
+        return table_arn_prefix + table + (f"/index/{index}" if index else "")
+
+    if operation in ("TransactWriteItems", "TransactGetItems"):
+        return [
+            (_ITEM_ACTIONS[kind], arn(spec["TableName"]))
+            for item in body.get("TransactItems", [])
+            for kind, spec in item.items()
+        ]
+    if operation in ("BatchWriteItem", "BatchGetItem"):
+        return [(operation, arn(table)) for table in body.get("RequestItems", {})]
+    if "TableName" in body:
+        return [(operation, arn(body["TableName"], body.get("IndexName")))]
+    return [(operation, "*")]
