@@ -85,13 +85,21 @@ install-redis:
 	  || { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q redis-server >/dev/null; }; } \
 	  || echo "make: could not install redis-server (apt-get install -y redis-server): the response cache's tests will fail saying so"
 
-# Two pytest processes: the tests marked own_process load paddle's native library, which
+# Three pytest processes. The tests marked own_process load paddle's native library, which
 # crashed the one shared process (SIGSEGV/SIGABRT inside libpaddle's first load, after
-# hundreds of tests and a dozen other runtimes loaded; never in a process of its own). Exit 5
-# (none collected, e.g. ARGS names one file) is no failure for the second.
+# hundreds of tests and a dozen other runtimes loaded; never in a process of its own); the
+# deployed journeys switch moto's IAM checks on, process-wide (test-deployed, below). Exit 5
+# (none collected, e.g. ARGS names one file) is no failure for the second and third.
 test: install-test install-redis ## install what the tests need and run every test
-	$(BIN)/pytest -m "not own_process" $(ARGS)
+	$(BIN)/pytest -m "not own_process and not deployed" $(ARGS)
 	$(BIN)/pytest -m own_process $(ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -m deployed $(ARGS) || [ $$? -eq 5 ]
+
+# The journeys through the stack as template.yaml deploys it: each function started from its
+# shape in the template (handler, environment, queue sources) under its own role, IAM
+# enforced in the emulator. moto's IAM switch is process-wide: a pytest process of its own.
+test-deployed: install-test install-redis ## the journeys through the stack as template.yaml deploys it, IAM enforced
+	$(BIN)/pytest -m deployed tests/deployed $(ARGS)
 
 # The integration tests against LocalStack: LOCALSTACK_ENDPOINT when given, else a LocalStack
 # started on this host without Docker (scripts/localstack.sh), stopped afterwards. By default
