@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.local.emulator import Emulator
@@ -36,7 +40,7 @@ from lambdaserve.local.template import load_template
 from lambdaserve.processes.event_pump import EventPump, PumpConfig
 from lambdaserve.settings import Settings, get_settings
 from lambdaserve.wiring.aws import AwsClients
-from tests.lambda_process import LambdaProcess
+from tests.lambda_process import LambdaProcess, base_environment
 from tests.support import free_port
 
 REGION = "us-east-1"
@@ -47,6 +51,18 @@ ENVIRONMENTS = {
     "functions/manage/Dockerfile": "manage",
     "functions/batcher": "batcher",
 }
+
+
+RESOURCE_NAMES = {
+    "LAMBDASERVE_BUCKET": "models",
+    "LAMBDASERVE_TABLE": "catalog",
+    "LAMBDASERVE_REPOSITORY_EVENTS_QUEUE": "repository-events",
+    "LAMBDASERVE_REQUESTS_QUEUE": "requests",
+}
+# What a container's port is published as here (Docker's -p): each flag's value is the
+# container's port, and the load balancer's name points at the HTTP one
+PORT_FLAGS = ("--port", "--grpc-port", "--management-port", "--metrics-port")
+LOAD_BALANCED_PORT = 8000  # template.yaml's ServerModeHttpTargets forward to it
 
 
 @dataclass
@@ -60,6 +76,7 @@ class DeployedStack:
     variants: Mapping[str, str] = field(default_factory=dict)
     _started: dict[str, LambdaProcess] = field(default_factory=dict)
     _credentials: dict[str, Credentials] = field(default_factory=dict)
+    ports: dict[int, int] = field(default_factory=dict)  # container port -> this host's
     _exits: ExitStack = field(default_factory=ExitStack)
 
     def function(self, logical: str) -> LambdaProcess:
@@ -75,12 +92,55 @@ class DeployedStack:
         return self._started[logical]
 
     def credentials(self, logical: str) -> Credentials:
-        """Function ``logical``'s role, assumed (what Lambda hands the function, and what
-        its event source mappings poll with)."""
+        """Function or task ``logical``'s role, assumed (what Lambda or ECS hands it, and
+        what a function's event source mappings poll with)."""
         if logical not in self._credentials:
-            role = self.shape.function(logical).role
+            if logical in self.shape.functions:
+                role = self.shape.function(logical).role
+            else:
+                role = self.shape.task(logical).role
             self._credentials[logical] = self.enforcement.assume(role, logical)
         return self._credentials[logical]
+
+    def task(self, logical: str, ready_path: str = "/v2/health/ready") -> subprocess.Popen[bytes]:
+        """Task ``logical``'s container, started from its command under its task role, its
+        ports published on free ports of this host (``ports``), once it answers ready."""
+        shape = self.shape.task(logical)
+        command = list(shape.command)
+        assert command[:1] == ["lambdaserve"], f"{logical} runs {command}, not lambdaserve"
+        for index, part in enumerate(command[:-1]):
+            if part in PORT_FLAGS:
+                command[index + 1] = str(
+                    self.ports.setdefault(int(command[index + 1]), free_port())
+                )
+        scratch = self.work / "tmp" / logical
+        scratch.mkdir(parents=True, exist_ok=True)
+        environment = {
+            **base_environment(),
+            **_under(shape.environment, scratch),
+            **self.credentials(logical).environment(),
+            "AWS_ENDPOINT_URL": self.enforcement.endpoint,
+            "AWS_DEFAULT_REGION": REGION,
+            "TMPDIR": str(scratch),
+            "POWERTOOLS_METRICS_DISABLED": "true",
+        }
+        # the image's interpreter: the test venv's, which holds what the GPU image installs
+        log = (self.work / f"{logical}.log").open("wb")
+        process = subprocess.Popen(
+            [sys.executable, "-m", "lambdaserve.cli", *command[1:]],
+            env=environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self._exits.callback(_stop, process)
+        if ready_path and LOAD_BALANCED_PORT in self.ports:
+            url = f"http://127.0.0.1:{self.ports[LOAD_BALANCED_PORT]}{ready_path}"
+            deadline = time.monotonic() + 180
+            while not _answers(url):
+                assert process.poll() is None, f"{logical} exited:\n{_tail(log.name)}"
+                assert time.monotonic() < deadline, f"{logical} not ready:\n{_tail(log.name)}"
+                time.sleep(0.5)
+        return process
 
     def invoke(self, logical: str, event: dict[str, Any]) -> Any:
         """``event`` to function ``logical``'s handler (the one the template names)."""
@@ -90,12 +150,8 @@ class DeployedStack:
     def environment_of(self, shape: FunctionShape, credentials: Credentials) -> dict[str, str]:
         scratch = self.work / "tmp" / shape.logical
         scratch.mkdir(parents=True, exist_ok=True)
-        variables = {
-            name: str(scratch) + value.removeprefix("/tmp") if value.startswith("/tmp/") else value
-            for name, value in shape.environment.items()
-        }
         return {
-            **variables,
+            **_under(shape.environment, scratch),
             **credentials.environment(),
             "AWS_ENDPOINT_URL": self.enforcement.endpoint,
             "AWS_REGION": REGION,
@@ -190,18 +246,25 @@ def deployed(
             AWS_ENDPOINT_URL=emulator.endpoint, AWS_REGION=REGION, AWS_DEFAULT_REGION=REGION
         )
         for name in [k for k in os.environ if k.startswith("LAMBDASERVE_")]:
-            del os.environ[name]  # the harness's own settings: the contract's local names
+            del os.environ[name]
+        # names of the stack's own, not the settings' defaults: a function that lacks the
+        # variable naming a resource must not find it all the same
+        os.environ.update(
+            {variable: f"{STACK}-{name}" for variable, name in RESOURCE_NAMES.items()}
+        )
         get_settings.cache_clear()
         settings = get_settings()
         clients = AwsClients(settings)
         resources = ensure_resources(clients, settings)
         template = load_template()
+        ports = {LOAD_BALANCED_PORT: free_port()}
         shape = read_shape(
             transformed(template, REGION),
             parameter_values(template, parameters or {}),
-            _names(settings, resources),
+            _names(settings, resources, ports),
         )
         stack = DeployedStack(shape, enforcement, resources, clients, settings, work, variants)
+        stack.ports.update(ports)
         with enforcement.enforced(), lambda_invokes(stack.route), stack._exits:
             yield stack
             stack.assert_no_denials()
@@ -212,7 +275,35 @@ def deployed(
         get_settings.cache_clear()
 
 
-def _names(settings: Settings, resources: LocalResources) -> Names:
+def _under(variables: Mapping[str, str], scratch: Path) -> dict[str, str]:
+    """Values under ``/tmp/`` moved into ``scratch`` (each function's or task's own /tmp)."""
+    return {
+        name: str(scratch) + value.removeprefix("/tmp") if value.startswith("/tmp/") else value
+        for name, value in variables.items()
+    }
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=5).status_code == 200
+    except httpx.TransportError:
+        return False
+
+
+def _tail(path: str | Path) -> str:
+    return Path(path).read_text(errors="replace")[-4000:]
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _names(settings: Settings, resources: LocalResources, ports: Mapping[int, int]) -> Names:
     account = resources.requests.arn.split(":")[4]
     refs = {
         "ModelBucket": settings.bucket,
@@ -227,4 +318,7 @@ def _names(settings: Settings, resources: LocalResources) -> Names:
     ):
         attributes[(logical, "QueueName")] = pair.arn.rsplit(":", 1)[1]
         attributes[(logical, "Arn")] = pair.arn
+    # the load balancer forwards to the server-mode task's HTTP port, published here
+    balanced = f"127.0.0.1:{ports[LOAD_BALANCED_PORT]}"
+    attributes[("ServerModeLoadBalancer", "DNSName")] = balanced
     return Names(STACK, REGION, account, refs, attributes)

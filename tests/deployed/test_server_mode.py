@@ -1,0 +1,84 @@
+"""Server mode as template.yaml deploys it: the serve task under its task role, the infer
+function forwarding a KIND_GPU model's requests to it through the load balancer's name."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.grpc as grpcclient
+
+from lambdaserve.local.http_api_event import http_api_event
+from tests import builders
+from tests.deployed.stack import DeployedStack, deployed
+
+MLP = builders.onnx_mlp(4, 3)
+ROWS = [[0.1, 0.2, 0.3, 0.4], [1, 2, 3, 4]]
+GPU_CONFIG = b"max_batch_size: 8\ninstance_group [{ kind: KIND_GPU }]"
+SERVER_MODE = {  # docs/deploy.md's server-mode profile, less the real network's ids
+    "EnableServerMode": "true",
+    "ServerModeImageUri": "123456789012.dkr.ecr.us-east-1.amazonaws.com/lambdaserve:gpu",
+    "ServerModeVpcId": "vpc-0123456789abcdef0",
+    "ServerModeSubnetIds": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
+    "ServerModeKind": "cpu",
+}
+BODY = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 4], "data": ROWS}]}
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedStack]:
+    # Given the server-mode stack, a KIND_GPU model published, and the serve task started
+    with deployed(tmp_path_factory.mktemp("server-mode"), SERVER_MODE) as running:
+        running.publish("gpu", {"config.pbtxt": GPU_CONFIG, "1/model.onnx": MLP})
+        running.task("ServerModeTaskDefinition")
+        yield running
+
+
+def expected(rows: list[list[float]]) -> np.ndarray:
+    return ort.InferenceSession(MLP).run(None, {"INPUT__0": np.array(rows, np.float32)})[0]
+
+
+def test_the_infer_function_forwards_a_gpu_model_to_the_serve_task(stack: DeployedStack):
+    # When a v2 infer of the KIND_GPU model reaches the infer function
+    event = http_api_event("POST", "/v2/models/gpu/infer", json.dumps(BODY).encode())
+    response = stack.invoke("InferFunction", event)
+    # Then the serve task answered it (its statistics count both rows)
+    assert response["statusCode"] == 200, response
+    [output] = json.loads(response["body"])["outputs"]
+    np.testing.assert_allclose(output["data"], expected(ROWS).ravel(), rtol=1e-5)
+    http = f"http://127.0.0.1:{stack.ports[8000]}"
+    stats = httpx.get(f"{http}/v2/models/gpu/stats", timeout=30).json()
+    assert sum(int(m["inference_count"]) for m in stats["model_stats"]) >= 2
+
+
+def test_the_serve_task_answers_http_and_grpc_directly(stack: DeployedStack):
+    # When tritonclient calls the task's gRPC port and a client its HTTP port
+    client = grpcclient.InferenceServerClient(f"127.0.0.1:{stack.ports[8001]}")
+    tensor = grpcclient.InferInput("INPUT__0", [2, 4], "FP32")
+    tensor.set_data_from_numpy(np.array(ROWS, np.float32))
+    over_grpc = client.infer("gpu", [tensor]).as_numpy("OUTPUT__0")
+    client.close()
+    over_http = httpx.post(
+        f"http://127.0.0.1:{stack.ports[8000]}/v2/models/gpu/infer", json=BODY, timeout=30
+    )
+    # Then both answer the model's outputs
+    np.testing.assert_allclose(over_grpc, expected(ROWS), rtol=1e-5)
+    assert over_http.status_code == 200, over_http.text
+    np.testing.assert_allclose(
+        over_http.json()["outputs"][0]["data"], expected(ROWS).ravel(), rtol=1e-5
+    )
+
+
+def test_respond_async_sent_to_the_serve_task_is_queued_and_answered(stack: DeployedStack):
+    # When a client sends Prefer: respond-async to server mode directly
+    http = f"http://127.0.0.1:{stack.ports[8000]}"
+    accepted = httpx.post(
+        f"{http}/v2/models/gpu/infer", json=BODY, headers={"Prefer": "respond-async"}, timeout=30
+    )
+    # Then it is accepted (queued through the requests queue, under the task's role)
+    assert accepted.status_code == 202, accepted.text
+    stack.assert_no_denials()
