@@ -258,11 +258,11 @@ def deployed(
         resources = ensure_resources(clients, settings)
         template = load_template()
         ports = {LOAD_BALANCED_PORT: free_port()}
-        shape = read_shape(
-            transformed(template, REGION),
-            parameter_values(template, parameters or {}),
-            _names(settings, resources, ports),
-        )
+        values = parameter_values(template, parameters or {})
+        names = _names(settings, resources, ports)
+        if values["EnableGpuService"] == "true":
+            names = _with_gpu_queue(clients, names, template)
+        shape = read_shape(transformed(template, REGION), values, names)
         stack = DeployedStack(shape, enforcement, resources, clients, settings, work, variants)
         stack.ports.update(ports)
         with enforcement.enforced(), lambda_invokes(stack.route), stack._exits:
@@ -273,6 +273,31 @@ def deployed(
         os.environ.clear()
         os.environ.update(saved)
         get_settings.cache_clear()
+
+
+def _with_gpu_queue(clients: AwsClients, names: Names, template: Mapping[str, Any]) -> Names:
+    """The GPU service's queue and its DLQ (conditional, so not in the local stack's
+    stateful part): created with the template's attributes, named for the stack."""
+    queue = template["Resources"]["GpuRequestsQueue"]["Properties"]
+    urls, arns = {}, {}
+    for logical, name in (
+        ("GpuRequestsDlq", "gpu-requests-dlq"),
+        ("GpuRequestsQueue", "gpu-requests"),
+    ):
+        attributes = {"VisibilityTimeout": str(queue["VisibilityTimeout"])}
+        if logical == "GpuRequestsQueue":
+            redrive = {"deadLetterTargetArn": arns["GpuRequestsDlq"], "maxReceiveCount": "3"}
+            attributes["RedrivePolicy"] = json.dumps(redrive)
+        urls[logical] = clients.sqs.create_queue(
+            QueueName=f"{STACK}-{name}", Attributes=attributes
+        )["QueueUrl"]
+        arns[logical] = f"arn:aws:sqs:{REGION}:{names.account}:{STACK}-{name}"
+    refs = dict(names.refs) | urls
+    attributes = dict(names.attributes)
+    for logical, arn in arns.items():
+        attributes[(logical, "Arn")] = arn
+        attributes[(logical, "QueueName")] = arn.rsplit(":", 1)[1]
+    return Names(names.stack, names.region, names.account, refs, attributes)
 
 
 def _under(variables: Mapping[str, str], scratch: Path) -> dict[str, str]:
