@@ -145,7 +145,9 @@ class DeployedStack:
     def invoke(self, logical: str, event: dict[str, Any]) -> Any:
         """``event`` to function ``logical``'s handler (the one the template names)."""
         handler = self.shape.function(logical).handler.rsplit(".", 1)[-1]
-        return self.function(logical).invoke(handler, event)
+        answer = self.function(logical).invoke(handler, event)
+        self.assert_no_denials()  # a denied call fails the journey by name, not by its effect
+        return answer
 
     def environment_of(self, shape: FunctionShape, credentials: Credentials) -> dict[str, str]:
         scratch = self.work / "tmp" / shape.logical
@@ -170,7 +172,9 @@ class DeployedStack:
         shape = self.shape.function(logical)
         assert shape.sources, f"template.yaml maps no queue to {logical}"
         # the mapping polls with the function's role: its queue permissions count too
-        sqs = self.enforcement.client("sqs", self.credentials(logical))
+        sqs = _MappingClient(
+            self.enforcement.client("sqs", self.credentials(logical)), self.clients.sqs
+        )
         pumps = []
         for source in shape.sources:
             queue = self._queue(source.queue)
@@ -232,10 +236,15 @@ class DeployedStack:
 
 @contextmanager
 def deployed(
-    work: Path, parameters: Mapping[str, str] | None = None, **variants: str
+    work: Path,
+    parameters: Mapping[str, str] | None = None,
+    *,
+    template: Mapping[str, Any] | None = None,
+    **variants: str,
 ) -> Iterator[DeployedStack]:
     """The emulator, the stack's resources, and its functions' shapes for ``parameters``
-    (the template's defaults where not given), IAM enforced throughout."""
+    (the template's defaults where not given), IAM enforced throughout; ``template``: a
+    changed template.yaml (its functions and tasks; the stateful part stays the file's)."""
     saved = dict(os.environ)
     emulator = Emulator("127.0.0.1", free_port()).start()
     try:
@@ -256,7 +265,7 @@ def deployed(
         settings = get_settings()
         clients = AwsClients(settings)
         resources = ensure_resources(clients, settings)
-        template = load_template()
+        template = template or load_template()
         ports = {LOAD_BALANCED_PORT: free_port()}
         values = parameter_values(template, parameters or {})
         names = _names(settings, resources, ports)
@@ -273,6 +282,19 @@ def deployed(
         os.environ.clear()
         os.environ.update(saved)
         get_settings.cache_clear()
+
+
+class _MappingClient:
+    """SQS as an event source mapping calls it: under the function's role, but for the
+    pump's shortcut to a failed message's retry (``change_message_visibility``: Lambda
+    waits out the visibility timeout instead, which needs no permission of the role)."""
+
+    def __init__(self, role: Any, harness: Any) -> None:
+        self._role = role
+        self.change_message_visibility = harness.change_message_visibility
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._role, name)
 
 
 def _with_gpu_queue(clients: AwsClients, names: Names, template: Mapping[str, Any]) -> Names:

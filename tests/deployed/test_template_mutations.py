@@ -1,0 +1,145 @@
+"""template.yaml with one thing a journey needs taken out: the journey fails, naming it.
+
+Each mutation removes one permission, variable, event source mapping or command from a
+copy of the template; the deployed stack is built from that copy and a journey run
+through it. It must fail, and its message must name what is missing (the denied action,
+the function without a queue, the task that never answered)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lambdaserve.local.http_api_event import http_api_event
+from lambdaserve.local.template import load_template
+from tests import builders
+from tests.deployed.stack import DeployedStack, deployed
+
+MLP = builders.onnx_mlp(4, 3)
+EVENTS = Path(__file__).parents[1] / "events"
+Template = dict[str, Any]
+
+
+def publish_and_infer(stack: DeployedStack) -> None:
+    stack.publish("mlp", {"1/model.onnx": MLP})
+    event = json.loads((EVENTS / "apigw_v2_infer_json.json").read_text())
+    answer = stack.invoke("InferFunction", event)
+    assert answer["statusCode"] == 200, answer
+    stack.assert_no_denials()
+
+
+def infer_asynchronously(stack: DeployedStack) -> None:
+    stack.publish("mlp", {"1/model.onnx": MLP})
+    body = json.loads((EVENTS / "apigw_v2_infer_json.json").read_text())["body"].encode()
+    event = http_api_event("POST", "/v2/models/mlp/infer", body)
+    event["headers"]["prefer"] = "respond-async"
+    accepted = stack.invoke("InferFunction", event)
+    status = http_api_event("GET", json.loads(accepted["body"])["status_url"], b"")
+    stack.pump(
+        "BatcherFunction",
+        lambda: bool(stack.invoke("InferFunction", status)["statusCode"] == 200),
+        timeout_s=60,
+    )
+
+
+def without_action(function: str, action: str) -> Callable[[Template], None]:
+    def mutate(template: Template) -> None:
+        for policy in template["Resources"][function]["Properties"]["Policies"]:
+            if "Statement" not in policy:
+                continue  # a SAM policy template or an !If: see without_policy_template
+            for statement in policy.get("Statement", []):
+                actions = statement["Action"]
+                if isinstance(actions, list) and action in actions:
+                    actions.remove(action)
+            policy["Statement"] = [
+                s for s in policy.get("Statement", []) if s["Action"] not in ([], action)
+            ]
+        found = json.dumps(template["Resources"][function])
+        assert f'"{action}"' not in found, f"{action} is still granted to {function}"
+
+    return mutate
+
+
+def without_policy_template(function: str, name: str) -> Callable[[Template], None]:
+    def mutate(template: Template) -> None:
+        policies = template["Resources"][function]["Properties"]["Policies"]
+        kept = [p for p in policies if name not in p]
+        assert len(kept) < len(policies), f"{function} has no {name}"
+        template["Resources"][function]["Properties"]["Policies"] = kept
+
+    return mutate
+
+
+def without_variable(name: str) -> Callable[[Template], None]:
+    def mutate(template: Template) -> None:
+        del template["Globals"]["Function"]["Environment"]["Variables"][name]
+
+    return mutate
+
+
+def without_event(function: str, event: str) -> Callable[[Template], None]:
+    def mutate(template: Template) -> None:
+        del template["Resources"][function]["Properties"]["Events"][event]
+
+    return mutate
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    mutate: Callable[[Template], None]
+    journey: Callable[[DeployedStack], None]
+    says: str  # what the failure must name
+
+
+MUTATIONS = [
+    Mutation(
+        "manage-no-condition-check",
+        without_action("ManageEventsFunction", "dynamodb:ConditionCheckItem"),
+        publish_and_infer,
+        "ManageEventsFunction was denied dynamodb:ConditionCheckItem",
+    ),
+    Mutation(
+        "infer-no-get-object",
+        without_action("InferFunction", "s3:GetObject"),
+        publish_and_infer,
+        "InferFunction was denied s3:GetObject",
+    ),
+    Mutation(
+        "batcher-no-invoke",
+        without_policy_template("BatcherFunction", "LambdaInvokePolicy"),
+        infer_asynchronously,
+        "BatcherFunction was denied lambda:InvokeFunction",
+    ),
+    Mutation(
+        "no-table-variable",
+        without_variable("LAMBDASERVE_TABLE"),
+        publish_and_infer,
+        "was denied dynamodb:",
+    ),
+    Mutation(
+        "manage-no-queue",
+        without_event("ManageEventsFunction", "RepositoryEvents"),
+        publish_and_infer,
+        "template.yaml maps no queue to ManageEventsFunction",
+    ),
+]
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.name for m in MUTATIONS])
+def test_a_journey_fails_naming_what_the_template_lacks(mutation: Mutation, tmp_path: Path):
+    # Given template.yaml less one thing a journey needs
+    template = copy.deepcopy(load_template())
+    mutation.mutate(template)
+    # When the journey runs through the stack deployed from it
+    # (a denial surfaces as the journey's assertion or as the harness's own SDK call's error)
+    with pytest.raises(Exception) as failure, deployed(tmp_path, template=template) as stack:
+        mutation.journey(stack)
+    # Then it fails, naming what is missing
+    assert mutation.says in str(failure.value), str(failure.value)[-3000:]
