@@ -248,6 +248,8 @@ def deployed(
     saved = dict(os.environ)
     emulator = Emulator("127.0.0.1", free_port()).start()
     try:
+        # moto's accounts are the process's, not a server's: each stack starts from nothing
+        httpx.post(f"{emulator.endpoint}/moto-api/reset", timeout=30).raise_for_status()
         bootstrap = Credentials("bootstrap", "bootstrap")
         enforcement = Enforcement(emulator.endpoint, REGION, bootstrap)
         os.environ.update(enforcement.admin.environment())
