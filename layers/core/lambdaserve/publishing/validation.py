@@ -40,7 +40,7 @@ from lambdaserve.publishing.auto_complete import (
 from lambdaserve.publishing.environments import Environments, version_environment
 from lambdaserve.publishing.version_archives import is_packed_archive
 from lambdaserve.runtimes.model_code import DISABLED
-from lambdaserve.runtimes.paddle_choice import inspect_choosing
+from lambdaserve.runtimes.paddle_inference.choice import inspect_choosing
 from lambdaserve.runtimes.registry import runtime_for
 from lambdaserve.serving.progress import TransferProgress, human_bytes
 from lambdaserve.serving.warmup import check_warmup
