@@ -13,8 +13,6 @@ import pytest
 from lambdaserve.errors import InvalidInput
 from lambdaserve.metrics.prometheus import metrics_registry
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
-from lambdaserve.serving.response_cache.lookups import ResponseCache, request_key
-from lambdaserve.serving.response_cache.from_settings import cache_config_env, response_cache_from
 from lambdaserve.serving.response_cache.codec import (
     MalformedEntry,
     decode_outputs,
@@ -22,6 +20,8 @@ from lambdaserve.serving.response_cache.codec import (
     encode_outputs,
     encode_sequence,
 )
+from lambdaserve.serving.response_cache.from_settings import cache_config_env, response_cache_from
+from lambdaserve.serving.response_cache.lookups import ResponseCache, request_key
 from lambdaserve.serving.response_cache.tiers import LocalTier
 from lambdaserve.tensors.encoding import v2_datatype
 from lambdaserve.wiring.inference import build_model_server

@@ -37,7 +37,7 @@ from lambdaserve.publishing.auto_complete import (
     completed_fields,
     declares_auto_complete,
 )
-from lambdaserve.publishing.environments import Environments, version_environment
+from lambdaserve.publishing.environments.store import Environments, version_environment
 from lambdaserve.publishing.version_archives import is_packed_archive
 from lambdaserve.runtimes.model_code import DISABLED
 from lambdaserve.runtimes.paddle_inference.choice import inspect_choosing

@@ -11,8 +11,8 @@ from lambdaserve.catalog.repository import ModelRepository
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.pipelines.ensemble_registry import Dependents, EnsembleRegistry
 from lambdaserve.publishing.auto_complete import IsolatedProcess, ValidatorFunction
-from lambdaserve.publishing.environment_builders import FunctionBuilder, IsolatedBuilder
-from lambdaserve.publishing.environments import EnvironmentOptions, Environments
+from lambdaserve.publishing.environments.builders import FunctionBuilder, IsolatedBuilder
+from lambdaserve.publishing.environments.store import EnvironmentOptions, Environments
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.publishing.registrar import Registrar
 from lambdaserve.publishing.serving_check import InferFunctionCheck
