@@ -33,8 +33,8 @@ from bench_infer import per_call_us, warm_infer_function
 
 from lambdaserve.config.model_config import build
 from lambdaserve.runtimes.base import LoadOptions
-from lambdaserve.runtimes.paddle.ops import PipelineRequest
-from lambdaserve.runtimes.paddle.pipeline import SIGNATURE, PaddlePipelineRuntime
+from lambdaserve.runtimes.paddle_serving.ops import PipelineRequest
+from lambdaserve.runtimes.paddle_serving.pipeline import SIGNATURE, PaddlePipelineRuntime
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"

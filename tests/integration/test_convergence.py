@@ -76,7 +76,7 @@ def test_shuffled_and_duplicated_events_converge_to_the_bucket(stack, operations
     events = keys + rng.choices(keys, k=len(keys))
     rng.shuffle(events)
     for key in events:
-        EventBatch(registrar).on_object_event(key)
+        EventBatch(registrar, stack.services.uploads).on_object_event(key)
     # Then the catalog equals what the bucket holds
     for model in models:
         assert catalog_states(stack, model) == expected_states(stack, model), model

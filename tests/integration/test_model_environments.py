@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from lambdaserve.errors import ModelRejected
-from lambdaserve.publishing.environment_builders import IsolatedBuilder
-from lambdaserve.publishing.environments import EnvironmentOptions, Environments
-from lambdaserve.publishing.requirements import image_target, parse_requirements
+from lambdaserve.publishing.environments.builders import IsolatedBuilder
+from lambdaserve.publishing.environments.requirements import image_target, parse_requirements
+from lambdaserve.publishing.environments.store import EnvironmentOptions, Environments
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.environments import EnvironmentDirectories, environment_file
 from tests.torchserve_archives import _model_archiver

@@ -174,7 +174,9 @@ def test_a_model_file_outside_a_version_directory_is_logged_with_where_it_belong
     caplog.set_level(logging.WARNING, logger="lambdaserve")
     aws.put("models/flat/model.onnx", builders.onnx_mlp())
     # When its event arrives
-    EventBatch(aws.services.registrar).on_object_event("models/flat/model.onnx")
+    EventBatch(aws.services.registrar, aws.services.uploads).on_object_event(
+        "models/flat/model.onnx"
+    )
     # Then the log says it is ignored, and where it should go
     assert (
         "ignoring models/flat/model.onnx: a model file belongs in a version directory, "
@@ -188,7 +190,9 @@ def test_a_model_file_outside_a_version_directory_is_logged_with_where_it_belong
         "models/flat/1/model.onnx"
     )
     aws.put("models/flat/1/model.onnx", builders.onnx_mlp())
-    EventBatch(aws.services.registrar).on_object_event("models/flat/1/model.onnx")
+    EventBatch(aws.services.registrar, aws.services.uploads).on_object_event(
+        "models/flat/1/model.onnx"
+    )
     assert aws.services.catalog.get_version("flat", 1).state == version_policy.READY
 
 
@@ -206,7 +210,7 @@ def test_a_key_outside_the_layout_is_logged_with_where_it_would_be_read(aws, cap
 
     caplog.set_level(logging.WARNING, logger="lambdaserve")
     aws.put(key, builders.onnx_mlp())
-    EventBatch(aws.services.registrar).on_object_event(key)
+    EventBatch(aws.services.registrar, aws.services.uploads).on_object_event(key)
     [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ignoring")]
     assert line.startswith(f"ignoring {key}: ") and advice in line
 

@@ -192,7 +192,15 @@ def test_a_load_waits_for_a_validation_an_event_has_in_progress(aws):
             catalog.put_version(replace(in_progress, pending=False, state="READY"))
 
     raced = ValidationRacedByEvent(services.registrar, catalog, in_progress)
-    manager = ModelManager(services.repository, catalog, raced, sleep=event_finishes_meanwhile)
+    manager = ModelManager(
+        services.repository,
+        catalog,
+        raced,
+        configs=services.configs,
+        labels=services.labels,
+        watchers=services.watchers,
+        sleep=event_finishes_meanwhile,
+    )
     # When the model is loaded (Triton's load)
     manager.load("m")
     # Then the load answered after the event's validation, with the version it made READY
@@ -206,7 +214,6 @@ class ValidationRacedByEvent:
         self._registrar = registrar
         self._catalog = catalog
         self._in_progress = in_progress
-        self.uploads = registrar.uploads
 
     def reconcile_model(self, model: str) -> None:
         self._registrar.reconcile_model(model)
@@ -218,7 +225,14 @@ def test_a_load_validates_again_while_another_thread_reconciles_the_model(aws):
     aws.put("models/m/1/model.onnx", builders.onnx_mlp())
     services = aws.services
     validator = HeldValidator(services.registrar._validator)
-    registrar = Registrar(services.repository, services.catalog, validator)
+    registrar = Registrar(
+        services.repository,
+        services.catalog,
+        validator,
+        configs=services.configs,
+        labels=services.labels,
+        watchers=services.watchers,
+    )
     event = threading.Thread(target=registrar.reconcile_model, args=("m",))
     event.start()
     assert validator.entered.wait(10)

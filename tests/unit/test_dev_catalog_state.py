@@ -94,7 +94,7 @@ def _run(aws, name: str, folder: Path):
     state.restore()
     mirror = RepositoryMirror(folder, aws.clients.s3, settings.bucket, settle_s=0)
     for path in mirror.sync().uploaded:
-        EventBatch(services.registrar).on_object_event(f"models/{path}")
+        EventBatch(services.registrar, services.uploads).on_object_event(f"models/{path}")
     state.save()
     return services, server
 

@@ -18,14 +18,14 @@ import pytest
 from lambdaserve.catalog.items import VersionRecord, version_from_item, version_to_item
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import ModelNotReady, ModelRejected
-from lambdaserve.publishing.conda_environments import (
+from lambdaserve.publishing.environments.build import BuildRequest, build
+from lambdaserve.publishing.environments.conda import (
     PARAMETER,
     execution_env_key,
     site_packages_of,
 )
-from lambdaserve.publishing.environment_build import BuildRequest, build
-from lambdaserve.publishing.pip_reasons import pip_reason
-from lambdaserve.publishing.requirements import (
+from lambdaserve.publishing.environments.pip_reasons import pip_reason
+from lambdaserve.publishing.environments.requirements import (
     Requirements,
     beyond_image,
     check_pins,

@@ -21,8 +21,8 @@ from lambdaserve.handlers import load_check
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.publishing.serving_check import InProcessCheck
 from lambdaserve.runtimes.base import LoadOptions
-from lambdaserve.runtimes.paddle_inference import PaddleInferenceRuntime
-from lambdaserve.runtimes.paddle_program import read_program
+from lambdaserve.runtimes.paddle_inference.program import read_program
+from lambdaserve.runtimes.paddle_inference.runtime import PaddleInferenceRuntime
 from lambdaserve.tensors.signature import TensorSpec
 from lambdaserve.wiring.inference import build_model_server
 from tests.paddle_models import INPUT, build_paddle_models, version_files
@@ -143,7 +143,7 @@ from pathlib import Path
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import InferenceError
 from lambdaserve.runtimes.base import LoadOptions
-from lambdaserve.runtimes.paddle_inference import PaddleInferenceRuntime
+from lambdaserve.runtimes.paddle_inference.runtime import PaddleInferenceRuntime
 
 path = Path(sys.argv[1])
 runtime = PaddleInferenceRuntime()

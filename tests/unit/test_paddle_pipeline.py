@@ -13,10 +13,10 @@ import pytest
 
 from lambdaserve.config.model_config import build
 from lambdaserve.errors import ModelRejected
-from lambdaserve.runtimes.paddle import ops as paddle_ops
-from lambdaserve.runtimes.paddle.dag import PipelineExecutor, dag_order
-from lambdaserve.runtimes.paddle.ops import Op, PipelineRequest, PreparedPipeline, RequestOp
-from lambdaserve.runtimes.paddle.pipeline import PaddlePipelineRuntime
+from lambdaserve.runtimes.paddle_serving import ops as paddle_ops
+from lambdaserve.runtimes.paddle_serving.dag import PipelineExecutor, dag_order
+from lambdaserve.runtimes.paddle_serving.ops import Op, PipelineRequest, PreparedPipeline, RequestOp
+from lambdaserve.runtimes.paddle_serving.pipeline import PaddlePipelineRuntime
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 

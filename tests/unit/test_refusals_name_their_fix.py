@@ -69,7 +69,7 @@ def test_a_corrupt_or_foreign_archive_says_what_it_is_and_how_to_rebuild_it(aws,
     Then its version is UNAVAILABLE saying what the bytes are and torch-model-archiver's
     command, without tarfile's internal attempts."""
     aws.put("models/broken.mar", body)
-    EventBatch(aws.services.registrar).on_object_event("models/broken.mar")
+    EventBatch(aws.services.registrar, aws.services.uploads).on_object_event("models/broken.mar")
     [record] = aws.services.catalog.versions("broken")
     assert record.state == version_policy.UNAVAILABLE
     assert said in record.reason and "torch-model-archiver --model-name" in record.reason

@@ -13,16 +13,16 @@ import pytest
 from lambdaserve.errors import InvalidInput
 from lambdaserve.metrics.prometheus import metrics_registry
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
-from lambdaserve.serving.response_cache import ResponseCache, request_key
-from lambdaserve.serving.response_cache_setup import cache_config_env, response_cache_from
-from lambdaserve.serving.response_codec import (
+from lambdaserve.serving.response_cache.codec import (
     MalformedEntry,
     decode_outputs,
     decode_sequence,
     encode_outputs,
     encode_sequence,
 )
-from lambdaserve.serving.response_tiers import LocalTier
+from lambdaserve.serving.response_cache.from_settings import cache_config_env, response_cache_from
+from lambdaserve.serving.response_cache.lookups import ResponseCache, request_key
+from lambdaserve.serving.response_cache.tiers import LocalTier
 from lambdaserve.tensors.encoding import v2_datatype
 from lambdaserve.wiring.inference import build_model_server
 from tests import builders

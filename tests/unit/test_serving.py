@@ -310,7 +310,7 @@ def test_a_label_set_on_the_management_side_is_told_to_the_serving_side_at_once(
     Then the serving side hears of each right after the write (it forgets its view)."""
     publish(aws, "mlp", {"1/model.onnx": builders.onnx_mlp()})
     told: list[str] = []
-    aws.services.registrar.watch(told.append)
+    aws.services.watchers.watch(told.append)
     aws.services.manager.set_label("mlp", "stable", 1)
     assert told == ["mlp"]
     aws.services.manager.set_default("mlp", 1)

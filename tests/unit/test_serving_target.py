@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from lambdaserve.handlers.code_validator import handler
-from lambdaserve.publishing.requirements import image_target
-from lambdaserve.publishing.serving_target import target_from
+from lambdaserve.publishing.environments.requirements import image_target
+from lambdaserve.publishing.environments.serving_target import target_from
 
 
 def test_the_code_validator_answers_the_target_of_the_image_it_runs_in():

@@ -35,7 +35,7 @@ def enabled(model_code_enabled):
 
 def upload(aws, key: str, body: bytes) -> None:
     aws.put(key, body)
-    EventBatch(aws.services.registrar).on_object_event(key)
+    EventBatch(aws.services.registrar, aws.services.uploads).on_object_event(key)
 
 
 @pytest.mark.parametrize("fmt", ["default", "tgz"])

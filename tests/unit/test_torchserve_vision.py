@@ -39,7 +39,9 @@ def test_a_builtin_vision_handler_answers_as_torchserve_does(enabled, tmp_path, 
     # as `aws s3 cp x.mar .../models/`
     mar = builtin_archive(tmp_path, fixture, handler)
     enabled.put(f"models/{mar.name}", mar.read_bytes())
-    EventBatch(enabled.services.registrar).on_object_event(f"models/{mar.name}")
+    EventBatch(enabled.services.registrar, enabled.services.uploads).on_object_event(
+        f"models/{mar.name}"
+    )
     assert enabled.services.catalog.get_version(fixture, 1).state == version_policy.READY
     # When a JPEG arrives as curl -T sends it (the raw body)
     image = jpeg(seed=7, size=(28, 28)) if fixture == "digits" else jpeg(seed=7)

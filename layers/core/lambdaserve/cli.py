@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"models": count}))
         elif args.command == "serve":
             if args.cache_config:  # read from the environment (by every worker process too)
-                from lambdaserve.serving.response_cache_setup import cache_config_env
+                from lambdaserve.serving.response_cache.from_settings import cache_config_env
 
                 os.environ.update(cache_config_env(args.cache_config))
             options: dict[str, Any] = {

@@ -40,7 +40,7 @@ APPLIED = (
     # refused when they ask for what cannot be served (config/support.py)
     "sequence_batching",
     "model_transaction_policy",
-    # serving/response_cache.py
+    # serving/response_cache/lookups.py
     "response_cache",
 )
 # Said in their own words elsewhere (config/support.py)

@@ -2,7 +2,8 @@
 functions with a role that allows nothing (``publishing.auto_complete``); and a model's
 requirements built into an environment, stored through the presigned URL the event carries
 (``publishing.environments``), for the Python and pins this image reports
-(``publishing.serving_target``: this function runs the infer image, the one that serves)."""
+(``publishing.environments.serving_target``: this function runs the infer image, the one
+that serves)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from pydantic import BaseModel, ValidationError
 
 from lambdaserve.errors import ModelRejected
 from lambdaserve.publishing.auto_complete import IsolatedProcess
-from lambdaserve.publishing.environment_build import BuildRequest
-from lambdaserve.publishing.environment_builders import IsolatedBuilder
+from lambdaserve.publishing.environments.build import BuildRequest
+from lambdaserve.publishing.environments.builders import IsolatedBuilder
 
 
 class CompletionEvent(BaseModel):

@@ -29,7 +29,7 @@ from lambdaserve.handlers.http_api import (
     lambda_answer,
 )
 from lambdaserve.metrics.custom import CUSTOM_METRICS
-from lambdaserve.publishing.serving_check import EVENT_KEY as CHECK_EVENT
+from lambdaserve.serving.load_check import EVENT_KEY as CHECK_EVENT
 from lambdaserve.wiring.process import Process, current
 
 logger = Logger(service="lambdaserve-infer")

@@ -9,14 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from lambdaserve.catalog.store import VersionRecord
-from lambdaserve.publishing.serving_check import EVENT_KEY
-from lambdaserve.serving.load_check import check_load
+from lambdaserve.serving.load_check import EVENT_KEY, check_load
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.settings import get_settings
-
-
-def is_check_event(event: Any) -> bool:
-    return isinstance(event, dict) and EVENT_KEY in event
 
 
 def handle(event: dict[str, Any], server: ModelServer) -> dict[str, Any]:

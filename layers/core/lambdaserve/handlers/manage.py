@@ -53,7 +53,7 @@ _delivery = _Delivery()
 def record_handler(record: SQSRecord) -> None:
     """Reconcile what one queued S3 notification points at; raising retries the record."""
     logger.append_keys(message_id=record.message_id)
-    batch = _delivery.current or EventBatch(services().registrar)
+    batch = _delivery.current or EventBatch(services().registrar, services().uploads)
     for key in object_keys(record.json_body):
         batch.on_object_event(key)
         metrics.add_metric(name="RepositoryEvents", unit=MetricUnit.Count, value=1)
@@ -64,7 +64,7 @@ def record_handler(record: SQSRecord) -> None:
 def events_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """SQS event source mapping of the repository-events queue (partial batch failures)."""
     metrics.add_metric(name="EventBatches", unit=MetricUnit.Count, value=1)
-    _delivery.current = EventBatch(services().registrar)
+    _delivery.current = EventBatch(services().registrar, services().uploads)
     records = sorted(event.get("Records", []), key=code_last)
     try:
         return dict(

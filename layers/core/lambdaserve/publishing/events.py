@@ -1,5 +1,5 @@
 """One delivery of repository events: which versions and models to reconcile, once each;
-archives and misplaced files go to the registrar's ``uploads``."""
+archives and misplaced files go to the uploads."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from lambdaserve.catalog.repository import ArchiveKey, ConfigKey, parse_key
 from lambdaserve.config.model_files import ALIASES, MODEL_FILES
 from lambdaserve.protocol.names import is_valid_model_name
 from lambdaserve.publishing.registrar import Registrar
+from lambdaserve.publishing.uploads import UploadPublisher
 from lambdaserve.publishing.version_archives import is_packed_archive
 
 logger = logging.getLogger(__name__)
@@ -23,9 +24,9 @@ class EventBatch:
     bursts for the same version (or model) cost one reconcile, not one each.
     """
 
-    def __init__(self, registrar: Registrar) -> None:
+    def __init__(self, registrar: Registrar, uploads: UploadPublisher) -> None:
         self._registrar = registrar
-        self._uploads = registrar.uploads
+        self._uploads = uploads
         self._models: set[str] = set()
         self._versions: set[tuple[str, int]] = set()
 

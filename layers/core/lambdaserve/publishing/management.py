@@ -21,7 +21,10 @@ from lambdaserve.errors import (
     ModelRejected,
 )
 from lambdaserve.protocol.names import check_label, check_model_name, parse_version_ref
+from lambdaserve.publishing.config_reader import ConfigReader
 from lambdaserve.publishing.registrar import Registrar
+from lambdaserve.publishing.version_labels import VersionLabels
+from lambdaserve.publishing.watchers import ModelWatchers
 
 MAX_PAGE = 1000
 OFFSET_TOKEN = re.compile(r"^-?[0-9]{1,9}$")
@@ -59,6 +62,9 @@ class ModelManager:
         catalog: Catalog,
         registrar: Registrar,
         *,
+        configs: ConfigReader,
+        labels: VersionLabels,
+        watchers: ModelWatchers,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
         control_mode: str = "explicit",
@@ -67,6 +73,9 @@ class ModelManager:
         self._control_mode = control_mode
         self._catalog = catalog
         self._registrar = registrar
+        self._configs = configs
+        self._labels = labels
+        self._watchers = watchers
         self._sleep = sleep
         self._clock = clock
 
@@ -112,7 +121,7 @@ class ModelManager:
                 "READY version can be the default"
             )
         self._catalog.update_model(name, default_version=version)
-        self._registrar.tell(name)
+        self._watchers.tell(name)
 
     def set_label(self, name: str, label: str, version: int) -> None:
         """Point ``label`` at a READY version (or move it there: the one-call rollback)."""
@@ -125,7 +134,7 @@ class ModelManager:
             )
         labels = {**view.record.version_labels, label: version}
         self._catalog.update_model(name, version_labels=labels)
-        self._registrar.tell(name)
+        self._watchers.tell(name)
 
     def remove_label(self, name: str, label: str) -> None:
         record = self._record(name)
@@ -133,7 +142,7 @@ class ModelManager:
             raise ModelNotFound(f"model {name!r} has no version label {label!r}")
         labels = {k: v for k, v in record.version_labels.items() if k != label}
         self._catalog.update_model(name, version_labels=labels)
-        self._registrar.tell(name)
+        self._watchers.tell(name)
 
     def version_number(self, name: str, text: str) -> int:
         """A version segment of a URL: a number, or one of the model's labels."""
@@ -169,7 +178,7 @@ class ModelManager:
         overrides = {**record.overrides, **parse_overrides(fields)}
         config = build(merge(record.file_config, overrides), name)
         try:
-            self._registrar.configs.check_against_serving(name, config)
+            self._configs.check_against_serving(name, config)
         except ModelRejected as exc:
             raise InvalidInput(
                 f"not applied, the serving versions would stop: {exc.message}"
@@ -195,7 +204,7 @@ class ModelManager:
         # (or a bucket error) are validated again.
         self._registrar.reconcile_model(name)
         versions = self._settled_versions(name)
-        self._registrar.uploads.label_recovered_archives(name)
+        self._labels.label_recovered_archives(name)
         if not any(v.state == version_policy.READY for v in versions):
             # Triton answers a load that serves nothing with 400 and the reason
             reasons = "; ".join(f"version {v.version}: {v.reason}" for v in versions)

@@ -33,9 +33,10 @@ from lambdaserve.errors import ModelRejected, RuntimeMissing, first_line
 from lambdaserve.pipelines.ensemble_registry import EnsembleRegistry
 from lambdaserve.publishing.config_reader import ConfigReader
 from lambdaserve.publishing.serving_check import ServingCheck
-from lambdaserve.publishing.uploads import UploadPublisher
 from lambdaserve.publishing.validation import VersionValidator
+from lambdaserve.publishing.version_labels import VersionLabels
 from lambdaserve.publishing.version_states import derive_states, validation_fingerprint
+from lambdaserve.publishing.watchers import ModelWatchers
 
 logger = logging.getLogger(__name__)
 # Concurrent writers of one model settle in a try or two; the last fact writer re-applies.
@@ -56,14 +57,19 @@ class Registrar:
         validator: VersionValidator,
         clock: Callable[[], int] = time.time_ns,
         *,
-        on_config_rejected: Callable[[str, str], None] | None = None,
+        configs: ConfigReader,
+        labels: VersionLabels,
+        watchers: ModelWatchers,
         ensembles: EnsembleRegistry | None = None,
     ) -> None:
+        """The collaborators come from the composition root (``wiring.manage``), which hands
+        the same ones to the uploads and the management API: none is reached through here."""
         self._repository = repository
         self._catalog = catalog
         self._validator = validator
-        self.configs = ConfigReader(repository, catalog, clock, on_config_rejected)
-        self.uploads = UploadPublisher(repository, catalog, self)
+        self._configs = configs
+        self._labels = labels
+        self._watchers = watchers
         self._ensembles = ensembles
         # Models this thread is reconciling (an ensemble among its steps' dependents).
         # Per thread: a load must not skip a model an S3 event reconciles meanwhile.
@@ -71,22 +77,6 @@ class Registrar:
         self._retired: set[str] = set()  # models with a version just removed
         self._clock = clock
         self._serving_check: ServingCheck | None = None
-        self._watchers: list[Callable[[str], None]] = []
-
-    def watch(self, watcher: Callable[[str], None]) -> None:
-        """``watcher(model)`` hears each time the model's states were derived again (a load,
-        an unload, an upload, a reconcile): a serving process in this process (``dev``,
-        ``serve``) sees the change at once, not at its next catalog read."""
-        self._watchers.append(watcher)
-
-    def tell(self, model: str) -> None:
-        """Tell the watchers now that ``model`` changed (a label, a default): right after the
-        write, so no client that read it back finds the serving side behind it."""
-        for watcher in self._watchers:
-            try:
-                watcher(model)
-            except Exception:  # the catalog is right; the serving side re-reads it soon
-                logger.exception("telling the serving side that %s changed failed", model)
 
     def check_where_it_serves(self, check: ServingCheck | None) -> None:
         """Versions with model code are READY only once ``check`` loaded them there."""
@@ -139,7 +129,7 @@ class Registrar:
 
     def refresh_config(self, model: str) -> ModelRecord:
         """Read the model's config file from the bucket into the catalog (last good kept)."""
-        return self.configs.refresh(model)
+        return self._configs.refresh(model)
 
     def reconcile_version(self, model: str, version: int, record: ModelRecord) -> None:
         """Bring one version item in line with the version's objects in the bucket."""
@@ -198,7 +188,7 @@ class Registrar:
         validated = self._validate(loading, objects, config)
         if self._catalog.put_version(validated) and validated.valid:
             self._record_completion(record, validated)
-            self.uploads.label_handler_folder(model, validated)
+            self._labels.label_handler_folder(model, validated)
 
     def _record_completion(self, record: ModelRecord, validated: VersionRecord) -> None:
         """What auto_complete_config filled in becomes part of the model's config (Triton
@@ -344,8 +334,8 @@ class Registrar:
         if changed:
             # whoever made an archive's version READY labels it (its modelVersion): the
             # publish that unpacked it may have seen another writer still validating it
-            self.uploads.label_recovered_archives(model)
-        self.tell(model)
+            self._labels.label_recovered_archives(model)
+        self._watchers.tell(model)
         if changed and self._ensembles is not None:
             # Ensembles using this model as a step are validated again against it.
             for ensemble in sorted(self._ensembles.dependents.of(model)):

@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lambdaserve.catalog.store import VersionRecord
-
-EVENT_KEY = "lambdaserve_check_load"
+from lambdaserve.serving.load_check import EVENT_KEY
 
 
 @dataclass(frozen=True)

@@ -9,44 +9,47 @@ import time
 from dataclasses import replace
 from typing import Protocol
 
-import orjson
-
 from lambdaserve.catalog import version_policy
 from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.catalog.repository import ModelRepository
-from lambdaserve.catalog.store import Catalog, ModelRecord
+from lambdaserve.catalog.store import Catalog
 from lambdaserve.config.model_config import parse_overrides
-from lambdaserve.config.model_files import HANDLER_FILE, MANIFEST_FILE
 from lambdaserve.errors import ModelRejected
 from lambdaserve.protocol.names import is_valid_model_name
 from lambdaserve.publishing.archives import archive_stem, publish_archive, rejected_archive
+from lambdaserve.publishing.config_reader import ConfigReader
 from lambdaserve.publishing.version_archives import unpack_in_version
+from lambdaserve.publishing.version_labels import VersionLabels
 
 
 class Reconciler(Protocol):
     """What an upload asks of the catalog's reconciler (the ``Registrar``) once written."""
 
-    def refresh_config(self, model: str) -> ModelRecord: ...
-
     def apply_policy(self, model: str) -> None: ...
 
     def on_version_change(self, model: str, version: int) -> None: ...
-
-    def tell(self, model: str) -> None: ...
 
 
 logger = logging.getLogger(__name__)
 
 
 class UploadPublisher:
-    """Writes what such uploads mean into the catalog, then lets the registrar reconcile."""
+    """Writes what such uploads mean into the catalog, then lets the registrar reconcile.
+    Built by the composition root, handed the registrar, the config reader and the labels."""
 
     def __init__(
-        self, repository: ModelRepository, catalog: Catalog, registrar: Reconciler
+        self,
+        repository: ModelRepository,
+        catalog: Catalog,
+        registrar: Reconciler,
+        configs: ConfigReader,
+        labels: VersionLabels,
     ) -> None:
         self._repository = repository
         self._catalog = catalog
         self._registrar = registrar
+        self._configs = configs
+        self._labels = labels
 
     @property
     def prefix(self) -> str:
@@ -63,7 +66,7 @@ class UploadPublisher:
             if not is_valid_model_name(model):
                 logger.warning("archive %s rejected: %s", key, exc.message)
                 return
-            self._catalog.get_model(model) or self._registrar.refresh_config(model)
+            self._catalog.get_model(model) or self._configs.refresh(model)
             self._catalog.put_version(rejected_archive(self._catalog, model, filename, exc.message))
             self._registrar.apply_policy(model)
             return
@@ -72,7 +75,7 @@ class UploadPublisher:
         model, version = published.model, published.version
         self._serve_every_version(model)
         self._registrar.on_version_change(model, version)
-        self._label(model, version, published.label)
+        self._labels.label_archive(model, version, published.label)
 
     def unpack_in_version(self, key: str, model: str, version: int, filename: str) -> bool:
         """``models/m/1/m.mar``: unpacked into version 1 of m. True when it was refused (the
@@ -80,65 +83,17 @@ class UploadPublisher:
         try:
             unpack_in_version(self._repository, key, model, version)
         except ModelRejected as exc:
-            self._catalog.get_model(model) or self._registrar.refresh_config(model)
+            self._catalog.get_model(model) or self._configs.refresh(model)
             record = rejected_archive(self._catalog, model, filename, exc.message)
             self._catalog.put_version(replace(record, version=version, present=True))
             self._registrar.apply_policy(model)
             return True
         return False
 
-    def label_recovered_archives(self, model: str) -> None:
-        """Archive versions READY without their ``modelVersion`` label (their load failed at
-        publish and a later load succeeded) get it, as their publish would have given it."""
-        record = self._catalog.get_model(model)
-        labels = record.version_labels if record else {}
-        labelled = set(labels.values())
-        for version in self._catalog.versions(model):
-            if version.model_file != MANIFEST_FILE or version.version in labelled:
-                continue
-            manifest = self._repository.read_model_file(
-                model, f"{version.version}/{MANIFEST_FILE}", 1024**2
-            )
-            try:
-                label = orjson.loads(manifest or b"{}").get("model", {}).get("modelVersion")
-            except (orjson.JSONDecodeError, AttributeError):
-                continue
-            if isinstance(label, str) and label and label not in labels:  # never moved back
-                self._label(model, version.version, label)
-
-    def label_handler_folder(self, model: str, version: VersionRecord) -> None:
-        """A validated handler folder (``models/m/N/handler.py``) is also ``N.0``, the version
-        torch-model-archiver gives by default: TorchServe's clients call it as they would its
-        ``.mar``. Labelled before its state is derived, so READY never shows without it (an
-        archive's label waits for READY: it may move; ``N.0`` only ever names N). A label
-        already in use (an archive's ``modelVersion``) is never taken."""
-        if version.model_file != HANDLER_FILE or not version.valid:
-            return
-        label = f"{version.version}.0"
-        record = self._catalog.get_model(model)
-        if record is None or label in record.version_labels:
-            return
-        labels = {**record.version_labels, label: version.version}
-        self._catalog.update_model(model, version_labels=labels)
-        logger.info("%s version %s is labelled %s", model, version.version, label)
-
-    def _label(self, model: str, version: int, label: str, *, tell: bool = True) -> None:
-        """The archive's ``modelVersion`` on its version, once it serves (never before).
-        ``tell``: the serving side of this process hears of it at once (the policy applied
-        again tells its watchers), as it hears of the READY before it."""
-        record = self._catalog.get_version(model, version)
-        if label and record is not None and record.state == version_policy.READY:
-            current = self._catalog.get_model(model)
-            labels = {**(current.version_labels if current else {}), label: version}
-            self._catalog.update_model(model, version_labels=labels)
-            logger.info("%s version %s is labelled %s", model, version, label)
-            if tell:
-                self._registrar.tell(model)
-
     def _serve_every_version(self, model: str) -> None:
         """TorchServe serves every registered version of a model (one is the default); a model
         published from archives without a config of its own does too, unless told otherwise."""
-        record = self._catalog.get_model(model) or self._registrar.refresh_config(model)
+        record = self._catalog.get_model(model) or self._configs.refresh(model)
         if record.config_source or "version_policy" in record.overrides:
             return
         overrides = {**record.overrides, **parse_overrides({"version_policy": {"all": {}}})}
@@ -153,7 +108,7 @@ class UploadPublisher:
         )
         if self._catalog.versions(model) or self._repository.head(key) is None:
             return
-        self._catalog.get_model(model) or self._registrar.refresh_config(model)
+        self._catalog.get_model(model) or self._configs.refresh(model)
         reason = f"{key} is outside a version directory: upload it as {belongs}"
         self._catalog.put_version(
             VersionRecord(

@@ -37,10 +37,10 @@ from lambdaserve.publishing.auto_complete import (
     completed_fields,
     declares_auto_complete,
 )
-from lambdaserve.publishing.environments import Environments, version_environment
+from lambdaserve.publishing.environments.store import Environments, version_environment
 from lambdaserve.publishing.version_archives import is_packed_archive
 from lambdaserve.runtimes.model_code import DISABLED
-from lambdaserve.runtimes.paddle_choice import inspect_choosing
+from lambdaserve.runtimes.paddle_inference.choice import inspect_choosing
 from lambdaserve.runtimes.registry import runtime_for
 from lambdaserve.serving.progress import TransferProgress, human_bytes
 from lambdaserve.serving.warmup import check_warmup

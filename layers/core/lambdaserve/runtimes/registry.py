@@ -36,11 +36,11 @@ def runtime_named(backend: str) -> Runtime:  # noqa: PLR0911 (one lazy import pe
 
         return TorchServeHandlerRuntime()
     if backend == "paddle_inference":
-        from lambdaserve.runtimes.paddle_inference import PaddleInferenceRuntime
+        from lambdaserve.runtimes.paddle_inference.runtime import PaddleInferenceRuntime
 
         return PaddleInferenceRuntime()
     if backend == "paddle_pipeline":
-        from lambdaserve.runtimes.paddle.pipeline import PaddlePipelineRuntime
+        from lambdaserve.runtimes.paddle_serving.pipeline import PaddlePipelineRuntime
 
         return PaddlePipelineRuntime()
     from lambdaserve.runtimes.torchscript import TorchScriptRuntime

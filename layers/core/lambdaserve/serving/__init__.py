@@ -7,10 +7,9 @@ preload and prefetch (``preload``, ``prefetch``, ``progress``); a version with c
 before READY (``load_check``); the dynamic batcher wired to a server (``server_batcher``);
 TorchServe raw-body predictions (``raw_predictions``); the data plane every door talks to
 (``data_plane``) and a server's readiness (``readiness``); Triton's response cache
-(``response_cache``, ``response_tiers``, ``response_codec``, ``response_cache_setup``);
-the loaded versions' worker pools (``worker_board``); a version's Python environment,
-fetched with its files and unpacked for the processes that run its code
-(``environments``).
+(``response_cache``, a package); the loaded versions' worker pools (``worker_board``); a
+version's Python environment, fetched with its files and unpacked for the processes that
+run its code (``environments``; built at publish by ``publishing.environments``).
 
 Imports ``batching``, ``catalog``, ``runtimes``, ``workers``, ``config``, ``protocol``,
 ``metrics``, ``tensors``, ``settings`` (the response cache's) and ``errors``; nothing about

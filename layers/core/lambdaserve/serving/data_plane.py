@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the infer function's cold path imports this module: no batc
     from lambdaserve.runtimes.torchserve.context import Answer
     from lambdaserve.serving.raw_predictions import RawRequest
     from lambdaserve.serving.readiness import Readiness
-    from lambdaserve.serving.response_cache import Lookup
+    from lambdaserve.serving.response_cache.lookups import Lookup
     from lambdaserve.serving.server_batcher import RawBatcher
 
 T = TypeVar("T")

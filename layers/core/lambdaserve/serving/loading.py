@@ -23,7 +23,7 @@ from lambdaserve.workers.options import WorkerOptions
 if TYPE_CHECKING:  # serving imports this module
     from lambdaserve.serving.version_resolver import ServedVersion
 
-logger = logging.getLogger("lambdaserve.serving.model_server")
+logger = logging.getLogger(__name__)
 
 
 def version_files(served: ServedVersion) -> list[CachedFile]:

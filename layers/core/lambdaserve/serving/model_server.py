@@ -28,7 +28,7 @@ from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.classification import classify
 from lambdaserve.serving.loaded_versions import LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
-from lambdaserve.serving.response_cache import Lookup, ResponseCache
+from lambdaserve.serving.response_cache.lookups import Lookup, ResponseCache
 from lambdaserve.serving.version_resolver import ServedVersion, VersionResolver
 from lambdaserve.workers.deadline import request_deadline
 from lambdaserve.workers.options import WorkerOptions

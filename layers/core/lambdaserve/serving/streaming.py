@@ -15,7 +15,7 @@ from lambdaserve.metrics.stats import Execution
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
 from lambdaserve.serving.model_server import ModelServer
-from lambdaserve.serving.response_cache import Lookup
+from lambdaserve.serving.response_cache.lookups import Lookup
 from lambdaserve.serving.version_resolver import ServedVersion
 
 Outputs = dict[str, np.ndarray[Any, Any]]

@@ -19,7 +19,7 @@ from lambdaserve.errors import ModelNotFound, ModelNotReady
 from lambdaserve.protocol.names import parse_version_ref
 from lambdaserve.tensors.signature import Signature
 
-logger = logging.getLogger("lambdaserve.serving.model_server")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.environments import EnvironmentDirectories
 from lambdaserve.serving.model_server import ModelServer
-from lambdaserve.serving.response_cache_setup import response_cache_from
+from lambdaserve.serving.response_cache.from_settings import response_cache_from
 from lambdaserve.serving.version_resolver import VersionResolver
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.aws import AwsClients

@@ -1,8 +1,11 @@
 """The manage function's services: repository, catalog, registrar and manager, wired from
-settings and AWS clients."""
+settings and AWS clients. The registrar's collaborators (the config reader, the version
+labels, the watchers) are built here and handed to each that needs them, as is the uploads'
+publisher: no service reaches another's through the registrar."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -11,12 +14,16 @@ from lambdaserve.catalog.repository import ModelRepository
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.pipelines.ensemble_registry import Dependents, EnsembleRegistry
 from lambdaserve.publishing.auto_complete import IsolatedProcess, ValidatorFunction
-from lambdaserve.publishing.environment_builders import FunctionBuilder, IsolatedBuilder
-from lambdaserve.publishing.environments import EnvironmentOptions, Environments
+from lambdaserve.publishing.config_reader import ConfigReader
+from lambdaserve.publishing.environments.builders import FunctionBuilder, IsolatedBuilder
+from lambdaserve.publishing.environments.store import EnvironmentOptions, Environments
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.publishing.registrar import Registrar
 from lambdaserve.publishing.serving_check import InferFunctionCheck
+from lambdaserve.publishing.uploads import UploadPublisher
 from lambdaserve.publishing.validation import VersionValidator
+from lambdaserve.publishing.version_labels import VersionLabels
+from lambdaserve.publishing.watchers import ModelWatchers
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.aws import AwsClients
 
@@ -29,6 +36,10 @@ class ManageServices:
     catalog: Catalog
     registrar: Registrar
     manager: ModelManager
+    uploads: UploadPublisher
+    configs: ConfigReader
+    labels: VersionLabels
+    watchers: ModelWatchers  # the serving side of this process listens here (dev, serve)
 
 
 def build_manage_services(
@@ -51,22 +62,34 @@ def build_manage_services(
         ),
         environments=environments(settings, clients),
     )
+    configs = ConfigReader(repository, catalog, time.time_ns, on_config_rejected)
+    watchers = ModelWatchers()
+    labels = VersionLabels(repository, catalog, watchers)
     registrar = Registrar(
         repository,
         catalog,
         validator,
-        on_config_rejected=on_config_rejected,
+        configs=configs,
+        labels=labels,
+        watchers=watchers,
         ensembles=EnsembleRegistry(catalog, Dependents(clients.dynamodb, settings.table)),
     )
     if settings.serving_check_function:
         registrar.check_where_it_serves(
             InferFunctionCheck(validator_client(settings), settings.serving_check_function)
         )
-    return ManageServices(
+    manager = ModelManager(
         repository,
         catalog,
         registrar,
-        ModelManager(repository, catalog, registrar, control_mode=settings.model_control_mode),
+        configs=configs,
+        labels=labels,
+        watchers=watchers,
+        control_mode=settings.model_control_mode,
+    )
+    uploads = UploadPublisher(repository, catalog, registrar, configs, labels)
+    return ManageServices(
+        repository, catalog, registrar, manager, uploads, configs, labels, watchers
     )
 
 

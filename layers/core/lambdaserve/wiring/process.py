@@ -221,7 +221,7 @@ class Process:
             services = build_manage_services(self.settings, self.clients, self._config_rejected)
             # dev and serve: a load or unload answered 200 is what this process serves
             # right after it (the catalog's refresh interval is only the fallback)
-            services.registrar.watch(self._catalog_changed)
+            services.watchers.watch(self._catalog_changed)
             return services
 
         return self._once("manage", build)

@@ -194,7 +194,7 @@ def main() -> None:
     try:
         answer = worker.load(spec)
     except Exception as exc:
-        logging.getLogger("lambdaserve.workers").debug("load failed", exc_info=exc)
+        logging.getLogger(__name__).debug("load failed", exc_info=exc)
         channel.send({"error": error_document(exc)})
         return
     channel.send(answer)

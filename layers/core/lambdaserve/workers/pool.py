@@ -30,7 +30,7 @@ from lambdaserve.workers.shared_area import arrays_of
 from lambdaserve.workers.workforce import WorkerSpec, Workforce
 
 __all__ = ["WorkerModel", "WorkerSpec"]
-logger = logging.getLogger("lambdaserve.workers")
+logger = logging.getLogger(__name__)
 
 
 class WorkerModel(Workforce):

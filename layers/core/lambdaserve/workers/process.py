@@ -23,7 +23,7 @@ import orjson
 from lambdaserve.workers.channel import RECORD_MARK, Channel
 from lambdaserve.workers.shared_area import Area
 
-logger = logging.getLogger("lambdaserve.workers")
+logger = logging.getLogger(__name__)
 INITIAL_AREA = 1 << 20
 _TAIL = 20  # last error lines kept for a crash's message (the whole output is logged)
 # What a crash's message keeps of the output the code printed itself: errors, not chatter

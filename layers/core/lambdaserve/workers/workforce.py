@@ -19,7 +19,7 @@ from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
 from lambdaserve.workers.channel import ChannelClosed, error_from
 from lambdaserve.workers.process import WorkerProcess
 
-logger = logging.getLogger("lambdaserve.workers")
+logger = logging.getLogger(__name__)
 CRASHES_ALLOWED, CRASH_WINDOW_S = 5, 60.0
 BACKOFF_S = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 

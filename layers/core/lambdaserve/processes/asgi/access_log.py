@@ -13,7 +13,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lambdaserve.serving.response_cache import outcome_note
+from lambdaserve.serving.response_cache.lookups import outcome_note
 
 logger = logging.getLogger("lambdaserve.access")
 _TARGET = re.compile(

@@ -9,7 +9,7 @@ no permissions. What the catalog records of the version is the JSON document wri
 the tarball: digest, key, sha256, sizes and the packages in it.
 
 Deployed, the builder is the code-validator function, whose role allows nothing; locally
-and inside that function, a child process without credentials (``environment_builders``).
+and inside that function, a child process without credentials (``builders``).
 """
 
 from __future__ import annotations
@@ -28,19 +28,19 @@ from botocore.exceptions import ClientError
 from lambdaserve.catalog.repository import file_sha256
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import ModelRejected
-from lambdaserve.publishing.conda_environments import (
-    PARAMETER,
-    execution_env_key,
-    site_packages_of,
-)
-from lambdaserve.publishing.environment_build import (
+from lambdaserve.publishing.environments.build import (
     CONTENT_TYPE,
     BuildRequest,
     installed_packages,
     pack,
 )
-from lambdaserve.publishing.environment_builders import Builder
-from lambdaserve.publishing.requirements import (
+from lambdaserve.publishing.environments.builders import Builder
+from lambdaserve.publishing.environments.conda import (
+    PARAMETER,
+    execution_env_key,
+    site_packages_of,
+)
+from lambdaserve.publishing.environments.requirements import (
     FORMAT,
     Requirements,
     Target,
@@ -49,7 +49,7 @@ from lambdaserve.publishing.requirements import (
     environment_digest,
     requirements_of,
 )
-from lambdaserve.publishing.serving_target import target_from
+from lambdaserve.publishing.environments.serving_target import target_from
 
 logger = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@
 - Locally and inside that function: a child process without credentials or lambdaserve
   settings, in its own process group (``IsolatedBuilder``).
 
-Either answers what ``environment_build.build`` returned, or ``{"error": reason}``.
+Either answers what ``build.build`` returned, or ``{"error": reason}``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from lambdaserve.errors import ModelRejected
 from lambdaserve.publishing.bare_environment import bare_environment
-from lambdaserve.publishing.environment_build import PIP_KEPT, PIP_TIMEOUT_S, BuildRequest
+from lambdaserve.publishing.environments.build import PIP_KEPT, PIP_TIMEOUT_S, BuildRequest
 
 
 class Builder(Protocol):
@@ -31,7 +31,7 @@ class Builder(Protocol):
 
     def target(self) -> dict[str, Any]:
         """``{"target": ...}``: the Python, platform and pins of the environment the sandbox
-        runs in, which is the serving one (``publishing.serving_target``)."""
+        runs in, which is the serving one (``publishing.environments.serving_target``)."""
         ...
 
 
@@ -45,11 +45,11 @@ class IsolatedBuilder:
 
     def build(self, request: BuildRequest) -> dict[str, Any]:
         return self._child(
-            "lambdaserve.publishing.environment_build", request.model_dump_json().encode()
+            "lambdaserve.publishing.environments.build", request.model_dump_json().encode()
         )
 
     def target(self) -> dict[str, Any]:
-        return self._child("lambdaserve.publishing.serving_target", b"")
+        return self._child("lambdaserve.publishing.environments.serving_target", b"")
 
     def _child(self, module: str, stdin: bytes) -> dict[str, Any]:
         with tempfile.TemporaryDirectory(prefix="environment-build-") as home:

@@ -23,7 +23,7 @@ from packaging.utils import canonicalize_name
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import ModelRejected
 from lambdaserve.publishing.archives import MAX_RATIO, _relative
-from lambdaserve.publishing.requirements import Target
+from lambdaserve.publishing.environments.requirements import Target
 
 PARAMETER = "EXECUTION_ENV_PATH"
 MODEL_DIRECTORY = "$$TRITON_MODEL_DIRECTORY/"

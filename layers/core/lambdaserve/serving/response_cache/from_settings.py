@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lambdaserve.errors import InvalidInput
-from lambdaserve.serving.response_cache import ResponseCache
-from lambdaserve.serving.response_tiers import CacheTier, LocalTier, RedisOptions, RedisTier
+from lambdaserve.serving.response_cache.lookups import ResponseCache
+from lambdaserve.serving.response_cache.tiers import CacheTier, LocalTier, RedisOptions, RedisTier
 from lambdaserve.settings import Settings
 
 # Triton's setting names (its local and redis cache implementations') -> our environment

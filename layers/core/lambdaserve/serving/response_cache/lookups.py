@@ -27,7 +27,7 @@ import orjson
 
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
-from lambdaserve.serving.response_codec import (
+from lambdaserve.serving.response_cache.codec import (
     MalformedEntry,
     decode_outputs,
     decode_sequence,
@@ -35,7 +35,7 @@ from lambdaserve.serving.response_codec import (
     encode_sequence,
     tensor_bytes,
 )
-from lambdaserve.serving.response_tiers import CacheTier, LocalTier
+from lambdaserve.serving.response_cache.tiers import CacheTier, LocalTier
 from lambdaserve.serving.version_resolver import ServedVersion
 
 logger = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ pip resolves first (``--dry-run --report``, ``--only-binary=:all:``: no sdist is
 code of the packages runs here); then only what the image does not already have is
 installed, ``--no-deps`` into a target directory. What the image has stays the image's.
 
-Run as ``python -m lambdaserve.publishing.environment_build`` with the request as JSON on
+Run as ``python -m lambdaserve.publishing.environments.build`` with the request as JSON on
 stdin; the answer is JSON on stdout.
 """
 
@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 
 from lambdaserve.errors import ModelRejected
 from lambdaserve.publishing.bare_environment import bare_environment
-from lambdaserve.publishing.pip_reasons import pip_reason
+from lambdaserve.publishing.environments.pip_reasons import pip_reason
 
 PIP_TIMEOUT_S = 600.0
 CONTENT_TYPE = "application/gzip"  # signed into the presigned URL: the PUT must send it

@@ -33,9 +33,9 @@ from lambdaserve.errors import (
 )
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.model_code import DISABLED, new_module, outline, run_one
-from lambdaserve.runtimes.paddle import ops as paddle_ops
-from lambdaserve.runtimes.paddle import predictor
-from lambdaserve.runtimes.paddle.dag import OpSettings, PipelineExecutor, model_folder
+from lambdaserve.runtimes.paddle_serving import ops as paddle_ops
+from lambdaserve.runtimes.paddle_serving import predictor
+from lambdaserve.runtimes.paddle_serving.dag import OpSettings, PipelineExecutor, model_folder
 from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
 
 CONFIG_FILE = "config.yml"

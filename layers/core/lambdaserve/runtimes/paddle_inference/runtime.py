@@ -5,9 +5,9 @@ examples ship them) and programs with operators OpenVINO has no conversion for (
 Paddle 1.x's fully connected layer) — and for any ``model.pdmodel`` under
 ``backend: "paddle_inference"``.
 
-Not the Paddle Serving *pipeline* code (``runtimes/paddle/``). ``paddlepaddle`` is the
+Not the Paddle Serving *pipeline* code (``runtimes/paddle_serving/``). ``paddlepaddle`` is the
 optional ``paddle`` extra, imported only in ``load``: ``inspect`` (the manage function) reads
-the program's protobuf without it (``paddle_program``), checks that its parameters were
+the program's protobuf without it (``program``), checks that its parameters were
 uploaded, and leaves the load to the environment that serves it (the registrar's check
 where it serves). Without paddle there, ``load`` fails naming the fix.
 """
@@ -28,7 +28,7 @@ import numpy as np
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import InferenceError, ModelRejected
 from lambdaserve.runtimes.base import LoadOptions
-from lambdaserve.runtimes.paddle_program import PaddleProgram, read_program
+from lambdaserve.runtimes.paddle_inference.program import PaddleProgram, read_program
 from lambdaserve.tensors.signature import Arrays, Signature
 
 NAME = "paddle_inference"

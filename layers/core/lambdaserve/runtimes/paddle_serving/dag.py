@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from lambdaserve.runtimes.op_threads import ReusedThreads
-from lambdaserve.runtimes.paddle.batching import Gatherer, merged_feeds, sliced
-from lambdaserve.runtimes.paddle.ops import (
+from lambdaserve.runtimes.paddle_serving.batching import Gatherer, merged_feeds, sliced
+from lambdaserve.runtimes.paddle_serving.ops import (
     CustomException,
     CustomExceptionCode,
     Op,

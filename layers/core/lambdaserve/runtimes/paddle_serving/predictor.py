@@ -1,6 +1,6 @@
 """Paddle's ``local_predictor`` for a pipeline Op: the model folder its config.yml names
 (``local_service_conf.model_config``), served by the runtime a standalone Paddle model of the
-same layout gets (``runtimes.paddle_choice``):
+same layout gets (``runtimes.paddle_inference.choice``):
 
 - ``__model__`` (Paddle 1.x: Paddle Serving's uci_housing_model, one file per parameter or
   ``__params__``): Paddle Inference;
@@ -24,7 +24,7 @@ import numpy as np
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import ModelRejected
 from lambdaserve.runtimes.base import LoadOptions
-from lambdaserve.runtimes.paddle_inference import PaddleInferenceRuntime, read_checked
+from lambdaserve.runtimes.paddle_inference.runtime import PaddleInferenceRuntime, read_checked
 from lambdaserve.tensors.encoding import numpy_dtype
 from lambdaserve.tensors.signature import Signature
 

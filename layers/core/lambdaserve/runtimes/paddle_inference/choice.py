@@ -30,7 +30,7 @@ def inspect_choosing(
     try:
         return runtime, runtime.inspect(model_path, config), ""
     except ModelRejected as refused:
-        from lambdaserve.runtimes.paddle_inference import PaddleInferenceRuntime
+        from lambdaserve.runtimes.paddle_inference.runtime import PaddleInferenceRuntime
 
         paddle = PaddleInferenceRuntime()
         try:

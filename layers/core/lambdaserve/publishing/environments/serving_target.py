@@ -10,7 +10,8 @@ resolve other versions of the shared ones: its own pins would let an environment
 a package the serving image has, or refuse one it allows. Locally the sandbox is a child of
 the same interpreter, whose environment is also the one that serves (``make dev``).
 
-Run as ``python -m lambdaserve.publishing.serving_target``: the target as JSON on stdout.
+Run as ``python -m lambdaserve.publishing.environments.serving_target``: the target as JSON
+on stdout.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from lambdaserve.publishing.requirements import Target, image_target
+from lambdaserve.publishing.environments.requirements import Target, image_target
 
 
 class TargetDocument(BaseModel):
