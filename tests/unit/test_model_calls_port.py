@@ -14,7 +14,10 @@ PACKAGE = ROOT / "layers" / "core" / "lambdaserve"
 TRITON_PYTHON = PACKAGE / "runtimes" / "triton_python"
 PRIVATE_PB_UTILS = re.compile(r"\bpb_utils\._\w+")
 # the protocol's op key, its kinds' key and its replies' keys, as string literals
-PROTOCOL_WORD = re.compile(r"""["'](op|kind|results|responses|answers|retire|batching)["']""")
+PROTOCOL_WORD = re.compile(
+    r"""(get\(\s*["'](op|kind|results|responses|answers|retire|batching)["'])"""
+    r"""|(["'](op|kind|results|responses|answers|retire|batching)["']\s*[:\]])"""
+)
 WORKERS = PACKAGE / "workers"
 
 

@@ -46,37 +46,24 @@ def answer_call(worker: WorkerProcess, message: Message) -> None:
     """A ``bls`` or ``node`` message from ``worker``, answered through this process's port."""
     calls = model_calls.current()
     if message[messages.OP] == Op.NODE:
-        _answer_node(worker, message, calls)
+        _answer_node(worker, messages.Node.of(message), calls)
         return
-    kind = message.get("kind", BlsKind.ONE)
-    version = message.get("version") or None
-    if kind == BlsKind.READY:
-        worker.channel.send(
-            messages.bls_ready(calls is not None and calls.ready(message["model"], version))
-        )
+    call = messages.Bls.of(message)
+    if call.kind == BlsKind.READY:
+        ready = calls is not None and calls.ready(call.model, call.version)
+        worker.channel.send(messages.bls_ready(ready))
         return
     if calls is None:
         error = messages.bls_error("BLS is not available in this process")
         worker.channel.send(messages.bls_responses([error]))
         return
-    inputs = worker.responses.read_tensors(message["inputs"])
-    outputs = list(message[messages.OUTPUTS])
+    inputs = worker.responses.read_tensors(call.inputs)
     produced: list[Arrays | str] = []
     try:
-        if kind == BlsKind.ALL:
-            for arrays in calls.stream(message["model"], version, inputs, outputs):
-                produced.append(arrays)
+        if call.kind == BlsKind.ALL:
+            produced.extend(calls.stream(call.model, call.version, inputs, call.outputs))
         else:
-            produced.append(
-                _infer(
-                    calls,
-                    model=message["model"],
-                    version=version,
-                    inputs=inputs,
-                    outputs=outputs,
-                    message=message,
-                )
-            )
+            produced.append(_infer(calls, call, inputs))
     except LambdaServeError as exc:
         produced.append(exc.message)
     documents, end = [], 0
@@ -85,42 +72,35 @@ def answer_call(worker: WorkerProcess, message: Message) -> None:
             documents.append(messages.bls_error(answer))
             continue
         descriptors, end = worker.requests.write_tensors(arrays_of(answer), end)
-        documents.append(messages.bls_outputs(descriptors))
+        documents.append(messages.produced(descriptors))
     worker.channel.send(messages.bls_responses(documents))
 
 
-def _infer(
-    calls: model_calls.ModelCalls,
-    *,
-    model: str,
-    version: int | None,
-    inputs: Arrays,
-    outputs: list[str],
-    message: Message,
-) -> Arrays:
+def _infer(calls: model_calls.ModelCalls, call: messages.Bls, inputs: Arrays) -> Arrays:
     """One answer, within the child's timeout (microseconds) where it set one: the child
     waits on the channel until this side answers."""
-    timeout_us = int(message.get("timeout") or 0)
-    if timeout_us <= 0:
-        return calls.infer(model, version, inputs, outputs)
+    if call.timeout_us <= 0:
+        return calls.infer(call.model, call.version, inputs, call.outputs)
     try:
-        produced: Arrays = within(timeout_us / 1e6, calls.infer, model, version, inputs, outputs)
+        produced: Arrays = within(
+            call.timeout_us / 1e6, calls.infer, call.model, call.version, inputs, call.outputs
+        )
     except TimeoutError:
         raise InferenceError("Request timeout expired") from None
     return produced
 
 
 def _answer_node(
-    worker: WorkerProcess, message: Message, calls: model_calls.ModelCalls | None
+    worker: WorkerProcess, call: messages.Node, calls: model_calls.ModelCalls | None
 ) -> None:
     fields = tuple(
         (key, messages.field_value(value, worker.responses.read_bytes))
-        for key, value in message["fields"]
+        for key, value in call.fields
     )
     try:
         if calls is None:
             raise InferenceError("workflows run only where models serve")
-        answer = calls.run_node(message["model"], fields, message.get("headers") or {})
+        answer = calls.run_node(call.model, fields, call.headers)
     except Exception as exc:  # the node's error is the workflow's to retry or report
         worker.channel.send(messages.failed(exc))
         return

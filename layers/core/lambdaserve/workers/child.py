@@ -79,67 +79,67 @@ class Worker:
 
         CUSTOM_METRICS.send_elsewhere(record)
 
-    def load(self, spec: dict[str, Any]) -> dict[str, Any]:
+    def load(self, spec: messages.Load) -> messages.Message:
         from lambdaserve.config.model_config import build
         from lambdaserve.runtimes.base import LoadOptions
         from lambdaserve.runtimes.registry import runtime_named
         from lambdaserve.tensors.signature import Signature
 
-        config = build(spec["config"], spec["model"])
-        options = LoadOptions(device="cpu", python_models=True, version=spec["version"])
-        if spec["backend"] in ("python", "torchserve_handler"):  # BLS, a workflow's nodes
+        config = build(spec.config, spec.model)
+        options = LoadOptions(device="cpu", python_models=True, version=spec.version)
+        if spec.backend in ("python", "torchserve_handler"):  # BLS, a workflow's nodes
             from lambdaserve.runtimes import model_calls
             from lambdaserve.workers.call_relay import WorkerCalls
 
             model_calls.install(
                 WorkerCalls(self.channel, self.requests, self.writer, self.exchange)
             )
-        runtime = runtime_named(spec["backend"])
+        runtime = runtime_named(spec.backend)
         self.model = runtime.load(
-            Path(spec["model_path"]), config, Signature.from_json(spec["signature"]), options
+            Path(spec.model_path), config, Signature.from_json(spec.signature), options
         )
         batching = getattr(self.model, "batching", None)
         return messages.loaded((batching.batch_size, batching.max_delay_s) if batching else None)
 
-    def run(self, message: dict[str, Any]) -> dict[str, Any]:
+    def run(self, message: messages.Message) -> messages.Message:
         from lambdaserve.runtimes.code_errors import request_ids
 
-        requests = [
-            (self.requests.read_tensors(r["inputs"]), r[messages.OUTPUTS])
-            for r in message["requests"]
-        ]
-        with request_ids(message.get("ids", ())):
+        call = messages.Run.of(message)
+        requests = [(self.requests.read_tensors(inputs), names) for inputs, names in call.requests]
+        with request_ids(call.ids):
             answers = self.model.run_requests(requests)
         results: list[dict[str, Any]] = []
         for answer in answers:
             if isinstance(answer, BaseException):
                 results.append(messages.failed(answer))
                 continue
-            results.append({messages.OUTPUTS: self.writer.write(arrays_of(answer))})
+            results.append(messages.produced(self.writer.write(arrays_of(answer))))
         return messages.results(results)
 
-    def stream(self, message: dict[str, Any]) -> dict[str, Any]:
+    def stream(self, message: messages.Message) -> messages.Message:
         """A decoupled model's responses, each sent as the model sends it; then the end."""
         from lambdaserve.runtimes.code_errors import request_ids
 
-        inputs = self.requests.read_tensors(message["inputs"])
-        with request_ids(message.get("ids", ())):
-            for arrays in self.model.stream(inputs, message[messages.OUTPUTS]):
+        call = messages.Stream.of(message)
+        inputs = self.requests.read_tensors(call.inputs)
+        with request_ids(call.ids):
+            for arrays in self.model.stream(inputs, call.outputs):
                 self.channel.send(messages.response(self.writer.write(arrays_of(arrays))))
         return messages.done()
 
-    def rows(self, message: dict[str, Any]) -> dict[str, Any]:
+    def rows(self, message: messages.Message) -> messages.Message:
         from lambdaserve.runtimes.code_errors import request_ids
 
+        call = messages.Rows.of(message)
         rows = [
             {key: messages.field_value(value, self.requests.read_bytes) for key, value in row}
-            for row in message["rows"]
+            for row in call.rows
         ]
         rows = [
             {k: bytearray(v) if isinstance(v, bytes) else v for k, v in r.items()} for r in rows
         ]
-        with request_ids(message.get("ids", ())):
-            answers = self.model.handle_rows(rows, message["headers"])
+        with request_ids(call.ids):
+            answers = self.model.handle_rows(rows, list(call.headers))
         out, end = [], self.writer.end
         for answer in answers:
             offset, end = self.responses.write_bytes(answer.body, end)
@@ -186,7 +186,7 @@ def main() -> None:
     spec = channel.receive()
     worker = Worker(channel, Area(requests_fd), Area(responses_fd))
     try:
-        answer = worker.load(spec)
+        answer = worker.load(messages.Load.of(spec))
     except Exception as exc:
         logging.getLogger("lambdaserve.workers").debug("load failed", exc_info=exc)
         channel.send(messages.failed(exc))

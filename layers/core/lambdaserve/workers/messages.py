@@ -1,7 +1,8 @@
 """The worker protocol, defined once: every message between the serving process and a worker
-child (its op, its kinds, the keys of its reply), as small builders the senders call and the
-names the readers read by. Tensors and bytes never travel here: the messages carry their
-descriptors in the shared areas (``workers.shared_area``), framed by ``workers.channel``.
+child (its op, its kinds, the keys of its reply), as small builders the senders call, and
+parsed forms and names the readers read by. Tensors and bytes never travel here: the
+messages carry their descriptors in the shared areas (``workers.shared_area``), framed by
+``workers.channel``.
 
 The serving process sends ``load`` (first, once), then one of ``run``, ``rows`` and
 ``stream`` per call, and ``stop``. While a call runs, the child may send ``bls`` (a Python
@@ -13,6 +14,7 @@ call's own reply, the one message without an op.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -44,8 +46,24 @@ class BlsKind(StrEnum):
 
 
 # -- the serving process's messages ----------------------------------------------------------
-def load(spec: Mapping[str, Any]) -> Message:
-    return {OP: Op.LOAD, **spec}
+def load(
+    *,
+    model: str,
+    version: int,
+    backend: str,
+    model_path: str,
+    config: dict[str, Any],
+    signature: dict[str, Any],
+) -> Message:
+    return {
+        OP: Op.LOAD,
+        "model": model,
+        "version": version,
+        "backend": backend,
+        "model_path": model_path,
+        "config": config,
+        "signature": signature,
+    }
 
 
 def run(requests: Sequence[tuple[list[Any], Sequence[str]]], ids: Sequence[str]) -> Message:
@@ -70,11 +88,12 @@ def stop() -> Message:
 
 
 def bls_responses(documents: list[dict[str, Any]]) -> Message:
-    """The answer to a ``bls`` call of kind one or all: ``bls_outputs`` / ``bls_error``."""
+    """The answer to a ``bls`` call of kind one or all: ``produced`` / ``bls_error``."""
     return {RESPONSES: documents}
 
 
-def bls_outputs(descriptors: list[Any]) -> dict[str, Any]:
+def produced(descriptors: list[Any]) -> dict[str, Any]:
+    """Tensors written in an area: one ``run`` result, one ``bls`` response."""
     return {OUTPUTS: descriptors}
 
 
@@ -101,7 +120,7 @@ def loaded(batching: tuple[int, float] | None) -> Message:
 
 
 def results(documents: list[dict[str, Any]]) -> Message:
-    """The reply to ``run``: per request ``{OUTPUTS: descriptors}`` or ``failed(exc)``."""
+    """The reply to ``run``: per request ``produced(descriptors)`` or ``failed(exc)``."""
     return {RESULTS: documents}
 
 
@@ -155,3 +174,85 @@ def field(key: str, value: Any, write_bytes: Callable[[bytes], int]) -> list[Any
 
 def field_value(encoded: Mapping[str, Any], read_bytes: Callable[[int, int], bytes]) -> Any:
     return read_bytes(*encoded["b"]) if "b" in encoded else encoded["j"]
+
+
+# -- messages as their readers see them ------------------------------------------------------
+@dataclass(frozen=True)
+class Load:
+    model: str
+    version: int
+    backend: str
+    model_path: str
+    config: dict[str, Any]
+    signature: dict[str, Any]
+
+    @classmethod
+    def of(cls, message: Message) -> Load:
+        keys = ("model", "version", "backend", "model_path", "config", "signature")
+        return cls(*(message[k] for k in keys))
+
+
+@dataclass(frozen=True)
+class Run:
+    requests: tuple[tuple[list[Any], list[str]], ...]  # input descriptors, output names
+    ids: tuple[str, ...]
+
+    @classmethod
+    def of(cls, message: Message) -> Run:
+        requests = tuple((r["inputs"], r[OUTPUTS]) for r in message["requests"])
+        return cls(requests, tuple(message.get("ids", ())))
+
+
+@dataclass(frozen=True)
+class Rows:
+    rows: tuple[list[list[Any]], ...]  # each row's fields, as ``field`` writes them
+    headers: tuple[dict[str, str], ...]
+    ids: tuple[str, ...]
+
+    @classmethod
+    def of(cls, message: Message) -> Rows:
+        rows, headers = tuple(message["rows"]), tuple(message["headers"])
+        return cls(rows, headers, tuple(message.get("ids", ())))
+
+
+@dataclass(frozen=True)
+class Stream:
+    inputs: list[Any]
+    outputs: list[str]
+    ids: tuple[str, ...]
+
+    @classmethod
+    def of(cls, message: Message) -> Stream:
+        return cls(message["inputs"], message[OUTPUTS], tuple(message.get("ids", ())))
+
+
+@dataclass(frozen=True)
+class Bls:
+    kind: BlsKind
+    model: str
+    version: int | None
+    inputs: list[Any]
+    outputs: list[str]
+    timeout_us: int
+
+    @classmethod
+    def of(cls, message: Message) -> Bls:
+        return cls(
+            BlsKind(message.get("kind", BlsKind.ONE)),
+            message["model"],
+            message.get("version") or None,
+            message.get("inputs") or [],
+            list(message.get(OUTPUTS) or ()),
+            int(message.get("timeout") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class Node:
+    model: str
+    fields: list[list[Any]]
+    headers: dict[str, str]
+
+    @classmethod
+    def of(cls, message: Message) -> Node:
+        return cls(message["model"], message["fields"], message.get("headers") or {})

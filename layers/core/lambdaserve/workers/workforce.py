@@ -45,14 +45,12 @@ class WorkerSpec:
 
     def load_message(self) -> Message:
         return messages.load(
-            {
-                "model": self.model,
-                "version": self.version,
-                "backend": self.backend,
-                "model_path": str(self.model_path),
-                "config": self.config,
-                "signature": self.signature,
-            }
+            model=self.model,
+            version=self.version,
+            backend=self.backend,
+            model_path=str(self.model_path),
+            config=self.config,
+            signature=self.signature,
         )
 
 
