@@ -263,9 +263,7 @@ class InferenceRequest:
 
     def _response(self, calls: model_calls.ModelCalls) -> InferenceResponse:
         try:
-            outputs = calls.infer(
-                self.model_name, self._version(), self._arrays(), self._requested, self._timeout
-            )
+            outputs = calls.infer(*self._call(), timeout_us=self._timeout)
         except LambdaServeError as exc:
             return InferenceResponse(error=TritonError(exc.message))
         return InferenceResponse([Tensor(n, a) for n, a in outputs.items()])
@@ -273,19 +271,17 @@ class InferenceRequest:
     def _responses(self, calls: model_calls.ModelCalls) -> Iterator[InferenceResponse]:
         """Every response, then (as Triton) an empty final one."""
         try:
-            for outputs in calls.stream(
-                self.model_name, self._version(), self._arrays(), self._requested
-            ):
+            for outputs in calls.stream(*self._call()):
                 yield InferenceResponse([Tensor(n, a) for n, a in outputs.items()])
         except LambdaServeError as exc:
             yield InferenceResponse(error=TritonError(exc.message))
         yield InferenceResponse()
 
-    def _version(self) -> int | None:
-        return self.model_version if self.model_version > 0 else None
-
-    def _arrays(self) -> dict[str, np.ndarray[Any, Any]]:
-        return {t.name(): t.as_numpy() for t in self._inputs}
+    def _call(self) -> tuple[str, int | None, dict[str, np.ndarray[Any, Any]], list[str]]:
+        """The model, its version (None: the default one), the inputs, the outputs wanted."""
+        version = self.model_version if self.model_version > 0 else None
+        inputs = {t.name(): t.as_numpy() for t in self._inputs}
+        return self.model_name, version, inputs, self._requested
 
     async def async_exec(self, decoupled: bool = False) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, self.exec, decoupled)
