@@ -34,7 +34,7 @@ from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.registry import runtime_named
 from lambdaserve.runtimes.torchserve.handler import SIGNATURE as HANDLER_SIGNATURE
 from lambdaserve.tensors.signature import Signature, TensorSpec
-from lambdaserve.workers.pool import WorkerModel, WorkerSpec
+from lambdaserve.workers.worker_model import WorkerModel, WorkerSpec
 
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 HANDLER = """
@@ -133,7 +133,9 @@ def models(directory: Path, kind: str) -> tuple[Any, WorkerModel, Callable[[Any]
 
 def _workflow(version: Path) -> Path:
     """An unpacked .war, and its model node's runner in this process: the body echoed."""
-    from lambdaserve.runtimes.torchserve import workflow
+    from types import SimpleNamespace
+
+    from lambdaserve.runtimes import model_calls
     from lambdaserve.runtimes.torchserve.context import Answer
 
     (version / "WAR-INF").mkdir()
@@ -141,7 +143,11 @@ def _workflow(version: Path) -> Path:
     (version / "WAR-INF" / "MANIFEST.json").write_text(json.dumps(manifest))
     (version / "spec.yaml").write_text(WORKFLOW_SPEC)
     (version / "h.py").write_text(WORKFLOW_HANDLER)
-    workflow.install(lambda model, fields, headers: Answer(bytes(dict(fields)["body"]), "a/b"))
+    model_calls.install(
+        SimpleNamespace(  # type: ignore[arg-type]  # a port that only runs nodes
+            run_node=lambda model, fields, headers: Answer(bytes(dict(fields)["body"]), "a/b")
+        )
+    )
     return version / "WAR-INF" / "MANIFEST.json"
 
 

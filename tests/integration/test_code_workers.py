@@ -16,7 +16,7 @@ from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import ModelCodeCrashed, ModelCodeFailed, ModelCodeTimedOut
 from lambdaserve.runtimes.torchserve.handler import SIGNATURE as HANDLER_SIGNATURE
 from lambdaserve.tensors.signature import Signature, TensorSpec
-from lambdaserve.workers.pool import WorkerModel, WorkerSpec
+from lambdaserve.workers.worker_model import WorkerModel, WorkerSpec
 from tests.support import wait_until
 
 WAIT_S = 120  # a child imports numpy and lambdaserve: slow on a loaded machine

@@ -20,7 +20,7 @@ import pytest
 
 from lambdaserve.errors import InferenceError
 from lambdaserve.runtimes.torchserve.handler import SIGNATURE as HANDLER_SIGNATURE
-from lambdaserve.workers.pool import WorkerModel, WorkerSpec
+from lambdaserve.workers.worker_model import WorkerModel, WorkerSpec
 from tests import builders
 from tests.support import wait_until
 

@@ -4,9 +4,11 @@ Triton's error instead of waiting, and a preferred memory that CPU tensors satis
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import numpy as np
 
+from lambdaserve.runtimes import model_calls
 from lambdaserve.runtimes.triton_python import pb_utils
 
 
@@ -14,12 +16,11 @@ def test_a_bls_call_past_its_timeout_answers_with_tritons_error(monkeypatch):
     # Given a model that answers only when released (a slow step behind a BLS call)
     released = threading.Event()
 
-    def slow(request):
+    def slow(model, version, inputs, outputs, timeout_us=0):
         released.wait(10)
-        return pb_utils.InferenceResponse([pb_utils.Tensor("y", np.ones(1, np.float32))])
+        return {"y": np.ones(1, np.float32)}
 
-    monkeypatch.setattr(pb_utils, "_executor", slow)
-    monkeypatch.setattr(pb_utils, "_stream_executor", lambda request: iter(()))
+    monkeypatch.setattr(model_calls, "current", lambda: SimpleNamespace(infer=slow))
     request = pb_utils.InferenceRequest(
         model_name="slow",
         inputs=[pb_utils.Tensor("x", np.ones(1, np.float32))],

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 from lambdaserve.metrics.custom import CUSTOM_METRICS, CustomMetrics
 from lambdaserve.metrics.prometheus import exposition, metrics_registry
 from lambdaserve.metrics.stats import StatsRegistry
+from lambdaserve.runtimes import model_calls
 from lambdaserve.runtimes.triton_python import pb_utils
 
 UPSTREAM = json.loads(
@@ -45,8 +47,7 @@ def test_every_method_of_its_classes_exists(owner: str, attribute: str) -> None:
 def _objects(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The objects python_backend hands models rather than names: a response sender, the
     iterator a decoupled BLS call returns, a metric."""
-    monkeypatch.setattr(pb_utils, "_executor", lambda request: pb_utils.InferenceResponse())
-    monkeypatch.setattr(pb_utils, "_stream_executor", lambda request: iter(()))
+    model_calls_port(monkeypatch, infer=lambda *_, **__: {}, stream=lambda *_: iter(()))
     request = pb_utils.InferenceRequest(model_name="m", inputs=[], requested_output_names=[])
     family = pb_utils.MetricFamily("n", "d", pb_utils.MetricFamily.GAUGE, store=CustomMetrics())
     return {
@@ -125,12 +126,11 @@ def test_a_cancelled_decoupled_bls_iterator_stops(monkeypatch: pytest.MonkeyPatc
     When the model cancels after the first
     Then no further response is read."""
 
-    def three(_: Any) -> Any:
+    def three(*_: Any) -> Any:
         for i in range(3):
-            yield pb_utils.InferenceResponse([pb_utils.Tensor("y", np.array([i]))])
+            yield {"y": np.array([i])}
 
-    monkeypatch.setattr(pb_utils, "_executor", lambda request: pb_utils.InferenceResponse())
-    monkeypatch.setattr(pb_utils, "_stream_executor", three)
+    model_calls_port(monkeypatch, infer=lambda *_, **__: {}, stream=three)
     responses = pb_utils.InferenceRequest(model_name="m", inputs=[]).exec(decoupled=True)
     first = next(responses)
     responses.cancel()
@@ -159,3 +159,8 @@ def test_a_metric_familys_description_is_its_help_line_on_metrics() -> None:
     assert "# TYPE requests_process_latency_ns counter\n" in text
     assert 'requests_process_latency_ns{model="custom_metrics"} 5.0\n' in text
     assert "requests_process_latency_ns_total" not in text, text
+
+
+def model_calls_port(monkeypatch: pytest.MonkeyPatch, **calls: Any) -> None:
+    """This process's model-to-model port, for the test: only ``calls``."""
+    monkeypatch.setattr(model_calls, "current", lambda: SimpleNamespace(**calls))

@@ -57,11 +57,17 @@ class CustomMetrics:
         self._lock = threading.Lock()
         self._series: dict[str, _Series] = {}
         self._listeners: list[Listener] = []
+        self._elsewhere: Callable[..., None] | None = None
 
     def add_listener(self, listener: Listener) -> None:
         """Also tell ``listener`` each value (the infer function writes them as EMF)."""
         with self._lock:
             self._listeners.append(listener)
+
+    def send_elsewhere(self, sink: Callable[..., None]) -> None:
+        """Hand every value to ``sink`` (``record``'s arguments) instead of keeping it: a
+        worker child sends its code's metrics to the serving process, which keeps them."""
+        self._elsewhere = sink
 
     def record(
         self,
@@ -78,6 +84,18 @@ class CustomMetrics:
         """Add (counter), set (gauge) or observe (histogram) ``value`` for one label set;
         ``description`` (a MetricFamily's) is the series' ``# HELP`` line; ``own_name``: a
         counter's samples carry its own name, as Triton's (TorchServe's gain ``_total``)."""
+        if self._elsewhere is not None:
+            self._elsewhere(
+                name,
+                kind=kind,
+                unit=unit,
+                labels=labels,
+                values=values,
+                value=value,
+                description=description,
+                own_name=own_name,
+            )
+            return
         if len(labels) != len(values):
             raise ValueError(f"metric {name!r} has dimensions {list(labels)}, got {list(values)}")
         with self._lock:

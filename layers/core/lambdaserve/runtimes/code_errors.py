@@ -15,6 +15,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from lambdaserve.errors import ModelCodeFailed, first_line
+
 logger = logging.getLogger("lambdaserve.model_code")
 _REQUEST_IDS: ContextVar[tuple[str, ...]] = ContextVar("model_code_request_ids", default=())
 
@@ -58,4 +60,12 @@ def log_code_failure(
         f" (request {requests})" if requests else " (at load)",
         exc_info=exc,
         extra={"model": model, "version": str(version), "request_ids": list(ids)},
+    )
+
+
+def load_failure(what: str, model: str, exc: BaseException) -> ModelCodeFailed:
+    """``what`` (``"the handler"``, ``"model.py"``) of ``model`` failed to load: the
+    client's message, naming what the code raised."""
+    return ModelCodeFailed(
+        f"{what} of {model!r} failed to load: {type(exc).__name__}: {first_line(exc, 500)}"
     )

@@ -18,22 +18,13 @@ import numpy as np
 
 from lambdaserve.config.model_config import EnsembleStep, ModelConfig
 from lambdaserve.errors import InferenceError, LambdaServeError, ModelNotReady, ModelRejected
+from lambdaserve.runtimes import model_calls
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
 
 Arrays_ = dict[str, np.ndarray[Any, Any]]  # step tensors by name
-# (model, version or None, inputs, requested outputs) -> outputs; installed by the server.
+# (model, version or None, inputs, requested outputs) -> outputs: the process's port's infer
 StepRunner = Callable[[str, int | None, Arrays_, Sequence[str]], Arrays_]
-# (model, version or None) -> the step model's signature; raises when it cannot serve.
-StepResolver = Callable[[str, int | None], Signature]
-
-_runner: StepRunner | None = None
-_resolver: StepResolver | None = None
-
-
-def install(runner: StepRunner, resolver: StepResolver) -> None:
-    global _runner, _resolver
-    _runner, _resolver = runner, resolver
 
 
 @dataclass(frozen=True)
@@ -143,17 +134,18 @@ class EnsembleRuntime:
     def load(
         self, model_path: Path, config: ModelConfig, signature: Signature, options: LoadOptions
     ) -> EnsembleModel:
-        if _runner is None or _resolver is None:
+        calls = model_calls.current()
+        if calls is None:
             raise ModelNotReady("ensembles run only inside a serving process")
         waves = plan(config)
         for index, step in enumerate(config.ensemble_steps):
             try:
-                _resolver(step.model_name, step_version(step))
+                calls.signature(step.model_name, step_version(step))
             except LambdaServeError as exc:
                 raise ModelNotReady(
                     f"ensemble step {index} ({step.model_name!r}) cannot serve: {exc.message}"
                 ) from None
-        return EnsembleModel(config, waves, _runner)
+        return EnsembleModel(config, waves, calls.infer)
 
 
 class EnsembleModel:

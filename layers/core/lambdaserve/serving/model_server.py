@@ -377,6 +377,6 @@ def _batch_size(inputs: Mapping[str, np.ndarray[Any, Any]], served: ServedVersio
 
 
 def _worker_count(loaded: LoadedModel | None) -> int:
-    # a worker pool's count (workers.pool, not imported here: the Lambda cold path)
+    # a worker pool's count (workers.worker_model, not imported here: the Lambda cold path)
     count = getattr(loaded, "worker_count", 0)
     return count if isinstance(count, int) else 0

@@ -24,7 +24,7 @@ from lambdaserve.runtimes.torchserve.handler import HandlerModel
 from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
-from lambdaserve.workers.pool import WorkerModel
+from lambdaserve.workers.worker_model import WorkerModel
 
 HANDLER_RUNTIME = "torchserve_handler"
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from lambdaserve.errors import InvalidInput
 from lambdaserve.serving.model_server import ModelServer
-from lambdaserve.workers.pool import WorkerModel
+from lambdaserve.workers.worker_model import WorkerModel
 
 
 def worker_pools(server: ModelServer) -> dict[tuple[str, int], WorkerModel]:

@@ -20,7 +20,9 @@ from typing import Any
 
 import orjson
 
-from lambdaserve.workers.channel import RECORD_MARK, Channel, error_document
+from lambdaserve.workers import messages
+from lambdaserve.workers.channel import RECORD_MARK, Channel
+from lambdaserve.workers.messages import Op
 from lambdaserve.workers.shared_area import Area, arrays_of
 
 
@@ -75,104 +77,96 @@ class Worker:
         def record(name: str, **fields: Any) -> None:
             self.recorded.append({"name": name} | {k: v for k, v in fields.items()})
 
-        CUSTOM_METRICS.record = record  # type: ignore[method-assign]
+        CUSTOM_METRICS.send_elsewhere(record)
 
-    def load(self, spec: dict[str, Any]) -> dict[str, Any]:
+    def load(self, spec: messages.Load) -> messages.Message:
         from lambdaserve.config.model_config import build
         from lambdaserve.runtimes.base import LoadOptions
         from lambdaserve.runtimes.registry import runtime_named
         from lambdaserve.tensors.signature import Signature
 
-        config = build(spec["config"], spec["model"])
-        options = LoadOptions(device="cpu", python_models=True, version=spec["version"])
-        if spec["backend"] == "python":
-            from lambdaserve.workers.bls_relay import install_in_worker
+        config = build(spec.config, spec.model)
+        options = LoadOptions(device="cpu", python_models=True, version=spec.version)
+        if spec.backend in ("python", "torchserve_handler"):  # BLS, a workflow's nodes
+            from lambdaserve.runtimes import model_calls
+            from lambdaserve.workers.call_relay import WorkerCalls
 
-            install_in_worker(self.channel, self.requests, self.writer, self.exchange)
-        elif spec["backend"] == "torchserve_handler":  # a workflow's model nodes
-            from lambdaserve.workers import node_relay
-
-            node_relay.install_in_worker(self.channel, self.requests, self.writer, self.exchange)
-        runtime = runtime_named(spec["backend"])
+            model_calls.install(
+                WorkerCalls(self.channel, self.requests, self.writer, self.exchange)
+            )
+        runtime = runtime_named(spec.backend)
         self.model = runtime.load(
-            Path(spec["model_path"]), config, Signature.from_json(spec["signature"]), options
+            Path(spec.model_path), config, Signature.from_json(spec.signature), options
         )
         batching = getattr(self.model, "batching", None)
-        return {
-            "ok": True,
-            "batching": [batching.batch_size, batching.max_delay_s] if batching else None,
-        }
+        return messages.loaded((batching.batch_size, batching.max_delay_s) if batching else None)
 
-    def run(self, message: dict[str, Any]) -> dict[str, Any]:
+    def run(self, message: messages.Message) -> messages.Message:
         from lambdaserve.runtimes.code_errors import request_ids
 
-        requests = [
-            (self.requests.read_tensors(r["inputs"]), r["outputs"]) for r in message["requests"]
-        ]
-        with request_ids(message.get("ids", ())):
+        call = messages.Run.of(message)
+        requests = [(self.requests.read_tensors(inputs), names) for inputs, names in call.requests]
+        with request_ids(call.ids):
             answers = self.model.run_requests(requests)
         results: list[dict[str, Any]] = []
         for answer in answers:
             if isinstance(answer, BaseException):
-                results.append({"error": error_document(answer)})
+                results.append(messages.failed(answer))
                 continue
-            results.append({"outputs": self.writer.write(arrays_of(answer))})
-        return {"results": results}
+            results.append(messages.produced(self.writer.write(arrays_of(answer))))
+        return messages.results(results)
 
-    def stream(self, message: dict[str, Any]) -> dict[str, Any]:
+    def stream(self, message: messages.Message) -> messages.Message:
         """A decoupled model's responses, each sent as the model sends it; then the end."""
         from lambdaserve.runtimes.code_errors import request_ids
 
-        inputs = self.requests.read_tensors(message["inputs"])
-        with request_ids(message.get("ids", ())):
-            for arrays in self.model.stream(inputs, message["outputs"]):
-                self.channel.send(
-                    {"op": "response", "outputs": self.writer.write(arrays_of(arrays))}
-                )
-        return {"done": True}
+        call = messages.Stream.of(message)
+        inputs = self.requests.read_tensors(call.inputs)
+        with request_ids(call.ids):
+            for arrays in self.model.stream(inputs, call.outputs):
+                self.channel.send(messages.response(self.writer.write(arrays_of(arrays))))
+        return messages.done()
 
-    def rows(self, message: dict[str, Any]) -> dict[str, Any]:
+    def rows(self, message: messages.Message) -> messages.Message:
         from lambdaserve.runtimes.code_errors import request_ids
 
+        call = messages.Rows.of(message)
         rows = [
-            {
-                key: self.requests.read_bytes(*value["b"]) if "b" in value else value["j"]
-                for key, value in row
-            }
-            for row in message["rows"]
+            {key: messages.field_value(value, self.requests.read_bytes) for key, value in row}
+            for row in call.rows
         ]
         rows = [
             {k: bytearray(v) if isinstance(v, bytes) else v for k, v in r.items()} for r in rows
         ]
-        with request_ids(message.get("ids", ())):
-            answers = self.model.handle_rows(rows, message["headers"])
+        with request_ids(call.ids):
+            answers = self.model.handle_rows(rows, list(call.headers))
         out, end = [], self.writer.end
         for answer in answers:
             offset, end = self.responses.write_bytes(answer.body, end)
             out.append([offset, len(answer.body), answer.content_type, answer.status])
-        return {"answers": out}
+        return messages.answers(out)
 
     def serve(self) -> None:
         while True:
             with self.exchange:
                 message = self.channel.receive()
-            op = message["op"]
-            if op == "stop":
+            op = message[messages.OP]
+            if op == Op.STOP:
                 close = getattr(self.model, "close", None)
                 if close is not None:
                     close()
                 return
             self.writer.end = 0
-            calls = {"run": self.run, "rows": self.rows, "stream": self.stream}
+            calls = {Op.RUN: self.run, Op.ROWS: self.rows, Op.STREAM: self.stream}
             try:
                 reply = calls[op](message)
             except Exception as exc:
-                reply = {"error": error_document(exc)}
+                reply = messages.failed(exc)
             if self.recorded:
-                reply["metrics"], self.recorded = self.recorded, []
+                reply[messages.METRICS], self.recorded = self.recorded, []
             retire = getattr(self.model, "overrun", "")
             if retire:  # code still running that only the end of this process stops
-                reply["retire"] = retire
+                reply[messages.RETIRE] = retire
             self.channel.send(reply)
 
 
@@ -192,10 +186,10 @@ def main() -> None:
     spec = channel.receive()
     worker = Worker(channel, Area(requests_fd), Area(responses_fd))
     try:
-        answer = worker.load(spec)
+        answer = worker.load(messages.Load.of(spec))
     except Exception as exc:
         logging.getLogger(__name__).debug("load failed", exc_info=exc)
-        channel.send({"error": error_document(exc)})
+        channel.send(messages.failed(exc))
         return
     channel.send(answer)
     worker.serve()

@@ -16,10 +16,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import orjson
 
+from lambdaserve.workers import messages
 from lambdaserve.workers.channel import RECORD_MARK, Channel
 from lambdaserve.workers.shared_area import Area
 
@@ -41,7 +41,8 @@ def without_paths(text: str) -> str:
 
 
 class WorkerProcess:
-    """A started child; ``call`` sends one message and waits for its answer."""
+    """A started child: its socket (``channel``) and its two shared areas; the version's
+    workforce hands it to one call at a time (``workers.worker_model``)."""
 
     def __init__(
         self,
@@ -84,7 +85,7 @@ class WorkerProcess:
         )
         self._pump.start()
 
-    def start(self, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+    def start(self, spec: messages.Message, timeout: float) -> messages.Message:
         """Send the load spec; the child's answer once its code is initialized."""
         self.channel.send(spec)
         return self.channel.receive(timeout)
@@ -150,7 +151,7 @@ class WorkerProcess:
         """Ask the child to finalize and exit; kill it when it does not in time."""
         if self.alive():
             try:
-                self.channel.send({"op": "stop"})
+                self.channel.send(messages.stop())
                 self.process.wait(grace_s)
             except Exception:
                 self.kill()

@@ -2,8 +2,8 @@
 archives, TorchServe workflows, Triton Python models, decoupled ones included, Paddle Serving
 pipelines) when the process enables workers, and always when the version has its own
 environment. A workflow's whole DAG runs in its worker (its function nodes are the user's
-code); its model nodes cross back to this process's data plane (``workers.node_relay``) as a
-Python model's BLS calls do (``workers.bls_relay``). A Paddle pipeline's Ops and their local
+code); its model nodes cross back to this process's data plane as a Python model's BLS calls
+do (``workers.call_relay``). A Paddle pipeline's Ops and their local
 predictors all run in its worker: their models are files of the version, not other models.
 """
 
@@ -23,7 +23,7 @@ from lambdaserve.workers.options import (
     WorkerOptions,
     counts_for,
 )
-from lambdaserve.workers.pool import WorkerModel, WorkerSpec
+from lambdaserve.workers.worker_model import WorkerModel, WorkerSpec
 
 
 def runs_in_workers(

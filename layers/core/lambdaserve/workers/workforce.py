@@ -16,7 +16,9 @@ from typing import Any
 
 from lambdaserve.errors import LambdaServeError, ModelCodeFailed, ModelNotReady
 from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
+from lambdaserve.workers import messages
 from lambdaserve.workers.channel import ChannelClosed, error_from
+from lambdaserve.workers.messages import Message
 from lambdaserve.workers.process import WorkerProcess
 
 logger = logging.getLogger(__name__)
@@ -41,16 +43,15 @@ class WorkerSpec:
     start_timeout_s: float = 300.0
     decoupled: bool = False  # Triton's model_transaction_policy: responses streamed
 
-    def load_message(self) -> dict[str, Any]:
-        return {
-            "op": "load",
-            "model": self.model,
-            "version": self.version,
-            "backend": self.backend,
-            "model_path": str(self.model_path),
-            "config": self.config,
-            "signature": self.signature,
-        }
+    def load_message(self) -> Message:
+        return messages.load(
+            model=self.model,
+            version=self.version,
+            backend=self.backend,
+            model_path=str(self.model_path),
+            config=self.config,
+            signature=self.signature,
+        )
 
 
 class Workforce:
@@ -75,7 +76,7 @@ class Workforce:
             self._start_later(0.0)
         self._idle.put(first)
 
-    def _take(self) -> WorkerProcess:
+    def take(self) -> WorkerProcess:
         while True:
             if self.broken:
                 raise ModelNotReady(self.broken)
@@ -102,7 +103,7 @@ class Workforce:
             if worker.alive():
                 return worker
             worker.busy = False
-            self._replace(worker, worker.how_it_ended())
+            self.restart(worker, worker.how_it_ended())
 
     def _wait_for_worker(self) -> WorkerProcess | None:
         try:
@@ -113,7 +114,7 @@ class Workforce:
                 f"{self.spec.start_timeout_s:g} s"
             ) from None
 
-    def _release(self, worker: WorkerProcess) -> None:
+    def release(self, worker: WorkerProcess) -> None:
         with self._lock:
             worker.busy = False
             closing = self._closed and worker in self._workers
@@ -140,17 +141,17 @@ class Workforce:
             raise ModelCodeFailed(
                 f"the worker of {self.spec.model!r} {ended} while loading"
             ) from None
-        if "error" in answer:
+        if messages.ERROR in answer:
             worker.stop()
-            raise error_from(answer["error"])
-        if answer.get("batching"):
-            self.batching = FrontendBatching(*answer["batching"])
+            raise error_from(answer[messages.ERROR])
+        if answer.get(messages.BATCHING):
+            self.batching = FrontendBatching(*answer[messages.BATCHING])
         with self._lock:  # started: counted once, as a worker, no longer as one starting
             self._workers.append(worker)
             self._starting -= started_later
         return worker
 
-    def _discard(self, worker: WorkerProcess) -> None:
+    def discard(self, worker: WorkerProcess) -> None:
         """A worker left mid-call (its caller stopped reading): killed and replaced, not
         counted as a crash of the model's code."""
         worker.kill()
@@ -170,9 +171,9 @@ class Workforce:
         with self._lock:
             if worker not in self._workers:  # stopped on purpose, or already replaced
                 return
-        self._replace(worker, worker.how_it_ended())
+        self.restart(worker, worker.how_it_ended())
 
-    def _replace(self, worker: WorkerProcess, why: str) -> None:
+    def restart(self, worker: WorkerProcess, why: str) -> None:
         """Count the loss; restart after the backoff, or report the version broken."""
         with self._lock:
             if worker not in self._workers:  # the other thread that saw it end replaced it

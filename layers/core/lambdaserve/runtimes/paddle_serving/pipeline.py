@@ -26,12 +26,11 @@ import numpy as np
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import (
     LambdaServeError,
-    ModelCodeFailed,
     ModelNotReady,
     ModelRejected,
-    first_line,
 )
 from lambdaserve.runtimes.base import LoadOptions
+from lambdaserve.runtimes.code_errors import load_failure
 from lambdaserve.runtimes.model_code import DISABLED, new_module, outline, run_one
 from lambdaserve.runtimes.paddle_serving import ops as paddle_ops
 from lambdaserve.runtimes.paddle_serving import predictor
@@ -95,10 +94,7 @@ class PaddlePipelineRuntime:
         except LambdaServeError:
             raise
         except Exception as exc:
-            raise ModelCodeFailed(
-                f"web_service.py of {config.name!r} failed to load: "
-                f"{type(exc).__name__}: {first_line(exc, 500)}"
-            ) from exc
+            raise load_failure("web_service.py", config.name, exc) from exc
         return PipelineModel(executor, base)
 
 

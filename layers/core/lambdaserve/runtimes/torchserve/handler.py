@@ -30,12 +30,14 @@ from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import (
     InferenceError,
     LambdaServeError,
-    ModelCodeFailed,
     ModelNotReady,
-    first_line,
 )
 from lambdaserve.runtimes.base import LoadOptions
-from lambdaserve.runtimes.code_errors import current_request_ids, log_code_failure
+from lambdaserve.runtimes.code_errors import (
+    current_request_ids,
+    load_failure,
+    log_code_failure,
+)
 from lambdaserve.runtimes.model_code import DISABLED, new_module, run_one
 from lambdaserve.runtimes.torchserve import workflow as torchserve_workflow
 from lambdaserve.runtimes.torchserve.context import Answer, Context
@@ -105,10 +107,7 @@ class TorchServeHandlerRuntime:
             raise
         except Exception as exc:
             log_code_failure("the handler", config.name, options.version, exc)
-            raise ModelCodeFailed(
-                f"the handler of {config.name!r} failed to load: "
-                f"{type(exc).__name__}: {first_line(exc, 500)}"
-            ) from exc
+            raise load_failure("the handler", config.name, exc) from exc
         return HandlerModel(session, batching, (config.name, options.version))
 
 

@@ -14,7 +14,7 @@ server as any request; TorchServe registers it privately as ``<workflow>__m1`` i
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,27 +22,21 @@ from typing import Any
 import orjson
 
 from lambdaserve.errors import InferenceError, LambdaServeError, ModelRejected
+from lambdaserve.runtimes import model_calls
 from lambdaserve.runtimes.model_code import new_module, outline
 from lambdaserve.runtimes.torchserve.context import Answer, Context
 
 WORKFLOW_MANIFEST = "WAR-INF/MANIFEST.json"
 _DEFAULT_TIMEOUT_MS = 60_000
-# (model, fields, headers) -> the model's answer; installed by the server (pipelines.bls)
-NodeRunner = Callable[[str, tuple[tuple[str, Any], ...], Mapping[str, str]], Answer]
-_runners: dict[str, NodeRunner] = {}
-
-
-def install(runner: NodeRunner) -> None:
-    """Where model nodes go: the serving process's data plane (``pipelines.bls``), or, in a
-    worker process, the relay back to it (``workers.node_relay``)."""
-    _runners["server"] = runner
 
 
 def run_node(model: str, fields: tuple[tuple[str, Any], ...], headers: Mapping[str, str]) -> Answer:
-    """One model node's call, through the installed runner."""
-    if "server" not in _runners:
+    """One model node's call, through the process's port (``runtimes.model_calls``): the
+    serving process's data plane, or, in a worker, the relay back to it."""
+    calls = model_calls.current()
+    if calls is None:
         raise InferenceError("workflows run only where models serve")
-    return _runners["server"](model, fields, headers)
+    return calls.run_node(model, fields, headers)
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,15 @@ from lambdaserve.errors import (
     InferenceError,
     InvalidInput,
     LambdaServeError,
-    ModelCodeFailed,
     ModelNotReady,
     ModelRejected,
-    first_line,
 )
 from lambdaserve.runtimes.base import LoadOptions
-from lambdaserve.runtimes.code_errors import current_request_ids, log_code_failure
+from lambdaserve.runtimes.code_errors import (
+    current_request_ids,
+    load_failure,
+    log_code_failure,
+)
 from lambdaserve.runtimes.model_code import DISABLED, new_module, outline, run_one
 from lambdaserve.runtimes.triton_python import pb_utils
 from lambdaserve.runtimes.triton_python.decoupled import one_response, stream_responses
@@ -70,10 +72,7 @@ class PythonModelRuntime:
                 instance.initialize(_initialize_args(config, options.version, version_dir))
         except Exception as exc:
             log_code_failure("model.py", config.name, options.version, exc)
-            raise ModelCodeFailed(
-                f"model.py of {config.name!r} failed to load: "
-                f"{type(exc).__name__}: {first_line(exc, 500)}"
-            ) from exc
+            raise load_failure("model.py", config.name, exc) from exc
         finally:
             pb_utils._model_dir.reset(token)
         return PythonModel(

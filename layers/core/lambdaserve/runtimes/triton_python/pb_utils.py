@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any
 
@@ -18,6 +18,7 @@ import numpy as np
 
 from lambdaserve.config.model_config import v2_datatype_of
 from lambdaserve.errors import LambdaServeError
+from lambdaserve.runtimes import model_calls
 from lambdaserve.runtimes.op_threads import within
 from lambdaserve.runtimes.triton_python.auto_complete_config import ModelConfig
 from lambdaserve.runtimes.triton_python.pb_utils_support import (
@@ -76,12 +77,6 @@ TRITONSERVER_REQUEST_FLAG_SEQUENCE_START = 1
 TRITONSERVER_REQUEST_FLAG_SEQUENCE_END = 2
 
 
-# Set by the serving process: runs a BLS request against its model server (one response),
-# and streams a decoupled one (every response).
-_executor: Callable[[InferenceRequest], InferenceResponse] | None = None
-_stream_executor: Callable[[InferenceRequest], Iterator[InferenceResponse]] | None = None
-# Set by the serving process: whether a model version is READY (is_model_ready).
-_readiness: Callable[[str, str], bool] | None = None
 # The model directory of the Python model being called (get_model_dir).
 _model_dir: ContextVar[str] = ContextVar("model_dir", default="")
 
@@ -250,20 +245,43 @@ class InferenceRequest:
     def exec(self, decoupled: bool = False) -> Any:
         """BLS: run this request on ``model_name`` in this process; with ``decoupled=True``
         an iterator of every response the model sends (a decoupled model's many)."""
-        if _executor is None or _stream_executor is None:
+        calls = model_calls.current()
+        if calls is None:
             raise TritonModelException("BLS requests run only inside a serving process")
         if not self.model_name:
             raise TritonModelException("a BLS request needs model_name")
         if decoupled:
-            return ResponseIterator(_stream_executor(self))
+            return ResponseIterator(self._responses(calls))
         if self._timeout > 0:
             try:
-                return within(self._timeout / 1e6, _executor, self)
+                return within(self._timeout / 1e6, self._response, calls)
             except TimeoutError:
                 return InferenceResponse(
                     error=TritonError("Request timeout expired", TritonError.UNAVAILABLE)
                 )
-        return _executor(self)
+        return self._response(calls)
+
+    def _response(self, calls: model_calls.ModelCalls) -> InferenceResponse:
+        try:
+            outputs = calls.infer(*self._call(), timeout_us=self._timeout)
+        except LambdaServeError as exc:
+            return InferenceResponse(error=TritonError(exc.message))
+        return InferenceResponse([Tensor(n, a) for n, a in outputs.items()])
+
+    def _responses(self, calls: model_calls.ModelCalls) -> Iterator[InferenceResponse]:
+        """Every response, then (as Triton) an empty final one."""
+        try:
+            for outputs in calls.stream(*self._call()):
+                yield InferenceResponse([Tensor(n, a) for n, a in outputs.items()])
+        except LambdaServeError as exc:
+            yield InferenceResponse(error=TritonError(exc.message))
+        yield InferenceResponse()
+
+    def _call(self) -> tuple[str, int | None, dict[str, np.ndarray[Any, Any]], list[str]]:
+        """The model, its version (None: the default one), the inputs, the outputs wanted."""
+        version = self.model_version if self.model_version > 0 else None
+        inputs = {t.name(): t.as_numpy() for t in self._inputs}
+        return self.model_name, version, inputs, self._requested
 
     async def async_exec(self, decoupled: bool = False) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, self.exec, decoupled)
@@ -299,7 +317,12 @@ def get_model_dir() -> str:
 
 def is_model_ready(model_name: str, model_version: str = "") -> bool:
     """Whether the model (the version, if given) is READY to serve BLS requests."""
-    if _readiness is None:
+    calls = model_calls.current()
+    if calls is None:
         raise TritonModelException("is_model_ready works only inside a serving process")
     name = model_name.decode() if isinstance(model_name, bytes) else model_name
-    return _readiness(name, str(model_version))
+    try:
+        version = int(model_version) if str(model_version) else None
+    except ValueError:
+        return False
+    return calls.ready(name, version)

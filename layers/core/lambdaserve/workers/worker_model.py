@@ -1,6 +1,7 @@
 """A version's model code served by its worker processes: the runtime Protocol
-(``run`` / ``run_requests``, and ``handle_rows`` for TorchServe handlers) over its
-workforce, so the model server, the batcher and every door are unchanged.
+(``run`` / ``run_requests``, and ``handle_rows`` for TorchServe handlers) over the version's
+workforce (``workers.workforce``, the pool it has), so the model server, the batcher and
+every door are unchanged.
 
 Faults stay in their model: a child that dies fails the requests it held once, with how it
 ended; one that holds a request past the timeout (TorchServe's ``responseTimeout``) is
@@ -20,27 +21,67 @@ from lambdaserve.errors import LambdaServeError, ModelCodeCrashed, ModelCodeTime
 from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.runtimes.code_errors import known_request_ids
 from lambdaserve.runtimes.torchserve.context import Answer
+from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
 from lambdaserve.runtimes.triton_python.decoupled import one_response
 from lambdaserve.tensors.signature import Arrays
-from lambdaserve.workers.bls_relay import answer_bls
+from lambdaserve.workers import messages
+from lambdaserve.workers.call_relay import answer_call
 from lambdaserve.workers.channel import ChannelClosed, error_from
 from lambdaserve.workers.deadline import current_deadline, expired
+from lambdaserve.workers.messages import ERROR, Message, Op
 from lambdaserve.workers.process import WorkerProcess
 from lambdaserve.workers.shared_area import arrays_of
 from lambdaserve.workers.workforce import WorkerSpec, Workforce
 
 __all__ = ["WorkerModel", "WorkerSpec"]
 logger = logging.getLogger(__name__)
+_CALLS = (Op.BLS, Op.NODE)  # a worker's calls to other models, mid-call
 
 
-class WorkerModel(Workforce):
+class WorkerModel:
     """A loaded version whose code runs in ``spec.min_workers`` child processes."""
 
     device = "cpu"
 
+    def __init__(self, spec: WorkerSpec, on_broken: Callable[[str], None] | None = None) -> None:
+        self.workforce = Workforce(spec, on_broken)  # a load failure raises here
+
+    @property
+    def spec(self) -> WorkerSpec:
+        return self.workforce.spec
+
     @property
     def decoupled(self) -> bool:
         return self.spec.decoupled
+
+    # -- the workforce, as the doors read and change it ------------------------------------
+    @property
+    def batching(self) -> FrontendBatching:
+        return self.workforce.batching
+
+    @property
+    def broken(self) -> str:
+        return self.workforce.broken
+
+    @property
+    def target(self) -> int:
+        return self.workforce.target
+
+    @property
+    def worker_count(self) -> int:
+        return self.workforce.worker_count
+
+    def scale(self, min_workers: int, max_workers: int | None = None) -> None:
+        self.workforce.scale(min_workers, max_workers)
+
+    def describe(self) -> list[dict[str, Any]]:
+        return self.workforce.describe()
+
+    def memory_bytes(self) -> int:
+        return self.workforce.memory_bytes()
+
+    def close(self) -> None:
+        self.workforce.close()
 
     # -- the runtime Protocol --------------------------------------------------------------
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
@@ -56,26 +97,26 @@ class WorkerModel(Workforce):
             return [one_response(self.stream(inputs, names)) for inputs, names in requests]
         ids = known_request_ids()  # the worker makes fresh ones only if it logs a failure
 
-        def send(worker: WorkerProcess) -> dict[str, Any]:
+        def send(worker: WorkerProcess) -> Message:
             encoded, end = [], 0
             for inputs, names in requests:
                 descriptors, end = worker.requests.write_tensors(arrays_of(inputs), end)
-                encoded.append({"inputs": descriptors, "outputs": list(names)})
-            return {"op": "run", "requests": encoded, "ids": list(ids)}
+                encoded.append((descriptors, names))
+            return messages.run(encoded, ids)
 
         try:
             worker, reply = self._call(send)
         except LambdaServeError as exc:
             return [exc] * len(requests)
-        if "error" in reply:  # the code raised: the worker serves on (unless it retires)
+        if ERROR in reply:  # the code raised: the worker serves on (unless it retires)
             self._done(worker, reply)
-            return [error_from(reply["error"])] * len(requests)
+            return [error_from(reply[ERROR])] * len(requests)
         results: list[Arrays | LambdaServeError] = []
-        for result in reply["results"]:
-            if "error" in result:
-                results.append(error_from(result["error"]))
+        for result in reply[messages.RESULTS]:
+            if ERROR in result:
+                results.append(error_from(result[ERROR]))
             else:
-                results.append(worker.responses.read_tensors(result["outputs"]))
+                results.append(worker.responses.read_tensors(result[messages.OUTPUTS]))
         self._done(worker, reply)
         return results
 
@@ -85,36 +126,32 @@ class WorkerModel(Workforce):
         """TorchServe's call, as ``HandlerModel.handle_rows``: bodies cross in the area."""
         ids = known_request_ids()
 
-        def send(worker: WorkerProcess) -> dict[str, Any]:
-            encoded, end = [], 0
-            for row in rows:
-                fields = []
-                for key, value in row.items():
-                    if isinstance(value, bytes | bytearray | memoryview):
-                        offset, end = worker.requests.write_bytes(bytes(value), end)
-                        fields.append([key, {"b": [offset, len(value)]}])
-                    else:
-                        fields.append([key, {"j": value}])
-                encoded.append(fields)
+        def send(worker: WorkerProcess) -> Message:
+            end = 0
+
+            def write(data: bytes) -> int:
+                nonlocal end
+                offset, end = worker.requests.write_bytes(data, end)
+                return offset
+
+            encoded = [[messages.field(k, v, write) for k, v in row.items()] for row in rows]
             heads = [dict(h) for h in headers or [{} for _ in rows]]
-            return {"op": "rows", "rows": encoded, "headers": heads, "ids": list(ids)}
+            return messages.rows(encoded, heads, ids)
 
         worker, reply = self._call(send)
-        if "error" in reply:  # the code raised: the worker serves on (unless it retires)
+        if ERROR in reply:  # the code raised: the worker serves on (unless it retires)
             self._done(worker, reply)
-            raise error_from(reply["error"])
+            raise error_from(reply[ERROR])
         answers = [
             Answer(worker.responses.read_bytes(offset, length), content_type, status)
-            for offset, length, content_type, status in reply["answers"]
+            for offset, length, content_type, status in reply[messages.ANSWERS]
         ]
         self._done(worker, reply)
         return answers
 
     # -- one call through one worker -------------------------------------------------------
-    def _call(
-        self, build: Callable[[WorkerProcess], dict[str, Any]]
-    ) -> tuple[WorkerProcess, dict[str, Any]]:
-        """The answer to one message; the worker stays taken until ``_release`` (its
+    def _call(self, build: Callable[[WorkerProcess], Message]) -> tuple[WorkerProcess, Message]:
+        """The answer to one message; the worker stays taken until its release (its
         response area is read first). Crashes and timeouts raise, the worker replaced."""
         worker = self._send(build)
         try:
@@ -122,25 +159,26 @@ class WorkerModel(Workforce):
         except LambdaServeError:
             raise  # a crash or a timeout: the worker is already replaced
         except BaseException:
-            self._release(worker)
+            self.workforce.release(worker)
             raise
 
-    def _send(self, build: Callable[[WorkerProcess], dict[str, Any]]) -> WorkerProcess:
+    def _send(self, build: Callable[[WorkerProcess], Message]) -> WorkerProcess:
         own = current_deadline()
         if own is not None and own.at <= time.monotonic():
             raise expired(self.spec.model, own, ran=False)  # no worker to kill for it
-        worker = self._take()
+        worker = self.workforce.take()
         try:
             worker.channel.send(build(worker))
         except ChannelClosed:
             self._lost(worker)
         except BaseException:
-            self._release(worker)
+            self.workforce.release(worker)
             raise
         return worker
 
-    def _next(self, worker: WorkerProcess) -> dict[str, Any]:
-        """The worker's next message for its caller (BLS calls answered on the way)."""
+    def _next(self, worker: WorkerProcess) -> Message:
+        """The worker's next message for its caller (its calls to other models answered on
+        the way)."""
         deadline = time.monotonic() + self.spec.timeout_s
         wait = self.spec.timeout_s  # the same each call: no socket timeout change
         own = current_deadline()
@@ -151,10 +189,10 @@ class WorkerModel(Workforce):
         try:
             while True:
                 reply = worker.channel.receive(wait)
-                if reply.get("op") != "bls":
-                    _record_metrics(reply.pop("metrics", ()))
+                if reply.get(messages.OP) not in _CALLS:
+                    _record_metrics(reply.pop(messages.METRICS, ()))
                     return reply
-                answer_bls(worker, reply)  # a BLS call from the model: answered, then wait on
+                answer_call(worker, reply)  # a call to another model: answered, then wait on
                 wait = max(0.001, deadline - time.monotonic())
         except TimeoutError:
             if own is not None:
@@ -164,7 +202,7 @@ class WorkerModel(Workforce):
                     "%s held a request past the request's own timeout: killing worker pid %s",
                     *(worker.label, worker.pid),
                 )
-                self._discard(worker)
+                self.workforce.discard(worker)
                 raise expired(self.spec.model, own, ran=True) from None
             logger.error(
                 "%s held a request past its timeout of %.0f s: killing worker pid %s",
@@ -173,7 +211,7 @@ class WorkerModel(Workforce):
                 worker.pid,
             )
             worker.kill()
-            self._replace(worker, "timeout")
+            self.workforce.restart(worker, "timeout")
             raise ModelCodeTimedOut(
                 f"the model's code did not answer within its timeout of {self.spec.timeout_s:g} s "
                 f"(responseTimeout); its worker was killed and is restarted"
@@ -181,22 +219,22 @@ class WorkerModel(Workforce):
         except ChannelClosed:
             self._lost(worker)
 
-    def _done(self, worker: WorkerProcess, reply: dict[str, Any]) -> None:
+    def _done(self, worker: WorkerProcess, reply: Message) -> None:
         """The call's answer is read: the worker serves on, or (it says its code left work
         running that cannot be stopped: a workflow's function node past its timeout-ms) it
         is killed and replaced, counted as a timeout kill is."""
-        why = reply.get("retire")
+        why = reply.get(messages.RETIRE)
         if not why:
-            self._release(worker)
+            self.workforce.release(worker)
             return
         logger.error("%s: %s: killing worker pid %s", worker.label, why, worker.pid)
         worker.kill()
-        self._replace(worker, str(why))
+        self.workforce.restart(worker, str(why))
 
     def _lost(self, worker: WorkerProcess) -> NoReturn:
         ended = worker.how_it_ended()
         logger.error("%s: worker pid %s %s", worker.label, worker.pid, ended)
-        self._replace(worker, ended)
+        self.workforce.restart(worker, ended)
         raise ModelCodeCrashed(f"the model's code crashed: its worker process {ended}") from None
 
     # -- a decoupled model's responses ----------------------------------------------------
@@ -207,29 +245,29 @@ class WorkerModel(Workforce):
         caller that stops reading mid-stream has the worker replaced (it is still sending)."""
         ids = known_request_ids()
 
-        def send(worker: WorkerProcess) -> dict[str, Any]:
+        def send(worker: WorkerProcess) -> Message:
             descriptors, _ = worker.requests.write_tensors(arrays_of(inputs))
-            return {"op": "stream", "inputs": descriptors, "outputs": list(outputs), "ids": ids}
+            return messages.stream(descriptors, outputs, ids)
 
         worker = self._send(send)
         finished = False
         try:
             while True:
                 reply = self._next(worker)
-                if reply.get("op") == "response":
-                    yield worker.responses.read_tensors(reply["outputs"])
+                if reply.get(messages.OP) == Op.RESPONSE:
+                    yield worker.responses.read_tensors(reply[messages.OUTPUTS])
                     continue
                 finished = True
-                self._release(worker)
-                if "error" in reply:
-                    raise error_from(reply["error"])
+                self.workforce.release(worker)
+                if ERROR in reply:
+                    raise error_from(reply[ERROR])
                 return
         except LambdaServeError:
             finished = True  # the model's error, or a crash or timeout already replaced
             raise
         finally:
             if not finished:
-                self._discard(worker)
+                self.workforce.discard(worker)
 
 
 def _record_metrics(recorded: Sequence[dict[str, Any]]) -> None:

@@ -1,0 +1,76 @@
+"""The one port for models calling models: what a Triton Python model's BLS requests
+(``pb_utils``), an ensemble's steps (``runtimes.ensemble``) and a TorchServe workflow's model
+nodes (``runtimes.torchserve.workflow``) call another model of the catalog through.
+
+Installed once per process by whoever serves there: the serving process over its serving
+plane (``pipelines.bls``), a worker child over its socket (``workers.call_relay``). The
+runtimes read it when they call; none of them knows which side answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from lambdaserve.runtimes.torchserve.context import Answer
+    from lambdaserve.tensors.signature import Signature
+
+Arrays = dict[str, np.ndarray[Any, Any]]  # tensors by name
+
+
+class ModelCalls(Protocol):
+    """Calls to another model; a model's own failure raises as a ``LambdaServeError``."""
+
+    def infer(
+        self,
+        model: str,
+        version: int | None,
+        inputs: Mapping[str, np.ndarray[Any, Any]],
+        outputs: Sequence[str],
+        timeout_us: int = 0,
+    ) -> Arrays:
+        """One answer (a BLS ``exec()``, an ensemble step). ``timeout_us`` is the caller's
+        own limit, which the caller keeps; a side that relays the call passes it on, so the
+        side that answers stops waiting too (0: none)."""
+        ...
+
+    def stream(
+        self,
+        model: str,
+        version: int | None,
+        inputs: Mapping[str, np.ndarray[Any, Any]],
+        outputs: Sequence[str],
+    ) -> Iterator[Arrays]:
+        """Every response of a decoupled model to one request (``exec(decoupled=True)``)."""
+        ...
+
+    def ready(self, model: str, version: int | None) -> bool:
+        """Whether the model (the version, if given) is READY (``is_model_ready``)."""
+        ...
+
+    def signature(self, model: str, version: int | None) -> Signature:
+        """The model's signature, or the error saying why it cannot serve (an ensemble's
+        load checks its steps)."""
+        ...
+
+    def run_node(
+        self, model: str, fields: tuple[tuple[str, Any], ...], headers: Mapping[str, str]
+    ) -> Answer:
+        """A workflow's model node: the request's fields and headers, as ``/predictions``."""
+        ...
+
+
+_port: list[ModelCalls] = []  # none, or the process's one
+
+
+def install(calls: ModelCalls | None) -> None:
+    """The process's port from now on (None: none, as before any serving began)."""
+    _port[:] = [calls] if calls is not None else []
+
+
+def current() -> ModelCalls | None:
+    """The process's port; None where no serving began (each caller says what needs one)."""
+    return _port[0] if _port else None
