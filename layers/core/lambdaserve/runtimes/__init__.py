@@ -5,7 +5,8 @@ Inference (``paddle_inference``: the runtime, a program read without paddle over
 (``triton_python``), TorchServe handlers (``torchserve``), Paddle Serving pipelines
 (``paddle_serving``), ensembles (``ensemble``). ``registry`` names the runtime for a file or a
 catalog record; heavy imports stay inside each backend, imported on first use. What model
-code shares: ``model_code`` (read without running it), ``code_errors`` (its exceptions
+code shares: ``model_calls`` (the one port for calls to other models: BLS, ensemble steps,
+workflow nodes), ``model_code`` (read without running it), ``code_errors`` (its exceptions
 logged) and ``op_threads`` (timed calls on reused threads).
 
 Imports ``config``, ``tensors``, ``metrics`` (what model code records) and ``errors``; knows

@@ -3,11 +3,12 @@ Paddle pipelines imported, initialized and run in a child process per worker, so
 a hang or a leak stays in its model. The serving process keeps HTTP/gRPC, batching and the
 catalog; this room owns the children: which versions run in workers and starting them
 (``start``, with ``options``: counts, timeout, environment paths), the runtime over the
-workers (``pool``) and the workers of one version (``workforce``: spawn, restart with
+workers (``worker_model``, which has a ``workforce``) and the workers of one version (``workforce``: spawn, restart with
 backoff, timeout kill, describe), one child seen from the serving side (``process``), a
 request's own deadline (``deadline``), the shared-memory areas tensors cross by
 (``shared_area``), the framing of the small headers sent beside them (``channel``), the
-relays that bring a worker's calls to other models back (``bls_relay``; ``node_relay``: a
-workflow's model nodes), and the child's main (``child``). It imports the runtimes (the
+worker protocol: every op, kind and reply key (``messages``), the child's port for calls to
+other models, BLS and a workflow's model nodes (``call_relay``), and the child's main
+(``child``). It imports the runtimes (the
 child loads with them), config, tensors, metrics and errors; serving and the doors import it.
 """
