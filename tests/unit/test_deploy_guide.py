@@ -28,6 +28,7 @@ SERVICE = {
     "ApplicationAutoScaling": "application-autoscaling",
     "AutoScaling": "autoscaling",
     "CloudWatch": "cloudwatch",
+    "Cognito": "cognito-idp",
     "DynamoDB": "dynamodb",
     "EC2": "ec2",
     "ECR": "ecr",

@@ -494,9 +494,16 @@ def test_server_mode_is_reached_only_through_its_load_balancer(cfn):
         assert (condition, otherwise) == ("ServerModeDirectClients", {"Ref": "AWS::NoValue"})
         assert allowed["CidrIp"] == {"Ref": "ServerModeClientCidr"}
         assert allowed["FromPort"] in (443, 50051)
-    [task_in] = resources["ServerModeTaskSecurityGroup"]["Properties"]["SecurityGroupIngress"]
+    task_in, metrics = resources["ServerModeTaskSecurityGroup"]["Properties"][
+        "SecurityGroupIngress"
+    ]
     assert task_in["SourceSecurityGroupId"] == {"Ref": "ServerModeLoadBalancerSecurityGroup"}
     assert (task_in["FromPort"], task_in["ToPort"]) == (8000, 8001)
+    # and TorchServe's metrics port only from the scrapers ServerModeMetricsCidr names
+    condition, allowed, otherwise = metrics["Fn::If"]
+    assert (condition, otherwise) == ("ServerModeMetrics", {"Ref": "AWS::NoValue"})
+    assert allowed["CidrIp"] == {"Ref": "ServerModeMetricsCidr"}
+    assert (allowed["FromPort"], allowed["ToPort"]) == (8082, 8082)
     assert resources["ServerModeLoadBalancer"]["Properties"]["Scheme"] == {
         "Ref": "ServerModeScheme"
     }
@@ -546,8 +553,14 @@ def test_direct_clients_of_the_alb_present_bearer_tokens_the_alb_checks(cfn):
         validate, forward = checked
         assert (validate["Type"], validate["Order"]) == ("jwt-validation", 1)
         config = validate["JwtValidationConfig"]
-        assert config["Issuer"] == {"Ref": "InferenceJwtIssuer"}
-        assert config["JwksEndpoint"]["Fn::If"][2] == {
+        assert config["Issuer"] == {
+            "Fn::If": [
+                "CreateInferenceUserPool",
+                {"Fn::GetAtt": ["InferenceUserPool", "ProviderURL"]},
+                {"Ref": "InferenceJwtIssuer"},
+            ]
+        }
+        assert config["JwksEndpoint"]["Fn::If"][2]["Fn::If"][2] == {
             "Fn::Sub": "${InferenceJwtIssuer}/.well-known/jwks.json"
         }
         assert forward == {"Type": "forward", "Order": 2, "TargetGroupArn": {"Ref": targets}}
@@ -576,9 +589,12 @@ def test_server_mode_scales_between_its_bounds_and_from_zero_on_the_gpu_queue(cf
     assert alarm["AlarmActions"] == [{"Ref": "ServerModeFromZero"}]
     service = resources["ServerModeService"]["Properties"]
     assert service["NetworkConfiguration"]["AwsvpcConfiguration"]["AssignPublicIp"] == "DISABLED"
-    command = resources["ServerModeTaskDefinition"]["Properties"]["ContainerDefinitions"][0][
+    commands = resources["ServerModeTaskDefinition"]["Properties"]["ContainerDefinitions"][0][
         "Command"
     ]
+    condition, with_metrics, command = commands["Fn::If"]
+    assert condition == "ServerModeMetrics"
+    assert with_metrics == [*command, "--metrics-port", "8082"]
     assert command[:2] == ["lambdaserve", "serve"] and "--grpc-port" in command
     # one worker process unless asked (`--workers auto`: one per vCPU of the task)
     assert command[-2:] == ["--workers", {"Ref": "ServerModeWorkers"}]
@@ -587,10 +603,15 @@ def test_server_mode_scales_between_its_bounds_and_from_zero_on_the_gpu_queue(cf
 
 def test_the_server_mode_task_reads_models_and_the_catalog_only(cfn):
     role = cfn["Resources"]["ServerModeTaskRole"]
-    text = json.dumps(_statements(role))
+    serve, respond_async, _kms = role["Properties"]["Policies"]
+    text = json.dumps(serve)
     assert "requests/" not in text and "results/" not in text and "sqs:" not in text
     assert "s3:PutObject" not in text and "DeleteItem" not in text
     assert "models/*" in text
+    # Prefer: respond-async: the PENDING result, its body, and the two queues it may pick
+    text = json.dumps(respond_async)
+    assert "models/" not in text and "DeleteItem" not in text and "DeleteObject" not in text
+    assert '"sqs:SendMessage", "sqs:GetQueueUrl"' in text and "ReceiveMessage" not in text
 
 
 def test_model_code_runs_at_publish_only_in_a_function_that_can_read_nothing(cfn):
@@ -646,9 +667,22 @@ def test_inference_takes_a_bearer_token_where_jwt_is_chosen(cfn, sam):
     properties = authorizer["Properties"]
     assert properties["AuthorizerType"] == "JWT"
     assert properties["IdentitySource"] == ["$request.header.Authorization"]
+    # with an issuer, the deployer's; without one, the stack's own Cognito pool and client
     assert properties["JwtConfiguration"] == {
-        "Issuer": {"Ref": "InferenceJwtIssuer"},
-        "Audience": {"Ref": "InferenceJwtAudience"},
+        "Issuer": {
+            "Fn::If": [
+                "CreateInferenceUserPool",
+                {"Fn::GetAtt": ["InferenceUserPool", "ProviderURL"]},
+                {"Ref": "InferenceJwtIssuer"},
+            ]
+        },
+        "Audience": {
+            "Fn::If": [
+                "CreateInferenceUserPool",
+                [{"Ref": "InferenceMachineClient"}],
+                {"Ref": "InferenceJwtAudience"},
+            ]
+        },
     }
     routes = resources_of(cfn, "AWS::ApiGatewayV2::Route")
     inference = {n: r for n, r in routes.items() if n.startswith("Infer")}
@@ -659,7 +693,7 @@ def test_inference_takes_a_bearer_token_where_jwt_is_chosen(cfn, sam):
             "Fn::If": ["InferenceJwt", {"Ref": "InferenceJwtAuthorizer"}, {"Ref": "AWS::NoValue"}]
         }
     assert "JWT" in sam["Parameters"]["InferenceAuth"]["AllowedValues"]
-    assert "JwtNeedsAnIssuer" in sam["Rules"]
+    assert "JwtIssuerNeedsAnAudience" in sam["Rules"]
 
 
 def test_one_argument_chooses_the_images_variant():
