@@ -141,12 +141,21 @@ validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## offline: sam valida
 shipped-envs: ## build each shipped environment from its recipe and check its imports (network)
 	$(PYTHON) scripts/shipped_envs.py check $(ARGS)
 
-lint: install-test ## ruff, ruff format, mypy strict, the rooms' layering (no circles, no arrow up)
+# checkov pins its own dependencies (boto3, networkx, ...), so, like SAM CLI, it has a venv of
+# its own; scripts/template_scan.py transforms the template with SAM's translator (.venv) and
+# scans it with defaults and with every option on (about 15 s here).
+CHECKOV_VENV := .cache/checkov-venv
+$(CHECKOV_VENV)/bin/checkov:
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install -q checkov==3.3.30
+
+lint: install-test $(CHECKOV_VENV)/bin/checkov ## ruff, ruff format, mypy strict, the rooms' layering (no circles, no arrow up), checkov over the template
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python scripts/import_graph.py --check
+	$(BIN)/python scripts/template_scan.py $(CHECKOV_VENV)/bin/checkov
 
 # The peers' own suites (Triton's client examples and qa/L0_http, TorchServe's Postman
 # collections, KServe's v2 required API) against lambdaserve; checkouts under SUITES=DIR.
