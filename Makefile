@@ -9,7 +9,7 @@ PADDLE ?= 0
 OPENVINO ?= 0
 VARIANT ?= cpu
 
-.PHONY: help dev test install-redis test-localstack validate shipped-envs build gpu-image lint install-dev install-test install-torch \
+.PHONY: help dev test install-redis test-localstack validate shipped-envs build gpu-image server-image lint install-dev install-test install-torch \
 	install-torchserve install-paddle install-openvino \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
 	bench-pipelines bench-validate bench-grpc bench-hot-path bench-server-mode bench-cache bench-envs \
@@ -121,6 +121,12 @@ GPU_TORCHSERVE_EXTRAS := local,images,torchserve
 gpu-image: ## docker build of the ECS GPU image (functions/infer/Dockerfile.gpu): push it, pass its URI as GpuImageUri; VARIANT=torchserve adds TorchServe's ts
 	docker build -f functions/infer/Dockerfile.gpu -t lambdaserve-infer-gpu \
 	  $(if $(filter torchserve,$(VARIANT)),--build-arg EXTRAS=$(GPU_TORCHSERVE_EXTRAS)) .
+
+SERVER_TORCHSERVE_ARGS := --build-arg EXTRAS=local,images,openvino,torchserve \
+	--build-arg TORCH_INDEX=https://download.pytorch.org/whl/cpu
+server-image: ## docker build of the CPU server-mode image (functions/infer/Dockerfile.cpu): push it, pass its URI as ServerModeImageUri with ServerModeKind=cpu; VARIANT=torchserve adds TorchServe's ts
+	docker build -f functions/infer/Dockerfile.cpu -t lambdaserve-serve-cpu \
+	  $(if $(filter torchserve,$(VARIANT)),$(SERVER_TORCHSERVE_ARGS)) .
 
 # validate's tools stay out of .venv (the venv `make dev` runs from): SAM CLI has its own venv,
 # and manage_image_check.py's driver (the package and the emulator) gets this one.
