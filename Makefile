@@ -112,7 +112,8 @@ $(SAM_VENV)/bin/sam:
 	$(SAM_VENV)/bin/pip install -q aws-sam-cli==1.170.0
 
 # What `validate` proves offline: the template lints and transforms, the zip function and the
-# layer build and import under python3.12, the manage image's package validates every format.
+# layer build and import under python3.12, the manage image's package validates every format,
+# and the torchserve variant's infer and CPU server-mode environments install and import.
 # What only `make build` (Docker) and a deploy prove: the images build, and the stack deploys.
 build: $(SAM_VENV)/bin/sam ## sam build of the Lambda images (Docker): VARIANT=cpu (default), torch, torchserve or paddle
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build -t $$($(PYTHON) scripts/image_variant.py $(VARIANT))
@@ -136,10 +137,13 @@ $(VALIDATE_VENV)/.installed: pyproject.toml
 	$(VALIDATE_VENV)/bin/pip install -q -e '.[local]'
 	touch $@
 
-validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## offline: sam validate --lint, sam build of the zip function, the manage image's validation
+validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## sam validate --lint, sam build of the zip function, the manage image's validation, the torchserve images' environments (network)
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1
 	scripts/sam_build.sh $(SAM_VENV)/bin/sam
 	$(VALIDATE_VENV)/bin/python scripts/manage_image_check.py
+	@# what the profiles deploy with VARIANT=torchserve: the infer image and the CPU server image,
+	@# each installed from its Dockerfile's own lines under .cache/shipped-envs and imported
+	$(PYTHON) scripts/shipped_envs.py check infer-torchserve serve-cpu-torchserve
 
 # Every shipped environment built as its recipe builds it (the images' pip installs under
 # python3.12, the batcher's layer, make dev's venv), under .cache/shipped-envs and reused until
