@@ -859,3 +859,64 @@ def test_a_shared_response_cache_is_reached_on_its_port_alone(cfn):
         variables = properties["Environment"]["Variables"]
         assert variables["LAMBDASERVE_REDIS_HOST"] == {"Ref": "ResponseCacheRedisHost"}
         assert variables["LAMBDASERVE_REDIS_TLS"] == {"Ref": "ResponseCacheRedisTls"}
+
+
+def _container_environment(cfn: dict[str, Any], task: str) -> dict[str, Any]:
+    [container] = cfn["Resources"][task]["Properties"]["ContainerDefinitions"]
+    return {e["Name"]: e["Value"] for e in container["Environment"]}
+
+
+def test_the_ecs_tasks_get_what_their_code_reads(cfn):
+    """Given the GPU queue worker and the server-mode task
+    Then the worker may run model code where the functions may (the GPU queue delivers it,
+    server mode queues it there), and serve shares the response cache and queues
+    `Prefer: respond-async` on the stack's own queues, as the infer function does."""
+    gpu = _container_environment(cfn, "GpuTaskDefinition")
+    assert gpu["LAMBDASERVE_PYTHON_MODELS"] == {"Ref": "EnablePythonModels"}
+    infer = cfn["Resources"]["InferFunction"]["Properties"]["Environment"]["Variables"]
+    serve = _container_environment(cfn, "ServerModeTaskDefinition")
+    for name in ("LAMBDASERVE_REDIS_HOST", "LAMBDASERVE_REDIS_PORT", "LAMBDASERVE_REDIS_TLS"):
+        assert serve[name] == infer[name], name
+    assert serve["LAMBDASERVE_REQUESTS_QUEUE"] == {"Fn::GetAtt": ["RequestsQueue", "QueueName"]}
+    assert "GpuRequestsQueue" in json.dumps(serve["LAMBDASERVE_GPU_REQUESTS_QUEUE"])
+    groups = cfn["Resources"]["ServerModeService"]["Properties"]["NetworkConfiguration"][
+        "AwsvpcConfiguration"
+    ]["SecurityGroups"]
+    assert "ResponseCacheClientSecurityGroup" in json.dumps(groups)
+    # reply_to delivery from the GPU worker: only to this stack's reply queues
+    worker = json.dumps(cfn["Resources"]["GpuTaskRole"]["Properties"]["Policies"])
+    assert "${AWS::StackName}-reply-*" in worker and "gpu-worker-kms" in worker
+
+
+def test_server_mode_flags_are_wired_or_refused_at_deploy(cfn):
+    rules = cfn["Rules"]
+    assert "ServerModeWorkers" in json.dumps(rules["ServerModeMetricsNeedOneWorker"])
+    refused = rules["ServerModeManagementIsRefused"]
+    assert refused["RuleCondition"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "ServerModeManagement"}, "off"]}]
+    }
+    assert cfn["Parameters"]["ServerModeManagement"]["Default"] == "off"
+    assert "--management-port" not in json.dumps(cfn["Resources"]["ServerModeTaskDefinition"])
+
+
+def test_jwt_without_an_issuer_creates_a_pool_and_a_machine_client(cfn):
+    resources = cfn["Resources"]
+    created = {
+        "InferenceUserPool": "AWS::Cognito::UserPool",
+        "InferenceUserPoolDomain": "AWS::Cognito::UserPoolDomain",
+        "InferenceResourceServer": "AWS::Cognito::UserPoolResourceServer",
+        "InferenceMachineClient": "AWS::Cognito::UserPoolClient",
+    }
+    for name, kind in created.items():
+        assert resources[name]["Type"] == kind
+        assert resources[name]["Condition"] == "CreateInferenceUserPool"
+    client = resources["InferenceMachineClient"]["Properties"]
+    assert client["AllowedOAuthFlows"] == ["client_credentials"] and client["GenerateSecret"]
+    assert client["AllowedOAuthScopes"] == ["lambdaserve/infer"]
+    assert cfn["Conditions"]["CreateInferenceUserPool"] == {
+        "Fn::And": [
+            {"Fn::Condition": "InferenceJwt"},
+            {"Fn::Equals": [{"Ref": "InferenceJwtIssuer"}, ""]},
+        ]
+    }
+    assert {"InferenceTokenUrl", "InferenceClientId"} <= set(cfn["Outputs"])
