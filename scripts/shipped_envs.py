@@ -132,7 +132,9 @@ ENVS = {
         Env("manage", MANAGE, entries=("functions/manage/app.py",)),
         Env("manage-torch", MANAGE, _variant("torch", MANAGE), ("functions/manage/app.py",)),
         Env("gpu", GPU, entries=("module:lambdaserve.cli",)),
-        # server mode on CPU (ServerModeKind=cpu), as the mixed-team profile deploys it
+        # server mode on CPU (ServerModeKind=cpu): the default image, and the torchserve
+        # variant the mixed-team profile deploys
+        Env("serve-cpu", SERVE_CPU, entries=("module:lambdaserve.cli",)),
         Env(
             "serve-cpu-torchserve",
             SERVE_CPU,
@@ -156,6 +158,7 @@ ON_REQUEST = (
     "infer-paddle",
     "manage-torch",
     "gpu",
+    "serve-cpu",
     "serve-cpu-torchserve",
 )
 
