@@ -9,7 +9,7 @@ PADDLE ?= 0
 OPENVINO ?= 0
 VARIANT ?= cpu
 
-.PHONY: help dev test install-redis test-localstack validate shipped-envs build gpu-image lint install-dev install-test install-torch \
+.PHONY: help dev test install-redis test-localstack validate shipped-envs build gpu-image server-image lint install-dev install-test install-torch \
 	install-torchserve install-paddle install-openvino \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
 	bench-pipelines bench-validate bench-grpc bench-hot-path bench-server-mode bench-cache bench-envs \
@@ -120,7 +120,8 @@ $(SAM_VENV)/bin/sam:
 	$(SAM_VENV)/bin/pip install -q aws-sam-cli==1.170.0
 
 # What `validate` proves offline: the template lints and transforms, the zip function and the
-# layer build and import under python3.12, the manage image's package validates every format.
+# layer build and import under python3.12, the manage image's package validates every format,
+# and the torchserve variant's infer and CPU server-mode environments install and import.
 # What only `make build` (Docker) and a deploy prove: the images build, and the stack deploys.
 build: $(SAM_VENV)/bin/sam ## sam build of the Lambda images (Docker): VARIANT=cpu (default), torch, torchserve or paddle
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build -t $$($(PYTHON) scripts/image_variant.py $(VARIANT))
@@ -130,6 +131,12 @@ gpu-image: ## docker build of the ECS GPU image (functions/infer/Dockerfile.gpu)
 	docker build -f functions/infer/Dockerfile.gpu -t lambdaserve-infer-gpu \
 	  $(if $(filter torchserve,$(VARIANT)),--build-arg EXTRAS=$(GPU_TORCHSERVE_EXTRAS)) .
 
+SERVER_TORCHSERVE_ARGS := --build-arg EXTRAS=local,images,openvino,torchserve \
+	--build-arg TORCH_INDEX=https://download.pytorch.org/whl/cpu
+server-image: ## docker build of the CPU server-mode image (functions/infer/Dockerfile.cpu): push it, pass its URI as ServerModeImageUri with ServerModeKind=cpu; VARIANT=torchserve adds TorchServe's ts
+	docker build -f functions/infer/Dockerfile.cpu -t lambdaserve-serve-cpu \
+	  $(if $(filter torchserve,$(VARIANT)),$(SERVER_TORCHSERVE_ARGS)) .
+
 # validate's tools stay out of .venv (the venv `make dev` runs from): SAM CLI has its own venv,
 # and manage_image_check.py's driver (the package and the emulator) gets this one.
 VALIDATE_VENV := .cache/validate-venv
@@ -138,10 +145,13 @@ $(VALIDATE_VENV)/.installed: pyproject.toml
 	$(VALIDATE_VENV)/bin/pip install -q -e '.[local]'
 	touch $@
 
-validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## offline: sam validate --lint, sam build of the zip function, the manage image's validation
+validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## sam validate --lint, sam build of the zip function, the manage image's validation, the torchserve images' environments (network)
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1
 	scripts/sam_build.sh $(SAM_VENV)/bin/sam
 	$(VALIDATE_VENV)/bin/python scripts/manage_image_check.py
+	@# what the profiles deploy with VARIANT=torchserve: the infer image and the CPU server image,
+	@# each installed from its Dockerfile's own lines under .cache/shipped-envs and imported
+	$(PYTHON) scripts/shipped_envs.py check infer-torchserve serve-cpu-torchserve
 
 # Every shipped environment built as its recipe builds it (the images' pip installs under
 # python3.12, the batcher's layer, make dev's venv), under .cache/shipped-envs and reused until
@@ -149,12 +159,21 @@ validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## offline: sam valida
 shipped-envs: ## build each shipped environment from its recipe and check its imports (network)
 	$(PYTHON) scripts/shipped_envs.py check $(ARGS)
 
-lint: install-test ## ruff, ruff format, mypy strict, the rooms' layering (no circles, no arrow up)
+# checkov pins its own dependencies (boto3, networkx, ...), so, like SAM CLI, it has a venv of
+# its own; scripts/template_scan.py transforms the template with SAM's translator (.venv) and
+# scans it with defaults and with every option on (about 15 s here).
+CHECKOV_VENV := .cache/checkov-venv
+$(CHECKOV_VENV)/bin/checkov:
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install -q checkov==3.3.30
+
+lint: install-test $(CHECKOV_VENV)/bin/checkov ## ruff, ruff format, mypy strict, the rooms' layering (no circles, no arrow up), checkov over the template
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python scripts/import_graph.py --check
+	$(BIN)/python scripts/template_scan.py $(CHECKOV_VENV)/bin/checkov
 
 # The peers' own suites (Triton's client examples and qa/L0_http, TorchServe's Postman
 # collections, KServe's v2 required API) against lambdaserve; checkouts under SUITES=DIR.

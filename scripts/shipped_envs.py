@@ -58,6 +58,7 @@ INFER, MANAGE, GPU = (
     "functions/manage/Dockerfile",
     "functions/infer/Dockerfile.gpu",
 )
+SERVE_CPU = "functions/infer/Dockerfile.cpu"
 # Optional runtimes: absent from an environment is fine when the package says what installs
 # them (the check looks for this hint in the package's source).
 OPTIONAL = {
@@ -131,6 +132,15 @@ ENVS = {
         Env("manage", MANAGE, entries=("functions/manage/app.py",)),
         Env("manage-torch", MANAGE, _variant("torch", MANAGE), ("functions/manage/app.py",)),
         Env("gpu", GPU, entries=("module:lambdaserve.cli",)),
+        # server mode on CPU (ServerModeKind=cpu): the default image, and the torchserve
+        # variant the mixed-team profile deploys
+        Env("serve-cpu", SERVE_CPU, entries=("module:lambdaserve.cli",)),
+        Env(
+            "serve-cpu-torchserve",
+            SERVE_CPU,
+            (("EXTRAS", "local,images,openvino,torchserve"), ("TORCH_INDEX", TORCH_INDEX)),
+            ("module:lambdaserve.cli",),
+        ),
         Env("batcher", "template.yaml", entries=("functions/batcher/app.py",), layer=True),
         Env("dev", "Makefile", entries=("module:lambdaserve.cli",)),
         Env("dev-torch", "Makefile", (("TORCH", "1"),), ("module:lambdaserve.cli",)),
@@ -142,7 +152,15 @@ ENVS = {
 # (~3 GB) where PyTorch's CPU index cannot be reached, minutes CI's budget does not have;
 # infer-paddle too (paddlepaddle's wheel is 195 MB).
 DEFAULT = ("dev", "infer", "manage", "batcher", "dev-torch")
-ON_REQUEST = ("infer-torch", "infer-torchserve", "infer-paddle", "manage-torch", "gpu")
+ON_REQUEST = (
+    "infer-torch",
+    "infer-torchserve",
+    "infer-paddle",
+    "manage-torch",
+    "gpu",
+    "serve-cpu",
+    "serve-cpu-torchserve",
+)
 
 
 def python312() -> str:

@@ -18,7 +18,7 @@ import pytest
 from lambdaserve.local.template import load_template
 
 ROOT = Path(__file__).resolve().parents[2]
-PROFILES = ("onnx-lambda", "torchserve", "gpu-server")
+PROFILES = ("onnx-lambda", "torchserve", "gpu-server", "mixed-team")
 POLICIES = ("docs/deployer-policy.json", "docs/deployer-policy-resources.json")
 # Account-wide settings an ECS cluster's update handler may change; this stack sets none.
 NOT_NEEDED = {"ecs:PutAccountSetting", "ecs:PutAccountSettingDefault"}
@@ -28,6 +28,7 @@ SERVICE = {
     "ApplicationAutoScaling": "application-autoscaling",
     "AutoScaling": "autoscaling",
     "CloudWatch": "cloudwatch",
+    "Cognito": "cognito-idp",
     "DynamoDB": "dynamodb",
     "EC2": "ec2",
     "ECR": "ecr",

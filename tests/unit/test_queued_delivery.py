@@ -158,7 +158,7 @@ def _visible(sqs, url: str) -> int:
 
 def test_a_crashed_run_returns_its_messages_within_the_lease(aws):
     sqs, url = aws.clients.sqs, aws.resources.requests.url
-    # Given a message received with the queue's long visibility timeout (360 s deployed)
+    # Given a message received with the queue's long visibility timeout (420 s deployed)
     sqs.send_message(QueueUrl=url, MessageBody="{}")
     [message] = sqs.receive_message(QueueUrl=url, VisibilityTimeout=360)["Messages"]
     lease = VisibilityLease(sqs, lambda: url, lease_s=2)

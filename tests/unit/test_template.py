@@ -494,9 +494,16 @@ def test_server_mode_is_reached_only_through_its_load_balancer(cfn):
         assert (condition, otherwise) == ("ServerModeDirectClients", {"Ref": "AWS::NoValue"})
         assert allowed["CidrIp"] == {"Ref": "ServerModeClientCidr"}
         assert allowed["FromPort"] in (443, 50051)
-    [task_in] = resources["ServerModeTaskSecurityGroup"]["Properties"]["SecurityGroupIngress"]
+    task_in, metrics = resources["ServerModeTaskSecurityGroup"]["Properties"][
+        "SecurityGroupIngress"
+    ]
     assert task_in["SourceSecurityGroupId"] == {"Ref": "ServerModeLoadBalancerSecurityGroup"}
     assert (task_in["FromPort"], task_in["ToPort"]) == (8000, 8001)
+    # and TorchServe's metrics port only from the scrapers ServerModeMetricsCidr names
+    condition, allowed, otherwise = metrics["Fn::If"]
+    assert (condition, otherwise) == ("ServerModeMetrics", {"Ref": "AWS::NoValue"})
+    assert allowed["CidrIp"] == {"Ref": "ServerModeMetricsCidr"}
+    assert (allowed["FromPort"], allowed["ToPort"]) == (8082, 8082)
     assert resources["ServerModeLoadBalancer"]["Properties"]["Scheme"] == {
         "Ref": "ServerModeScheme"
     }
@@ -546,8 +553,14 @@ def test_direct_clients_of_the_alb_present_bearer_tokens_the_alb_checks(cfn):
         validate, forward = checked
         assert (validate["Type"], validate["Order"]) == ("jwt-validation", 1)
         config = validate["JwtValidationConfig"]
-        assert config["Issuer"] == {"Ref": "InferenceJwtIssuer"}
-        assert config["JwksEndpoint"]["Fn::If"][2] == {
+        assert config["Issuer"] == {
+            "Fn::If": [
+                "CreateInferenceUserPool",
+                {"Fn::GetAtt": ["InferenceUserPool", "ProviderURL"]},
+                {"Ref": "InferenceJwtIssuer"},
+            ]
+        }
+        assert config["JwksEndpoint"]["Fn::If"][2]["Fn::If"][2] == {
             "Fn::Sub": "${InferenceJwtIssuer}/.well-known/jwks.json"
         }
         assert forward == {"Type": "forward", "Order": 2, "TargetGroupArn": {"Ref": targets}}
@@ -576,9 +589,12 @@ def test_server_mode_scales_between_its_bounds_and_from_zero_on_the_gpu_queue(cf
     assert alarm["AlarmActions"] == [{"Ref": "ServerModeFromZero"}]
     service = resources["ServerModeService"]["Properties"]
     assert service["NetworkConfiguration"]["AwsvpcConfiguration"]["AssignPublicIp"] == "DISABLED"
-    command = resources["ServerModeTaskDefinition"]["Properties"]["ContainerDefinitions"][0][
+    commands = resources["ServerModeTaskDefinition"]["Properties"]["ContainerDefinitions"][0][
         "Command"
     ]
+    condition, with_metrics, command = commands["Fn::If"]
+    assert condition == "ServerModeMetrics"
+    assert with_metrics == [*command, "--metrics-port", "8082"]
     assert command[:2] == ["lambdaserve", "serve"] and "--grpc-port" in command
     # one worker process unless asked (`--workers auto`: one per vCPU of the task)
     assert command[-2:] == ["--workers", {"Ref": "ServerModeWorkers"}]
@@ -587,10 +603,15 @@ def test_server_mode_scales_between_its_bounds_and_from_zero_on_the_gpu_queue(cf
 
 def test_the_server_mode_task_reads_models_and_the_catalog_only(cfn):
     role = cfn["Resources"]["ServerModeTaskRole"]
-    text = json.dumps(_statements(role))
+    serve, respond_async, _kms = role["Properties"]["Policies"]
+    text = json.dumps(serve)
     assert "requests/" not in text and "results/" not in text and "sqs:" not in text
     assert "s3:PutObject" not in text and "DeleteItem" not in text
     assert "models/*" in text
+    # Prefer: respond-async: the PENDING result, its body, and the two queues it may pick
+    text = json.dumps(respond_async)
+    assert "models/" not in text and "DeleteItem" not in text and "DeleteObject" not in text
+    assert '"sqs:SendMessage", "sqs:GetQueueUrl"' in text and "ReceiveMessage" not in text
 
 
 def test_model_code_runs_at_publish_only_in_a_function_that_can_read_nothing(cfn):
@@ -646,9 +667,22 @@ def test_inference_takes_a_bearer_token_where_jwt_is_chosen(cfn, sam):
     properties = authorizer["Properties"]
     assert properties["AuthorizerType"] == "JWT"
     assert properties["IdentitySource"] == ["$request.header.Authorization"]
+    # with an issuer, the deployer's; without one, the stack's own Cognito pool and client
     assert properties["JwtConfiguration"] == {
-        "Issuer": {"Ref": "InferenceJwtIssuer"},
-        "Audience": {"Ref": "InferenceJwtAudience"},
+        "Issuer": {
+            "Fn::If": [
+                "CreateInferenceUserPool",
+                {"Fn::GetAtt": ["InferenceUserPool", "ProviderURL"]},
+                {"Ref": "InferenceJwtIssuer"},
+            ]
+        },
+        "Audience": {
+            "Fn::If": [
+                "CreateInferenceUserPool",
+                [{"Ref": "InferenceMachineClient"}],
+                {"Ref": "InferenceJwtAudience"},
+            ]
+        },
     }
     routes = resources_of(cfn, "AWS::ApiGatewayV2::Route")
     inference = {n: r for n, r in routes.items() if n.startswith("Infer")}
@@ -659,7 +693,7 @@ def test_inference_takes_a_bearer_token_where_jwt_is_chosen(cfn, sam):
             "Fn::If": ["InferenceJwt", {"Ref": "InferenceJwtAuthorizer"}, {"Ref": "AWS::NoValue"}]
         }
     assert "JWT" in sam["Parameters"]["InferenceAuth"]["AllowedValues"]
-    assert "JwtNeedsAnIssuer" in sam["Rules"]
+    assert "JwtIssuerNeedsAnAudience" in sam["Rules"]
 
 
 def test_one_argument_chooses_the_images_variant():
@@ -825,3 +859,64 @@ def test_a_shared_response_cache_is_reached_on_its_port_alone(cfn):
         variables = properties["Environment"]["Variables"]
         assert variables["LAMBDASERVE_REDIS_HOST"] == {"Ref": "ResponseCacheRedisHost"}
         assert variables["LAMBDASERVE_REDIS_TLS"] == {"Ref": "ResponseCacheRedisTls"}
+
+
+def _container_environment(cfn: dict[str, Any], task: str) -> dict[str, Any]:
+    [container] = cfn["Resources"][task]["Properties"]["ContainerDefinitions"]
+    return {e["Name"]: e["Value"] for e in container["Environment"]}
+
+
+def test_the_ecs_tasks_get_what_their_code_reads(cfn):
+    """Given the GPU queue worker and the server-mode task
+    Then the worker may run model code where the functions may (the GPU queue delivers it,
+    server mode queues it there), and serve shares the response cache and queues
+    `Prefer: respond-async` on the stack's own queues, as the infer function does."""
+    gpu = _container_environment(cfn, "GpuTaskDefinition")
+    assert gpu["LAMBDASERVE_PYTHON_MODELS"] == {"Ref": "EnablePythonModels"}
+    infer = cfn["Resources"]["InferFunction"]["Properties"]["Environment"]["Variables"]
+    serve = _container_environment(cfn, "ServerModeTaskDefinition")
+    for name in ("LAMBDASERVE_REDIS_HOST", "LAMBDASERVE_REDIS_PORT", "LAMBDASERVE_REDIS_TLS"):
+        assert serve[name] == infer[name], name
+    assert serve["LAMBDASERVE_REQUESTS_QUEUE"] == {"Fn::GetAtt": ["RequestsQueue", "QueueName"]}
+    assert "GpuRequestsQueue" in json.dumps(serve["LAMBDASERVE_GPU_REQUESTS_QUEUE"])
+    groups = cfn["Resources"]["ServerModeService"]["Properties"]["NetworkConfiguration"][
+        "AwsvpcConfiguration"
+    ]["SecurityGroups"]
+    assert "ResponseCacheClientSecurityGroup" in json.dumps(groups)
+    # reply_to delivery from the GPU worker: only to this stack's reply queues
+    worker = json.dumps(cfn["Resources"]["GpuTaskRole"]["Properties"]["Policies"])
+    assert "${AWS::StackName}-reply-*" in worker and "gpu-worker-kms" in worker
+
+
+def test_server_mode_flags_are_wired_or_refused_at_deploy(cfn):
+    rules = cfn["Rules"]
+    assert "ServerModeWorkers" in json.dumps(rules["ServerModeMetricsNeedOneWorker"])
+    refused = rules["ServerModeManagementIsRefused"]
+    assert refused["RuleCondition"] == {
+        "Fn::Not": [{"Fn::Equals": [{"Ref": "ServerModeManagement"}, "off"]}]
+    }
+    assert cfn["Parameters"]["ServerModeManagement"]["Default"] == "off"
+    assert "--management-port" not in json.dumps(cfn["Resources"]["ServerModeTaskDefinition"])
+
+
+def test_jwt_without_an_issuer_creates_a_pool_and_a_machine_client(cfn):
+    resources = cfn["Resources"]
+    created = {
+        "InferenceUserPool": "AWS::Cognito::UserPool",
+        "InferenceUserPoolDomain": "AWS::Cognito::UserPoolDomain",
+        "InferenceResourceServer": "AWS::Cognito::UserPoolResourceServer",
+        "InferenceMachineClient": "AWS::Cognito::UserPoolClient",
+    }
+    for name, kind in created.items():
+        assert resources[name]["Type"] == kind
+        assert resources[name]["Condition"] == "CreateInferenceUserPool"
+    client = resources["InferenceMachineClient"]["Properties"]
+    assert client["AllowedOAuthFlows"] == ["client_credentials"] and client["GenerateSecret"]
+    assert client["AllowedOAuthScopes"] == ["lambdaserve/infer"]
+    assert cfn["Conditions"]["CreateInferenceUserPool"] == {
+        "Fn::And": [
+            {"Fn::Condition": "InferenceJwt"},
+            {"Fn::Equals": [{"Ref": "InferenceJwtIssuer"}, ""]},
+        ]
+    }
+    assert {"InferenceTokenUrl", "InferenceClientId"} <= set(cfn["Outputs"])
