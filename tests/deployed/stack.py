@@ -142,6 +142,18 @@ class DeployedStack:
                 time.sleep(0.5)
         return process
 
+    @contextmanager
+    def another_instance(self, logical: str) -> Iterator[Callable[[dict[str, Any]], Any]]:
+        """A second execution environment of function ``logical`` (Lambda scaling out),
+        started cold; yields its invoke."""
+        shape = self.shape.function(logical)
+        environment = self.environment_of(shape, self.credentials(logical), "-2")
+        name = self.variants.get(logical) or ENVIRONMENTS[shape.source]
+        handler = shape.handler.rsplit(".", 1)[-1]
+        log = self.work / f"{logical}-2.log"
+        with LambdaProcess(name, log, environment, inherit=False) as process:
+            yield lambda event: process.invoke(handler, event)
+
     def invoke(self, logical: str, event: dict[str, Any]) -> Any:
         """``event`` to function ``logical``'s handler (the one the template names)."""
         handler = self.shape.function(logical).handler.rsplit(".", 1)[-1]
@@ -149,8 +161,10 @@ class DeployedStack:
         self.assert_no_denials()  # a denied call fails the journey by name, not by its effect
         return answer
 
-    def environment_of(self, shape: FunctionShape, credentials: Credentials) -> dict[str, str]:
-        scratch = self.work / "tmp" / shape.logical
+    def environment_of(
+        self, shape: FunctionShape, credentials: Credentials, instance: str = ""
+    ) -> dict[str, str]:
+        scratch = self.work / "tmp" / (shape.logical + instance)
         scratch.mkdir(parents=True, exist_ok=True)
         return {
             **_under(shape.environment, scratch),

@@ -11,6 +11,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
+from lambdaserve.catalog.store import Catalog
 from lambdaserve.local.http_api_event import http_api_event
 from tests import builders
 from tests.deployed.stack import DeployedStack, deployed
@@ -74,3 +75,15 @@ def test_respond_async_goes_through_the_queue_to_the_batcher(stack: DeployedStac
     # Then the status URL answers the outputs
     [output] = json.loads(stack.invoke("InferFunction", status)["body"])["outputs"]
     np.testing.assert_allclose(output["data"], expected(ROWS).ravel(), rtol=1e-5)
+
+
+def test_a_deleted_version_is_unavailable(stack: DeployedStack):
+    # Given a second model published
+    stack.publish("gone", {"1/model.onnx": MLP})
+    # When its file is deleted from the bucket
+    stack.clients.s3.delete_object(Bucket=stack.settings.bucket, Key="models/gone/1/model.onnx")
+    catalog = Catalog(stack.clients.dynamodb, stack.settings.table)
+    stack.pump("ManageEventsFunction", lambda: catalog.versions("gone")[0].state == "UNAVAILABLE")
+    # Then the infer function no longer serves it, and says why
+    answer = stack.invoke("InferFunction", http_api_event("GET", "/v2/models/gone/ready", b""))
+    assert answer["statusCode"] != 200, answer
