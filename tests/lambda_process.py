@@ -71,6 +71,11 @@ class LambdaProcess:
             env={**(user_environment() if inherit else base_environment()), **environment},
         )
 
+    @property
+    def pid(self) -> int:
+        """The execution environment's process (model-code workers are its children)."""
+        return self._process.pid
+
     def invoke(self, handler: str, event: dict[str, Any]) -> Any:
         with self._one_at_a_time:  # one execution environment: one event at a time
             return self._invoke(handler, event)

@@ -1,8 +1,8 @@
-"""Model code in the infer image as deployed with `EnablePythonModels=true`: a Triton Python
-model is checked where it serves (the manage function's load-check event), answers API
-Gateway's events, and runs in a worker process of the image's own interpreter (the shipped
-default), so a crash of its code is answered once and the next request is served again by
-a restarted worker, while the function itself lives on."""
+"""Model code in the infer function as template.yaml deploys it (`EnablePythonModels=true`):
+a Triton Python model is checked where it serves (the manage function's load-check event),
+answers API Gateway's events, and runs in a worker process of the image's own interpreter
+(the shipped default), so a crash of its code is answered once and the next request is
+served again by a restarted worker, while the function itself lives on."""
 
 from __future__ import annotations
 
@@ -17,10 +17,9 @@ import pytest
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.local.http_api_event import http_api_event
 from lambdaserve.publishing.serving_check import check_event
-from tests.e2e.deployed import Deployed, deploy
+from tests.deployed.stack import STACK, DeployedStack, deployed
 from tests.support import wait_until
 
-pytestmark = pytest.mark.e2e
 CONFIG = b"""
 backend: "python"
 input [{ name: "INPUT0", data_type: TYPE_FP32, dims: [ -1 ] }]
@@ -47,22 +46,16 @@ class TritonPythonModel:
 
 
 @pytest.fixture(scope="module")
-def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedStack]:
     # as deployed with EnablePythonModels=true; code workers left at the shipped default
-    with deploy(
-        tmp_path_factory.mktemp("model-code"),
-        python_models=True,
-        infer_environment={"AWS_LAMBDA_FUNCTION_NAME": "lambdaserve-infer"},
-    ) as stack:
-        yield stack
+    with deployed(tmp_path_factory.mktemp("model-code"), {"EnablePythonModels": "true"}) as running:
+        yield running
 
 
-def _infer(deployed: Deployed, value: float) -> dict:
+def _infer(stack: DeployedStack, value: float) -> dict:
     tensor = {"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [value]}
     body = json.dumps({"inputs": [tensor]}).encode()
-    return deployed.infer.invoke(
-        "api_handler", http_api_event("POST", "/v2/models/doubler/infer", body)
-    )
+    return stack.invoke("InferFunction", http_api_event("POST", "/v2/models/doubler/infer", body))
 
 
 def _children(pid: int) -> list[int]:
@@ -78,34 +71,36 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def test_a_python_model_runs_in_a_worker_of_the_infer_image_and_survives_its_crash(deployed):
+def test_a_python_model_runs_in_a_worker_of_the_infer_function_and_survives_its_crash(
+    stack: DeployedStack,
+):
     """Given a Python model published through the manage image
     When the manage function's load check reaches the infer image, then API Gateway's
     infer events, then its worker process is killed, then another event
     Then the check loads it in the infer function, the answers are the model's and come
     from a child process of the function, the event after the kill answers once that the
     code crashed, and the next is answered by a new worker in the same function."""
-    deployed.publish("doubler", {"config.pbtxt": CONFIG, "1/model.py": DOUBLER})
-    [record] = Catalog(deployed.clients.dynamodb, deployed.settings.table).versions("doubler")
-    checked = deployed.infer.invoke("api_handler", check_event(record))
+    stack.publish("doubler", {"config.pbtxt": CONFIG, "1/model.py": DOUBLER})
+    [record] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("doubler")
+    checked = stack.invoke("InferFunction", check_event(record))
     assert checked["loaded"] is True, checked
-    assert checked["environment"] == "the infer function lambdaserve-infer"
+    assert checked["environment"] == f"the infer function {STACK}-InferFunction"
 
-    answer = _infer(deployed, 1.5)
+    answer = _infer(stack, 1.5)
     assert answer["statusCode"] == 200, answer
     outputs = {o["name"]: o["data"] for o in json.loads(answer["body"])["outputs"]}
     assert outputs["OUTPUT0"] == [3.0]
     [worker] = outputs["PID"]
-    function_pid = deployed.infer._process.pid
+    function_pid = stack.function("InferFunction").pid
     assert worker != function_pid and worker in _children(function_pid)
 
     os.kill(worker, signal.SIGKILL)
-    crashed = _infer(deployed, 2.0)
+    crashed = _infer(stack, 2.0)
     assert crashed["statusCode"] == 500, crashed
     assert "crashed" in crashed["body"] and "SIGKILL" in crashed["body"]
 
     def answered() -> dict | None:
-        again = _infer(deployed, 2.0)
+        again = _infer(stack, 2.0)
         return again if again["statusCode"] == 200 else None
 
     again = wait_until(answered, 120, interval_s=0.5)
