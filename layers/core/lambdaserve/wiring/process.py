@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from lambdaserve.serving.data_plane import InferenceDataPlane
     from lambdaserve.serving.model_server import ModelServer
     from lambdaserve.wiring.manage import ManageServices
-    from lambdaserve.wiring.queues import BatcherServices, QueueServices
+    from lambdaserve.wiring.queues import ConsumerServices, QueueServices
 
 T = TypeVar("T")
 
@@ -202,14 +202,15 @@ class Process:
         return self.queue.payloads
 
     @property
-    def batcher(self) -> BatcherServices:
-        """The batcher function's (and ``lambdaserve worker``'s) path; batches run on this
-        process's model server unless LAMBDASERVE_INFER_FUNCTION names the infer function."""
-        from lambdaserve.wiring.queues import build_batcher_services
+    def consumer(self) -> ConsumerServices:
+        """The queue consumer's services: the batcher function's (and ``lambdaserve worker``'s)
+        path; batches run on this process's model server unless LAMBDASERVE_INFER_FUNCTION
+        names the infer function."""
+        from lambdaserve.wiring.queues import build_consumer_services
 
         return self._once(
-            "batcher",
-            lambda: build_batcher_services(self.settings, self.queue, self.server, self.clients),
+            "consumer",
+            lambda: build_consumer_services(self.settings, self.queue, self.server, self.clients),
         )
 
     # -- the management side --------------------------------------------------------------
@@ -276,7 +277,7 @@ class Process:
         carried over) and fresh catalog views; the loaded models are kept."""
         with self._lock:
             snapshotted = self._built.get("server")
-            for name in ("clients", "server", "plane", "submitter", "queue", "batcher", "manage"):
+            for name in ("clients", "server", "plane", "submitter", "queue", "consumer", "manage"):
                 self._built.pop(name, None)
         if snapshotted is not None:
             self.server().adopt_loaded(snapshotted)
