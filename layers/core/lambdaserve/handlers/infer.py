@@ -5,32 +5,21 @@ process's objects (``wiring.process``) and shapes the answer."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
-from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdaserve.apps.v2_calls import (
-    V2_INFER,
-    HttpAnswer,
-    answer_v2_now,
-    encoded_answer,
-    error_answer,
-    read_v2_call,
-)
-from lambdaserve.handlers.http_api import (
-    body_of,
-    check_answer_size,
-    headers_of,
-    http_call_of,
-    lambda_answer,
-)
 from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.publishing.serving_check import EVENT_KEY as CHECK_EVENT
 from lambdaserve.wiring.process import Process, current
+
+if TYPE_CHECKING:  # imported by the first request (or Lambda's init), not by this import
+    from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from lambdaserve.apps.v2_calls import HttpAnswer
 
 logger = Logger(service="lambdaserve-infer")
 copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})
@@ -45,6 +34,10 @@ def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
         from lambdaserve.handlers import load_check
 
         return load_check.handle(event, process.server())
+    from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
+
+    from lambdaserve.handlers.http_api import lambda_answer
+
     try:
         parsed = APIGatewayProxyEventV2(event)
         answer = _forwarded(process, parsed) or _direct_infer(process, parsed)
@@ -62,6 +55,9 @@ def _forwarded(process: Process, event: APIGatewayProxyEventV2) -> HttpAnswer | 
     router = process.forwarder
     if router is None or event.get("version") != "2.0":
         return None
+    from lambdaserve.apps.v2_calls import HttpAnswer, error_answer
+    from lambdaserve.handlers.http_api import http_call_of
+
     call = http_call_of(event)
     try:
         answer = router.route(call)
@@ -75,6 +71,15 @@ def _direct_infer(process: Process, event: APIGatewayProxyEventV2) -> HttpAnswer
     ASGI stack (Mangum, middleware and routing cost several times a small model's run)."""
     if event.get("version") != "2.0" or event.request_context.http.method != "POST":
         return None
+    from lambdaserve.apps.v2_calls import (
+        V2_INFER,
+        answer_v2_now,
+        encoded_answer,
+        error_answer,
+        read_v2_call,
+    )
+    from lambdaserve.handlers.http_api import body_of, check_answer_size, headers_of
+
     headers = headers_of(event)
     match = V2_INFER.match(event.raw_path)
     if match is None or "respond-async" in headers.get("prefer", ""):

@@ -21,7 +21,6 @@ from lambdaserve.metrics.emf import InvocationMetrics
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.settings import Settings, get_settings
 from lambdaserve.wiring.aws import AwsClients
-from lambdaserve.wiring.inference import build_model_server
 from lambdaserve.workers.options import EnvironmentPaths
 
 if TYPE_CHECKING:
@@ -80,15 +79,19 @@ class Process:
     def server(self) -> ModelServer:
         """The loaded-version LRU; a method, so consumers can hold ``process.server`` and
         look it up per call (a SnapStart restore renews it in place)."""
-        return self._once(
-            "server",
-            lambda: build_model_server(
-                self.settings,
-                self.clients,
-                StatsRegistry(self.metrics.record, self.metrics.record_cache),
-                self.environment_paths,
-                self._plane_here(),  # models calling models: the plane the doors use
-            ),
+        return self._once("server", self._build_server)
+
+    def _build_server(self) -> ModelServer:
+        # imported on first use: the handlers import this module at a cold start, and the
+        # inference side (data plane, model server, pipelines, protobuf) waits for a request
+        from lambdaserve.wiring.inference import build_model_server
+
+        return build_model_server(
+            self.settings,
+            self.clients,
+            StatsRegistry(self.metrics.record, self.metrics.record_cache),
+            self.environment_paths,
+            self._plane_here(),  # models calling models: the plane the doors use
         )
 
     @property
