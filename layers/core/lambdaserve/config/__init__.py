@@ -1,7 +1,8 @@
 """A model's configuration in Triton's form: parsing ``config.pbtxt``/``config.json``
 through Triton's own messages (``model_config``, ``documents``, ``triton_proto``), what is
 supported (``support``), dynamic batching and queue policy, reshape, warm-up samples, the
-model files a version may hold (``model_files``), and the checks of a config against a
+model files a version may hold (``model_files``), the runtimes' names (``runtime_names``),
+and the checks of a config against a
 model (``checks``).
 
 Pure: no I/O, no runtime. Imports ``tensors`` and ``errors`` only.

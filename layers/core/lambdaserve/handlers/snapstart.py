@@ -58,11 +58,12 @@ def prepare_instance() -> None:
     on first use) and the default runtime's import, so the first request pays only the
     catalog read, the download and the session."""
     import lambdaserve.handlers.http_api  # noqa: F401 (for its imports)
+    from lambdaserve.config.runtime_names import ONNX_RUNTIME
     from lambdaserve.runtimes.registry import runtime_named
     from lambdaserve.wiring.process import current
 
     current().server()
-    runtime_named("onnxruntime")
+    runtime_named(ONNX_RUNTIME)
 
 
 def before_snapshot() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from lambdaserve.config.runtime_names import HANDLER_RUNTIME, PYTHON_RUNTIME
 from lambdaserve.workers.channel import RECORD_MARK, Channel, error_document
 from lambdaserve.workers.shared_area import Area, arrays_of
 
@@ -85,11 +86,11 @@ class Worker:
 
         config = build(spec["config"], spec["model"])
         options = LoadOptions(device="cpu", python_models=True, version=spec["version"])
-        if spec["backend"] == "python":
+        if spec["backend"] == PYTHON_RUNTIME:
             from lambdaserve.workers.bls_relay import install_in_worker
 
             install_in_worker(self.channel, self.requests, self.writer, self.exchange)
-        elif spec["backend"] == "torchserve_handler":  # a workflow's model nodes
+        elif spec["backend"] == HANDLER_RUNTIME:  # a workflow's model nodes
             from lambdaserve.workers import node_relay
 
             node_relay.install_in_worker(self.channel, self.requests, self.writer, self.exchange)
