@@ -2,17 +2,9 @@
 
 from __future__ import annotations
 
+from lambdaserve.config import runtime_names as names
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import runtime_name_for
-from lambdaserve.config.runtime_names import (
-    ENSEMBLE_RUNTIME,
-    HANDLER_RUNTIME,
-    ONNX_RUNTIME,
-    OPENVINO_RUNTIME,
-    PADDLE_INFERENCE_RUNTIME,
-    PIPELINE_RUNTIME,
-    PYTHON_RUNTIME,
-)
 from lambdaserve.runtimes.base import Runtime
 
 
@@ -24,31 +16,31 @@ def runtime_for(filename: str, config: ModelConfig | None = None) -> Runtime:
 def runtime_named(backend: str) -> Runtime:  # noqa: PLR0911 (one lazy import per backend)
     """The runtime a catalog version records (``onnxruntime``, ``torchscript``, ``openvino``,
     ``python``...)."""
-    if backend == ONNX_RUNTIME:
+    if backend == names.ONNX_RUNTIME:
         from lambdaserve.runtimes.onnx import OnnxRuntime
 
         return OnnxRuntime()
-    if backend == OPENVINO_RUNTIME:
+    if backend == names.OPENVINO_RUNTIME:
         from lambdaserve.runtimes.openvino.runtime import OpenVinoRuntime
 
         return OpenVinoRuntime()
-    if backend == ENSEMBLE_RUNTIME:
+    if backend == names.ENSEMBLE_RUNTIME:
         from lambdaserve.runtimes.ensemble import EnsembleRuntime
 
         return EnsembleRuntime()
-    if backend == PYTHON_RUNTIME:
+    if backend == names.PYTHON_RUNTIME:
         from lambdaserve.runtimes.triton_python.model import PythonModelRuntime
 
         return PythonModelRuntime()
-    if backend == HANDLER_RUNTIME:
+    if backend == names.HANDLER_RUNTIME:
         from lambdaserve.runtimes.torchserve.handler import TorchServeHandlerRuntime
 
         return TorchServeHandlerRuntime()
-    if backend == PADDLE_INFERENCE_RUNTIME:
+    if backend == names.PADDLE_INFERENCE_RUNTIME:
         from lambdaserve.runtimes.paddle_inference import PaddleInferenceRuntime
 
         return PaddleInferenceRuntime()
-    if backend == PIPELINE_RUNTIME:
+    if backend == names.PIPELINE_RUNTIME:
         from lambdaserve.runtimes.paddle.pipeline import PaddlePipelineRuntime
 
         return PaddlePipelineRuntime()
