@@ -15,7 +15,7 @@ import sys
 import time
 
 # what each function's handler builds on first use, from the process object
-BUILDERS = {"infer": "server", "manage": "manage", "batcher": "batcher"}
+BUILDERS = {"infer": "server", "manage": "manage", "batcher": "consumer"}
 
 
 def main(function: str) -> None:

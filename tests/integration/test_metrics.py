@@ -144,7 +144,7 @@ def test_the_worker_writes_per_model_emf_lines_for_the_batches_it_runs(stack):
         text=True,
     )
     try:
-        store = stack.process.batcher.queued._results
+        store = stack.process.consumer.queued._results
         for i in range(3):
             wait_until(
                 lambda i=i: (r := store.get(f"emf-{i}")) is not None and r.status == "SUCCESS",

@@ -61,7 +61,7 @@ def outcome(stack, request_id: str):
 
 
 def _store(stack):
-    queued = stack.process.batcher.queued
+    queued = stack.process.consumer.queued
     return queued._results
 
 
@@ -161,7 +161,7 @@ class FailingInvoker:
 
 def test_an_infer_failure_is_retried_then_dead_lettered_with_nothing_lost(mlp):
     # Given the infer function failing on every call (throttled)
-    queued = mlp.process.batcher.queued
+    queued = mlp.process.consumer.queued
     failing = FailingInvoker()
     queued._invoker = failing
     ids = [submit(mlp, v2(np.ones((1, 4), np.float32))) for _ in range(3)]

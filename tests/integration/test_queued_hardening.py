@@ -158,4 +158,4 @@ def test_poisoned_neighbours_fail_only_themselves(mlp):
         assert "is gone" in outcomes[request_id].json()["error"]
     # And nothing went to the dead-letter queue
     assert mlp.queue_depth(mlp.resources.requests.dlq_url) == 0
-    assert mlp.process.batcher  # the same batcher served it all
+    assert mlp.process.consumer  # the same batcher served it all

@@ -100,7 +100,7 @@ def test_the_worker_consumes_the_requests_queue(stack):
         text=True,
     )
     try:
-        store = stack.process.batcher.queued._results
+        store = stack.process.consumer.queued._results
         for i in range(5):
             record = wait_until(
                 lambda i=i: (r := store.get(f"w-{i}")) is not None and r.status != "PENDING" and r,

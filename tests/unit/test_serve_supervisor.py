@@ -16,14 +16,14 @@ from lambdaserve.metrics.prometheus import metrics_registry
 from lambdaserve.metrics.shared import SummedMetrics, families_of
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.processes.siblings import Siblings
-from lambdaserve.processes.supervisor import threads_per_worker, worker_count
+from lambdaserve.processes.supervisor import replica_count, threads_per_replica
 from tests.support import wait_until
 
 
 def test_workers_auto_is_the_cores_this_process_may_run_on():
     """Given `--workers auto`, Then it is the size of the CPU affinity set."""
-    assert worker_count("auto") == len(os.sched_getaffinity(0))
-    assert worker_count("3") == 3
+    assert replica_count("auto") == len(os.sched_getaffinity(0))
+    assert replica_count("3") == 3
 
 
 def test_workers_share_the_cores_out_as_model_threads_unless_told():
@@ -31,11 +31,11 @@ def test_workers_share_the_cores_out_as_model_threads_unless_told():
     are the cores divided among them (at least 1); Given the variable (even 0, the runtime's
     own choice), Then it is left as it is."""
     cores = len(os.sched_getaffinity(0))
-    assert threads_per_worker({}, 1) == {"LAMBDASERVE_INTRA_OP_THREADS": str(cores)}
-    assert threads_per_worker({}, cores) == {"LAMBDASERVE_INTRA_OP_THREADS": "1"}
-    assert threads_per_worker({}, cores * 4) == {"LAMBDASERVE_INTRA_OP_THREADS": "1"}
+    assert threads_per_replica({}, 1) == {"LAMBDASERVE_INTRA_OP_THREADS": str(cores)}
+    assert threads_per_replica({}, cores) == {"LAMBDASERVE_INTRA_OP_THREADS": "1"}
+    assert threads_per_replica({}, cores * 4) == {"LAMBDASERVE_INTRA_OP_THREADS": "1"}
     for told in ("0", "3"):
-        assert threads_per_worker({"LAMBDASERVE_INTRA_OP_THREADS": told}, 2) == {}
+        assert threads_per_replica({"LAMBDASERVE_INTRA_OP_THREADS": told}, 2) == {}
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "many"])

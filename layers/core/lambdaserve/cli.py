@@ -8,7 +8,6 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from lambdaserve.errors import LambdaServeError
 
@@ -192,10 +191,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _workers(text: str) -> int:
-    from lambdaserve.processes.supervisor import worker_count
+    from lambdaserve.processes.supervisor import replica_count
 
     try:
-        return worker_count(text)
+        return replica_count(text)
     except LambdaServeError as exc:
         raise argparse.ArgumentTypeError(exc.message) from exc
 
@@ -265,25 +264,29 @@ def main(argv: list[str] | None = None) -> int:
                 from lambdaserve.serving.response_cache.from_settings import cache_config_env
 
                 os.environ.update(cache_config_env(args.cache_config))
-            options: dict[str, Any] = {
-                "batching": not args.no_batching,
-                "log_level": args.log_level,
-                "access_log": args.access_log,
-                "metrics_port": args.metrics_port or None,
-                "grpc_port": args.grpc_port,
-                "grpc_management": args.grpc_management,
-                "management_port": args.management_port or None,
-            }
-            if args.workers > 1:  # the supervisor imports no server; its workers do
-                from lambdaserve.processes.supervisor import serve_with_workers
+            from lambdaserve.processes.replica_contract import ServeOptions
 
-                serve_with_workers(args.host, args.port, args.workers, **options)
+            options = ServeOptions(
+                args.host,
+                args.port,
+                batching=not args.no_batching,
+                log_level=args.log_level,
+                access_log=args.access_log,
+                metrics_port=args.metrics_port or None,
+                grpc_port=args.grpc_port,
+                grpc_management=args.grpc_management,
+                management_port=args.management_port or None,
+            )
+            if args.workers > 1:  # the supervisor imports no server; its replicas do
+                from lambdaserve.processes.supervisor import serve_replicas
+
+                serve_replicas(options, args.workers)
             else:
                 from lambdaserve.processes.serve import serve
 
-                serve(args.host, args.port, **options)
-        elif args.command == "worker":
-            from lambdaserve.processes.worker import work
+                serve(options)
+        elif args.command == "worker":  # the SQS consumer (ECS)
+            from lambdaserve.processes.queue_consumer import work
 
             work(args.poll_wait)
     except LambdaServeError as exc:

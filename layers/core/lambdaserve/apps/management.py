@@ -22,6 +22,14 @@ from lambdaserve.apps.torchserve_management import (
 from lambdaserve.apps.worker_scaling import scaled, worker_fields
 from lambdaserve.apps.workflows import install_workflow_management
 from lambdaserve.catalog.store import VersionRecord
+from lambdaserve.config.runtime_names import (
+    ENSEMBLE_RUNTIME,
+    HANDLER_RUNTIME,
+    ONNX_RUNTIME,
+    PIPELINE_RUNTIME,
+    PYTHON_RUNTIME,
+    TORCHSCRIPT_RUNTIME,
+)
 from lambdaserve.errors import InvalidInput, ModelNotFound
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.protocol.names import check_model_name, parse_version
@@ -196,12 +204,12 @@ def _config_parameter(body: dict[str, Any]) -> dict[str, Any] | None:
 
 
 _ENGINES = {
-    "onnxruntime": "OnnxRuntime",
-    "torchscript": "Torch",
-    "python": "Python",
-    "torchserve_handler": "Python",
-    "paddle_pipeline": "Python",
-    "ensemble": "Ensemble",
+    ONNX_RUNTIME: "OnnxRuntime",
+    TORCHSCRIPT_RUNTIME: "Torch",
+    PYTHON_RUNTIME: "Python",
+    HANDLER_RUNTIME: "Python",
+    PIPELINE_RUNTIME: "Python",
+    ENSEMBLE_RUNTIME: "Ensemble",
 }
 
 

@@ -15,6 +15,7 @@ from starlette.datastructures import Headers, UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from lambdaserve.apps.workflows import install_workflow_predictions
+from lambdaserve.config.runtime_names import HANDLER_RUNTIME
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol import torchserve
 from lambdaserve.protocol.names import check_model_name
@@ -105,7 +106,7 @@ async def raw_fields(request: Request, body: bytes) -> tuple[tuple[str, Any], ..
 
 def _is_json(content_type: str, served: Any) -> bool:
     """A handler gets a JSON body parsed; a BYTES model gets raw bytes unless it is JSON."""
-    return served.record.runtime != "torchserve_handler" and content_type.startswith(_JSON_TYPES)
+    return served.record.runtime != HANDLER_RUNTIME and content_type.startswith(_JSON_TYPES)
 
 
 def _is_binary(content_type: str) -> bool:

@@ -3,7 +3,8 @@ through Triton's own messages (``model_config``, ``documents``, ``triton_proto``
 supported (``support``, ``unapplied_fields``: every field a config sets, applied or
 warned about), dynamic batching and queue policy (``dynamic_batching``), reshape
 (``reshape``), warm-up samples (``warmup_samples``), the model files a version may hold
-(``model_files``), and the checks of a config against a model (``checks``).
+(``model_files``), the runtimes' names (``runtime_names``), and the checks of a config
+against a model (``checks``).
 
 Pure: no I/O, no runtime. Imports ``tensors`` and ``errors`` only.
 """

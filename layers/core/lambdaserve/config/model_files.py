@@ -7,31 +7,41 @@ a config's backend may choose another runtime that reads the same file.
 from __future__ import annotations
 
 from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.runtime_names import (
+    HANDLER_RUNTIME,
+    ONNX_RUNTIME,
+    OPENVINO_RUNTIME,
+    PADDLE_INFERENCE_RUNTIME,
+    PIPELINE_RUNTIME,
+    PYTHON_RUNTIME,
+    TORCHSCRIPT_RUNTIME,
+    RuntimeName,
+)
 
-MODEL_FILES = {
-    "model.onnx": "onnxruntime",
-    "model.pt": "torchscript",
-    "model.xml": "openvino",
-    "model.savedmodel/saved_model.pb": "openvino",
-    "saved_model.pb": "openvino",  # TF Serving's layout: the version directory is the model
-    "model.pdmodel": "openvino",  # Paddle Inference where OpenVINO cannot read it
+MODEL_FILES: dict[str, RuntimeName] = {
+    "model.onnx": ONNX_RUNTIME,
+    "model.pt": TORCHSCRIPT_RUNTIME,
+    "model.xml": OPENVINO_RUNTIME,
+    "model.savedmodel/saved_model.pb": OPENVINO_RUNTIME,
+    "saved_model.pb": OPENVINO_RUNTIME,  # TF Serving's layout: the version directory is the model
+    "model.pdmodel": OPENVINO_RUNTIME,  # Paddle Inference where OpenVINO cannot read it
     # Paddle 1.x's inference model (Paddle Serving's examples): Paddle Inference reads it
-    "__model__": "paddle_inference",
-    "model.py": "python",
-    "handler.py": "torchserve_handler",
+    "__model__": PADDLE_INFERENCE_RUNTIME,
+    "model.py": PYTHON_RUNTIME,
+    "handler.py": HANDLER_RUNTIME,
     # a Paddle Serving pipeline: the user's web_service.py with its config.yml
-    "web_service.py": "paddle_pipeline",
+    "web_service.py": PIPELINE_RUNTIME,
     # an unpacked TorchServe archive (torch-model-archiver's files, TorchServe's no-archive)
-    "MAR-INF/MANIFEST.json": "torchserve_handler",
+    "MAR-INF/MANIFEST.json": HANDLER_RUNTIME,
     # an unpacked TorchServe workflow (torch-workflow-archiver's .war)
-    "WAR-INF/MANIFEST.json": "torchserve_handler",
+    "WAR-INF/MANIFEST.json": HANDLER_RUNTIME,
 }
 # A config's backend choosing another runtime for a file: Triton's OpenVINO backend reads
 # model.onnx too (backend: "openvino"), and so does lambdaserve's.
 # backend: "paddle_inference" has Paddle's own predictor serve a model.pdmodel.
-BACKEND_RUNTIMES = {
-    ("openvino", "model.onnx"): "openvino",
-    ("paddle_inference", "model.pdmodel"): "paddle_inference",
+BACKEND_RUNTIMES: dict[tuple[str, str], RuntimeName] = {
+    ("openvino", "model.onnx"): OPENVINO_RUNTIME,
+    ("paddle_inference", "model.pdmodel"): PADDLE_INFERENCE_RUNTIME,
 }
 # What Triton calls the formats OpenVINO serves here (model metadata's platform).
 OPENVINO_PLATFORMS = {
@@ -45,7 +55,7 @@ CODE_FILES = frozenset(
 )
 # Runtimes the manage function does not run (it reads the model's signature without them):
 # their versions are loaded where they serve before READY, as model code is.
-CHECKED_WHERE_IT_SERVES = frozenset({"paddle_inference"})
+CHECKED_WHERE_IT_SERVES: frozenset[str] = frozenset({PADDLE_INFERENCE_RUNTIME})
 # A file that says how the version is served, whatever else it ships (an archive's handler
 # may be handler.py, its model model.py or model.pt)
 MANIFEST_FILE = "MAR-INF/MANIFEST.json"
@@ -53,7 +63,7 @@ HANDLER_FILE = "handler.py"  # a TorchServe handler folder: models/m/1/handler.p
 WORKFLOW_MANIFEST_FILE = "WAR-INF/MANIFEST.json"
 
 
-def runtime_name_for(filename: str, config: ModelConfig | None = None) -> str:
+def runtime_name_for(filename: str, config: ModelConfig | None = None) -> RuntimeName:
     """The file's own runtime, unless the config's backend chooses another that reads it."""
     backend = config.backend if config is not None else ""
     return BACKEND_RUNTIMES.get((backend, filename), MODEL_FILES[filename])

@@ -24,7 +24,7 @@ metrics = Metrics(namespace="lambdaserve", service="lambdaserve-batcher")
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """SQS event source mapping of the requests queue (partial batch failures, DLQ)."""
     process = current()
-    services = process.batcher
+    services = process.consumer
     delivered = [
         Delivered(
             QueueMessage(r.message_id, r.body, int(r.attributes.approximate_receive_count)),

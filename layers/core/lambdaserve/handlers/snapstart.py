@@ -53,14 +53,17 @@ def start_instance() -> None:
 
 
 def prepare_instance() -> None:
-    """The AWS clients (botocore loading its service models: 0.1-0.2 s) and the default
-    runtime's import, so the first request pays only the catalog read, the download and the
-    session."""
+    """The AWS clients (botocore loading its service models: 0.1-0.2 s), the request path's
+    modules (the v2 door, the data plane, the event classes: ``handlers.infer`` imports them
+    on first use) and the default runtime's import, so the first request pays only the
+    catalog read, the download and the session."""
+    import lambdaserve.handlers.http_api  # noqa: F401 (for its imports)
+    from lambdaserve.config.runtime_names import ONNX_RUNTIME
     from lambdaserve.runtimes.registry import runtime_named
     from lambdaserve.wiring.process import current
 
     current().server()
-    runtime_named("onnxruntime")
+    runtime_named(ONNX_RUNTIME)
 
 
 def before_snapshot() -> None:

@@ -16,9 +16,9 @@ from lambdaserve.local.demo import DEMO_MODEL, demo_mlp_bytes
 from lambdaserve.local.dev_options import DevOptions
 from lambdaserve.local.emulator import Emulator, ensure_port_free
 from lambdaserve.local.mirror import RepositoryMirror
-from lambdaserve.local.resources import LocalResources, ensure_resources
+from lambdaserve.local.resources import LocalResources, QueuePair, ensure_resources
 from lambdaserve.processes.background import BackgroundServer, start_metrics_api
-from lambdaserve.processes.event_pump import EventPump, PumpConfig
+from lambdaserve.processes.event_pump import EventPump, Handler, PumpConfig
 from lambdaserve.processes.logs import quiet_third_parties, use_text_logs
 from lambdaserve.settings import Settings, get_settings
 from lambdaserve.wiring.aws import AwsClients
@@ -165,29 +165,30 @@ class DevStack:
         from lambdaserve.handlers import batcher, manage
 
         assert self.resources is not None, "start() creates the resources first"
+        self._start_pump(
+            self.resources.repository_events,
+            manage.events_handler,
+            "lambdaserve-manage",
+            MANAGE_CONCURRENCY,
+        )
+        self._start_pump(self.resources.requests, batcher.handler, "lambdaserve-batcher")
+
+    def _start_pump(
+        self, queue: QueuePair, handler: Handler, function: str, concurrency: int = 1
+    ) -> None:
+        """``queue`` fed to ``handler`` as ``function``'s event source mapping would."""
         settings = get_settings()
         pump = EventPump(
             AwsClients(settings).sqs,
-            self.resources.repository_events.url,
-            self.resources.repository_events.arn,
-            manage.events_handler,
-            "lambdaserve-manage",
-            config=PumpConfig(batch_size=10, batching_window_s=0.0, concurrency=MANAGE_CONCURRENCY),
+            queue.url,
+            queue.arn,
+            handler,
+            function,
+            config=PumpConfig(batch_size=10, batching_window_s=0.0, concurrency=concurrency),
             region=settings.region,
         )
         pump.start()
         self._pumps.append(pump)
-        requests = EventPump(
-            AwsClients(settings).sqs,
-            self.resources.requests.url,
-            self.resources.requests.arn,
-            batcher.handler,
-            "lambdaserve-batcher",
-            config=PumpConfig(batch_size=10, batching_window_s=0.0),
-            region=settings.region,
-        )
-        requests.start()
-        self._pumps.append(requests)
 
     def stop_event_pumps(self) -> None:
         for pump in self._pumps:

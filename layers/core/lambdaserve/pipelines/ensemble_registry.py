@@ -22,6 +22,7 @@ from lambdaserve.catalog.store import (
     now_iso,
 )
 from lambdaserve.config.model_config import EnsembleStep, ModelConfig
+from lambdaserve.config.runtime_names import ENSEMBLE_RUNTIME
 from lambdaserve.errors import ModelRejected
 from lambdaserve.runtimes.ensemble import check_steps, plan
 from lambdaserve.tensors.signature import Signature
@@ -97,7 +98,7 @@ class EnsembleRegistry:
                 pending=False,
                 valid=True,
                 reason="",
-                runtime="ensemble",
+                runtime=ENSEMBLE_RUNTIME,
                 signature=signature.to_json(),
                 validated_at=now_iso(),
             )

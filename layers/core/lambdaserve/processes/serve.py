@@ -18,8 +18,13 @@ from lambdaserve.processes.asgi.access_log import AccessLog
 from lambdaserve.processes.asgi.front_door import FrontDoor
 from lambdaserve.processes.asgi.slow_clients import BodyTimeout
 from lambdaserve.processes.drain import DrainOnSigterm
+from lambdaserve.processes.replica_contract import (
+    BATCHING_ENV,
+    GRPC_ENV,
+    LOGGING_ENV,
+    ServeOptions,
+)
 from lambdaserve.processes.serve_banner import banner
-from lambdaserve.processes.worker_contract import BATCHING_ENV, GRPC_ENV, LOGGING_ENV
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.prefetch import Prefetcher
 from lambdaserve.serving.readiness import warm_up_in_background
@@ -41,7 +46,7 @@ def build_serving_app(
     cache in the background (LAMBDASERVE_PREFETCH_INTERVAL_S); with ``grpc``, every peer's
     gRPC service starts with the app, over the same data plane and batchers (the process's
     one, ``Process.serving_plane``; the first call decides its batching). With
-    ``own_process`` (``serve``, each of its workers) the app owns its process, whose garbage
+    ``own_process`` (``serve``, each of its replicas) the app owns its process, whose garbage
     collector it tunes for serving; an app hosted in another process (a test's) leaves it be."""
     process = current()
     settings = process.settings
@@ -56,7 +61,7 @@ def build_serving_app(
         FrontDoor(http, lambda: settings.max_request_bytes), settings.client_timeout_s
     )
     group = siblings.from_env()
-    if group is not None:  # one worker of several: /metrics answers for them all
+    if group is not None:  # one replica of several: /metrics answers for them all
         from lambdaserve.apps.metrics_route import queued_in
         from lambdaserve.metrics.prometheus import metrics_registry
         from lambdaserve.processes.asgi.shared_metrics import SharedMetrics
@@ -115,7 +120,7 @@ def with_lifespan(
 
         async def warm_up() -> None:
             # in the background: live at once, ready once warm (the health check's grace
-            # period covers the download); the budget is the disk cache's; one worker of
+            # period covers the download); the budget is the disk cache's; one replica of
             # several is ready once all are (the health check reaches any one of them)
             then = group.warmed_then_wait if group is not None else None
             warm_up_in_background(plane.server, readiness, settings.cache_bytes, then)
@@ -143,7 +148,7 @@ def with_lifespan(
         )
         start.append(runner.start)
         stop.append(runner.stop)  # stopped first: in-flight calls drain, then models unload
-    if group is not None:  # last: the supervisor counts a worker that got here as started
+    if group is not None:  # last: the supervisor counts a replica that got here as started
 
         async def started() -> None:
             group.mark_started()
@@ -156,7 +161,7 @@ _THREADS = 40  # Starlette's (anyio's) default thread limit, which these calls h
 
 
 def serving_app_from_env() -> ASGIApp:
-    """The app each worker process serves (``serve`` with ``workers > 1``)."""
+    """The app each replica serves (``serve --workers N``, N > 1)."""
     level, access = os.environ.get(LOGGING_ENV, "info:0").split(":")
     host, port, management = os.environ.get(GRPC_ENV, "127.0.0.1:0:0").rsplit(":", 2)
     grpc = GrpcFlags(host, int(port), management == "1", share_port=True)
@@ -176,53 +181,34 @@ def _logged(app: ASGIApp, log_level: str, access_log: bool) -> ASGIApp:
     return AccessLog(app) if access_log else app
 
 
-def serve(
-    host: str,
-    port: int,
-    *,
-    batching: bool = True,
-    log_level: str = "info",
-    access_log: bool = False,
-    metrics_port: int | None = None,
-    grpc_port: int = 0,
-    grpc_management: bool = False,
-    management_port: int | None = None,
-) -> None:
+def serve(options: ServeOptions) -> None:
     """Serve the inference API with uvicorn until SIGINT/SIGTERM; with ``metrics_port``,
     TorchServe's metrics API beside it; with ``grpc_port``, every peer's gRPC services in the
     same event loop (and dynamic batcher); ``grpc_management`` adds the repository RPCs;
     ``management_port``, the management API (``make dev``'s, TorchServe's 8081).
 
-    One process. ``serve --workers N`` is ``processes.supervisor.serve_with_workers``
-    instead (the CLI chooses): N processes share the ports, each with its own model copy and
-    dynamic batcher, as TorchServe's workers and Triton's instances share a model.
+    One process. ``serve --workers N`` is ``processes.supervisor.serve_replicas`` instead
+    (the CLI chooses): N replicas share the ports, each with its own model copy and dynamic
+    batcher, as TorchServe's workers and Triton's instances share a model.
     """
     import uvicorn
 
-    print(
-        banner(
-            host,
-            port,
-            batching,
-            1,
-            access_log,
-            metrics=metrics_port,
-            grpc=grpc_port,
-            management=management_port,
-        ),
-        flush=True,
-    )
-    grpc = GrpcFlags(host, grpc_port, grpc_management)
-    app: ASGIApp = build_serving_app(batching, prefetch=True, grpc=grpc, own_process=True)
+    host, port = options.host, options.port
+    metrics_port, management_port = options.metrics_port, options.management_port
+    print(banner(options, 1), flush=True)
+    grpc = GrpcFlags(host, options.grpc_port, options.grpc_management)
+    app: ASGIApp = build_serving_app(options.batching, prefetch=True, grpc=grpc, own_process=True)
     beside: list[BackgroundServer] = []
     if metrics_port:
         app = _with_metrics_api(app, host, metrics_port, beside)
     if management_port:
         from lambdaserve.processes.background import start_management_api
 
-        beside.append(start_management_api(host, management_port, access_log))
+        beside.append(start_management_api(host, management_port, options.access_log))
     try:
-        uvicorn.run(_logged(app, log_level, access_log), **uvicorn_options(host, port))
+        uvicorn.run(
+            _logged(app, options.log_level, options.access_log), **uvicorn_options(host, port)
+        )
     finally:
         # stopped before the interpreter exits: an event loop still running in a daemon
         # thread while Python finalizes can crash the process on its way out
@@ -231,7 +217,7 @@ def serve(
 
 
 def uvicorn_options(host: str, port: int) -> dict[str, Any]:
-    """uvicorn's settings for ``serve``, in its one process or in each worker."""
+    """uvicorn's settings for ``serve``, in its one process or in each replica."""
     return {
         "host": host,
         "port": port,

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
+from lambdaserve.processes.replica_contract import ServeOptions
 from lambdaserve.settings import get_settings
 
 
-def banner(
-    host: str,
-    port: int,
-    batching: bool,
-    workers: int,
-    access_log: bool,
-    *,
-    metrics: int | None,
-    grpc: int,
-    management: int | None = None,
-) -> str:
+def banner(options: ServeOptions, replicas: int) -> str:
+    host, port, grpc = options.host, options.port, options.grpc_port
+    metrics, management = options.metrics_port, options.management_port
     settings = get_settings()
     where = settings.endpoint_url or f"AWS ({settings.region})"
     return "\n".join(
@@ -25,9 +18,9 @@ def banner(
             "/predictions/<model>; /docs)",
             f"  catalog           {settings.table} via {where}; models from s3://"
             f"{settings.bucket}/{settings.models_prefix}",
-            f"  batching          {'dynamic, per model version' if batching else 'off'}; "
-            f"{workers} worker process{'es' if workers > 1 else ''}",
-            f"  access log        {'on' if access_log else 'off (--access-log)'}",
+            f"  batching          {'dynamic, per model version' if options.batching else 'off'}; "
+            f"{replicas} worker process{'es' if replicas > 1 else ''}",
+            f"  access log        {'on' if options.access_log else 'off (--access-log)'}",
             f"  gRPC              {host}:{grpc} (KServe v2/Triton, TF Serving, TorchServe, "
             "Paddle; grpc.health.v1)"
             if grpc

@@ -1,18 +1,18 @@
-"""What the worker processes of one ``serve --workers N`` share: a directory of their own.
+"""What the replicas of one ``serve --workers N`` share: a directory of their own.
 
-The supervisor (``processes.supervisor``) makes the directory and names it in each worker's
-environment, with the worker count and the worker's slot. Two things live there:
+The supervisor (``processes.supervisor``) makes the directory and names it in each replica's
+environment, with the replica count and the replica's slot. Two things live there:
 
-- ``ready-<slot>``: written by a worker once its warm-up ended. A worker reports ready only
-  once every slot has one, so the task's health check (which reaches whichever worker the
-  kernel hands the connection to) says ready only when every worker is. The supervisor
-  removes a dead worker's marker before it starts the replacement.
-- ``started-<slot>``: written once a worker's startup went through (its ports bound, gRPC
-  started). The supervisor gives up on a slot whose workers keep dying before that.
-- ``metrics-<pid>.json``: each worker's metric samples, rewritten every second, which the
-  worker answering a ``/metrics`` scrape sums with its own (``metrics.shared``).
+- ``ready-<slot>``: written by a replica once its warm-up ended. A replica reports ready only
+  once every slot has one, so the task's health check (which reaches whichever replica the
+  kernel hands the connection to) says ready only when every replica is. The supervisor
+  removes a dead replica's marker before it starts the replacement.
+- ``started-<slot>``: written once a replica's startup went through (its ports bound, gRPC
+  started). The supervisor gives up on a slot whose replicas keep dying before that.
+- ``metrics-<pid>.json``: each replica's metric samples, rewritten every second, which the
+  replica answering a ``/metrics`` scrape sums with its own (``metrics.shared``).
 
-Files, not a socket between the processes: nothing to keep alive, and a worker that dies
+Files, not a socket between the processes: nothing to keep alive, and a replica that dies
 leaves its last samples behind, so summed counters never fall when it is replaced.
 """
 
@@ -31,7 +31,7 @@ _POLL_S = 0.1
 
 @dataclass(frozen=True)
 class Siblings:
-    """This worker's view of its group: the shared directory, the count, its own slot."""
+    """This replica's view of its group: the shared directory, the count, its own slot."""
 
     directory: Path
     count: int
@@ -44,7 +44,7 @@ class Siblings:
         return self.directory / f"started-{slot}"
 
     def mark_started(self) -> None:
-        """This worker's startup went through (its ports bound): it serves."""
+        """This replica's startup went through (its ports bound): it serves."""
         write_atomically(self.started_marker(self.slot), str(os.getpid()).encode())
 
     def metrics_file(self, pid: int) -> Path:
@@ -57,7 +57,7 @@ class Siblings:
         return all(self.ready_marker(slot).exists() for slot in range(self.count))
 
     def warmed_then_wait(self, stop: threading.Event | None = None) -> None:
-        """Mark this worker warm, then wait until every sibling is (or ``stop`` is set)."""
+        """Mark this replica warm, then wait until every sibling is (or ``stop`` is set)."""
         write_atomically(self.ready_marker(self.slot), str(os.getpid()).encode())
         stop = stop or threading.Event()
         while not self.all_ready() and not stop.wait(_POLL_S):

@@ -1,19 +1,21 @@
-"""``serve --workers N``: N worker processes share the HTTP and gRPC ports; this supervises.
+"""``serve --workers N``: N replicas (serving processes) share the HTTP and gRPC ports; this
+supervises them.
 
 One Python process runs on one core at a time, so N processes serve on N cores, each with
 its own model copies, dynamic batcher and catalog refresher (the catalog is the truth each
 refresher follows, so a model loaded or unloaded through the management API, which writes
-the catalog, reaches every worker). Each worker binds its own listening socket with
-SO_REUSEPORT (``serve_worker``) and gRPC binds with ``grpc.so_reuseport``: the kernel hashes
+the catalog, reaches every replica). Each replica binds its own listening socket with
+SO_REUSEPORT (``serve_replica``) and gRPC binds with ``grpc.so_reuseport``: the kernel hashes
 each new connection to one of the listening sockets, so connections spread evenly over the
-workers rather than to whichever process wakes first on one shared socket.
+replicas rather than to whichever process wakes first on one shared socket.
 
-The supervisor (this process, PID 1 in the container) starts the workers in a process
+The supervisor (this process, PID 1 in the container) starts the replicas in a process
 group of their own, replaces one that dies, and forwards SIGTERM and SIGINT to each, so an
-ECS stop drains every worker (``processes.drain``); it exits once all have, with 0 when
-every worker did. A slot whose worker dies before its startup went through (ports bound,
+ECS stop drains every replica (``processes.drain``); it exits once all have, with 0 when
+every replica did. A slot whose replica dies before its startup went through (ports bound,
 gRPC started), three times in a row, stops the whole server (a port in use or a broken
-setting would otherwise restart forever).
+setting would otherwise restart forever). "Worker" is kept for the model-code workers
+(``workers``); only the command line's ``--workers`` and the environment keep the word here.
 """
 
 from __future__ import annotations
@@ -31,21 +33,22 @@ from types import FrameType
 
 from lambdaserve.errors import InvalidInput
 from lambdaserve.processes import siblings
-from lambdaserve.processes.serve_banner import banner
-from lambdaserve.processes.worker_contract import (
+from lambdaserve.processes.replica_contract import (
     BATCHING_ENV,
     GRPC_ENV,
     HTTP_ENV,
     LOGGING_ENV,
     PARENT_ENV,
+    ServeOptions,
     reuseport_socket,
 )
+from lambdaserve.processes.serve_banner import banner
 from lambdaserve.settings import default_work_dir
 
 logger = logging.getLogger(__name__)
 INTRA_OP_ENV = "LAMBDASERVE_INTRA_OP_THREADS"
 WORK_DIR_ENV = "LAMBDASERVE_WORK_DIR"
-GIVE_UP_AFTER = 3  # deaths in a row of one slot's worker before its startup went through
+GIVE_UP_AFTER = 3  # deaths in a row of one slot's replica before its startup went through
 
 
 class Supervisor:
@@ -70,9 +73,9 @@ class Supervisor:
                 break
             if pid not in self._running:
                 continue
-            slot, worker = self._running.pop(pid)
+            slot, replica = self._running.pop(pid)
             code = os.waitstatus_to_exitcode(status)
-            worker.returncode = code  # reaped here: Popen must not wait for it again
+            replica.returncode = code  # reaped here: Popen must not wait for it again
             if self._stopping:
                 self._codes.append(code)
                 continue
@@ -80,15 +83,15 @@ class Supervisor:
         return next((code for code in self._codes if code != 0), 0)
 
     def _start(self, slot: int) -> None:
-        if self._stopping:  # a signal came while the workers were being started
+        if self._stopping:  # a signal came while the replicas were being started
             return
         env = {**self._env, siblings.SLOT_ENV: str(slot)}
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "lambdaserve.processes.serve_worker"],
+        replica = subprocess.Popen(
+            [sys.executable, "-m", "lambdaserve.processes.serve_replica"],
             env=env,
             process_group=0,  # Ctrl-C reaches the supervisor, which forwards it once
         )
-        self._running[worker.pid] = (slot, worker)
+        self._running[replica.pid] = (slot, replica)
 
     def _replace(self, slot: int, pid: int, code: int) -> None:
         started = self._group.started_marker(slot)
@@ -97,7 +100,7 @@ class Supervisor:
         self._group.ready_marker(slot).unlink(missing_ok=True)
         if self._failures[slot] >= GIVE_UP_AFTER:
             logger.error(
-                "worker %d died %d times before it started serving (last exit %d); stopping",
+                "replica %d died %d times before it started serving (last exit %d); stopping",
                 slot,
                 GIVE_UP_AFTER,
                 code,
@@ -105,77 +108,66 @@ class Supervisor:
             self._codes.append(code or 1)
             self._forward(signal.SIGTERM, None)
             return
-        logger.warning("worker %d (pid %d) exited with %d; starting another", slot, pid, code)
+        logger.warning("replica %d (pid %d) exited with %d; starting another", slot, pid, code)
         self._start(slot)
 
     def _forward(self, sig: int, frame: FrameType | None) -> None:
-        # a second SIGTERM reaches the workers too: they skip what is left of the drain delay
+        # a second SIGTERM reaches the replicas too: they skip what is left of the drain delay
         self._stopping = True
         for pid in list(self._running):
             with contextlib.suppress(ProcessLookupError):  # exited, not yet reaped
                 os.kill(pid, sig)
 
 
-def serve_with_workers(
-    host: str,
-    port: int,
-    workers: int,
-    *,
-    batching: bool = True,
-    log_level: str = "info",
-    access_log: bool = False,
-    metrics_port: int | None = None,
-    grpc_port: int = 0,
-    grpc_management: bool = False,
-    management_port: int | None = None,
-) -> None:
-    """``serve`` with ``workers`` > 1. This process imports no server: it only supervises
-    (tens of MB less than a worker), and each worker builds the app from its environment."""
+def serve_replicas(options: ServeOptions, replicas: int) -> None:
+    """``serve`` with ``--workers`` > 1: ``replicas`` processes. This process imports no
+    server: it only supervises (tens of MB less than a replica), and each replica builds the
+    app from its environment."""
     from lambdaserve.processes.logs import use_text_logs
 
-    if metrics_port:
+    if options.metrics_port:
         raise InvalidInput(
             "--metrics-port needs --workers 1: each worker process counts only what it served, "
             "and a scrape would reach one of them; scale out by tasks with one worker each"
         )
-    if management_port:
+    if options.management_port:
         raise InvalidInput(
             "--management-port needs --workers 1: each worker process has its own model "
             "copies and model-code workers, so a describe or a PUT ?min_worker= would reach "
             "one of them; scale out by tasks with one worker each"
         )
     print(
-        banner(host, port, batching, workers, access_log, metrics=None, grpc=grpc_port),
+        banner(options, replicas),
         flush=True,
     )
-    use_text_logs(log_level)  # the supervisor's own lines: a worker replaced, say
+    use_text_logs(options.log_level)  # the supervisor's own lines: a replica replaced, say
     env = {
         **os.environ,
-        BATCHING_ENV: "1" if batching else "0",
-        LOGGING_ENV: f"{log_level}:{int(access_log)}",
-        GRPC_ENV: f"{host}:{grpc_port}:{int(grpc_management)}",
+        BATCHING_ENV: "1" if options.batching else "0",
+        LOGGING_ENV: f"{options.log_level}:{int(options.access_log)}",
+        GRPC_ENV: f"{options.host}:{options.grpc_port}:{int(options.grpc_management)}",
     }
-    code = run_workers(workers, host, port, env)
+    code = run_replicas(replicas, options.host, options.port, env)
     if code:
         raise SystemExit(code)
 
 
-def run_workers(count: int, host: str, port: int, env: dict[str, str]) -> int:
-    """Run ``count`` ``serve`` workers on ``host:port`` until SIGTERM/SIGINT; the exit code."""
-    try:  # fail at once, not in every worker: another server holds the port
+def run_replicas(count: int, host: str, port: int, env: dict[str, str]) -> int:
+    """Run ``count`` ``serve`` replicas on ``host:port`` until SIGTERM/SIGINT; the exit code."""
+    try:  # fail at once, not in every replica: another server holds the port
         reuseport_socket(host, port).close()
     except OSError as exc:
         raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     directory = Path(tempfile.mkdtemp(prefix="lambdaserve-workers-"))
     env = {
         **env,
-        # its own process group's default would give each worker its own cache
+        # its own process group's default would give each replica its own cache
         WORK_DIR_ENV: env.get(WORK_DIR_ENV) or default_work_dir(),
         siblings.DIR_ENV: str(directory),
         siblings.COUNT_ENV: str(count),
         HTTP_ENV: f"{host}:{port}",
         PARENT_ENV: str(os.getpid()),
-        **threads_per_worker(env, count),
+        **threads_per_replica(env, count),
     }
     try:
         return Supervisor(count, env, directory).run()
@@ -183,18 +175,19 @@ def run_workers(count: int, host: str, port: int, env: dict[str, str]) -> int:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def threads_per_worker(env: dict[str, str], count: int) -> dict[str, str]:
-    """Each worker's model threads, unless LAMBDASERVE_INTRA_OP_THREADS says: the cores
-    shared out, so ``count`` workers do not each start a pool as wide as the machine
-    (measured on 2 cores, 2 workers: 2 threads each cost 1.26x the CPU per gRPC call and
+def threads_per_replica(env: dict[str, str], count: int) -> dict[str, str]:
+    """Each replica's model threads, unless LAMBDASERVE_INTRA_OP_THREADS says: the cores
+    shared out, so ``count`` replicas do not each start a pool as wide as the machine
+    (measured on 2 cores, 2 replicas: 2 threads each cost 1.26x the CPU per gRPC call and
     1.32x per binary request of 1 thread each; docs/benchmarks.md)."""
     if env.get(INTRA_OP_ENV):
         return {}
     return {INTRA_OP_ENV: str(max(1, len(os.sched_getaffinity(0)) // count))}
 
 
-def worker_count(text: str) -> int:
-    """``--workers``: a number, or ``auto`` for the cores this process may run on."""
+def replica_count(text: str) -> int:
+    """``--workers`` (the replicas): a number, or ``auto`` for the cores this process may
+    run on."""
     if text == "auto":
         return len(os.sched_getaffinity(0))
     try:

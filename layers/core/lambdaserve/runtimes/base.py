@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.runtime_names import RuntimeName
 from lambdaserve.tensors.signature import Arrays, Signature
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class RequestsModel(Protocol):
 class Runtime(Protocol):
     """A backend that can check a model file, report its signature and load it."""
 
-    name: str
+    name: RuntimeName
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         """Load the model for real and return its signature, or raise ModelRejected."""

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from lambdaserve.config.model_config import EnsembleStep, ModelConfig
+from lambdaserve.config.runtime_names import ENSEMBLE_RUNTIME, RuntimeName
 from lambdaserve.errors import InferenceError, LambdaServeError, ModelNotReady, ModelRejected
 from lambdaserve.runtimes import model_calls
 from lambdaserve.runtimes.base import LoadOptions
@@ -125,7 +126,7 @@ def step_version(step: EnsembleStep) -> int | None:
 class EnsembleRuntime:
     """The runtime of ``platform: "ensemble"``: no file, the config is the model."""
 
-    name = "ensemble"
+    name: RuntimeName = ENSEMBLE_RUNTIME
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         plan(config)

@@ -11,6 +11,7 @@ import numpy as np
 import onnxruntime as ort
 
 from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.runtime_names import ONNX_RUNTIME, RuntimeName
 from lambdaserve.errors import InferenceError, ModelRejected, first_line
 from lambdaserve.runtimes.base import LoadOptions, wants_gpu
 from lambdaserve.tensors.encoding import bfloat16
@@ -38,7 +39,7 @@ _ORT_TO_V2 = {
 class OnnxRuntime:
     """Validates and (later) serves ``model.onnx`` with onnxruntime."""
 
-    name = "onnxruntime"
+    name: RuntimeName = ONNX_RUNTIME
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         check_external_data(model_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lambdaserve.config import runtime_names as names
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import runtime_name_for
 from lambdaserve.runtimes.base import Runtime
@@ -15,31 +16,31 @@ def runtime_for(filename: str, config: ModelConfig | None = None) -> Runtime:
 def runtime_named(backend: str) -> Runtime:  # noqa: PLR0911 (one lazy import per backend)
     """The runtime a catalog version records (``onnxruntime``, ``torchscript``, ``openvino``,
     ``python``...)."""
-    if backend == "onnxruntime":
+    if backend == names.ONNX_RUNTIME:
         from lambdaserve.runtimes.onnx import OnnxRuntime
 
         return OnnxRuntime()
-    if backend == "openvino":
+    if backend == names.OPENVINO_RUNTIME:
         from lambdaserve.runtimes.openvino.runtime import OpenVinoRuntime
 
         return OpenVinoRuntime()
-    if backend == "ensemble":
+    if backend == names.ENSEMBLE_RUNTIME:
         from lambdaserve.runtimes.ensemble import EnsembleRuntime
 
         return EnsembleRuntime()
-    if backend == "python":
+    if backend == names.PYTHON_RUNTIME:
         from lambdaserve.runtimes.triton_python.model import PythonModelRuntime
 
         return PythonModelRuntime()
-    if backend == "torchserve_handler":
+    if backend == names.HANDLER_RUNTIME:
         from lambdaserve.runtimes.torchserve.handler import TorchServeHandlerRuntime
 
         return TorchServeHandlerRuntime()
-    if backend == "paddle_inference":
+    if backend == names.PADDLE_INFERENCE_RUNTIME:
         from lambdaserve.runtimes.paddle_inference.runtime import PaddleInferenceRuntime
 
         return PaddleInferenceRuntime()
-    if backend == "paddle_pipeline":
+    if backend == names.PIPELINE_RUNTIME:
         from lambdaserve.runtimes.paddle_serving.pipeline import PaddlePipelineRuntime
 
         return PaddlePipelineRuntime()

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.runtime_names import TORCHSCRIPT_RUNTIME, RuntimeName
 from lambdaserve.errors import InferenceError, ModelRejected, RuntimeMissing, first_line
 from lambdaserve.runtimes.base import LoadOptions, wants_gpu
 from lambdaserve.tensors.encoding import bfloat16
@@ -21,7 +22,7 @@ _PICKLE_PROTOCOL_MARK = b"\x80"
 class TorchScriptRuntime:
     """Validates and (later) serves ``model.pt`` TorchScript archives."""
 
-    name = "torchscript"
+    name: RuntimeName = TORCHSCRIPT_RUNTIME
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         check_torchscript_archive(model_path)

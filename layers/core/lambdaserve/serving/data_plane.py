@@ -21,6 +21,7 @@ import numpy as np
 from lambdaserve import __version__
 from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.config.model_config import triton_data_type
+from lambdaserve.config.runtime_names import OPENVINO_RUNTIME, PADDLE_INFERENCE_RUNTIME
 from lambdaserve.errors import InferenceError, LambdaServeError
 from lambdaserve.protocol.names import check_model_name, parse_version
 from lambdaserve.protocol.v2 import InferRequest
@@ -284,7 +285,8 @@ class InferenceDataPlane:
 def autocompleted_config(served: ServedVersion) -> dict[str, Any]:
     """Triton's config JSON, with inputs/outputs filled from the model as Triton does."""
     document = served.config.to_triton_json()
-    if served.record.runtime in ("openvino", "paddle_inference") and served.platform in (
+    runtime = served.record.runtime
+    if runtime in (OPENVINO_RUNTIME, PADDLE_INFERENCE_RUNTIME) and served.platform in (
         "openvino",
         "paddle",
     ):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from lambdaserve.catalog.configs import effective_config
 from lambdaserve.catalog.store import VersionRecord
+from lambdaserve.config.runtime_names import HANDLER_RUNTIME
 from lambdaserve.errors import LambdaServeError, first_line
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
@@ -105,7 +106,7 @@ def with_fix(reason: str, runtime: str = "") -> str:
     the flag for the artifact first (a TorchServe archive or handler: TORCHSERVE=1)."""
     for package, fix in _FIXES.items():
         if f"No module named '{package}'" in reason:
-            handlers = package == "torch" and runtime == "torchserve_handler"
+            handlers = package == "torch" and runtime == HANDLER_RUNTIME
             return f"{reason}; {_TORCH_FOR_HANDLERS if handlers else fix}"
     return reason
 

@@ -26,7 +26,7 @@ from lambdaserve.serving.batch_runs import run_batch
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.classification import classify
-from lambdaserve.serving.loaded_versions import LoadedVersions
+from lambdaserve.serving.loaded_versions import Key, LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
 from lambdaserve.serving.response_cache.lookups import Lookup, ResponseCache
 from lambdaserve.serving.version_resolver import ServedVersion, VersionResolver
@@ -216,27 +216,30 @@ class ModelServer:
 
     def is_loaded(self, model: str, version: int | None) -> bool:
         """True when serving this request needs no catalog read, download or load."""
-        if not self.resolver.is_fresh(model):
-            return False
-        try:
-            served = self.resolver.resolve(model, version)
-        except LambdaServeError:
-            return True  # the answer (an error) is already known without I/O
-        return (served.model, served.version, served.record.fingerprint) in self._loaded
+        key = self._key_in_memory(model, version)
+        return key if isinstance(key, bool) else key in self._loaded
 
     def answers_inline(self, model: str, version: int | None) -> bool:
         """True when running this request may hold the caller's thread (the event loop):
         loaded, and run in this process. A version whose code runs in worker processes is
         waited for from a thread, so a slow or hung model never holds the loop, and other
         models' requests (and health checks) go on while its workers run."""
+        key = self._key_in_memory(model, version)
+        if isinstance(key, bool):
+            return key
+        loaded = self._loaded.get(key)
+        return loaded is not None and _worker_count(loaded) == 0
+
+    def _key_in_memory(self, model: str, version: int | None) -> Key | bool:
+        """The loaded version's key this request would use, found without I/O; else False
+        (the catalog must be read first), or True (the answer, an error, is already known)."""
         if not self.resolver.is_fresh(model):
             return False
         try:
             served = self.resolver.resolve(model, version)
         except LambdaServeError:
             return True  # the answer (an error) is already known without I/O
-        loaded = self._loaded.get((served.model, served.version, served.record.fingerprint))
-        return loaded is not None and _worker_count(loaded) == 0
+        return (served.model, served.version, served.record.fingerprint)
 
     def code_workers(self, served: ServedVersion) -> int:
         """How many worker processes run this loaded version's code; 0 when it runs in this

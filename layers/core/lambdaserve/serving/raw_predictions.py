@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from lambdaserve.config.runtime_names import HANDLER_RUNTIME
 from lambdaserve.errors import InferenceError, InvalidInput, LambdaServeError
 from lambdaserve.metrics.stats import Execution
 from lambdaserve.protocol.torchserve import encode_prediction
@@ -25,8 +26,6 @@ from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.workers.worker_model import WorkerModel
-
-HANDLER_RUNTIME = "torchserve_handler"
 
 
 @dataclass(frozen=True)

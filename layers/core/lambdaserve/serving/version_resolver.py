@@ -15,6 +15,11 @@ from lambdaserve.catalog.configs import effective_config
 from lambdaserve.catalog.store import Catalog, ModelRecord, VersionRecord
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import OPENVINO_PLATFORMS
+from lambdaserve.config.runtime_names import (
+    OPENVINO_RUNTIME,
+    PADDLE_INFERENCE_RUNTIME,
+    TORCHSCRIPT_RUNTIME,
+)
 from lambdaserve.errors import ModelNotFound, ModelNotReady
 from lambdaserve.protocol.names import parse_version_ref
 from lambdaserve.tensors.signature import Signature
@@ -37,11 +42,13 @@ class ServedVersion:
     def platform(self) -> str:
         if self.config.platform:
             return self.config.platform
-        if self.record.runtime == "openvino":  # a backend without a platform: its name
+        if self.record.runtime == OPENVINO_RUNTIME:  # a backend without a platform: its name
             return OPENVINO_PLATFORMS.get(self.record.model_file, "openvino")
-        if self.record.runtime == "paddle_inference":
+        if self.record.runtime == PADDLE_INFERENCE_RUNTIME:
             return "paddle"
-        return "pytorch_libtorch" if self.record.runtime == "torchscript" else "onnxruntime_onnx"
+        return (
+            "pytorch_libtorch" if self.record.runtime == TORCHSCRIPT_RUNTIME else "onnxruntime_onnx"
+        )
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ from lambdaserve.metrics.emf import InvocationMetrics
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.settings import Settings, get_settings
 from lambdaserve.wiring.aws import AwsClients
-from lambdaserve.wiring.inference import build_model_server
 from lambdaserve.workers.options import EnvironmentPaths
 
 if TYPE_CHECKING:
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
     from lambdaserve.serving.data_plane import InferenceDataPlane
     from lambdaserve.serving.model_server import ModelServer
     from lambdaserve.wiring.manage import ManageServices
-    from lambdaserve.wiring.queues import BatcherServices, QueueServices
+    from lambdaserve.wiring.queues import ConsumerServices, QueueServices
 
 T = TypeVar("T")
 
@@ -80,15 +79,19 @@ class Process:
     def server(self) -> ModelServer:
         """The loaded-version LRU; a method, so consumers can hold ``process.server`` and
         look it up per call (a SnapStart restore renews it in place)."""
-        return self._once(
-            "server",
-            lambda: build_model_server(
-                self.settings,
-                self.clients,
-                StatsRegistry(self.metrics.record, self.metrics.record_cache),
-                self.environment_paths,
-                self._plane_here(),  # models calling models: the plane the doors use
-            ),
+        return self._once("server", self._build_server)
+
+    def _build_server(self) -> ModelServer:
+        # imported on first use: the handlers import this module at a cold start, and the
+        # inference side (data plane, model server, pipelines, protobuf) waits for a request
+        from lambdaserve.wiring.inference import build_model_server
+
+        return build_model_server(
+            self.settings,
+            self.clients,
+            StatsRegistry(self.metrics.record, self.metrics.record_cache),
+            self.environment_paths,
+            self._plane_here(),  # models calling models: the plane the doors use
         )
 
     @property
@@ -202,14 +205,15 @@ class Process:
         return self.queue.payloads
 
     @property
-    def batcher(self) -> BatcherServices:
-        """The batcher function's (and ``lambdaserve worker``'s) path; batches run on this
-        process's model server unless LAMBDASERVE_INFER_FUNCTION names the infer function."""
-        from lambdaserve.wiring.queues import build_batcher_services
+    def consumer(self) -> ConsumerServices:
+        """The queue consumer's services: the batcher function's (and ``lambdaserve worker``'s)
+        path; batches run on this process's model server unless LAMBDASERVE_INFER_FUNCTION
+        names the infer function."""
+        from lambdaserve.wiring.queues import build_consumer_services
 
         return self._once(
-            "batcher",
-            lambda: build_batcher_services(self.settings, self.queue, self.server, self.clients),
+            "consumer",
+            lambda: build_consumer_services(self.settings, self.queue, self.server, self.clients),
         )
 
     # -- the management side --------------------------------------------------------------
@@ -276,7 +280,7 @@ class Process:
         carried over) and fresh catalog views; the loaded models are kept."""
         with self._lock:
             snapshotted = self._built.get("server")
-            for name in ("clients", "server", "plane", "submitter", "queue", "batcher", "manage"):
+            for name in ("clients", "server", "plane", "submitter", "queue", "consumer", "manage"):
                 self._built.pop(name, None)
         if snapshotted is not None:
             self.server().adopt_loaded(snapshotted)

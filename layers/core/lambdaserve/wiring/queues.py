@@ -71,20 +71,21 @@ def build_queued_inference(
 
 
 @dataclass(frozen=True)
-class BatcherServices:
-    """The batcher's path: queued inference, the sub-second top-up and the visibility lease."""
+class ConsumerServices:
+    """The queue consumer's services (the batcher function's path): queued inference, the
+    sub-second top-up and the visibility lease."""
 
     queued: QueuedInference
     topup: TopUp
     lease: VisibilityLease
 
 
-def build_batcher_services(
+def build_consumer_services(
     settings: Settings,
     queue: QueueServices,
     server: Callable[[], ModelServer],
     clients: AwsClients,
-) -> BatcherServices:
+) -> ConsumerServices:
     """The batcher function's (and ``lambdaserve worker``'s) path over ``queue``."""
     from lambdaserve.queued.delivery import TopUp, VisibilityLease
 
@@ -97,4 +98,4 @@ def build_batcher_services(
     )
     lease = VisibilityLease(queue.sqs, queue.requests_queue_url, settings.visibility_lease_s)
     queued = build_queued_inference(settings, queue, server, clients)
-    return BatcherServices(queued, topup, lease)
+    return ConsumerServices(queued, topup, lease)

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from lambdaserve.config.runtime_names import HANDLER_RUNTIME, PYTHON_RUNTIME
 from lambdaserve.workers import messages
 from lambdaserve.workers.channel import RECORD_MARK, Channel
 from lambdaserve.workers.messages import Op
@@ -87,7 +88,7 @@ class Worker:
 
         config = build(spec.config, spec.model)
         options = LoadOptions(device="cpu", python_models=True, version=spec.version)
-        if spec.backend in ("python", "torchserve_handler"):  # BLS, a workflow's nodes
+        if spec.backend in (PYTHON_RUNTIME, HANDLER_RUNTIME):  # BLS, a workflow's nodes
             from lambdaserve.runtimes import model_calls
             from lambdaserve.workers.call_relay import WorkerCalls
 

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lambdaserve.config.runtime_names import HANDLER_RUNTIME, PIPELINE_RUNTIME, PYTHON_RUNTIME
+
 # (model, version, version directory) -> directories put first on the worker's sys.path
 EnvironmentPaths = Callable[[str, int, Path], tuple[Path, ...]]
 
-CODE_BACKENDS = frozenset({"python", "torchserve_handler", "paddle_pipeline"})
+CODE_BACKENDS: frozenset[str] = frozenset({PYTHON_RUNTIME, HANDLER_RUNTIME, PIPELINE_RUNTIME})
 WORKFLOW_DIRECTORY = "WAR-INF"  # an unpacked .war: its manifest is WAR-INF/MANIFEST.json
 TORCHSERVE_TIMEOUT_S = 120.0  # TorchServe's default responseTimeout
 
@@ -51,9 +53,9 @@ def counts_for(
     """The version's worker counts and timeout."""
     low = high = max(1, instance_count)
     timeout = options.timeout_s
-    if backend == "torchserve_handler" and model_path.parent.name == WORKFLOW_DIRECTORY:
+    if backend == HANDLER_RUNTIME and model_path.parent.name == WORKFLOW_DIRECTORY:
         timeout = max(timeout, _workflow_bound_s(model_path))
-    elif backend == "torchserve_handler":
+    elif backend == HANDLER_RUNTIME:
         document = _model_yaml(model_path)
         low = _positive(document.get("minWorkers"), 1)
         high = max(low, _positive(document.get("maxWorkers"), low))

@@ -14,6 +14,7 @@ from typing import Any
 import grpc
 
 from lambdaserve.apps.grpc.calls import Context, unary
+from lambdaserve.config.runtime_names import PIPELINE_RUNTIME
 from lambdaserve.errors import LambdaServeError, ModelNotFound
 from lambdaserve.protocol import paddle_pipeline as rest
 from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2 as pb
@@ -22,7 +23,6 @@ from lambdaserve.protocol.names import check_model_name
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 # The runtime name of a Paddle Serving pipeline version (web_service.py + config.yml)
-PIPELINE_RUNTIME = "paddle_pipeline"
 
 
 def add_to(server: grpc.aio.Server, plane: InferenceDataPlane) -> None:

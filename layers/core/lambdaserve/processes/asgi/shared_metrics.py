@@ -1,8 +1,8 @@
-"""``GET /metrics`` of a worker in ``serve --workers N``: the sums over every worker.
+"""``GET /metrics`` of a replica in ``serve --workers N``: the sums over every replica.
 
 The inference app's own ``/metrics`` answers for its process alone; a scrape reaches one
-worker of N (the kernel picks), so in front of it this answers with ``metrics.shared``'s
-sums, and this worker's samples are written for the others every second.
+replica of N (the kernel picks), so in front of it this answers with ``metrics.shared``'s
+sums, and this replica's samples are written for the others every second.
 """
 
 from __future__ import annotations

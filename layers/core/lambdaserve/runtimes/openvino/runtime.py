@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.runtime_names import OPENVINO_RUNTIME, RuntimeName
 from lambdaserve.errors import InferenceError, ModelRejected, RuntimeMissing
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.openvino.readers import reader_for, reason
@@ -62,7 +63,7 @@ def _openvino() -> Any:
 class OpenVinoRuntime:
     """Validates and (later) serves a model with OpenVINO on CPU."""
 
-    name = "openvino"
+    name: RuntimeName = OPENVINO_RUNTIME
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         reader = reader_for(model_path)

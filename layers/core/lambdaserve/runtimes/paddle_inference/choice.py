@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.runtime_names import OPENVINO_RUNTIME
 from lambdaserve.errors import ModelRejected
 from lambdaserve.runtimes.base import Runtime
 from lambdaserve.tensors.signature import Signature
@@ -22,7 +23,7 @@ def inspect_choosing(
     """``runtime.inspect``, or for a Paddle program OpenVINO refuses (and no config forcing
     OpenVINO), Paddle Inference's: the runtime that will serve, the signature and a note."""
     if (
-        runtime.name != "openvino"
+        runtime.name != OPENVINO_RUNTIME
         or model_path.name != "model.pdmodel"
         or config.backend == "openvino"
     ):

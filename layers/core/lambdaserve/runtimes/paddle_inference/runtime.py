@@ -26,12 +26,13 @@ from typing import Any
 import numpy as np
 
 from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.runtime_names import PADDLE_INFERENCE_RUNTIME, RuntimeName
 from lambdaserve.errors import InferenceError, ModelRejected
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.paddle_inference.program import PaddleProgram, read_program
 from lambdaserve.tensors.signature import Arrays, Signature
 
-NAME = "paddle_inference"
+NAME: RuntimeName = PADDLE_INFERENCE_RUNTIME
 MISSING = (
     "Paddle Inference (the paddlepaddle package) is not installed where it serves: run "
     "`make dev PADDLE=1` locally, deploy `make build VARIANT=paddle`, or "
@@ -107,7 +108,7 @@ def read_checked(model_path: Path) -> PaddleProgram:
 class PaddleInferenceRuntime:
     """Validates from the program (no paddle) and serves with Paddle Inference on CPU."""
 
-    name = NAME
+    name: RuntimeName = NAME
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         return read_checked(model_path).signature

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.runtime_names import PIPELINE_RUNTIME, RuntimeName
 from lambdaserve.errors import (
     LambdaServeError,
     ModelNotReady,
@@ -50,7 +51,7 @@ SIGNATURE = Signature(
 
 
 class PaddlePipelineRuntime:
-    name = "paddle_pipeline"
+    name: RuntimeName = PIPELINE_RUNTIME
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         """config.yml read, web_service.py outlined, each Op's model compiled: no user code."""

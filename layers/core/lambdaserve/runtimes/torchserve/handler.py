@@ -27,6 +27,7 @@ import numpy as np
 import orjson
 
 from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.runtime_names import HANDLER_RUNTIME, RuntimeName
 from lambdaserve.errors import (
     InferenceError,
     LambdaServeError,
@@ -77,7 +78,7 @@ class Session(Protocol):
 
 
 class TorchServeHandlerRuntime:
-    name = "torchserve_handler"
+    name: RuntimeName = HANDLER_RUNTIME
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         """Static checks only: the manage function never runs handler code."""

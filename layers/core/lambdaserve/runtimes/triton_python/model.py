@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from lambdaserve.config.model_config import ModelConfig
+from lambdaserve.config.runtime_names import PYTHON_RUNTIME, RuntimeName
 from lambdaserve.errors import (
     InferenceError,
     InvalidInput,
@@ -39,7 +40,7 @@ from lambdaserve.tensors.signature import Arrays, Signature
 
 
 class PythonModelRuntime:
-    name = "python"
+    name: RuntimeName = PYTHON_RUNTIME
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
         """Static checks only: the manage function never runs model code."""

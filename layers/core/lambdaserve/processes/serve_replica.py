@@ -1,7 +1,8 @@
-"""One worker process of ``serve --workers N`` (started by ``processes.supervisor``): the
-serving app, as ``serve`` builds it, on a SO_REUSEPORT socket of its own.
+"""One replica (serving process) of ``serve --workers N``, started by
+``processes.supervisor``: the serving app, as ``serve`` builds it, on a SO_REUSEPORT socket
+of its own.
 
-``python -m lambdaserve.processes.serve_worker``; the supervisor's environment says what to
+``python -m lambdaserve.processes.serve_replica``; the supervisor's environment says what to
 serve (``processes.serve``'s ``LAMBDASERVE_SERVE_*`` and ``processes.siblings``' variables).
 """
 
@@ -12,7 +13,7 @@ import os
 import signal
 import sys
 
-from lambdaserve.processes.worker_contract import (
+from lambdaserve.processes.replica_contract import (
     HTTP_ENV,
     PARENT_ENV,
     reuseport_socket,
@@ -23,7 +24,7 @@ _PR_SET_PDEATHSIG = 1
 
 def _die_with_the_supervisor() -> None:
     # a supervisor killed outright (SIGKILL, OOM) cannot forward SIGTERM: the kernel does,
-    # so the workers drain and exit rather than hold the ports without a parent
+    # so the replicas drain and exit rather than hold the ports without a parent
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != int(os.environ[PARENT_ENV]):  # it died before the line above

@@ -1,4 +1,5 @@
-"""``lambdaserve worker``: the batcher's path in this process, fed by long-polling SQS."""
+"""``lambdaserve worker``: the queue consumer of ECS tasks, the batcher function's path in this
+process, fed by long-polling SQS (its services: ``Process.consumer``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def consume_event(process: Process) -> Callable[[dict[str, Any], Any], dict[str,
     """The batcher function's path for the pump's SQS events, in this process."""
 
     def handle(event: dict[str, Any], _: Any) -> dict[str, Any]:
-        services = process.batcher
+        services = process.consumer
         delivered = [
             Delivered(
                 QueueMessage(
