@@ -61,5 +61,6 @@ def build_model_server(
         ),
         max_loaded_bytes=settings.max_loaded_bytes,
     )
+    # the process's one model-to-model port, installed here: one model server a process
     install_bls(plane or InferenceDataPlane(lambda: server))
     return server

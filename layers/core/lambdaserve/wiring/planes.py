@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lambdaserve.pipelines.bls import install_bls
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.readiness import Readiness
@@ -26,13 +25,14 @@ def build_serving_plane(
     """With ``batching``, the tensor batcher (v2 infer) and the raw one (TorchServe handlers'
     rows, as their archives' ``batchSize`` asks); without, each request runs alone. With
     ``readiness``, ready once the versions are warm and no longer while draining (``serve``);
-    without, ready whenever live (``dev``). Models calling models go through it from now on,
-    even where the model server was built first (``dev``'s checks, the tests' stacks)."""
+    without, ready whenever live (``dev``). Models calling models do not go through it: the
+    port is installed once, where the process builds its model server (``wiring.inference``),
+    and runs each call in its caller's thread on that server (never through these batchers,
+    where a model would wait on a batch its own run holds open)."""
     waits_for_warm = Readiness() if readiness else None
     if batching:
         tensors, rows = server_batcher(server, default_max_batch_size), handler_batcher(server)
         plane = InferenceDataPlane(server, tensors, waits_for_warm, rows)
     else:
         plane = InferenceDataPlane(server, None, waits_for_warm)
-    install_bls(plane)
     return plane
