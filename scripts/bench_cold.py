@@ -3,7 +3,8 @@
 1. Init of infer, manage and batcher, a fresh interpreter per sample: the import of
    ``functions/<f>/app.py`` by top-level package (``-X importtime`` self times), then
    ``get_settings()``, ``AwsClients(settings)`` and the singletons (and boto3 clients) the
-   handler builds on first use. Goal: handler init <= 0.5 s of imports.
+   handler builds on first use. Goal: handler init <= 0.5 s of imports. And the infer
+   handler's import against the numpy + boto3 floor, interleaved. Goal: <= 1.4x.
 2. First ``POST /v2/models/<m>/infer`` through the infer ``api_handler`` in a fresh
    interpreter, the version READY in the catalog of an embedded moto server (downloads go
    over HTTP), split into phases by timing wrappers (scripts/cold/request_child.py); against
@@ -104,6 +105,41 @@ def measure_init(env: dict[str, str], runs: int) -> dict[str, Any]:
             "samples": [{**r, "packages_s": p} for r, p in samples],
         }
     return report
+
+
+# the infer handler's module against what any Python handler of this kind imports
+HANDLER_IMPORT = "import lambdaserve.handlers.infer"
+FLOOR_IMPORT = "import numpy, boto3"
+
+
+def measure_handler_floor(env: dict[str, str], runs: int) -> dict[str, float]:
+    """Median wall time of the infer handler's import and of the numpy + boto3 floor, each
+    in a fresh interpreter, the two interleaved (a loaded machine slows both alike); outside
+    Lambda's init (no AWS_LAMBDA_FUNCTION_NAME), so only the import is timed."""
+    plain = {k: v for k, v in env.items() if k != "AWS_LAMBDA_FUNCTION_NAME"}
+    timer = "import time; t = time.perf_counter(); {}; print(time.perf_counter() - t)"
+    samples: dict[str, list[float]] = {"handler_s": [], "floor_s": []}
+    for _ in range(max(runs, 7)):
+        for key, statement in (("handler_s", HANDLER_IMPORT), ("floor_s", FLOOR_IMPORT)):
+            done = subprocess.run(
+                [sys.executable, "-c", timer.format(statement)],
+                env=plain,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            samples[key].append(float(done.stdout.split()[-1]))
+    handler, floor = (statistics.median(samples[k]) for k in ("handler_s", "floor_s"))
+    return {"handler_s": handler, "floor_s": floor, "ratio": handler / floor}
+
+
+def print_handler_floor(found: dict[str, float]) -> None:
+    verdict = "met" if found["ratio"] <= 1.4 else "NOT met"
+    console.print(
+        f"infer handler: `{HANDLER_IMPORT}` {ms(found['handler_s'])} ms = "
+        f"{found['ratio']:.2f}x `{FLOOR_IMPORT}` ({ms(found['floor_s'])} ms); "
+        f"goal <= 1.4x: {verdict}"
+    )
 
 
 def print_init(report: dict[str, Any]) -> None:
@@ -284,6 +320,8 @@ def main() -> None:
         try:
             init = measure_init(env, args.runs)
             print_init(init)
+            init["handler_floor"] = measure_handler_floor(env, args.runs)
+            print_handler_floor(init["handler_floor"])
             models = {"demo-mlp": (demo_mlp_bytes(), "INPUT__0", 4)}
             if not args.skip_big:
                 data, n = big_model_bytes(args.big_mb)

@@ -11,7 +11,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
 from lambdaserve.metrics.custom import CUSTOM_METRICS
-from lambdaserve.serving.load_check import EVENT_KEY as CHECK_EVENT
+from lambdaserve.serving.check_event import EVENT_KEY as CHECK_EVENT
 from lambdaserve.wiring.process import current
 
 if TYPE_CHECKING:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from lambdaserve.catalog.store import VersionRecord
-from lambdaserve.serving.load_check import EVENT_KEY, check_load
+from lambdaserve.serving.check_event import EVENT_KEY
+from lambdaserve.serving.load_check import check_load
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.settings import get_settings
 

@@ -4,7 +4,8 @@ through the artifact cache (``cache``, ``loading``, ``reshaped_model``), warm it
 classification (``classification``), every response of a decoupled model (``streaming``),
 and the ``ModelServer`` that holds loaded versions (``model_server``, ``loaded_versions``);
 preload and prefetch (``preload``, ``prefetch``, ``progress``); a version with code loaded
-before READY (``load_check``); the dynamic batcher wired to a server (``server_batcher``);
+before READY (``load_check``; its event's key: ``check_event``); the dynamic batcher
+wired to a server (``server_batcher``);
 TorchServe raw-body predictions (``raw_predictions``); the data plane every door talks to
 (``data_plane``) and a server's readiness (``readiness``); Triton's response cache
 (``response_cache``, a package); the loaded versions' worker pools (``worker_board``); a

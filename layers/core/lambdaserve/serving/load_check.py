@@ -25,10 +25,6 @@ from lambdaserve.tensors.signature import Signature
 
 logger = logging.getLogger(__name__)
 
-# The top-level key of the event that asks the infer function for a load check (a direct
-# invoke: API Gateway's events never carry it), built by ``publishing.serving_check``.
-EVENT_KEY = "lambdaserve_check_load"
-
 # What a missing package means, and the fix where we know it.
 _FIXES = {
     "ts": (
