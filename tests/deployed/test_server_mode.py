@@ -25,6 +25,7 @@ SERVER_MODE = {  # docs/deploy.md's server-mode profile, less the real network's
     "ServerModeVpcId": "vpc-0123456789abcdef0",
     "ServerModeSubnetIds": "subnet-0123456789abcdef0,subnet-0123456789abcdef1",
     "ServerModeKind": "cpu",
+    "ServerModeMetricsCidr": "10.0.0.0/8",  # TorchServe's metrics API on each task, port 8082
 }
 BODY = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 4], "data": ROWS}]}
 
@@ -82,3 +83,15 @@ def test_respond_async_sent_to_the_serve_task_is_queued_and_answered(stack: Depl
     # Then it is accepted (queued through the requests queue, under the task's role)
     assert accepted.status_code == 202, accepted.text
     stack.assert_no_denials()
+
+
+def test_the_serve_task_answers_torchserves_metrics_api_where_the_template_opens_it(
+    stack: DeployedStack,
+):
+    # Given requests served by the task (the tests above)
+    # When a scraper reads the port the template publishes for TorchServe's metrics API
+    scraped = httpx.get(f"http://127.0.0.1:{stack.ports[8082]}/metrics", timeout=30)
+    # Then it answers TorchServe's metric names, counting the requests of the GPU model
+    assert scraped.status_code == 200, scraped.text
+    assert "ts_inference_requests_total" in scraped.text
+    assert 'model_name="gpu"' in scraped.text

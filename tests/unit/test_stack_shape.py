@@ -71,3 +71,11 @@ def test_a_condition_that_is_false_deploys_nothing_and_says_so(cloudformation):
         shape.task("GpuTaskDefinition")
     with pytest.raises(TemplateError, match="NoSuchParameter"):
         parameter_values(load_template(), {"NoSuchParameter": "1"})
+
+
+def test_a_parameter_set_a_rule_refuses_is_refused_with_the_rules_words(cloudformation):
+    # Given server mode asked for without the network it needs (the ServerModeNeedsANetwork rule)
+    given = parameter_values(load_template(), {"EnableServerMode": "true"})
+    # When the shape is read / Then it is refused as CloudFormation would, saying why
+    with pytest.raises(TemplateError, match="ServerModeNeedsANetwork"):
+        read_shape(cloudformation, given, NAMES)

@@ -4,8 +4,8 @@ The local stack and the deployed-shape journeys must start every Lambda function
 container from what the template says, not from a second hand-written list: its handler or
 command, its environment, its limits, its event source mappings and its role's policies. So
 the template goes through SAM's own translator (what CloudFormation runs at deploy), the
-stack's conditions are evaluated for a parameter set, and every intrinsic is resolved
-against the names and ARNs the emulated resources have (``Names``).
+stack's rules and conditions are evaluated for a parameter set, and every intrinsic is
+resolved against the names and ARNs the emulated resources have (``Names``).
 """
 
 from __future__ import annotations
@@ -153,6 +153,7 @@ def read_shape(
     """Every function and task ``cloudformation`` deploys with ``parameters``, resolved."""
     resources: Mapping[str, Any] = cloudformation["Resources"]
     resolver = Resolver(cloudformation, *_values(resources, parameters, names))
+    _check_rules(cloudformation.get("Rules", {}), resolver)
     present = {
         logical: resource
         for logical, resource in resources.items()
@@ -179,6 +180,18 @@ def read_shape(
         if resource["Type"] == "AWS::ECS::TaskDefinition"
     }
     return StackShape(functions, tasks, dict(parameters))
+
+
+def _check_rules(rules: Mapping[str, Any], resolver: Resolver) -> None:
+    """The template's Rules, as CloudFormation checks them before it creates anything: a
+    parameter set that breaks one is refused with the rule's own description."""
+    for name, rule in rules.items():
+        if "RuleCondition" in rule and not resolver.resolve(rule["RuleCondition"]):
+            continue
+        for assertion in rule.get("Assertions", []):
+            if not resolver.resolve(assertion["Assert"]):
+                said = assertion.get("AssertDescription", "")
+                raise TemplateError(f"template.yaml's rule {name} refuses these parameters: {said}")
 
 
 def _values(
