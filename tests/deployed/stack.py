@@ -117,7 +117,7 @@ class DeployedStack:
         scratch.mkdir(parents=True, exist_ok=True)
         environment = {
             **base_environment(),
-            **_under(shape.environment, scratch),
+            **_under(shape.environment, shape.literal, scratch),
             **self.credentials(logical).environment(),
             "AWS_ENDPOINT_URL": self.enforcement.endpoint,
             "AWS_DEFAULT_REGION": REGION,
@@ -167,7 +167,7 @@ class DeployedStack:
         scratch = self.work / "tmp" / (shape.logical + instance)
         scratch.mkdir(parents=True, exist_ok=True)
         return {
-            **_under(shape.environment, scratch),
+            **_under(shape.environment, shape.literal, scratch),
             **credentials.environment(),
             "AWS_ENDPOINT_URL": self.enforcement.endpoint,
             "AWS_REGION": REGION,
@@ -210,15 +210,21 @@ class DeployedStack:
                 pump.poll_once()
             self.assert_no_denials()
 
-    def publish(self, model: str, files: dict[str, bytes], state: str = "READY") -> None:
-        """Upload a version as a user does; the manage function's queue until it is ``state``."""
+    def publish(
+        self, model: str, files: dict[str, bytes], state: str = "READY", *, under: str = ""
+    ) -> None:
+        """Upload a version as a user does (``files`` under ``models/<model>/``, or under
+        ``models/`` with ``under="models/"``: an archive beside the versions); the manage
+        function's queue until the model's newest version is ``state``."""
         for name, body in files.items():
-            key = f"models/{model}/{name}"
+            key = name if under else f"models/{model}/{name}"
             self.clients.s3.put_object(Bucket=self.settings.bucket, Key=key, Body=body)
         catalog = Catalog(self.clients.dynamodb, self.settings.table)
 
         def reached() -> bool:
             versions = catalog.versions(model)
+            if versions and versions[0].state == "UNAVAILABLE" != state:
+                raise AssertionError(f"{model} is UNAVAILABLE: {versions[0].reason}")
             return bool(versions) and versions[0].state == state
 
         self.pump("ManageEventsFunction", reached)
@@ -338,10 +344,13 @@ def _with_gpu_queue(clients: AwsClients, names: Names, template: Mapping[str, An
     return Names(names.stack, names.region, names.account, refs, attributes)
 
 
-def _under(variables: Mapping[str, str], scratch: Path) -> dict[str, str]:
-    """Values under ``/tmp/`` moved into ``scratch`` (each function's or task's own /tmp)."""
+def _under(variables: Mapping[str, str], literal: frozenset[str], scratch: Path) -> dict[str, str]:
+    """The template's own paths under ``/tmp/`` (not a parameter's value) moved into
+    ``scratch``, each function's or task's own /tmp."""
     return {
-        name: str(scratch) + value.removeprefix("/tmp") if value.startswith("/tmp/") else value
+        name: str(scratch) + value.removeprefix("/tmp")
+        if name in literal and value.startswith("/tmp/")
+        else value
         for name, value in variables.items()
     }
 

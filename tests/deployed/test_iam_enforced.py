@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import httpx
 import pytest
 from botocore.exceptions import ClientError
 
@@ -170,3 +171,36 @@ def test_dynamodb_authorizations_name_indexes_batches_and_items():
         "BatchWriteItem", {"RequestItems": {"a": [], "b": []}}, TABLE_ARN
     ) == [("BatchWriteItem", TABLE_ARN + "a"), ("BatchWriteItem", TABLE_ARN + "b")]
     assert dynamodb_authorizations("ListTables", {}, TABLE_ARN) == [("ListTables", "*")]
+
+
+def test_a_presigned_url_carries_its_signers_permission(sandbox: Sandbox):
+    # Given the role's presigned PUT URLs, inside and outside what it may write
+    role = Role(
+        "Signer",
+        {
+            "put": {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Action": "s3:PutObject",
+                        "Resource": "arn:aws:s3:::models-b/environments/*",
+                    }
+                ],
+            }
+        },
+        (),
+        ("lambda.amazonaws.com",),
+    )
+    s3 = sandbox.client("s3", sandbox.enforcement.assume(role, "ManageEventsFunction"))
+    urls = {
+        key: s3.generate_presigned_url("put_object", Params={"Bucket": "models-b", "Key": key})
+        for key in ("environments/e.tar.gz", "results/r.json")
+    }
+    # When another process PUTs through each (the code validator through the manage side's URL)
+    status = {
+        key: httpx.put(url, content=b"x", timeout=30).status_code for key, url in urls.items()
+    }
+    # Then the one the signer may write passes, and the other is denied, naming the signer
+    assert status == {"environments/e.tar.gz": 200, "results/r.json": 403}
+    assert [d.action for d in sandbox.enforcement.denials] == ["s3:PutObject"]

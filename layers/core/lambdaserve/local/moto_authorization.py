@@ -12,7 +12,9 @@ is entered:
 - Lambda: an Invoke is checked against ``*`` and named ``lambda:Invoke``: here
   ``lambda:InvokeFunction`` on the function's ARN, with its qualifier;
 - SQS: a GetQueueUrl is checked against ``*``, and a batch call as its own action: here on
-  the queue it names, and as its single action (as AWS's SQS guide says).
+  the queue it names, and as its single action (as AWS's SQS guide says);
+- S3: a presigned URL (no Authorization header) fails inside moto: here the signer's
+  permission is checked (the URL's own signature is not).
 
 The switch and the patches are process-wide: enforce in a process of its own.
 """
@@ -25,7 +27,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 from unittest import mock
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote, urlparse
 
 from lambdaserve.local.lambda_service import function_arn
 
@@ -85,9 +87,40 @@ def aws_authorization(record: Callable[[Denial], None]) -> Iterator[None]:
             return str(found.queue_arn) if found else "*"
         return str(queue_of(handler))
 
+    authorize = ActionAuthenticatorMixin._authenticate_and_authorize_action
+
+    def presigned_too(handler: Any, iam_request_cls: type, resource: str = "*") -> None:
+        query = parse_qs(urlparse(handler.uri).query)
+        signer = _presigned_by(query, handler.region)
+        if "Authorization" in handler.headers or signer is None:
+            authorize(handler, iam_request_cls, resource)
+            return
+        # a presigned URL: the signer's permission counts, as in AWS (moto reads only an
+        # Authorization header); its signature is the URL's own, not checked here
+        headers = dict(handler.headers)
+        headers["Authorization"] = f"AWS4-HMAC-SHA256 Credential={signer}, Signature=-"
+        for token in ("X-Amz-Security-Token", "x-amz-security-token"):
+            if token in query:
+                headers["X-Amz-Security-Token"] = query[token][0]
+        request = iam_request_cls(
+            account_id=handler.current_account,
+            method=handler.method,
+            path=handler.raw_path,
+            data=handler.data,
+            body=handler.raw_body,
+            headers=headers,
+            action=handler._get_action(),
+        )
+        request.check_action_permitted(resource)
+
     with ExitStack() as patches:
         patches.enter_context(mock.patch.object(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0))
         patches.enter_context(mock.patch.object(ActionAuthenticatorMixin, "request_count", 0))
+        patches.enter_context(
+            mock.patch.object(
+                ActionAuthenticatorMixin, "_authenticate_and_authorize_action", presigned_too
+            )
+        )
         patches.enter_context(mock.patch.object(IAMRequestBase, "check_action_permitted", recorded))
         patches.enter_context(mock.patch.object(SQSResponse, "_determine_resource", named_queue))
         patches.enter_context(
@@ -97,6 +130,15 @@ def aws_authorization(record: Callable[[Denial], None]) -> Iterator[None]:
             mock.patch.object(DynamoHandler, "_authenticate_and_authorize_normal_action", _per_item)
         )
         yield
+
+
+def _presigned_by(query: Mapping[str, list[str]], region: str) -> str | None:
+    """A presigned URL's credential scope (SigV4's, or one made for SigV2's key), or None."""
+    if "X-Amz-Credential" in query:
+        return query["X-Amz-Credential"][0]
+    if "AWSAccessKeyId" in query:
+        return f"{query['AWSAccessKeyId'][0]}/19700101/{region}/s3/aws4_request"
+    return None
 
 
 def _invoked(handler: Any) -> str:

@@ -53,6 +53,7 @@ class FunctionShape:
     reserved_concurrency: int | None
     sources: tuple[QueueSource, ...]
     role: Role
+    literal: frozenset[str] = frozenset()  # variables the template writes as plain text
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class TaskShape:
     environment: Mapping[str, str]
     role: Role
     port_mappings: tuple[int, ...] = ()
+    literal: frozenset[str] = frozenset()  # variables the template writes as plain text
 
 
 @dataclass(frozen=True)
@@ -295,6 +297,11 @@ def _function(
         reserved_concurrency=_optional_int(properties.get("ReservedConcurrentExecutions")),
         sources=tuple(sources),
         role=roles[_role_of(raw["Role"], logical)],
+        literal=frozenset(
+            name
+            for name, value in raw.get("Environment", {}).get("Variables", {}).items()
+            if isinstance(value, str)
+        ),
     )
 
 
@@ -311,6 +318,12 @@ def _task(
         environment=_strings({e["Name"]: e["Value"] for e in container.get("Environment", [])}),
         role=roles[_role_of(raw["TaskRoleArn"], logical)],
         port_mappings=tuple(int(p["ContainerPort"]) for p in container.get("PortMappings", [])),
+        literal=frozenset(
+            e["Name"]
+            for raw_container in raw["ContainerDefinitions"]
+            for e in raw_container.get("Environment", [])
+            if isinstance(e["Value"], str)
+        ),
     )
 
 

@@ -64,6 +64,10 @@ def build(request: BuildRequest, scratch: Path) -> dict[str, Any]:
         [
             "install",
             "--dry-run",
+            # pip before 24 takes --platform only with --target, even for a dry run (the
+            # Lambda python3.12 image's pip 23.2 refused every build without it)
+            "--target",
+            str(scratch / "resolved"),
             "--ignore-installed",
             "-vv",
             "--report",
