@@ -28,23 +28,27 @@ from lambdaserve.local.emulator import Emulator
 from lambdaserve.local.iam import Credentials, Enforcement
 from lambdaserve.local.lambda_service import FunctionFailed, lambda_invokes
 from lambdaserve.local.resources import LocalResources, ensure_resources
-from lambdaserve.local.stack_shape import (
-    FunctionShape,
-    Names,
-    StackShape,
-    parameter_values,
-    read_shape,
-    transformed,
-)
+from lambdaserve.local.sam_translation import parameter_values, transformed
+from lambdaserve.local.stack_shape import FunctionShape, StackShape, read_shape
 from lambdaserve.local.template import load_template
 from lambdaserve.processes.event_pump import EventPump, PumpConfig
 from lambdaserve.settings import Settings, get_settings
 from lambdaserve.wiring.aws import AwsClients
+from tests.deployed.plumbing import (
+    LOAD_BALANCED_PORT,
+    REGION,
+    STACK,
+    MappingClient,
+    answers,
+    emulated_names,
+    stop,
+    tail,
+    under_own_tmp,
+    with_gpu_queue,
+)
 from tests.lambda_process import LambdaProcess, base_environment
 from tests.support import free_port
 
-REGION = "us-east-1"
-STACK = "lambdaserve-deployed"
 # the shipped environment each function's source builds (scripts/shipped_envs.py)
 ENVIRONMENTS = {
     "functions/infer/Dockerfile": "infer",
@@ -62,7 +66,6 @@ RESOURCE_NAMES = {
 # What a container's port is published as here (Docker's -p): each flag's value is the
 # container's port, and the load balancer's name points at the HTTP one
 PORT_FLAGS = ("--port", "--grpc-port", "--management-port", "--metrics-port")
-LOAD_BALANCED_PORT = 8000  # template.yaml's ServerModeHttpTargets forward to it
 
 
 @dataclass
@@ -117,7 +120,7 @@ class DeployedStack:
         scratch.mkdir(parents=True, exist_ok=True)
         environment = {
             **base_environment(),
-            **_under(shape.environment, shape.literal, scratch),
+            **under_own_tmp(shape.environment, shape.literal, scratch),
             **self.credentials(logical).environment(),
             "AWS_ENDPOINT_URL": self.enforcement.endpoint,
             "AWS_DEFAULT_REGION": REGION,
@@ -132,13 +135,13 @@ class DeployedStack:
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        self._exits.callback(_stop, process)
+        self._exits.callback(stop, process)
         if ready_path and LOAD_BALANCED_PORT in self.ports:
             url = f"http://127.0.0.1:{self.ports[LOAD_BALANCED_PORT]}{ready_path}"
             deadline = time.monotonic() + 180
-            while not _answers(url):
-                assert process.poll() is None, f"{logical} exited:\n{_tail(log.name)}"
-                assert time.monotonic() < deadline, f"{logical} not ready:\n{_tail(log.name)}"
+            while not answers(url):
+                assert process.poll() is None, f"{logical} exited:\n{tail(log.name)}"
+                assert time.monotonic() < deadline, f"{logical} not ready:\n{tail(log.name)}"
                 time.sleep(0.5)
         return process
 
@@ -167,7 +170,7 @@ class DeployedStack:
         scratch = self.work / "tmp" / (shape.logical + instance)
         scratch.mkdir(parents=True, exist_ok=True)
         return {
-            **_under(shape.environment, shape.literal, scratch),
+            **under_own_tmp(shape.environment, shape.literal, scratch),
             **credentials.environment(),
             "AWS_ENDPOINT_URL": self.enforcement.endpoint,
             "AWS_REGION": REGION,
@@ -186,7 +189,7 @@ class DeployedStack:
         shape = self.shape.function(logical)
         assert shape.sources, f"template.yaml maps no queue to {logical}"
         # the mapping polls with the function's role: its queue permissions count too
-        sqs = _MappingClient(
+        sqs = MappingClient(
             self.enforcement.client("sqs", self.credentials(logical)), self.clients.sqs
         )
         pumps = []
@@ -290,9 +293,9 @@ def deployed(
         template = template or load_template()
         ports = {LOAD_BALANCED_PORT: free_port()}
         values = parameter_values(template, parameters or {})
-        names = _names(settings, resources, ports)
+        names = emulated_names(settings, resources, ports)
         if values["EnableGpuService"] == "true":
-            names = _with_gpu_queue(clients, names, template)
+            names = with_gpu_queue(clients, names, template)
         shape = read_shape(transformed(template, REGION), values, names)
         stack = DeployedStack(shape, enforcement, resources, clients, settings, work, variants)
         stack.ports.update(ports)
@@ -304,93 +307,3 @@ def deployed(
         os.environ.clear()
         os.environ.update(saved)
         get_settings.cache_clear()
-
-
-class _MappingClient:
-    """SQS as an event source mapping calls it: under the function's role, but for the
-    pump's shortcut to a failed message's retry (``change_message_visibility``: Lambda
-    waits out the visibility timeout instead, which needs no permission of the role)."""
-
-    def __init__(self, role: Any, harness: Any) -> None:
-        self._role = role
-        self.change_message_visibility = harness.change_message_visibility
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._role, name)
-
-
-def _with_gpu_queue(clients: AwsClients, names: Names, template: Mapping[str, Any]) -> Names:
-    """The GPU service's queue and its DLQ (conditional, so not in the local stack's
-    stateful part): created with the template's attributes, named for the stack."""
-    queue = template["Resources"]["GpuRequestsQueue"]["Properties"]
-    urls, arns = {}, {}
-    for logical, name in (
-        ("GpuRequestsDlq", "gpu-requests-dlq"),
-        ("GpuRequestsQueue", "gpu-requests"),
-    ):
-        attributes = {"VisibilityTimeout": str(queue["VisibilityTimeout"])}
-        if logical == "GpuRequestsQueue":
-            redrive = {"deadLetterTargetArn": arns["GpuRequestsDlq"], "maxReceiveCount": "3"}
-            attributes["RedrivePolicy"] = json.dumps(redrive)
-        urls[logical] = clients.sqs.create_queue(
-            QueueName=f"{STACK}-{name}", Attributes=attributes
-        )["QueueUrl"]
-        arns[logical] = f"arn:aws:sqs:{REGION}:{names.account}:{STACK}-{name}"
-    refs = dict(names.refs) | urls
-    attributes = dict(names.attributes)
-    for logical, arn in arns.items():
-        attributes[(logical, "Arn")] = arn
-        attributes[(logical, "QueueName")] = arn.rsplit(":", 1)[1]
-    return Names(names.stack, names.region, names.account, refs, attributes)
-
-
-def _under(variables: Mapping[str, str], literal: frozenset[str], scratch: Path) -> dict[str, str]:
-    """The template's own paths under ``/tmp/`` (not a parameter's value) moved into
-    ``scratch``, each function's or task's own /tmp."""
-    return {
-        name: str(scratch) + value.removeprefix("/tmp")
-        if name in literal and value.startswith("/tmp/")
-        else value
-        for name, value in variables.items()
-    }
-
-
-def _answers(url: str) -> bool:
-    try:
-        return httpx.get(url, timeout=5).status_code == 200
-    except httpx.TransportError:
-        return False
-
-
-def _tail(path: str | Path) -> str:
-    return Path(path).read_text(errors="replace")[-4000:]
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
-def _names(settings: Settings, resources: LocalResources, ports: Mapping[int, int]) -> Names:
-    account = resources.requests.arn.split(":")[4]
-    refs = {
-        "ModelBucket": settings.bucket,
-        "CatalogTable": settings.table,
-        "RepositoryEventsQueue": resources.repository_events.url,
-        "RequestsQueue": resources.requests.url,
-    }
-    attributes = {}
-    for logical, pair in (
-        ("RepositoryEventsQueue", resources.repository_events),
-        ("RequestsQueue", resources.requests),
-    ):
-        attributes[(logical, "QueueName")] = pair.arn.rsplit(":", 1)[1]
-        attributes[(logical, "Arn")] = pair.arn
-    # the load balancer forwards to the server-mode task's HTTP port, published here
-    balanced = f"127.0.0.1:{ports[LOAD_BALANCED_PORT]}"
-    attributes[("ServerModeLoadBalancer", "DNSName")] = balanced
-    return Names(STACK, REGION, account, refs, attributes)

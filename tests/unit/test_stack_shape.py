@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from lambdaserve.local.stack_shape import Names, parameter_values, read_shape, transformed
+from lambdaserve.local.sam_translation import parameter_values, transformed
+from lambdaserve.local.stack_shape import Names, read_shape
 from lambdaserve.local.template import TemplateError, load_template
 
 NAMES = Names(

@@ -2,11 +2,11 @@
 banner ``dev_banner``): the AWS emulator (``emulator``), resources from the template
 (``template``, ``resources``), the repository mirror (``mirror``) and the catalog's facts
 kept across restarts (``catalog_state``), API Gateway events from local HTTP
-(``http_api_event``), the deployed synchronous path of ``--server-mode`` (``deployed_api``)
-the demo model (``demo``), and the stack as deployed: each function's and task's shape
-from template.yaml (``stack_shape``), IAM enforced in the emulator (``iam``,
-``moto_authorization``) and Lambda's Invoke answered by the stack's functions
-(``lambda_service``).
+(``http_api_event``), the deployed synchronous path of ``--server-mode`` (``deployed_api``),
+the demo model (``demo``); and the stack as deployed: each function's and task's shape
+from template.yaml through SAM's translator (``sam_translation``, ``stack_shape``), IAM
+enforced in the emulator (``iam``, ``moto_authorization``) and Lambda's Invoke answered by
+the stack's functions (``lambda_service``).
 
 The top room under the CLI: it may import every other.
 """
