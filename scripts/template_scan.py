@@ -13,10 +13,8 @@ Usage: python scripts/template_scan.py PATH_TO_CHECKOV
 
 from __future__ import annotations
 
-import copy
 import fnmatch
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -24,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from lambdaserve.local.sam_translation import transformed as sam_transformed
 from lambdaserve.local.template import load_template
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,24 +150,9 @@ SKIPS: list[tuple[str, str, str]] = [
 
 
 def transformed(overrides: dict[str, str]) -> dict[str, Any]:
-    from samtranslator.translator.transform import transform
-
-    class NoManagedPolicies:
-        def load(self) -> dict[str, str]:
-            return {}
-
-    template = copy.deepcopy(load_template(TEMPLATE))
-    for resource in template["Resources"].values():
-        properties = resource.get("Properties", {})
-        if resource["Type"] == "AWS::Serverless::Function":
-            if properties.get("PackageType") == "Image":
-                properties["ImageUri"] = "123456789012.dkr.ecr.us-east-1.amazonaws.com/infer:1"
-            else:
-                properties["CodeUri"] = "s3://artifacts/code.zip"
-        elif resource["Type"] == "AWS::Serverless::LayerVersion":
-            properties["ContentUri"] = "s3://artifacts/layer.zip"
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    cfn = dict(transform(template, {}, NoManagedPolicies()))
+    """The template as SAM deploys it (``local.sam_translation``, as the deployed-shape
+    tests read it), with ``overrides`` as the parameters' defaults checkov reads."""
+    cfn = sam_transformed(load_template(TEMPLATE), "us-east-1")
     for name, value in overrides.items():
         cfn["Parameters"][name]["Default"] = value
     return cfn

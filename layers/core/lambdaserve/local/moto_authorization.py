@@ -102,16 +102,9 @@ def aws_authorization(record: Callable[[Denial], None]) -> Iterator[None]:
         for token in ("X-Amz-Security-Token", "x-amz-security-token"):
             if token in query:
                 headers["X-Amz-Security-Token"] = query[token][0]
-        request = iam_request_cls(
-            account_id=handler.current_account,
-            method=handler.method,
-            path=handler.raw_path,
-            data=handler.data,
-            body=handler.raw_body,
-            headers=headers,
-            action=handler._get_action(),
+        _request(iam_request_cls, handler, headers, handler._get_action()).check_action_permitted(
+            resource
         )
-        request.check_action_permitted(resource)
 
     with ExitStack() as patches:
         patches.enter_context(mock.patch.object(settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0))
@@ -149,6 +142,19 @@ def _invoked(handler: Any) -> str:
     return function_arn(handler.region, handler.current_account, name, qualifier)
 
 
+def _request(iam_request_cls: type, handler: Any, headers: Any, action: str) -> Any:
+    """moto's IAM request for ``handler``'s call, as ``action`` under ``headers``."""
+    return iam_request_cls(
+        account_id=handler.current_account,
+        method=handler.method,
+        path=handler.raw_path,
+        data=handler.data,
+        body=handler.raw_body,
+        headers=headers,
+        action=action,
+    )
+
+
 def _per_item(handler: Any, resource: str = "*") -> None:
     from moto.iam.access_control import IAMRequest
 
@@ -157,15 +163,7 @@ def _per_item(handler: Any, resource: str = "*") -> None:
     body = raw if isinstance(raw, dict) else json.loads(raw or "{}")
     table = f"arn:aws:dynamodb:{handler.region}:{handler.current_account}:table/"
     for action, arn in dynamodb_authorizations(operation, body, table):
-        request = IAMRequest(
-            account_id=handler.current_account,
-            method=handler.method,
-            path=handler.raw_path,
-            data=handler.data,
-            body=handler.raw_body,
-            headers=handler.headers,
-            action=action,
-        )
+        request = _request(IAMRequest, handler, handler.headers, action)
         request.check_signature()
         request.check_action_permitted(arn)
 
