@@ -75,8 +75,9 @@ install-openvino: $(VENV)/.openvino-installed ## add OpenVINO (OpenVINO IR, TF S
 
 DEV_EXTRAS = $(if $(filter 1,$(TORCH)),install-torch) $(if $(filter 1,$(TORCHSERVE)),install-torchserve) \
 	$(if $(filter 1,$(PADDLE)),install-paddle) $(if $(filter 1,$(OPENVINO)),install-openvino)
-dev: install-dev $(DEV_EXTRAS) ## run the whole system locally (Ctrl-C stops it)
-	$(BIN)/lambdaserve dev $(ARGS)
+DEPLOYED ?= 0
+dev: install-dev $(DEV_EXTRAS) ## run the whole system locally (Ctrl-C stops it); DEPLOYED=1: as template.yaml deploys it
+	$(BIN)/lambdaserve dev $(if $(filter 1,$(DEPLOYED)),--deployed) $(ARGS)
 
 # The response cache's tests run a real redis-server: Debian's package, installed when missing.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
