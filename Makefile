@@ -146,10 +146,11 @@ $(VALIDATE_VENV)/.installed: pyproject.toml
 	$(VALIDATE_VENV)/bin/pip install -q -e '.[local]'
 	touch $@
 
-validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## sam validate --lint, sam build of the zip function, the manage image's validation
+validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## sam validate --lint, sam build of the zip function, the manage image's validation, the torchserve images' installs resolved
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1
 	scripts/sam_build.sh $(SAM_VENV)/bin/sam
 	$(VALIDATE_VENV)/bin/python scripts/manage_image_check.py
+	$(PYTHON) scripts/shipped_envs.py resolve infer-torchserve serve-cpu-torchserve
 
 # Every shipped environment built as its recipe builds it (the images' pip installs under
 # python3.12, the batcher's layer, make dev's venv), under .cache/shipped-envs and reused until
