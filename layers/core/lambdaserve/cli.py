@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lambdaserve.errors import LambdaServeError
+from lambdaserve.processes.trace_flags import add_trace_flags, trace_env
 
 _FORMAT = argparse.ArgumentDefaultsHelpFormatter
 
@@ -126,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _logging_flags(dev, access_log_default=True)
     _model_control_flag(dev)
+    add_trace_flags(dev)
 
     reconcile = commands.add_parser(
         "reconcile",
@@ -193,6 +195,7 @@ def _parser() -> argparse.ArgumentParser:
         "(shared by every instance; also user=, password=, tls_enabled=, wait_timeout_ms=, ttl=)",
     )
     _logging_flags(serve, access_log_default=False)
+    add_trace_flags(serve)
 
     worker = commands.add_parser(
         "worker", help="consume the requests queue in this process (ECS)", formatter_class=_FORMAT
@@ -242,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "model_control_mode", None):  # read with the settings (every process)
         os.environ["LAMBDASERVE_MODEL_CONTROL_MODE"] = args.model_control_mode
     try:
+        if args.command in ("dev", "serve"):  # read with the plane (every process)
+            os.environ.update(trace_env(args, getattr(args, "workers", 1)))
         if args.command == "dev":
             from lambdaserve.local.dev import run_dev
             from lambdaserve.local.dev_options import DevOptions

@@ -96,6 +96,11 @@ class ModelControlDisabled(LambdaServeError):
     """Explicit load / unload on a server whose models follow the repository alone."""
 
 
+class SettingFixed(LambdaServeError):
+    """A setting only the command line sets, asked to change through the API (Triton's
+    UNSUPPORTED: HTTP 501, gRPC UNIMPLEMENTED)."""
+
+
 class RequestTimeout(LambdaServeError):
     """The client did not send its request in time."""
 

@@ -18,6 +18,7 @@ from lambdaserve.apps.paddle_pipeline import install_paddle_pipeline
 from lambdaserve.apps.predictions import install_predictions
 from lambdaserve.apps.tfserving import install_tfserving
 from lambdaserve.apps.torchserve_management import install_api_description
+from lambdaserve.apps.trace_settings import install_trace_settings
 from lambdaserve.apps.triton_extras import install_triton_extras
 from lambdaserve.apps.v2_calls import answer_v2, read_v2_call, too_large
 from lambdaserve.errors import InvalidInput
@@ -46,6 +47,7 @@ def create_inference_app(
     install_docs(app)
     install_api_description(app)
     install_triton_extras(app)
+    install_trace_settings(app, plane)
     server, batcher, readiness = plane.server, plane.batcher, plane.readiness
     install_metrics(
         app,

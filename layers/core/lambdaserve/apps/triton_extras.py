@@ -1,7 +1,7 @@
-"""Triton's shared-memory, logging and trace extensions, answered as a server without shared
-memory or tracing would: status lists nothing, unregister succeeds, register is a 400 that
-says why, and log settings map onto lambdaserve's log level. Stock clients call these; a 404
-would stop them."""
+"""Triton's shared-memory and logging extensions, answered as a server without shared
+memory would: status lists nothing, unregister succeeds, register is a 400 that says why,
+and log settings map onto lambdaserve's log level. Stock clients call these; a 404 would
+stop them. (The trace extension is ``trace_settings``.)"""
 
 from __future__ import annotations
 
@@ -14,14 +14,6 @@ from lambdaserve.apps.json_body import json_object
 from lambdaserve.errors import InvalidInput
 
 _KINDS = {"systemsharedmemory": "system", "cudasharedmemory": "CUDA"}
-TRACE_OFF = {
-    "trace_level": ["OFF"],
-    "trace_rate": "1000",
-    "trace_count": "-1",
-    "log_frequency": "0",
-    "trace_file": "",
-    "trace_mode": "triton",
-}
 
 
 def install_triton_extras(app: FastAPI) -> None:
@@ -39,23 +31,6 @@ def install_triton_extras(app: FastAPI) -> None:
         if level is not None:
             logging.getLogger("lambdaserve").setLevel(level)
         return log_settings()
-
-    @app.get("/v2/trace/setting", include_in_schema=False)
-    @app.get("/v2/models/{model}/trace/setting", include_in_schema=False)
-    async def trace_settings(model: str | None = None) -> dict[str, Any]:
-        return TRACE_OFF
-
-    @app.post("/v2/trace/setting", include_in_schema=False)
-    @app.post("/v2/models/{model}/trace/setting", include_in_schema=False)
-    async def update_trace_settings(request: Request, model: str | None = None) -> dict[str, Any]:
-        body = await json_object(request)
-        levels = body.get("trace_level")
-        if levels not in (None, ["OFF"], []):
-            raise InvalidInput(
-                "tracing is not available in lambdaserve; per-model timings are in "
-                "/v2/models/{m}/stats and the access log (--access-log)"
-            )
-        return TRACE_OFF
 
 
 def _install_shared_memory(app: FastAPI, kind: str, word: str) -> None:

@@ -103,6 +103,8 @@ def with_lifespan(
 
     async def unload_all() -> None:
         await asyncio.to_thread(plane.server().close)
+        if plane.tracer is not None:  # the traces held go to the trace file, as at Triton's exit
+            plane.tracer.close()
 
     async def size_thread_pool() -> None:
         # the data plane's blocking calls (downloads, loads, catalog reads, model runs) go

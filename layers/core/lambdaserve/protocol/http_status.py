@@ -15,6 +15,7 @@ from lambdaserve.errors import (
     PayloadTooLarge,
     QueueRejected,
     RequestTimeout,
+    SettingFixed,
     StorageUnavailable,
     UnsupportedEncoding,
 )
@@ -33,6 +34,7 @@ _STATUS: dict[type[LambdaServeError], int] = {
     ModelNotReady: 503,
     QueueRejected: 503,
     StorageUnavailable: 503,
+    SettingFixed: 501,  # Triton's UNSUPPORTED
     ModelControlDisabled: 503,  # Triton's status for it (UNAVAILABLE)
 }
 

@@ -20,6 +20,7 @@ from lambdaserve.runtimes.base import LoadedModel, RequestsModel
 from lambdaserve.runtimes.code_errors import request_ids
 from lambdaserve.serving.binding import bind_inputs, select_outputs
 from lambdaserve.serving.classification import classify
+from lambdaserve.tracing.request_trace import computed
 from lambdaserve.workers.deadline import request_deadline
 
 if TYPE_CHECKING:
@@ -48,6 +49,7 @@ def run_batch(
             outputs = loaded.run(inputs, names)
         ran = time.perf_counter_ns()
         parts = split(outputs, batch.sizes) if len(members) > 1 else [outputs]
+        computed(members, (started, bound, ran, time.perf_counter_ns()), parts)
     except LambdaServeError as exc:
         if len(members) > 1:  # find the member that fails; the others still succeed
             return [
@@ -115,6 +117,7 @@ def _run_requests(
     ):
         answers = loaded.run_requests(calls)
     ran = time.perf_counter_ns()
+    computed(members, (started, bound, ran, time.perf_counter_ns()))
     results = []
     for member, answer in zip(members, answers, strict=True):
         result = _result(

@@ -36,6 +36,8 @@ if TYPE_CHECKING:  # the infer function's cold path imports this module: no batc
     from lambdaserve.serving.readiness import Readiness
     from lambdaserve.serving.response_cache.lookups import Lookup
     from lambdaserve.serving.server_batcher import RawBatcher
+    from lambdaserve.tracing.request_trace import RequestTrace
+    from lambdaserve.tracing.tracer import Tracer
 
 T = TypeVar("T")
 EXTENSIONS = ["binary_tensor_data", "model_repository", "statistics", "model_configuration"]
@@ -62,6 +64,7 @@ class InferenceDataPlane:
         batcher: TensorBatcher | None = None,
         readiness: Readiness | None = None,
         raw_batcher: RawBatcher | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.server = server
         self.batcher = batcher
@@ -69,6 +72,8 @@ class InferenceDataPlane:
         self.readiness = readiness
         # where tensors batch, so do handlers' raw requests (as their archives ask)
         self.raw_batcher = raw_batcher
+        # Triton's trace extension (long-running servers); None in Lambda
+        self.tracer = tracer
 
     @staticmethod
     def server_metadata() -> dict[str, Any]:
@@ -180,7 +185,25 @@ class InferenceDataPlane:
     async def infer(self, model: str, version: int | None, request: InferRequest) -> Inferred:
         """One decoded request through the batcher when there is one, else alone. ``version``
         is the one the request asked for (None: the default), as every door passes it, so
-        requests for the same version meet in one lane whichever door they came in by."""
+        requests for the same version meet in one lane whichever door they came in by.
+        Traced from here to its answer when the tracer samples it."""
+        trace = self.tracer.start(model, request) if self.tracer is not None else None
+        if trace is None:
+            return await self._infer(model, version, request, None)
+        answered = None
+        try:
+            answered = await self._infer(model, version, request, trace)
+            return answered
+        finally:
+            assert self.tracer is not None
+            self.tracer.finish(trace, request, answered.version if answered else None)
+
+    async def _infer(
+        self, model: str, version: int | None, request: InferRequest, trace: RequestTrace | None
+    ) -> Inferred:
+        if trace is not None:
+            assert self.tracer is not None
+            self.tracer.queued(trace, request)
         if self.batcher is not None:
             # the response cache answers before the batcher: a hit never queues
             served, lookup = await self._cache_lookup(model, version, request)

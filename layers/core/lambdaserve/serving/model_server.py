@@ -30,6 +30,7 @@ from lambdaserve.serving.loaded_versions import Key, LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
 from lambdaserve.serving.response_cache.lookups import Lookup, ResponseCache
 from lambdaserve.serving.version_resolver import ServedVersion, VersionResolver
+from lambdaserve.tracing.request_trace import computed
 from lambdaserve.workers.deadline import request_deadline
 from lambdaserve.workers.options import WorkerOptions
 
@@ -108,6 +109,7 @@ class ModelServer:
             with request_deadline(served.config, (request.parameters,)):
                 outputs = classify(request, served, loaded.run(inputs, names))
             ran = time.perf_counter_ns()
+            computed((request,), (started, bound, ran, time.perf_counter_ns()), (outputs,))
             encoded = encode(served, outputs)
         except LambdaServeError as exc:
             self.stats.record_failure(model, served.version, time.perf_counter_ns() - started, exc)

@@ -13,6 +13,8 @@ from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.readiness import Readiness
 from lambdaserve.serving.server_batcher import handler_batcher, server_batcher
+from lambdaserve.tracing.config import config_from_env
+from lambdaserve.tracing.tracer import Tracer
 
 
 def build_serving_plane(
@@ -28,11 +30,13 @@ def build_serving_plane(
     without, ready whenever live (``dev``). Models calling models do not go through it: the
     port is installed once, where the process builds its model server (``wiring.inference``),
     and runs each call in its caller's thread on that server (never through these batchers,
-    where a model would wait on a batch its own run holds open)."""
+    where a model would wait on a batch its own run holds open). Its tracer takes the
+    ``--trace-config`` the command line put in the environment (Triton's defaults: off)."""
     waits_for_warm = Readiness() if readiness else None
+    tracer = Tracer(config_from_env())
     if batching:
         tensors, rows = server_batcher(server, default_max_batch_size), handler_batcher(server)
-        plane = InferenceDataPlane(server, tensors, waits_for_warm, rows)
+        plane = InferenceDataPlane(server, tensors, waits_for_warm, rows, tracer)
     else:
-        plane = InferenceDataPlane(server, None, waits_for_warm)
+        plane = InferenceDataPlane(server, None, waits_for_warm, tracer=tracer)
     return plane

@@ -19,8 +19,8 @@ from tritonclient.grpc import service_pb2_grpc
 
 from lambdaserve.apps.grpc.calls import Context, error_text, unary
 from lambdaserve.apps.management import load_model
+from lambdaserve.apps.trace_settings import trace_setting_answer
 from lambdaserve.apps.triton_extras import (
-    TRACE_OFF,
     log_level,
     log_settings,
     shared_memory_refusal,
@@ -245,15 +245,11 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
 
     @unary
     async def TraceSetting(self, request: pb.TraceSettingRequest, context: Context) -> Any:
-        if request.settings:
-            raise InvalidInput(
-                "tracing is not supported: lambdaserve reports per-request timings in "
-                "/v2/models/{m}/stats and its logs instead"
-            )
+        body = {key: list(value.value) for key, value in request.settings.items()} or None
+        answer = await trace_setting_answer(self._plane, request.model_name, body, grpc=True)
         response = pb.TraceSettingResponse()
-        for key, value in TRACE_OFF.items():
-            values = value if isinstance(value, list) else [value]
-            response.settings[key].value.extend(values)
+        for key, value in answer.items():
+            response.settings[key].value.extend(value if isinstance(value, list) else [value])
         return response
 
     @unary

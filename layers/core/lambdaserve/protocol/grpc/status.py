@@ -16,6 +16,7 @@ from lambdaserve.errors import (
     PayloadTooLarge,
     QueueRejected,
     RequestTimeout,
+    SettingFixed,
     StorageUnavailable,
 )
 
@@ -32,6 +33,7 @@ _CODES: dict[type[LambdaServeError], grpc.StatusCode] = {
     # the queue is full or the request waited past its timeout: try again later
     QueueRejected: grpc.StatusCode.RESOURCE_EXHAUSTED,
     StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
+    SettingFixed: grpc.StatusCode.UNIMPLEMENTED,  # Triton's UNSUPPORTED
 }
 
 

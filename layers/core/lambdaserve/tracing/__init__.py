@@ -1,0 +1,12 @@
+"""Triton's trace extension: which requests are traced and what their traces hold.
+
+config.py (``--trace-config`` and the older trace flags as one TraceConfig), scopes.py (the
+global and per-model settings, as Triton's TraceManager keeps them), live_setting.py (one
+setting in force: rate, count, traces waiting to be written), trace_file.py (Triton's trace
+file and its numbered files), request_trace.py (one traced request: ids, timestamps,
+tensors; the compute stamps the serving code leaves), tensor_text.py (a tensor as the
+TENSORS level writes it), tracer.py (start, stamp and finish a request's trace), wire.py
+(the settings API's values and errors, as Triton's HTTP and gRPC doors read and answer them).
+
+Imports ``tensors`` and ``errors``; nothing of HTTP, gRPC or AWS.
+"""

@@ -1,0 +1,238 @@
+"""Triton's trace settings (qa/L0_trace/trace_endpoint_test.py and test.sh's settings checks,
+ported to the domain): model settings inherit the global ones until set, follow the global
+ones where they set nothing, and clearing takes a field back from the level above; the trace
+file cannot move; sampling by rate and count; traces written as Triton's files hold them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from lambdaserve.errors import InvalidInput, SettingFixed
+from lambdaserve.protocol.v2 import InferInput, InferRequest
+from lambdaserve.tracing.config import TraceConfig, trace_config
+from lambdaserve.tracing.request_trace import computed
+from lambdaserve.tracing.tracer import Tracer
+from lambdaserve.tracing.wire import rendered, setting_update
+
+UNITTEST = trace_config(["triton,file=global_unittest.log", "level=TIMESTAMPS", "rate=1"])
+INITIAL = {
+    "trace_file": "global_unittest.log",
+    "trace_level": ["TIMESTAMPS"],
+    "trace_rate": "1",
+    "trace_count": "-1",
+    "log_frequency": "0",
+    "trace_mode": "triton",
+}
+
+
+def post(tracer: Tracer, model: str | None, body: dict, grpc: bool = False) -> dict:
+    tracer.update(model, setting_update(body, grpc))
+    return get(tracer, model)
+
+
+def get(tracer: Tracer, model: str | None) -> dict:
+    return rendered(tracer.scopes.setting(model))
+
+
+def test_model_settings_are_the_global_ones_until_set():
+    tracer = Tracer(UNITTEST)
+    assert get(tracer, "simple") == INITIAL
+    assert get(tracer, None) == INITIAL
+
+
+def test_the_trace_file_cannot_move_through_the_api():
+    tracer = Tracer(UNITTEST)
+    with pytest.raises(SettingFixed, match="trace file location can not be updated"):
+        post(tracer, "simple", {"trace_file": "model.log"})
+    assert get(tracer, "simple") == INITIAL
+
+
+def test_a_global_update_reaches_models_that_did_not_set_the_field():
+    # Given a model that set only its log frequency
+    tracer = Tracer(UNITTEST)
+    post(tracer, "simple", {"log_frequency": "34"})
+    # When the global level changes
+    answer = post(tracer, None, {"trace_level": ["TIMESTAMPS", "TENSORS"]})
+    # Then the model takes it, and keeps its own log frequency
+    assert answer["trace_level"] == ["TIMESTAMPS", "TENSORS"]
+    model = get(tracer, "simple")
+    assert model["trace_level"] == ["TIMESTAMPS", "TENSORS"]
+    assert model["log_frequency"] == "34"
+
+
+@pytest.mark.parametrize("grpc", [False, True])
+def test_clearing_takes_values_back_from_the_level_above(grpc):
+    # Given (test_http_clear_settings) a model with rate and log frequency, a global update
+    tracer = Tracer(UNITTEST)
+    post(tracer, "simple", {"trace_rate": "12", "log_frequency": "34"})
+    post(tracer, None, {"trace_rate": "56", "trace_count": "78", "trace_level": ["OFF"]})
+    clear = [] if grpc else None
+    # When the global rate and count are cleared: the command line's come back
+    expected_global = {**INITIAL, "trace_level": ["OFF"]}
+    assert post(tracer, None, {"trace_rate": clear, "trace_count": clear}, grpc) == expected_global
+    assert get(tracer, "simple") == {**expected_global, "trace_rate": "12", "log_frequency": "34"}
+    # When the model's rate and level are cleared: the global's
+    answer = post(tracer, "simple", {"trace_rate": clear, "trace_level": clear}, grpc)
+    assert answer == {**expected_global, "log_frequency": "34"}
+    assert get(tracer, None) == expected_global
+
+
+def test_a_model_whose_fields_are_all_cleared_uses_the_global_setting_again():
+    tracer = Tracer(UNITTEST)
+    post(tracer, "simple", {"trace_level": ["OFF"]})
+    assert get(tracer, "simple")["trace_level"] == ["OFF"]
+    assert post(tracer, "simple", {"trace_level": None}) == INITIAL
+    assert tracer.scopes.setting("simple") is tracer.scopes.setting(None)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"trace_level": ["OFF", "TIMESTAMPS"]}, "Expect only one trace level 'OFF' is specified"),
+        ({"trace_rate": "x"}, "Unable to parse 'trace_rate', got: x"),
+        ({"trace_count": "-2"}, "Unable to parse 'trace_count'. Expecting value >= -1, got:-2"),
+        ({"trace_count": "10000000000"}, "Unable to parse 'trace_count', value is out of range"),
+        ({"trace_rate": "10000000000"}, "Unable to parse 'trace_rate', value is out of range"),
+        ({"log_frequency": "10000000000"}, "Unable to parse 'log_frequency', value is out of"),
+        ({"trace_rate": 5}, 'trace_rate is a string in Triton\'s trace API, e.g. "trace_rate"'),
+        ({"trace_level": "TIMESTAMPS"}, "trace_level is a list of strings"),
+        ({"trace_rate": "0"}, "Attempting to set invalid trace setting :sample rate must be"),
+    ],
+)
+def test_bad_values_are_refused_in_tritons_words(body, message):
+    tracer = Tracer(UNITTEST)
+    with pytest.raises(InvalidInput) as refused:
+        post(tracer, "simple", body)
+    assert message in refused.value.message
+    assert get(tracer, "simple") == INITIAL
+
+
+def test_turning_tracing_on_without_a_trace_file_is_refused():
+    tracer = Tracer(TraceConfig())
+    with pytest.raises(InvalidInput, match="invalid trace setting :trace file name is not given"):
+        post(tracer, None, {"trace_level": ["TIMESTAMPS"]})
+
+
+def _request() -> InferRequest:
+    data = np.arange(4, dtype=np.float32).reshape(1, 4)
+    return InferRequest(inputs=(InferInput("a", "FP32", (1, 4), data),), id="r1")
+
+
+def _traced(tracer: Tracer, model: str, outputs: dict | None = None) -> bool:
+    """One request through the hooks the data plane and the serving code call."""
+    request = _request()
+    trace = tracer.start(model, request)
+    if trace is None:
+        return False
+    tracer.queued(trace, request)
+    computed([request], (1, 2, 3, 4), [outputs or {"sum": np.ones((1, 4), np.float32)}])
+    tracer.finish(trace, request, 1)
+    return True
+
+
+def test_rate_traces_every_nth_request_and_count_stops_it(tmp_path):
+    # Given every 2nd request traced, 3 traces at most
+    file = tmp_path / "t.json"
+    tracer = Tracer(trace_config([f"triton,file={file}", "level=TIMESTAMPS", "rate=2", "count=3"]))
+    # When 10 requests come
+    traced = [_traced(tracer, "simple") for _ in range(10)]
+    # Then the 2nd, 4th and 6th were traced and the count reads 0
+    assert traced == [False, True, False, True, False, True] + [False] * 4
+    assert get(tracer, "simple")["trace_count"] == "0"
+    tracer.close()
+    assert len([r for r in json.loads(file.read_text()) if "model_name" in r]) == 3
+
+
+def test_traces_hold_tritons_records_in_order(tmp_path):
+    file = tmp_path / "t.json"
+    tracer = Tracer(trace_config([f"triton,file={file}", "level=TIMESTAMPS", "rate=1"]))
+    _traced(tracer, "simple")
+    assert not file.exists()  # log_frequency 0: written at shutdown, as Triton does
+    tracer.close()
+    records = json.loads(file.read_text())
+    head, *stamps = records
+    assert head == {"id": head["id"], "model_name": "simple", "model_version": 1, "request_id": "r1"}
+    names = [r["timestamps"][0]["name"] for r in stamps]
+    assert names == [
+        "REQUEST_START",
+        "QUEUE_START",
+        "COMPUTE_START",
+        "COMPUTE_INPUT_END",
+        "COMPUTE_OUTPUT_START",
+        "COMPUTE_END",
+        "REQUEST_END",
+    ]
+    assert all(r["id"] == head["id"] for r in stamps)
+
+
+def test_tensors_level_writes_inputs_and_outputs_as_triton_does(tmp_path):
+    file = tmp_path / "t.json"
+    tracer = Tracer(trace_config([f"triton,file={file}", "level=TENSORS", "rate=1"]))
+    _traced(tracer, "simple", {"sum": np.array([[0.5, 1.25]], np.float32)})
+    tracer.close()
+    tensors = [r for r in json.loads(file.read_text()) if "activity" in r]
+    assert [(t["activity"], t["tensor"]) for t in tensors] == [
+        ("TENSOR_QUEUE_INPUT", {"name": "a", "data": "0,1,2,3", "shape": "1,4", "dtype": "FP32"}),
+        ("TENSOR_BACKEND_OUTPUT", {"name": "sum", "data": "0.5,1.25", "shape": "1,2", "dtype": "FP32"}),
+    ]
+
+
+def test_log_frequency_writes_numbered_files_and_the_rest_at_shutdown(tmp_path):
+    # Given (L0_trace) a model logging every 2 traces of global rate 6
+    file = tmp_path / "global_trace.log"
+    tracer = Tracer(trace_config([f"triton,file={file}", "level=TIMESTAMPS", "rate=6"]))
+    post(tracer, "simple", {"log_frequency": "2"})
+    # When 20 requests come: 3 traced
+    for _ in range(20):
+        _traced(tracer, "simple")
+    # Then the first 2 are in .0 at once, the 3rd in .1 at shutdown, none in the main file
+    assert len(json.loads((tmp_path / "global_trace.log.0").read_text())) == 2 * 8
+    assert not (tmp_path / "global_trace.log.1").exists()
+    tracer.close()
+    assert len(json.loads((tmp_path / "global_trace.log.1").read_text())) == 8
+    assert not file.exists()
+
+
+def test_a_count_that_runs_out_writes_its_traces_to_a_numbered_file(tmp_path):
+    # Given (L0_trace "Update trace count") 10 traced requests, then a count of 5
+    file = tmp_path / "global_count.log"
+    tracer = Tracer(trace_config([f"triton,file={file}", "level=TIMESTAMPS", "rate=1"]))
+    for _ in range(10):
+        _traced(tracer, "simple")
+    post(tracer, None, {"trace_count": "5"})
+    for _ in range(10):
+        _traced(tracer, "simple")
+    # Then the count's 5 went to .0 when it ran out, the first 10 to the main file
+    assert len(json.loads((tmp_path / "global_count.log.0").read_text())) == 5 * 8
+    tracer.close()
+    assert len(json.loads(file.read_text())) == 10 * 8
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["mode=zipkin"], 'trace modes are "triton" and "opentelemetry"'),
+        (["level=LOUD"], "trace levels are OFF, TIMESTAMPS and TENSORS"),
+        (["rate=often"], "'often' is not a whole number"),
+        ([",file=x"], "no trace mode before the comma"),
+        (["triton,file"], "--trace-config takes <mode>,<setting>=<value>"),
+        (["triton,color=red"], "triton's settings are file and log-frequency"),
+    ],
+)
+def test_bad_trace_flags_name_the_fix(flags, message):
+    with pytest.raises(InvalidInput, match=message):
+        trace_config(flags)
+
+
+def test_flags_read_as_tritonserver_reads_them():
+    config = trace_config(
+        ["triton,file=a.json", "triton,log-frequency=50", "rate=100", "level=TIMESTAMPS", "count=7"],
+        trace_file="old.json",
+        trace_levels=["TENSORS"],
+        trace_rate=3,
+    )
+    assert config == TraceConfig(("TIMESTAMPS", "TENSORS"), 100, 7, 50, "a.json")
+    assert trace_config([], trace_file="b", trace_levels=["TIMESTAMPS", "OFF"]).levels == ()
