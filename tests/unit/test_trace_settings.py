@@ -154,7 +154,12 @@ def test_traces_hold_tritons_records_in_order(tmp_path):
     tracer.close()
     records = json.loads(file.read_text())
     head, *stamps = records
-    assert head == {"id": head["id"], "model_name": "simple", "model_version": 1, "request_id": "r1"}
+    assert head == {
+        "id": head["id"],
+        "model_name": "simple",
+        "model_version": 1,
+        "request_id": "r1",
+    }
     names = [r["timestamps"][0]["name"] for r in stamps]
     assert names == [
         "REQUEST_START",
@@ -176,7 +181,10 @@ def test_tensors_level_writes_inputs_and_outputs_as_triton_does(tmp_path):
     tensors = [r for r in json.loads(file.read_text()) if "activity" in r]
     assert [(t["activity"], t["tensor"]) for t in tensors] == [
         ("TENSOR_QUEUE_INPUT", {"name": "a", "data": "0,1,2,3", "shape": "1,4", "dtype": "FP32"}),
-        ("TENSOR_BACKEND_OUTPUT", {"name": "sum", "data": "0.5,1.25", "shape": "1,2", "dtype": "FP32"}),
+        (
+            "TENSOR_BACKEND_OUTPUT",
+            {"name": "sum", "data": "0.5,1.25", "shape": "1,2", "dtype": "FP32"},
+        ),
     ]
 
 
@@ -229,7 +237,13 @@ def test_bad_trace_flags_name_the_fix(flags, message):
 
 def test_flags_read_as_tritonserver_reads_them():
     config = trace_config(
-        ["triton,file=a.json", "triton,log-frequency=50", "rate=100", "level=TIMESTAMPS", "count=7"],
+        [
+            "triton,file=a.json",
+            "triton,log-frequency=50",
+            "rate=100",
+            "level=TIMESTAMPS",
+            "count=7",
+        ],
         trace_file="old.json",
         trace_levels=["TENSORS"],
         trace_rate=3,

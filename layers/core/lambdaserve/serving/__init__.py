@@ -13,6 +13,6 @@ version's Python environment, fetched with its files and unpacked for the proces
 run its code (``environments``; built at publish by ``publishing.environments``).
 
 Imports ``batching``, ``catalog``, ``runtimes``, ``workers``, ``config``, ``protocol``,
-``metrics``, ``tensors``, ``settings`` (the response cache's) and ``errors``; nothing about
+``metrics``, ``tracing`` (the compute stamps of traced requests), ``tensors``, ``settings`` (the response cache's) and ``errors``; nothing about
 HTTP, Lambda or queues.
 """

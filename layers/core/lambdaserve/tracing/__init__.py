@@ -1,11 +1,11 @@
 """Triton's trace extension: which requests are traced and what their traces hold.
 
-config.py (``--trace-config`` and the older trace flags as one TraceConfig), scopes.py (the
-global and per-model settings, as Triton's TraceManager keeps them), live_setting.py (one
-setting in force: rate, count, traces waiting to be written), trace_file.py (Triton's trace
-file and its numbered files), request_trace.py (one traced request: ids, timestamps,
-tensors; the compute stamps the serving code leaves), tensor_text.py (a tensor as the
-TENSORS level writes it), tracer.py (start, stamp and finish a request's trace), wire.py
+``config`` (``--trace-config`` and the older trace flags as one TraceConfig), ``scopes``
+(the global and per-model settings, as Triton's TraceManager keeps them), ``live_setting``
+(one setting in force: rate, count, traces waiting to be written), ``trace_file`` (Triton's
+trace file and its numbered files), ``request_trace`` (one traced request: ids, timestamps,
+tensors; the compute stamps the serving code leaves), ``tensor_text`` (a tensor as the
+TENSORS level writes it), ``tracer`` (start, stamp and finish a request's trace), ``wire``
 (the settings API's values and errors, as Triton's HTTP and gRPC doors read and answer them).
 
 Imports ``tensors`` and ``errors``; nothing of HTTP, gRPC or AWS.

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from lambdaserve.errors import InvalidInput
 
@@ -56,36 +57,38 @@ def trace_config(
     for spec in specs:
         mode, setting, value = _split(spec)
         where = f"--trace-config {spec!r}"
-        if mode == "":
-            if setting == "level":
-                levels.append(_level(where, value))
-            elif setting == "rate":
-                config = replace(config, rate=_number(where, value, 0))
-            elif setting == "count":
-                config = replace(config, count=_number(where, value, -1))
-            elif setting == "mode":
-                config = replace(config, mode=_mode(where, value))
-            else:
-                raise InvalidInput(f"{where}: global settings are level, rate, count and mode")
-        elif mode == TRITON:
-            if setting == "file":
-                config = replace(config, file=value)
-            elif setting == "log-frequency":
-                config = replace(config, log_frequency=_number(where, value, 0))
-            else:
-                raise InvalidInput(f"{where}: triton's settings are file and log-frequency")
-        elif setting == "url":
-            config = replace(config, otel_url=value)
-        elif setting == "resource":
+        if mode == "" and setting == "level":
+            levels.append(_level(where, value))
+        elif mode == OPENTELEMETRY and setting == "resource":
             key, sep, text = value.partition("=")
             if not sep or not key:
                 raise InvalidInput(f"{where}: write opentelemetry,resource=<key>=<value>")
             resources.append((key, text))
-        # other opentelemetry settings (bsp_*) are the exporter's tuning: taken, not applied
+        else:
+            config = _set(config, mode, setting, value, where)
     if "OFF" in levels:
         levels = []  # an explicit OFF disables tracing, as Triton's parser decides
     ordered = tuple(level for level in (TIMESTAMPS, TENSORS) if level in levels)
     return replace(config, levels=ordered, otel_resources=tuple(resources))
+
+
+def _set(config: TraceConfig, mode: str, setting: str, value: str, where: str) -> TraceConfig:
+    readers: dict[tuple[str, str], Callable[[], dict[str, Any]]] = {
+        ("", "rate"): lambda: {"rate": _number(where, value, 0)},
+        ("", "count"): lambda: {"count": _number(where, value, -1)},
+        ("", "mode"): lambda: {"mode": _mode(where, value)},
+        (TRITON, "file"): lambda: {"file": value},
+        (TRITON, "log-frequency"): lambda: {"log_frequency": _number(where, value, 0)},
+        (OPENTELEMETRY, "url"): lambda: {"otel_url": value},
+    }
+    read = readers.get((mode, setting))
+    if read is not None:
+        return replace(config, **read())
+    if mode == "":
+        raise InvalidInput(f"{where}: global settings are level, rate, count and mode")
+    if mode == TRITON:
+        raise InvalidInput(f"{where}: triton's settings are file and log-frequency")
+    return config  # other opentelemetry settings (bsp_*) tune Triton's exporter: not applied
 
 
 def config_from_env(env: Mapping[str, str] | None = None) -> TraceConfig:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from lambdaserve.errors import InvalidInput
 from lambdaserve.tracing.config import TraceConfig
@@ -64,7 +65,9 @@ class TraceScopes:
     def _update(self, model: str | None, update: SettingUpdate) -> None:
         current = (self._models.get(model) if model else self._global) or None
         # the level above, its count as it stands (Triton copies the live count)
-        fallback = replace(self._global.values, count=self._global.count) if model else self._default
+        fallback = (
+            replace(self._global.values, count=self._global.count) if model else self._default
+        )
         specified = set()
         chosen = fallback
         for name in FIELDS:
@@ -113,6 +116,5 @@ def _value(live: LiveSetting, name: str) -> object:
 
 
 def _with(values: SettingValues, name: str, value: object) -> SettingValues:
-    if name == "level":
-        return replace(values, levels=value)  # type: ignore[arg-type]
-    return replace(values, **{name: value})
+    fields: dict[str, Any] = {"levels" if name == "level" else name: value}
+    return replace(values, **fields)

@@ -13,8 +13,13 @@ from typing import Any
 import numpy as np
 
 from lambdaserve.tracing.config import TRITON, TraceConfig
-from lambdaserve.tracing.request_trace import REQUEST_END, REQUEST_START, RequestTrace
-from lambdaserve.tracing.request_trace import follow, forget
+from lambdaserve.tracing.request_trace import (
+    REQUEST_END,
+    REQUEST_START,
+    RequestTrace,
+    follow,
+    forget,
+)
 from lambdaserve.tracing.scopes import SettingUpdate, TraceScopes
 
 log = logging.getLogger(__name__)

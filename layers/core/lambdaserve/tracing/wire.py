@@ -93,6 +93,8 @@ def _number(key: str, text: str, grpc: bool) -> int:
     if value < low:
         if key == "trace_count":
             space = " " if grpc else ""
-            raise InvalidInput(f"Unable to parse '{key}'. Expecting value >= {low}, got:{space}{text}")
+            raise InvalidInput(
+                f"Unable to parse '{key}'. Expecting value >= {low}, got:{space}{text}"
+            )
         raise InvalidInput(out_of_range)
     return value
