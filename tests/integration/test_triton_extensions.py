@@ -1,5 +1,6 @@
 """Triton's shared-memory, logging and trace extensions as stock clients call them: a server
-without shared memory or tracing answers, rather than 404s that stop the client."""
+without shared memory (or, in the infer function, tracing) answers, rather than 404s that stop
+the client."""
 
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ def test_log_settings_map_onto_the_log_level(client):
         logger.setLevel(before)
 
 
-def test_trace_settings_answer_off_and_refuse_to_turn_on(client):
+def test_trace_settings_answer_off_in_the_infer_function_and_say_where_tracing_runs(client):
+    # the stack's inference app is the infer function's (no tracer): serve and dev trace
     assert client.get_trace_settings()["trace_level"] == ["OFF"]
-    with pytest.raises(InferenceServerException, match="tracing is not available"):
+    with pytest.raises(InferenceServerException, match="tracing runs in `lambdaserve serve`"):
         client.update_trace_settings(settings={"trace_level": ["TIMESTAMPS"]})

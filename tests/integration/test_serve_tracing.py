@@ -1,0 +1,102 @@
+"""Triton's trace extension on a real `lambdaserve serve --trace-config triton,file=...`, driven
+by tritonclient as qa/L0_trace drives tritonserver: the settings over HTTP and gRPC, the trace
+file moving refused, a model switched off by its own setting, and the trace file's records
+after shutdown (Triton's JSON: identity, then timestamps in order)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+from tests import builders
+from tests.integration.grpc_support import lambdaserve_serve
+
+ORDER = [
+    "REQUEST_START",
+    "QUEUE_START",
+    "COMPUTE_START",
+    "COMPUTE_INPUT_END",
+    "COMPUTE_OUTPUT_START",
+    "COMPUTE_END",
+    "REQUEST_END",
+]
+
+
+def _inputs(module, rows: int) -> list:
+    inputs = []
+    for name in ("a", "b"):
+        tensor = module.InferInput(name, [rows, 4], "FP32")
+        tensor.set_data_from_numpy(np.ones((rows, 4), np.float32))
+        inputs.append(tensor)
+    return inputs
+
+
+def _traces(records: list[dict]) -> dict[int, dict]:
+    """Each trace's identity and its timestamps by name, by trace id."""
+    traces: dict[int, dict] = {}
+    for record in records:
+        trace = traces.setdefault(record["id"], {"stamps": []})
+        if "model_name" in record:
+            trace.update(record)
+        for stamp in record.get("timestamps", []):
+            trace["stamps"].append((stamp["name"], stamp["ns"]))
+    return traces
+
+
+def test_serve_traces_requests_into_tritons_trace_file(stack, tmp_path):
+    # Given two models, and serve tracing every request to a file
+    stack.put("models/simple/1/model.onnx", builders.onnx_add_sub())
+    stack.put("models/quiet/1/model.onnx", builders.onnx_add_sub())
+    stack.wait_state("simple", 1, "READY")
+    stack.wait_state("quiet", 1, "READY")
+    file = tmp_path / "global_unittest.log"
+    flags = ("--trace-config", f"triton,file={file}", "--trace-config", "level=TIMESTAMPS")
+    with lambdaserve_serve(*flags, "--trace-config", "rate=1") as served:
+        http = httpclient.InferenceServerClient(f"127.0.0.1:{served.http}")
+        grpc = served.client()
+        initial = {
+            "trace_file": str(file),
+            "trace_level": ["TIMESTAMPS"],
+            "trace_rate": "1",
+            "trace_count": "-1",
+            "log_frequency": "0",
+            "trace_mode": "triton",
+        }
+        # Then a model's settings are the global ones, over HTTP and gRPC
+        assert http.get_trace_settings(model_name="simple") == initial
+        assert http.get_trace_settings() == initial
+        answer = grpc.get_trace_settings(model_name="simple", as_json=True)
+        assert {k: v["value"] for k, v in answer["settings"].items()} == {
+            k: v if isinstance(v, list) else [v] for k, v in initial.items()
+        }
+        # And the trace file cannot move, nor an unknown model be set
+        for client in (http, grpc):
+            with pytest.raises(InferenceServerException, match="trace file location can not"):
+                client.update_trace_settings(model_name="simple", settings={"trace_file": "m.log"})
+            with pytest.raises(InferenceServerException, match="Request for unknown model : nope"):
+                client.get_trace_settings(model_name="nope")
+        # When gRPC switches 'quiet' off, and requests come by both doors
+        quiet = grpc.update_trace_settings(model_name="quiet", settings={"trace_level": ["OFF"]})
+        assert list(quiet.settings["trace_level"].value) == ["OFF"]
+        for index in range(3):
+            http.infer("simple", _inputs(httpclient, 1), request_id=f"h{index}")
+        grpc.infer("simple", _inputs(grpcclient, 2), request_id="g0")
+        http.infer("quiet", _inputs(httpclient, 1))
+        # And a cleared model setting takes the global one again
+        cleared = http.update_trace_settings(model_name="quiet", settings={"trace_level": None})
+        assert cleared == initial
+    # Then (written at shutdown, log_frequency 0) the file holds simple's four traces
+    traces = _traces(json.loads(file.read_text()))
+    assert sorted(t["request_id"] for t in traces.values()) == ["g0", "h0", "h1", "h2"]
+    for trace in traces.values():
+        assert (trace["model_name"], trace["model_version"]) == ("simple", 1)
+        names = [name for name, _ in trace["stamps"]]
+        assert names == ORDER
+        times = [ns for _, ns in trace["stamps"]]
+        assert times == sorted(times)
+    assert len(set(traces)) == 4  # one id each
