@@ -13,6 +13,5 @@ version's Python environment, fetched with its files and unpacked for the proces
 run its code (``environments``; built at publish by ``publishing.environments``).
 
 Imports ``batching``, ``catalog``, ``runtimes``, ``workers``, ``config``, ``protocol``,
-``metrics``, ``tracing`` (the compute stamps of traced requests), ``tensors``, ``settings`` (the response cache's) and ``errors``; nothing about
-HTTP, Lambda or queues.
-"""
+``metrics``, ``tracing`` (the compute stamps of traced requests), ``tensors``, ``settings``
+(the response cache's) and ``errors``; nothing about HTTP, Lambda or queues."""
