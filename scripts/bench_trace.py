@@ -1,12 +1,13 @@
 """Triton's tracing: the latency a request gains when it is traced, one run.
 
-``lambdaserve serve`` twice against one ``lambdaserve dev`` stack, the same small ONNX
-model (the demo MLP 784 -> 256 -> 10, one JSON row per request): one server with tracing
-OFF (Triton's default), one tracing every request (``--trace-config rate=1``,
+``lambdaserve serve`` twice against one ``lambdaserve dev`` stack, the same small ONNX model
+(the demo MLP 784 -> 256 -> 10, one JSON row per request): one server with tracing OFF
+(Triton's default), one tracing every request (``--trace-config rate=1``,
 ``level=TIMESTAMPS``, a trace file written every 1,000 traces). Sequential requests from one
-client, alternating between the servers in rounds of 100 (each first in every other
-round) so drift hits both; p50 and the mean per server, and the difference. Beside it, in this process, the tracing work alone per request
-(start, QUEUE_START, the compute stamps, REQUEST_END and the record written), best of 5.
+client, alternating between the servers in rounds of 100 (each first in every other round)
+so drift hits both; p50 and the mean per server, and the difference. Beside it, in this
+process, the tracing work alone per request (start, QUEUE_START, the compute stamps,
+REQUEST_END and the record written), best of 5.
 
     python scripts/bench_trace.py [--requests 3000]
 """

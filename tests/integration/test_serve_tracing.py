@@ -1,7 +1,8 @@
 """Triton's trace extension on a real `lambdaserve serve --trace-config triton,file=...`, driven
 by tritonclient as qa/L0_trace drives tritonserver: the settings over HTTP and gRPC, the trace
 file moving refused, a model switched off by its own setting, and the trace file's records
-after shutdown (Triton's JSON: identity, then timestamps in order)."""
+after shutdown (Triton's JSON: identity, then timestamps in order; an ensemble's step traced
+as its child, with its parent_id)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,17 @@ from tritonclient.utils import InferenceServerException
 from tests import builders
 from tests.integration.grpc_support import lambdaserve_serve
 
+ENSEMBLE = b"""
+platform: "ensemble"
+input [{ name: "A" data_type: TYPE_FP32 dims: [ -1, 4 ] },
+       { name: "B" data_type: TYPE_FP32 dims: [ -1, 4 ] }]
+output [{ name: "S" data_type: TYPE_FP32 dims: [ -1, 4 ] }]
+ensemble_scheduling { step [{
+  model_name: "simple" model_version: -1
+  input_map { key: "a" value: "A" } input_map { key: "b" value: "B" }
+  output_map { key: "sum" value: "S" }
+}] }
+"""
 ORDER = [
     "REQUEST_START",
     "QUEUE_START",
@@ -54,6 +66,8 @@ def test_serve_traces_requests_into_tritons_trace_file(stack, tmp_path):
     stack.put("models/quiet/1/model.onnx", builders.onnx_add_sub())
     stack.wait_state("simple", 1, "READY")
     stack.wait_state("quiet", 1, "READY")
+    stack.put("models/ens/config.pbtxt", ENSEMBLE)
+    stack.wait_state("ens", 1, "READY")
     file = tmp_path / "global_unittest.log"
     flags = ("--trace-config", f"triton,file={file}", "--trace-config", "level=TIMESTAMPS")
     with lambdaserve_serve(*flags, "--trace-config", "rate=1") as served:
@@ -87,16 +101,27 @@ def test_serve_traces_requests_into_tritons_trace_file(stack, tmp_path):
             http.infer("simple", _inputs(httpclient, 1), request_id=f"h{index}")
         grpc.infer("simple", _inputs(grpcclient, 2), request_id="g0")
         http.infer("quiet", _inputs(httpclient, 1))
+        ens = httpclient.InferInput("A", [1, 4], "FP32"), httpclient.InferInput("B", [1, 4], "FP32")
+        for tensor in ens:
+            tensor.set_data_from_numpy(np.ones((1, 4), np.float32))
+        http.infer("ens", list(ens), request_id="e0")
         # And a cleared model setting takes the global one again
         cleared = http.update_trace_settings(model_name="quiet", settings={"trace_level": None})
         assert cleared == initial
     # Then (written at shutdown, log_frequency 0) the file holds simple's four traces
     traces = _traces(json.loads(file.read_text()))
-    assert sorted(t["request_id"] for t in traces.values()) == ["g0", "h0", "h1", "h2"]
+    by_request = {t.get("request_id"): t for t in traces.values()}
+    assert sorted(by_request, key=str) == [None, "e0", "g0", "h0", "h1", "h2"]
     for trace in traces.values():
-        assert (trace["model_name"], trace["model_version"]) == ("simple", 1)
+        assert trace["model_version"] == 1
         names = [name for name, _ in trace["stamps"]]
         assert names == ORDER
         times = [ns for _, ns in trace["stamps"]]
         assert times == sorted(times)
-    assert len(set(traces)) == 4  # one id each
+    assert {by_request[r]["model_name"] for r in ("g0", "h0", "h1", "h2")} == {"simple"}
+    # And the ensemble's step is its child: simple, with the ensemble's id as parent_id
+    parent, child = by_request["e0"], by_request[None]
+    assert (parent["model_name"], child["model_name"]) == ("ens", "simple")
+    assert child["parent_id"] == parent["id"] and "parent_id" not in parent
+    assert parent["stamps"][2][1] <= child["stamps"][0][1] <= child["stamps"][-1][1]
+    assert child["stamps"][-1][1] <= parent["stamps"][-1][1]

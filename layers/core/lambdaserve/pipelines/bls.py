@@ -17,8 +17,10 @@ from lambdaserve.runtimes.torchserve.context import Answer
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import RawRequest, predict_raw
 from lambdaserve.serving.streaming import stream
+from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tensors import encoding
 from lambdaserve.tensors.signature import Signature
+from lambdaserve.tracing.request_trace import end_child, start_child
 
 Arrays = dict[str, np.ndarray[Any, Any]]
 
@@ -39,9 +41,19 @@ class PlaneCalls:
         outputs: Sequence[str],
         timeout_us: int = 0,  # the caller keeps its own limit: this thread is the caller's
     ) -> Arrays:
-        produced: Arrays = self._plane.server().infer(
-            model, version, _request(inputs, outputs), lambda _, arrays: arrays
-        )
+        request = _request(inputs, outputs)
+        child = start_child(model, request)  # the caller is traced: so is this call
+        answered: list[int] = []
+
+        def keep(served: ServedVersion, arrays: Arrays) -> Arrays:
+            answered.append(served.version)
+            return arrays
+
+        try:
+            produced: Arrays = self._plane.server().infer(model, version, request, keep)
+        finally:
+            if child is not None:
+                end_child(child, request, answered[0] if answered else None)
         return produced
 
     def stream(

@@ -20,7 +20,7 @@ from lambdaserve.runtimes.base import LoadedModel, RequestsModel
 from lambdaserve.runtimes.code_errors import request_ids
 from lambdaserve.serving.binding import bind_inputs, select_outputs
 from lambdaserve.serving.classification import classify
-from lambdaserve.tracing.request_trace import computed
+from lambdaserve.tracing.request_trace import computed, parent_of
 from lambdaserve.workers.deadline import request_deadline
 
 if TYPE_CHECKING:
@@ -45,7 +45,10 @@ def run_batch(
         inputs = bind_inputs(merged, served.signature)
         names = select_outputs(merged, served.signature)
         bound = time.perf_counter_ns()
-        with request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9):
+        with (
+            request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
+            parent_of(members),  # the models it calls are traced as its children
+        ):
             outputs = loaded.run(inputs, names)
         ran = time.perf_counter_ns()
         parts = split(outputs, batch.sizes) if len(members) > 1 else [outputs]
@@ -114,6 +117,7 @@ def _run_requests(
     with (
         request_ids([member.id for member in members]),  # for model code's failure log
         request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
+        parent_of(members),
     ):
         answers = loaded.run_requests(calls)
     ran = time.perf_counter_ns()

@@ -30,7 +30,7 @@ from lambdaserve.serving.loaded_versions import Key, LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
 from lambdaserve.serving.response_cache.lookups import Lookup, ResponseCache
 from lambdaserve.serving.version_resolver import ServedVersion, VersionResolver
-from lambdaserve.tracing.request_trace import computed
+from lambdaserve.tracing.request_trace import computed, parent_of
 from lambdaserve.workers.deadline import request_deadline
 from lambdaserve.workers.options import WorkerOptions
 
@@ -106,7 +106,7 @@ class ModelServer:
             check_batch_size(inputs, model, served.config.max_batch_size)
             names = select_outputs(request, served.signature)
             bound = time.perf_counter_ns()
-            with request_deadline(served.config, (request.parameters,)):
+            with request_deadline(served.config, (request.parameters,)), parent_of((request,)):
                 outputs = classify(request, served, loaded.run(inputs, names))
             ran = time.perf_counter_ns()
             computed((request,), (started, bound, ran, time.perf_counter_ns()), (outputs,))

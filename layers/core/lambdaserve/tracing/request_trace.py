@@ -9,10 +9,12 @@ of one check of an empty table when nothing is traced."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,10 +29,22 @@ REQUEST_START, QUEUE_START, REQUEST_END = "REQUEST_START", "QUEUE_START", "REQUE
 COMPUTE = ("COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END")
 _IDS = itertools.count(1)  # Triton's trace ids: one sequence per server, from 1
 _FOLLOWED: dict[int, RequestTrace] = {}  # id(request) -> its trace, while it runs
+# the traced request whose model is running here: models it calls get child traces
+_PARENT: ContextVar[RequestTrace | None] = ContextVar("lambdaserve_trace_parent", default=None)
+_NOTHING = contextlib.nullcontext()
 
 
 class RequestTrace:
-    __slots__ = ("events", "id", "model", "parent_id", "request_id", "setting", "version")
+    __slots__ = (
+        "children",
+        "events",
+        "id",
+        "model",
+        "parent_id",
+        "request_id",
+        "setting",
+        "version",
+    )
 
     def __init__(
         self, model: str, request_id: str | None, setting: LiveSetting, parent_id: int = 0
@@ -42,6 +56,7 @@ class RequestTrace:
         self.parent_id = parent_id
         self.setting = setting
         self.events: list[tuple[str, int] | str] = []  # (name, ns), or a tensor's record
+        self.children: list[RequestTrace] = []  # written with this trace, as Triton groups them
 
     @property
     def tensors(self) -> bool:
@@ -75,6 +90,7 @@ class RequestTrace:
                 continue
             name, ns = event
             parts.append(f'{{"id":{self.id},"timestamps":[{{"name":"{name}","ns":{ns}}}]}}')
+        parts.extend(child.records() for child in self.children)
         return ",".join(parts)
 
 
@@ -108,3 +124,46 @@ def computed(
         if outputs is not None and trace.tensors:
             for name, array in outputs[index].items():
                 trace.tensor("TENSOR_BACKEND_OUTPUT", name, array)
+
+
+def parent_of(members: Sequence[object]) -> contextlib.AbstractContextManager[Any]:
+    """Around a model's run: the models it calls (BLS, ensemble steps) are traced as children
+    of its first traced member's trace, as Triton's spawned traces carry a parent id."""
+    if not _FOLLOWED:
+        return _NOTHING
+    for member in members:
+        trace = _FOLLOWED.get(id(member))
+        if trace is not None:
+            return _parent(trace)
+    return _NOTHING
+
+
+@contextlib.contextmanager
+def _parent(trace: RequestTrace) -> Iterator[None]:
+    token = _PARENT.set(trace)
+    try:
+        yield
+    finally:
+        _PARENT.reset(token)
+
+
+def start_child(model: str, request: Any) -> RequestTrace | None:
+    """A child trace for a model called by a traced model's run (None when the caller is
+    not traced): REQUEST_START and QUEUE_START now, written with its parent."""
+    parent = _PARENT.get()
+    if parent is None:
+        return None
+    child = RequestTrace(model, getattr(request, "id", None), parent.setting, parent.id)
+    child.stamp(REQUEST_START)
+    inputs = [(t.name, t.data) for t in getattr(request, "inputs", ())] if child.tensors else []
+    child.queued(inputs)
+    follow(request, child)
+    parent.children.append(child)
+    return child
+
+
+def end_child(child: RequestTrace, request: object, version: int | None) -> None:
+    child.stamp(REQUEST_END)
+    forget(request)
+    if version is not None:
+        child.version = version
