@@ -60,6 +60,10 @@ def build_serving_app(
     app: ASGIApp = BodyTimeout(
         FrontDoor(http, lambda: settings.max_request_bytes), settings.client_timeout_s
     )
+    if plane.tracer is not None and plane.tracer.exporter is not None:
+        from lambdaserve.processes.asgi.trace_context import TraceContext
+
+        app = TraceContext(app)  # OpenTelemetry: spans under the caller's traceparent
     group = siblings.from_env()
     if group is not None:  # one replica of several: /metrics answers for them all
         from lambdaserve.apps.metrics_route import queued_in

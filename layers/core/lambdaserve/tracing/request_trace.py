@@ -36,6 +36,7 @@ _NOTHING = contextlib.nullcontext()
 
 class RequestTrace:
     __slots__ = (
+        "caller",
         "children",
         "events",
         "id",
@@ -57,6 +58,7 @@ class RequestTrace:
         self.setting = setting
         self.events: list[tuple[str, int] | str] = []  # (name, ns), or a tensor's record
         self.children: list[RequestTrace] = []  # written with this trace, as Triton groups them
+        self.caller: tuple[str, str] | None = None  # OpenTelemetry: the caller's trace, span
 
     @property
     def tensors(self) -> bool:

@@ -1,6 +1,7 @@
 """The tracer of a long-running server (``serve``, ``dev``): which requests are traced
 (each model's setting's rate and count) and where their traces go (Triton mode: the trace
-file, ``live_setting``/``trace_file``). The data plane starts a trace where a request
+file, ``live_setting``/``trace_file``; OpenTelemetry mode: spans over OTLP/HTTP,
+``otel``). The data plane starts a trace where a request
 enters and finishes it where the answer leaves; the serving code stamps its compute in
 between (``request_trace.computed``)."""
 
@@ -12,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from lambdaserve.tracing.config import TRITON, TraceConfig
+from lambdaserve.tracing.config import OPENTELEMETRY, TRITON, TraceConfig
+from lambdaserve.tracing.otel import CALLER, OtlpExporter, parse_traceparent
 from lambdaserve.tracing.request_trace import (
     REQUEST_END,
     REQUEST_START,
@@ -29,14 +31,22 @@ class Tracer:
     def __init__(self, config: TraceConfig) -> None:
         self.config = config
         self.scopes = TraceScopes(config)
+        self.exporter = None
+        if config.mode == OPENTELEMETRY:
+            self.exporter = OtlpExporter(config.otel_url, config.otel_resources)
 
     def start(self, model: str, request: Any) -> RequestTrace | None:
         """A trace for ``request`` (a decoded v2 request) when its model's setting samples
         it; None otherwise, at the cost of one lookup when tracing is off."""
         setting = self.scopes.setting(model)
-        if not setting.traces or not setting.sample():
+        if not setting.traces:
+            return None
+        # OpenTelemetry: a request that carries its caller's trace is traced, as in Triton
+        caller = parse_traceparent(CALLER.get()) if self.exporter is not None else None
+        if not setting.sample() and caller is None:
             return None
         trace = RequestTrace(model, getattr(request, "id", None), setting)
+        trace.caller = caller
         trace.stamp(REQUEST_START)
         follow(request, trace)
         return trace
@@ -53,15 +63,19 @@ class Tracer:
         forget(request)
         if version is not None:
             trace.version = version
-        if trace.setting.values.mode == TRITON:
-            try:
+        try:
+            if self.exporter is not None:
+                self.exporter.export(trace, trace.caller)
+            elif trace.setting.values.mode == TRITON:
                 trace.setting.write(trace.records())
-            except Exception:  # a trace never fails its request
-                log.exception("trace %d of model %s could not be written", trace.id, trace.model)
+        except Exception:  # a trace never fails its request
+            log.exception("trace %d of model %s could not be written", trace.id, trace.model)
 
     def update(self, model: str | None, update: SettingUpdate) -> None:
         self.scopes.update(model, update)
 
     def close(self) -> None:
-        """Shutdown: the traces held are written and the trace files closed."""
+        """Shutdown: the traces held are written (or exported) and the trace files closed."""
         self.scopes.close()
+        if self.exporter is not None:
+            self.exporter.close()

@@ -31,6 +31,7 @@ from lambdaserve.protocol.grpc import kserve
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.tracing.otel import CALLER
 
 # Requests of one stream in flight at once: enough to fill a batch, bounded against a flood.
 STREAM_WINDOW = 64
@@ -85,6 +86,14 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
 
     @unary
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Context) -> Any:
+        tracer = self._plane.tracer
+        if tracer is not None and tracer.exporter is not None:  # OpenTelemetry mode
+            metadata = dict(context.invocation_metadata() or ())
+            token = CALLER.set(metadata.get("traceparent"))
+            try:
+                return await self._infer(request)
+            finally:
+                CALLER.reset(token)
         return await self._infer(request)
 
     async def ModelStreamInfer(
