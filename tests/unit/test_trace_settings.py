@@ -250,3 +250,24 @@ def test_flags_read_as_tritonserver_reads_them():
     )
     assert config == TraceConfig(("TIMESTAMPS", "TENSORS"), 100, 7, 50, "a.json")
     assert trace_config([], trace_file="b", trace_levels=["TIMESTAMPS", "OFF"]).levels == ()
+
+
+def test_serve_and_dev_take_the_trace_flags_into_the_environment():
+    from lambdaserve.cli import _parser
+    from lambdaserve.processes.trace_flags import trace_env
+    from lambdaserve.tracing.config import config_from_env
+
+    for command in ("serve", "dev"):
+        args = _parser().parse_args(
+            [command, "--trace-config", "level=TIMESTAMPS", "--trace-file", "t"]
+        )
+        env = trace_env(args)
+        assert config_from_env(env) == TraceConfig(levels=("TIMESTAMPS",), file="t")
+    assert trace_env(_parser().parse_args(["serve"])) == {}
+
+
+def test_a_trace_file_shared_by_several_serve_workers_is_refused(capsys):
+    from lambdaserve.cli import main
+
+    assert main(["serve", "--workers", "2", "--trace-config", "triton,file=t.json"]) == 2
+    assert "trace with --workers 1" in capsys.readouterr().err

@@ -93,7 +93,12 @@ class DevStack:
         import lambdaserve.handlers.manage  # noqa: F401
         from lambdaserve.apps.one_url import RepositoryOnInferenceUrl
         from lambdaserve.apps.response_limit import ResponseLimit
-        from lambdaserve.processes.serve import GrpcFlags, inference_app_over, with_lifespan
+        from lambdaserve.processes.serve import (
+            GrpcFlags,
+            inference_app_over,
+            with_lifespan,
+            with_trace_context,
+        )
 
         use_text_logs(options.log_level)
         # One process object for every function dev runs: the batcher runs batches on the
@@ -122,10 +127,11 @@ class DevStack:
             ).start()
         )
         # management RPCs on, as the management API is open locally
-        inference = ResponseLimit(
+        inference: ASGIApp = ResponseLimit(
             RepositoryOnInferenceUrl(inference_app_over(plane), process.management_app, plane),
             settings.max_response_bytes,
         )
+        inference = with_trace_context(inference, plane)  # --trace-config mode=opentelemetry
         grpc = GrpcFlags(options.host, options.grpc_port, management=True)
         self._servers.append(
             BackgroundServer(

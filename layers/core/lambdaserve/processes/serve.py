@@ -60,10 +60,7 @@ def build_serving_app(
     app: ASGIApp = BodyTimeout(
         FrontDoor(http, lambda: settings.max_request_bytes), settings.client_timeout_s
     )
-    if plane.tracer is not None and plane.tracer.exporter is not None:
-        from lambdaserve.processes.asgi.trace_context import TraceContext
-
-        app = TraceContext(app)  # OpenTelemetry: spans under the caller's traceparent
+    app = with_trace_context(app, plane)
     group = siblings.from_env()
     if group is not None:  # one replica of several: /metrics answers for them all
         from lambdaserve.apps.metrics_route import queued_in
@@ -74,6 +71,16 @@ def build_serving_app(
         own = metrics_registry(lambda: process.server().stats, pending)
         app = SharedMetrics(app, own, group)
     return with_lifespan(app, plane, grpc, own_process)
+
+
+def with_trace_context(app: ASGIApp, plane: InferenceDataPlane) -> ASGIApp:
+    """In OpenTelemetry mode, ``app`` reading each request's W3C traceparent, so its spans
+    are the caller's trace's; as it is otherwise."""
+    if plane.tracer is None or plane.tracer.exporter is None:
+        return app
+    from lambdaserve.processes.asgi.trace_context import TraceContext
+
+    return TraceContext(app)
 
 
 def inference_app_over(plane: InferenceDataPlane) -> FastAPI:
