@@ -85,6 +85,10 @@ def test_spans_reach_an_otlp_collector_under_the_callers_traceparent(stack):
         "QUEUE_START",
         "REQUEST_END",
     ]
+    door = sorted(e["name"] for root in roots for e in root["events"])
+    stamps = ("RECV_START", "RECV_END", "SEND_START", "SEND_END")
+    grpc_stamps = [s.replace("RECV", "WAITREAD") for s in stamps]
+    assert door == sorted([f"HTTP_{s}" for s in stamps] + [f"GRPC_{s}" for s in grpc_stamps])
     assert [e["name"] for e in computes[0]["events"]] == [
         "COMPUTE_START",
         "COMPUTE_INPUT_END",

@@ -173,9 +173,21 @@ def test_traces_hold_tritons_records_in_order(tmp_path):
     assert all(r["id"] == head["id"] for r in stamps)
 
 
-def test_tensors_level_writes_inputs_and_outputs_as_triton_does(tmp_path):
+def test_tensors_alone_are_written_without_timestamps_as_triton_writes_them(tmp_path):
     file = tmp_path / "t.json"
     tracer = Tracer(trace_config([f"triton,file={file}", "level=TENSORS", "rate=1"]))
+    _traced(tracer, "simple")
+    tracer.close()
+    assert {r["activity"] for r in json.loads(file.read_text())} == {
+        "TENSOR_QUEUE_INPUT",
+        "TENSOR_BACKEND_OUTPUT",
+    }
+
+
+def test_tensors_level_writes_inputs_and_outputs_as_triton_does(tmp_path):
+    file = tmp_path / "t.json"
+    levels = ["level=TIMESTAMPS", "level=TENSORS"]
+    tracer = Tracer(trace_config([f"triton,file={file}", *levels, "rate=1"]))
     _traced(tracer, "simple", {"sum": np.array([[0.5, 1.25]], np.float32)})
     tracer.close()
     tensors = [r for r in json.loads(file.read_text()) if "activity" in r]

@@ -74,15 +74,17 @@ class OtlpExporter:
         if not stamps:
             return []
         spans = []
-        start, end = stamps[0][1], stamps[-1][1]
-        if root:
+        door = [(n, ns) for n, ns in stamps if n.startswith(("HTTP_", "GRPC_"))]
+        compute = [(n, ns) for n, ns in stamps if n in COMPUTE]
+        outer = [(n, ns) for n, ns in stamps if n not in COMPUTE and (n, ns) not in door]
+        if root:  # the door's stamps are the root's events, as Triton's frontends add them
+            times = (stamps[0][1], stamps[-1][1])
             request_span = self._span(
-                trace_id, parent, "InferRequest", times=(start, end), events=[], attributes={}
+                trace_id, parent, "InferRequest", times=times, events=door, attributes={}
             )
             spans.append(request_span)
             parent = request_span["spanId"]
-        compute = [(n, ns) for n, ns in stamps if n in COMPUTE]
-        outer = [(n, ns) for n, ns in stamps if n not in COMPUTE]
+        start, end = (outer or stamps)[0][1], (outer or stamps)[-1][1]
         attributes = {
             "triton.model_name": trace.model,
             "triton.model_version": trace.version,

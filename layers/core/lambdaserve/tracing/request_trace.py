@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lambdaserve.tracing.config import TENSORS
+from lambdaserve.tracing.config import TENSORS, TIMESTAMPS
 from lambdaserve.tracing.tensor_text import tensor_record
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ class RequestTrace:
     __slots__ = (
         "caller",
         "children",
+        "door",
         "events",
         "id",
         "model",
@@ -59,6 +60,7 @@ class RequestTrace:
         self.events: list[tuple[str, int] | str] = []  # (name, ns), or a tensor's record
         self.children: list[RequestTrace] = []  # written with this trace, as Triton groups them
         self.caller: tuple[str, str] | None = None  # OpenTelemetry: the caller's trace, span
+        self.door = False  # a door stamps its sending and writes the trace once it has sent
 
     @property
     def tensors(self) -> bool:
@@ -78,7 +80,13 @@ class RequestTrace:
                 self.tensor("TENSOR_QUEUE_INPUT", name, array)
 
     def records(self) -> str:
-        """The trace as Triton writes it: comma-separated JSON objects."""
+        """The trace as Triton writes it: comma-separated JSON objects. The identity and the
+        timestamps at the TIMESTAMPS level, the tensors at TENSORS (alone, Triton writes
+        only the tensors)."""
+        if TIMESTAMPS not in self.setting.values.levels:
+            parts = [e for e in self.events if isinstance(e, str)]
+            parts.extend(child.records() for child in self.children)
+            return ",".join(parts)
         head: dict[str, Any] = {"id": self.id, "model_name": self.model}
         head["model_version"] = self.version
         if self.request_id:

@@ -38,6 +38,7 @@ class TraceScopes:
         self._global = self._live(self._default)
         self._models: dict[str, LiveSetting] = {}
         self._following: set[str] = set()  # models that take some values from the global
+        self.may_trace = self._global.traces  # whether any setting traces at all
 
     def setting(self, model: str | None) -> LiveSetting:
         """The setting a request for ``model`` is sampled under (None: the global one)."""
@@ -48,10 +49,13 @@ class TraceScopes:
         setting now in force. InvalidInput for a setting that would trace nothing while
         not OFF, as Triton refuses it."""
         with self._lock:
-            self._update(model, update)
-            if model is None:
-                for name in sorted(self._following):  # they take the new global values
-                    self._update(name, SettingUpdate())
+            try:
+                self._update(model, update)
+                if model is None:
+                    for name in sorted(self._following):  # they take the new global values
+                        self._update(name, SettingUpdate())
+            finally:
+                self.may_trace = any(s.traces for s in (self._global, *self._models.values()))
             return self.setting(model) if model else self._global
 
     def close(self) -> None:

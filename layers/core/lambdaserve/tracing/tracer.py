@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from lambdaserve.tracing.config import OPENTELEMETRY, TRITON, TraceConfig
+from lambdaserve.tracing.frontend import FRONTEND, Frontend
 from lambdaserve.tracing.otel import CALLER, OtlpExporter, parse_traceparent
 from lambdaserve.tracing.request_trace import (
     REQUEST_END,
@@ -47,6 +48,10 @@ class Tracer:
             return None
         trace = RequestTrace(model, getattr(request, "id", None), setting)
         trace.caller = caller
+        frontend = FRONTEND.get()
+        if frontend is not None and frontend.trace is None:  # the door's receive stamps first
+            frontend.stamp_receive(trace)
+            trace.door = True
         trace.stamp(REQUEST_START)
         follow(request, trace)
         return trace
@@ -63,6 +68,21 @@ class Tracer:
         forget(request)
         if version is not None:
             trace.version = version
+        if not trace.door:
+            self._write(trace)
+
+    def opened(self, kind: str) -> Frontend | None:
+        """A door's frontend stamps for a request (``kind``: HTTP or GRPC), when any setting
+        may trace it; None otherwise (one attribute read)."""
+        return Frontend(kind) if self.scopes.may_trace else None
+
+    def sent(self, frontend: Frontend, send_start: int) -> None:
+        """The door has sent the answer: its trace, if it was traced, is written."""
+        trace = frontend.sent(send_start)
+        if trace is not None:
+            self._write(trace)
+
+    def _write(self, trace: RequestTrace) -> None:
         try:
             if self.exporter is not None:
                 self.exporter.export(trace, trace.caller)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -31,6 +32,7 @@ from lambdaserve.protocol.grpc import kserve
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.tracing.frontend import FRONTEND
 from lambdaserve.tracing.otel import CALLER
 
 # Requests of one stream in flight at once: enough to fill a batch, bounded against a flood.
@@ -87,14 +89,24 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
     @unary
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Context) -> Any:
         tracer = self._plane.tracer
-        if tracer is not None and tracer.exporter is not None:  # OpenTelemetry mode
+        door = tracer.opened("GRPC") if tracer is not None else None
+        if door is None:
+            return await self._infer(request)
+        assert tracer is not None
+        # grpc.aio hands the request read and sends the answer after this returns: the
+        # stamps are this handler's entry and its end
+        door_token = door.read()
+        caller = None
+        if tracer.exporter is not None:  # OpenTelemetry mode: the caller's trace context
             metadata = dict(context.invocation_metadata() or ())
-            token = CALLER.set(metadata.get("traceparent"))
-            try:
-                return await self._infer(request)
-            finally:
-                CALLER.reset(token)
-        return await self._infer(request)
+            caller = CALLER.set(metadata.get("traceparent"))
+        try:
+            return await self._infer(request)
+        finally:
+            if caller is not None:
+                CALLER.reset(caller)
+            FRONTEND.reset(door_token)
+            tracer.sent(door, time.perf_counter_ns())
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[pb.ModelInferRequest], context: Context

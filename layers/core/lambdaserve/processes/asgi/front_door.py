@@ -13,6 +13,7 @@ so both doors agree.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi import FastAPI, Response
@@ -30,6 +31,7 @@ from lambdaserve.apps.v2_calls import (
 )
 from lambdaserve.protocol.content_encoding import decode_body
 from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.tracing.frontend import FRONTEND, Frontend
 
 AnswerPrediction = Callable[[str, str | None, bytes, dict[str, str]], Awaitable[Response]]
 AnswerTfServing = Callable[[str, Callable[[], Awaitable[bytes]]], Awaitable[Response]]
@@ -75,8 +77,11 @@ class FrontDoor:
         if "respond-async" in headers.get("prefer", ""):
             await self.app(scope, receive, send)
             return
-        answer = await self._infer(match, headers, receive)
+        tracer = self._plane.tracer
+        door = tracer.opened("HTTP") if tracer is not None else None  # Triton's HTTP stamps
+        answer = await self._infer(match, headers, receive, door)
         response_headers = {**answer.headers, "content-length": str(len(answer.body))}
+        sending = time.perf_counter_ns()
         await send(
             {
                 "type": "http.response.start",
@@ -87,15 +92,22 @@ class FrontDoor:
             }
         )
         await send({"type": "http.response.body", "body": answer.body})
+        if door is not None and tracer is not None:
+            tracer.sent(door, sending)
 
     async def _infer(
-        self, match: re.Match[str], headers: dict[str, str], receive: Receive
+        self, match: re.Match[str], headers: dict[str, str], receive: Receive, door: Frontend | None
     ) -> HttpAnswer:
         try:
             limit = self._max_request_bytes()
             body = await read_limited(_chunks(receive), headers.get("content-length"), limit)
-            call = read_v2_call(match.group(1), match.group(2), headers, body, limit)
-            return encoded_answer(await answer_v2(self._plane, call))
+            token = door.read() if door is not None else None
+            try:
+                call = read_v2_call(match.group(1), match.group(2), headers, body, limit)
+                return encoded_answer(await answer_v2(self._plane, call))
+            finally:
+                if token is not None:
+                    FRONTEND.reset(token)
         except Exception as exc:
             return error_answer(exc, "POST", match.group(0))
 
