@@ -283,3 +283,18 @@ def test_a_trace_file_shared_by_several_serve_workers_is_refused(capsys):
 
     assert main(["serve", "--workers", "2", "--trace-config", "triton,file=t.json"]) == 2
     assert "trace with --workers 1" in capsys.readouterr().err
+
+
+def test_a_trace_that_ends_after_shutdown_never_overwrites_the_file(tmp_path):
+    # Given a trace file written at shutdown, and a request still running then
+    file = tmp_path / "t.json"
+    tracer = Tracer(trace_config([f"triton,file={file}", "level=TIMESTAMPS", "rate=1"]))
+    _traced(tracer, "simple")
+    late = _request()
+    trace = tracer.start("simple", late)
+    assert trace is not None
+    tracer.close()
+    # When it ends afterwards
+    tracer.finish(trace, late, 1)
+    # Then the file still holds the first trace, whole
+    assert len(json.loads(file.read_text())) == 8

@@ -20,6 +20,7 @@ class TraceFile:
         self._lock = threading.Lock()
         self._index = 0
         self._stream: TextIOWrapper | None = None
+        self._closed = False  # the main file's array ended: nothing more goes into it
 
     def save(self, records: list[str], numbered: bool) -> None:
         """``records`` (JSON objects, each already text) into the numbered file next in
@@ -34,6 +35,9 @@ class TraceFile:
                     self._index += 1
                     path.write_text(f"[{text}]", encoding="utf-8")
                     return
+                if self._closed:  # a trace that ended after shutdown: never over the file
+                    log.warning("a trace of %s ended after its file closed", self.name)
+                    return
                 if self._stream is None:
                     self._stream = open(self.name, "w", encoding="utf-8")  # noqa: SIM115
                     self._stream.write("[")
@@ -46,6 +50,7 @@ class TraceFile:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             if self._stream is not None:
                 self._stream.write("]")
                 self._stream.close()
