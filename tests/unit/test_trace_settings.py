@@ -298,3 +298,32 @@ def test_a_trace_that_ends_after_shutdown_never_overwrites_the_file(tmp_path):
     tracer.finish(trace, late, 1)
     # Then the file still holds the first trace, whole
     assert len(json.loads(file.read_text())) == 8
+
+
+def test_tracing_turned_on_through_the_api_traces_from_then_on(tmp_path):
+    # Given (L0_trace "trace_off_to_min") a server started with level=OFF and a file
+    file = tmp_path / "trace_off_to_min.log"
+    tracer = Tracer(trace_config([f"triton,file={file}", "level=OFF", "rate=1"]))
+    assert not any(_traced(tracer, "simple") for _ in range(5))
+    # When the API turns TIMESTAMPS on
+    assert post(tracer, None, {"trace_level": ["TIMESTAMPS"]})["trace_file"] == str(file)
+    # Then the requests after it are traced, and only they
+    assert all(_traced(tracer, "simple") for _ in range(20))
+    tracer.close()
+    assert sum("model_name" in r for r in json.loads(file.read_text())) == 20
+
+
+def test_a_model_switched_off_then_cleared_traces_under_its_own_rate_again(tmp_path):
+    # Given (L0_trace "Update and clear model specific setting") global rate 6, simple rate 1
+    file = tmp_path / "global_trace.log"
+    tracer = Tracer(trace_config([f"triton,file={file}", "level=TIMESTAMPS", "rate=6"]))
+    post(tracer, "simple", {"trace_rate": "1"})
+    answer = post(tracer, "simple", {"trace_level": ["OFF"]})
+    assert (answer["trace_level"], answer["trace_rate"]) == (["OFF"], "1")
+    assert not any(_traced(tracer, "simple") for _ in range(20))
+    # When its level is cleared: the global level, its own rate
+    answer = post(tracer, "simple", {"trace_level": None})
+    assert (answer["trace_level"], answer["trace_rate"]) == (["TIMESTAMPS"], "1")
+    assert all(_traced(tracer, "simple") for _ in range(10))
+    tracer.close()
+    assert sum("model_name" in r for r in json.loads(file.read_text())) == 10
