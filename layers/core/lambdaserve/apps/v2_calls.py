@@ -100,9 +100,11 @@ async def answer_v2(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:
     if header_length == 0:  # a raw binary request needs the model's signature: maybe I/O
         parsed = await asyncio.to_thread(parse_for, plane, model, version, body, header_length)
     else:
-        parsed = parse_infer_request(body, header_length)
+        parsed = parse_infer_request(body, header_length, plane.shared_memory)
     inferred = await plane.infer(model, version, parsed)
-    return encode_infer_response(model, inferred.version, parsed, inferred.outputs)
+    return encode_infer_response(
+        model, inferred.version, parsed, inferred.outputs, plane.shared_memory
+    )
 
 
 def answer_v2_now(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:
@@ -125,7 +127,7 @@ def v2_infer(
         version,
         parsed,
         lambda served, outputs: encode_infer_response(
-            served.model, served.version, parsed, outputs
+            served.model, served.version, parsed, outputs, plane.shared_memory
         ),
     )
 
@@ -142,7 +144,7 @@ def parse_for(
         return parse_raw_binary(
             body, served.signature.inputs, model, batched=served.config.max_batch_size > 0
         )
-    return parse_infer_request(body, header_length)
+    return parse_infer_request(body, header_length, plane.shared_memory)
 
 
 def check_body_size(size: int, limit: int) -> None:

@@ -13,6 +13,7 @@ from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.readiness import Readiness
 from lambdaserve.serving.server_batcher import handler_batcher, server_batcher
+from lambdaserve.tensors.shared_memory import SystemSharedMemory
 
 
 def build_serving_plane(
@@ -30,9 +31,11 @@ def build_serving_plane(
     and runs each call in its caller's thread on that server (never through these batchers,
     where a model would wait on a batch its own run holds open)."""
     waits_for_warm = Readiness() if readiness else None
+    # clients on this host may share memory with a long-running server (Triton's extension)
+    shared = SystemSharedMemory()
     if batching:
         tensors, rows = server_batcher(server, default_max_batch_size), handler_batcher(server)
-        plane = InferenceDataPlane(server, tensors, waits_for_warm, rows)
+        plane = InferenceDataPlane(server, tensors, waits_for_warm, rows, shared)
     else:
-        plane = InferenceDataPlane(server, None, waits_for_warm)
+        plane = InferenceDataPlane(server, None, waits_for_warm, shared_memory=shared)
     return plane
