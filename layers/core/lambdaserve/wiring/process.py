@@ -55,7 +55,8 @@ class Process:
         # a version's own Python environment, first on its workers' path (None: the one
         # published with it, from the model cache)
         self.environment_paths = environment_paths
-        self.metrics = InvocationMetrics(service)
+        # in a Lambda function, each invocation's billed compute split among its models
+        self.metrics = InvocationMetrics(service, memory_mb=settings.lambda_memory_mb or None)
         self.on_config_rejected = on_config_rejected
         self._given_clients = clients
         self._built: dict[str, Any] = {}
