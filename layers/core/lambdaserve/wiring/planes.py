@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from lambdaserve.serving.data_capture import DataCapture
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.readiness import Readiness
@@ -22,6 +23,7 @@ def build_serving_plane(
     *,
     batching: bool,
     readiness: bool,
+    capture: DataCapture | None = None,
 ) -> InferenceDataPlane:
     """With ``batching``, the tensor batcher (v2 infer) and the raw one (TorchServe handlers'
     rows, as their archives' ``batchSize`` asks); without, each request runs alone. With
@@ -35,7 +37,11 @@ def build_serving_plane(
     shared = SystemSharedMemory()
     if batching:
         tensors, rows = server_batcher(server, default_max_batch_size), handler_batcher(server)
-        plane = InferenceDataPlane(server, tensors, waits_for_warm, rows, shared)
+        plane = InferenceDataPlane(
+            server, tensors, waits_for_warm, rows, shared_memory=shared, capture=capture
+        )
     else:
-        plane = InferenceDataPlane(server, None, waits_for_warm, shared_memory=shared)
+        plane = InferenceDataPlane(
+            server, None, waits_for_warm, shared_memory=shared, capture=capture
+        )
     return plane
