@@ -1,20 +1,26 @@
-"""TF Serving's REST API on the inference port: model status, metadata and ``:predict``
+"""TF Serving's REST API on the inference port: model status, metadata (every signature),
+``:predict`` to any signature, ``:classify`` and ``:regress`` with ``examples``
 (``/v1/models/{m}[/versions/{v}|/labels/{l}]``), over the same domain calls as v2."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any
 
+import numpy as np
 import orjson
 from fastapi import FastAPI, Request, Response
 
 from lambdaserve.errors import InvalidInput, ModelNotFound
-from lambdaserve.protocol import tfserving
+from lambdaserve.protocol import tf_examples, tfserving
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.protocol.names import check_model_name, parse_version
+from lambdaserve.protocol.v2 import InferInput, InferRequest
+from lambdaserve.serving import signatures
 from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.serving.version_resolver import ServedVersion
 
 # {m}, {m}/versions/{v} or {m}/labels/{l}, then /metadata or :verb
 _TARGET = re.compile(
@@ -40,7 +46,10 @@ def install_tfserving(
         model, number = match["model"], await version_of(match)
         if match["what"] == "/metadata":
             served = await plane.resolve_number(model, number)
-            return tfserving.metadata(model, served.version, served.signature)
+            defs = await plane.call(
+                model, served.version, partial(signatures.signature_defs, plane.server(), served)
+            )
+            return tfserving.metadata(model, served.version, defs)
         if match["what"] is not None:
             raise ModelNotFound(f"GET /v1/models/{target} is not a TF Serving route; POST it")
         versions = await plane.versions(model)
@@ -53,33 +62,73 @@ def install_tfserving(
         return tfserving.version_status(present)
 
     async def answer_predict(target: str, body: Callable[[], Awaitable[bytes]]) -> Response:
-        """``POST /v1/models/{target}``; ``body`` reads the request body (after the path is
-        checked). The app's route and the front door (``processes.asgi.front_door``) both
-        answer through it."""
+        """``POST /v1/models/{target}`` (``:predict``, ``:classify``, ``:regress``); ``body``
+        reads the request body (after the path is checked). The app's route and the front
+        door (``processes.asgi.front_door``) both answer through it."""
         match = _parse(target)
         verb = (match["what"] or "").lstrip(":")
-        if verb in ("classify", "regress"):
-            raise InvalidInput(
-                f"the model has no {verb} signature (tensorflow/serving/{verb}); its "
-                f'"{tfserving.SIGNATURE}" signature is a predict one: POST ...:predict'
-            )
-        if verb != "predict":
+        if verb not in ("predict", "classify", "regress"):
             raise ModelNotFound(f"POST /v1/models/{target}: use .../{match['model']}:predict")
         model, number = match["model"], await version_of(match)
         document = json_document(await body())
-
-        # through the dynamic batcher where there is one (serve), as v2 infer
         served = await plane.served(model, number)
-        parsed = tfserving.parse_predict(document, served.signature)
-        inferred = await plane.infer(model, number, parsed.request)
-        answer = tfserving.encode_predict(inferred.outputs, parsed.format)
+        named = await plane.call(
+            model,
+            served.version,
+            partial(signatures.signature_named, plane.server(), served, _name(document)),
+        )
+        if verb == "predict":
+            parsed = tfserving.parse_predict(document, named.signature)
+            outputs = await run(model, number, served, named, parsed.request)
+            answer = tfserving.encode_predict(outputs, parsed.format, parsed.added_dims)
+        else:
+            request = _examples_request(named, verb, document)
+            outputs = await run(model, number, served, named, request)
+            count = request.inputs[0].shape[0]
+            answer = (
+                tf_examples.classify_results(outputs, count)
+                if verb == tf_examples.CLASSIFY
+                else tf_examples.regress_results(outputs, count)
+            )
         return Response(orjson.dumps(answer), media_type="application/json")
+
+    async def run(
+        model: str,
+        number: int | None,
+        served: ServedVersion,
+        named: signatures.NamedSignature,
+        request: InferRequest,
+    ) -> Mapping[str, np.ndarray[Any, Any]]:
+        """The default signature through the dynamic batcher where there is one (serve), as
+        v2 infer; any other alone."""
+        if named.default:
+            return (await plane.infer(model, number, request)).outputs
+        work = partial(signatures.run_signature, plane.server(), served, named.key, request)
+        return await plane.call(model, served.version, work, runs_model=True)
 
     @app.post("/v1/models/{target:path}")
     async def predict(target: str, request: Request) -> Response:
         return await answer_predict(target, lambda: read_body(request))
 
     app.state.answer_tfserving = answer_predict  # the front door's way in
+
+
+def _name(document: Any) -> str:
+    return tfserving.signature_name(document)
+
+
+def _examples_request(named: signatures.NamedSignature, verb: str, document: Any) -> InferRequest:
+    """``examples`` as the one serialized-Example input a classify or regress signature
+    takes (TF Serving checks no method name: any signature of that shape answers)."""
+    inputs = named.signature.inputs
+    if len(inputs) != 1 or inputs[0].datatype != "BYTES":
+        raise InvalidInput(
+            f"signature {named.key!r} takes {[f'{t.name} ({t.datatype})' for t in inputs]}, "
+            f"not one serialized tf.Example input, so it cannot {verb}: POST :predict to it, "
+            "or name a classify/regress signature in signature_name"
+        )
+    examples = np.array(tf_examples.serialized_examples(document), dtype=object)
+    return InferRequest((InferInput(inputs[0].name, "BYTES", examples.shape, examples),))
 
 
 def _parse(target: str) -> re.Match[str]:

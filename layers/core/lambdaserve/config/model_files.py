@@ -14,8 +14,8 @@ from lambdaserve.config.runtime_names import (
     PADDLE_INFERENCE_RUNTIME,
     PIPELINE_RUNTIME,
     PYTHON_RUNTIME,
-    TORCHSCRIPT_RUNTIME,
     TENSORFLOW_RUNTIME,
+    TORCHSCRIPT_RUNTIME,
     RuntimeName,
 )
 

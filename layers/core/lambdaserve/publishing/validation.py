@@ -42,8 +42,8 @@ from lambdaserve.publishing.environments.store import Environments, version_envi
 from lambdaserve.publishing.version_archives import is_packed_archive
 from lambdaserve.runtimes.model_code import DISABLED
 from lambdaserve.runtimes.paddle_inference.choice import inspect_choosing
-from lambdaserve.runtimes.tensorflow.choice import inspect_savedmodel
 from lambdaserve.runtimes.registry import runtime_for
+from lambdaserve.runtimes.tensorflow.choice import inspect_savedmodel
 from lambdaserve.serving.progress import TransferProgress, human_bytes
 from lambdaserve.serving.warmup import check_warmup
 from lambdaserve.tensors.signature import Signature
@@ -163,7 +163,9 @@ class VersionValidator:
                 runtime, signature, chosen = inspect_savedmodel(
                     runtime, root / model_file, config
                 ) or inspect_choosing(runtime, root / model_file, config)
-                served = signatures_served(root / model_file) if runtime.name == OPENVINO_RUNTIME else ""
+                served = (
+                    signatures_served(root / model_file) if runtime.name == OPENVINO_RUNTIME else ""
+                )
                 notes = "; ".join(n for n in (notes, chosen, served) if n)
                 check_tensors(config, signature)
                 signature = client_signature(signature, config.reshapes)

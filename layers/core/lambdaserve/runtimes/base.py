@@ -44,6 +44,29 @@ class RequestsModel(Protocol):
         ...
 
 
+@runtime_checkable
+class SignaturesModel(Protocol):
+    """A model with several named signatures (a TF SavedModel): ``run`` calls the default
+    one, ``run_signature`` any; ``signature_defs`` gives each key's method name and tensors."""
+
+    device: str
+    default_signature: str
+
+    def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
+        """The default signature."""
+        ...
+
+    def signature_defs(self) -> Mapping[str, tuple[str, Signature]]:
+        """Each signature's key: its method name and its inputs and outputs."""
+        ...
+
+    def run_signature(
+        self, key: str, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]
+    ) -> Arrays:
+        """Signature ``key`` once; ``outputs`` names what to return (every one when empty)."""
+        ...
+
+
 class Runtime(Protocol):
     """A backend that can check a model file, report its signature and load it."""
 

@@ -60,7 +60,7 @@ def lookup_table_fix(reason: str) -> str:
     return (
         "its graph uses lookup tables (tf.lookup), which OpenVINO does not convert, so "
         'saving it again changes nothing: let TensorFlow serve it (backend: "tensorflow" in '
-        'its config, or no backend line: TensorFlow serves what OpenVINO refuses; '
+        "its config, or no backend line: TensorFlow serves what OpenVINO refuses; "
         "docs/from-tfserving.md)"
     )
 

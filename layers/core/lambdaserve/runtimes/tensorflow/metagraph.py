@@ -16,7 +16,8 @@ from lambdaserve.runtimes.protobuf_wire import fields as _fields
 from lambdaserve.tensors.signature import Signature, TensorSpec
 
 DEFAULT = "serving_default"
-# SavedModel.meta_graphs = 2; MetaGraphDef: saver_def = 3, signature_def = 5 (a map: key = 1, value = 2);
+# SavedModel.meta_graphs = 2; MetaGraphDef: saver_def = 3, signature_def = 5 (a map:
+# key = 1, value = 2);
 # SignatureDef: inputs = 1, outputs = 2 (maps of TensorInfo), method_name = 3;
 # TensorInfo: dtype = 2, tensor_shape = 3; TensorShapeProto: dim = 2 (size = 1), unknown_rank = 3
 _META_GRAPHS, _SAVER_DEF, _SIGNATURE_DEF, _KEY, _VALUE = 2, 3, 5, 1, 2
@@ -81,8 +82,10 @@ def has_saver(saved_model_pb: bytes) -> bool:
     ``variables/variables.index`` must be beside ``saved_model.pb``."""
     try:
         graphs = [value for number, value in _fields(saved_model_pb) if number == _META_GRAPHS]
-        return bool(graphs) and isinstance(graphs[0], bytes) and any(
-            number == _SAVER_DEF for number, _ in _fields(graphs[0])
+        return (
+            bool(graphs)
+            and isinstance(graphs[0], bytes)
+            and any(number == _SAVER_DEF for number, _ in _fields(graphs[0]))
         )
     except (IndexError, ValueError):
         return False
@@ -116,7 +119,9 @@ def _signature_def(key: str, data: bytes) -> SavedSignature:
             method = _text(value)
     by_name = lambda spec: spec.name  # noqa: E731 (protobuf maps carry no order)
     return SavedSignature(
-        key, method, Signature(tuple(sorted(inputs, key=by_name)), tuple(sorted(outputs, key=by_name)))
+        key,
+        method,
+        Signature(tuple(sorted(inputs, key=by_name)), tuple(sorted(outputs, key=by_name))),
     )
 
 

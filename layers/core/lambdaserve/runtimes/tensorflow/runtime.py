@@ -132,6 +132,9 @@ class TensorFlowModel:
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
         return self.run_signature(self.default_signature, inputs, outputs)
 
+    def signature_defs(self) -> dict[str, tuple[str, Signature]]:
+        return {key: (s.method, s.signature) for key, s in self.signatures.items()}
+
     def run_signature(
         self, key: str, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]
     ) -> Arrays:
