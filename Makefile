@@ -85,14 +85,16 @@ install-redis:
 	  || { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q redis-server >/dev/null; }; } \
 	  || echo "make: could not install redis-server (apt-get install -y redis-server): the response cache's tests will fail saying so"
 
-# Three pytest processes. The tests marked own_process load paddle's native library, which
+# Four pytest processes. The tests marked own_process load paddle's native library, which
 # crashed the one shared process (SIGSEGV/SIGABRT inside libpaddle's first load, after
-# hundreds of tests and a dozen other runtimes loaded; never in a process of its own); the
+# hundreds of tests and a dozen other runtimes loaded; never in a process of its own), and
+# paddle crashes loading after TensorFlow (the tests marked tensorflow, apart too); the
 # deployed journeys switch moto's IAM checks on, process-wide (test-deployed, below). Exit 5
-# (none collected, e.g. ARGS names one file) is no failure for the second and third.
+# (none collected, e.g. ARGS names one file) is no failure for the later ones.
 test: install-test install-redis ## install what the tests need and run every test
-	$(BIN)/pytest -m "not own_process and not deployed" $(ARGS)
+	$(BIN)/pytest -m "not own_process and not deployed and not tensorflow" $(ARGS)
 	$(BIN)/pytest -m own_process $(ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -m tensorflow $(ARGS) || [ $$? -eq 5 ]
 	$(BIN)/pytest -m deployed $(ARGS) || [ $$? -eq 5 ]
 
 # The journeys through the stack as template.yaml deploys it: each function started from its
