@@ -86,9 +86,7 @@ def test_tf2_half_plus_two_predicts_and_every_signature_is_in_metadata(stack):
     Then predict answers 3.0 for 2.0 (testPredictSavedModel) and the metadata lists every
     signature with its method name."""
     publish(stack, "default", TF_SERVING / HALF_PLUS_TWO[1] / "00000123")
-    assert post(stack, "/v1/models/default:predict", {"instances": [2.0]}) == {
-        "predictions": [3.0]
-    }
+    assert post(stack, "/v1/models/default:predict", {"instances": [2.0]}) == {"predictions": [3.0]}
     metadata = stack.inference.get("/v1/models/default/metadata").json()
     defs = metadata["metadata"]["signature_def"]["signature_def"]
     assert set(defs) == {
@@ -139,3 +137,22 @@ def test_the_warm_up_file_is_replayed_before_ready(stack, savedmodels):
     publish(stack, "warm", savedmodels / "warm")
     reason = publish(stack, "cold", savedmodels / "bad_warm", "UNAVAILABLE")
     assert "tf_serving_warmup_requests: warm-up request 0 failed" in reason, reason
+
+
+def test_where_tensorflow_is_missing_it_is_unavailable_naming_the_fixes(stack, monkeypatch):
+    """Given a serving side without TensorFlow,
+    When TF Serving's half_plus_two is published,
+    Then it is UNAVAILABLE, not READY, naming each fix; and once TensorFlow is there, a load
+    checks again and it is READY."""
+    monkeypatch.setitem(sys.modules, "tensorflow", None)
+    reason = publish(stack, "default", TF_SERVING / HALF_PLUS_TWO[0] / "00000123", "UNAVAILABLE")
+    for fix in (
+        "make dev TENSORFLOW=1",
+        "make build VARIANT=tensorflow",
+        "pip install 'lambdaserve[tensorflow]'",
+    ):
+        assert fix in reason, reason
+    monkeypatch.delitem(sys.modules, "tensorflow")
+    response = stack.api.post("/v2/repository/models/default/load")
+    assert response.status_code == 200, response.text
+    stack.wait_state("default", 1, "READY", timeout_s=60)
