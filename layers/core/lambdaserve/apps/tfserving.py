@@ -123,9 +123,9 @@ def _examples_request(named: signatures.NamedSignature, verb: str, document: Any
     inputs = named.signature.inputs
     if len(inputs) != 1 or inputs[0].datatype != "BYTES":
         raise InvalidInput(
-            f"signature {named.key!r} takes {[f'{t.name} ({t.datatype})' for t in inputs]}, "
-            f"not one serialized tf.Example input, so it cannot {verb}: POST :predict to it, "
-            "or name a classify/regress signature in signature_name"
+            f"signature {named.key!r} is no {verb} signature: it takes "
+            f"{[f'{t.name} ({t.datatype})' for t in inputs]}, not one serialized tf.Example "
+            f"input; POST :predict to it, or name a {verb} signature in signature_name"
         )
     examples = np.array(tf_examples.serialized_examples(document), dtype=object)
     return InferRequest((InferInput(inputs[0].name, "BYTES", examples.shape, examples),))
