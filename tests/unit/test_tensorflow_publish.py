@@ -117,7 +117,7 @@ def test_examples_become_serialized_tf_examples_with_their_context():
 
 
 @pytest.mark.parametrize(
-    "document", [{"instances": [1]}, {"examples": []}, {"examples": [{"x": [1, "a"]}]}]
+    "document", [{"instances": [1]}, {"examples": [1]}, {"examples": [{"x": [1, "a"]}]}]
 )
 def test_what_is_not_examples_is_a_400_naming_the_form(document):
     with pytest.raises(InvalidInput, match="example|examples"):

@@ -5,22 +5,20 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
-import numpy as np
 import orjson
 from fastapi import FastAPI, Request, Response
 
-from lambdaserve.errors import InvalidInput, ModelNotFound
+from lambdaserve.apps.tf_signatures import examples_results, named_signature, run_named
+from lambdaserve.errors import ModelNotFound
 from lambdaserve.protocol import tf_examples, tfserving
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.protocol.names import check_model_name, parse_version
-from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.serving import signatures
 from lambdaserve.serving.data_plane import InferenceDataPlane
-from lambdaserve.serving.version_resolver import ServedVersion
 
 # {m}, {m}/versions/{v} or {m}/labels/{l}, then /metadata or :verb
 _TARGET = re.compile(
@@ -71,64 +69,26 @@ def install_tfserving(
             raise ModelNotFound(f"POST /v1/models/{target}: use .../{match['model']}:predict")
         model, number = match["model"], await version_of(match)
         document = json_document(await body())
-        served = await plane.served(model, number)
-        named = await plane.call(
-            model,
-            served.version,
-            partial(signatures.signature_named, plane.server(), served, _name(document)),
-        )
+        name = tfserving.signature_name(document)
         if verb == "predict":
+            served, named = await named_signature(plane, model, number, name)
             parsed = tfserving.parse_predict(document, named.signature)
-            outputs = await run(model, number, served, named, parsed.request)
+            outputs = await run_named(
+                plane, model, number, served=served, named=named, request=parsed.request
+            )
             answer = tfserving.encode_predict(outputs, parsed.format, parsed.added_dims)
         else:
-            request = _examples_request(named, verb, document)
-            outputs = await run(model, number, served, named, request)
-            count = request.inputs[0].shape[0]
-            answer = (
-                tf_examples.classify_results(outputs, count)
-                if verb == tf_examples.CLASSIFY
-                else tf_examples.regress_results(outputs, count)
+            examples = tf_examples.serialized_examples(document)
+            *_, answer = await examples_results(
+                plane, model, number, name=name, verb=verb, examples=examples
             )
         return Response(orjson.dumps(answer), media_type="application/json")
-
-    async def run(
-        model: str,
-        number: int | None,
-        served: ServedVersion,
-        named: signatures.NamedSignature,
-        request: InferRequest,
-    ) -> Mapping[str, np.ndarray[Any, Any]]:
-        """The default signature through the dynamic batcher where there is one (serve), as
-        v2 infer; any other alone."""
-        if named.default:
-            return (await plane.infer(model, number, request)).outputs
-        work = partial(signatures.run_signature, plane.server(), served, named.key, request)
-        return await plane.call(model, served.version, work, runs_model=True)
 
     @app.post("/v1/models/{target:path}")
     async def predict(target: str, request: Request) -> Response:
         return await answer_predict(target, lambda: read_body(request))
 
     app.state.answer_tfserving = answer_predict  # the front door's way in
-
-
-def _name(document: Any) -> str:
-    return tfserving.signature_name(document)
-
-
-def _examples_request(named: signatures.NamedSignature, verb: str, document: Any) -> InferRequest:
-    """``examples`` as the one serialized-Example input a classify or regress signature
-    takes (TF Serving checks no method name: any signature of that shape answers)."""
-    inputs = named.signature.inputs
-    if len(inputs) != 1 or inputs[0].datatype != "BYTES":
-        raise InvalidInput(
-            f"signature {named.key!r} is no {verb} signature: it takes "
-            f"{[f'{t.name} ({t.datatype})' for t in inputs]}, not one serialized tf.Example "
-            f"input; POST :predict to it, or name a {verb} signature in signature_name"
-        )
-    examples = np.array(tf_examples.serialized_examples(document), dtype=object)
-    return InferRequest((InferInput(inputs[0].name, "BYTES", examples.shape, examples),))
 
 
 def _parse(target: str) -> re.Match[str]:

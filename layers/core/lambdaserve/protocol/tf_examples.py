@@ -34,9 +34,7 @@ def serialized_examples(document: Any) -> list[bytes]:
     context = document.get("context", {})
     if not isinstance(context, dict):
         raise InvalidInput('"context" must be an object of features')
-    examples = document["examples"]
-    if not examples:
-        raise InvalidInput('"examples" is empty: send at least one example')
+    examples = document["examples"]  # none: the signature is checked first, then the examples
     serialized = []
     for index, example in enumerate(examples):
         if not isinstance(example, dict):
