@@ -9,6 +9,7 @@ Serving's REST API with TF Serving's own expected values
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import subprocess
 import sys
@@ -39,10 +40,11 @@ def savedmodels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def publish(stack, name: str, directory: Path, state: str = "READY") -> str:
+def publish(stack, name: str, directory: Path, state: str = "READY", version: int = 1) -> str:
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        stack.put(f"models/{name}/1/{path.relative_to(directory).as_posix()}", path.read_bytes())
-    return stack.wait_state(name, 1, state, timeout_s=90)
+        key = f"models/{name}/{version}/{path.relative_to(directory).as_posix()}"
+        stack.put(key, path.read_bytes())
+    return stack.wait_state(name, version, state, timeout_s=90)
 
 
 def post(stack, path: str, body: dict) -> dict:
@@ -69,12 +71,16 @@ def test_tf_servings_half_plus_two_answers_predict_classify_and_regress(stack, f
     assert post(stack, "/v1/models/default:regress", regress) == {"results": [3.0]}
 
 
-def test_tf1_half_plus_two_predicts_rows_and_columns_as_tf_serving(stack):
-    """Given TF Serving's TF1 half_plus_two, whose x is [-1, 1],
-    When [2.0, 3.0, 4.0] is sent in the row and the columnar format,
+def test_tf1_half_plus_two_predicts_and_describes_itself_as_tf_serving(stack):
+    """Given TF Serving's TF1 half_plus_two as version 123, whose x is [-1, 1],
+    When [2.0, 3.0, 4.0] is sent in the row and the columnar format, and its metadata read,
     Then the answers are TF Serving's (testPredictREST, testPredictColumnarREST): the rows
-    reshaped to x's shape as TensorFlow does, the outputs as flat as the inputs."""
-    publish(stack, "default", TF_SERVING / HALF_PLUS_TWO[0] / "00000123")
+    reshaped to x's shape as TensorFlow does, the outputs as flat as the inputs; and the
+    metadata is TF Serving's half_plus_two_model_metadata.json (testGetModelMetadataREST)."""
+    publish(stack, "default", TF_SERVING / HALF_PLUS_TWO[0] / "00000123", version=123)
+    metadata = stack.inference.get("/v1/models/default/metadata").json()
+    expected = json.loads((TF_SERVING / "half_plus_two_model_metadata.json").read_text())
+    assert metadata == expected
     rows = post(stack, "/v1/models/default:predict", {"instances": [2.0, 3.0, 4.0]})
     assert rows == {"predictions": [3.0, 3.5, 4.0]}
     columns = post(stack, "/v1/models/default:predict", {"inputs": [2.0, 3.0, 4.0]})

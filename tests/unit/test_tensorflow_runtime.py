@@ -59,7 +59,7 @@ def test_without_tensorflow_the_load_names_each_fix_and_a_later_load_succeeds(mo
 def test_every_signature_runs_by_name():
     model = load()
     assert isinstance(model, SignaturesModel) and model.default_signature == "serving_default"
-    assert model.signature_defs()["regress_x2_to_y3"][0] == "tensorflow/serving/regress"
+    assert model.signature_defs()["regress_x2_to_y3"].method == "tensorflow/serving/regress"
     y3 = model.run_signature("regress_x2_to_y3", {"inputs": np.array([[1.0]], np.float32)}, ())
     assert y3["outputs"].tolist() == [[3.5]]  # y3 = 0.5 * x2 + 3
 

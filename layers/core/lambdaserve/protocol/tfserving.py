@@ -19,7 +19,7 @@ import numpy as np
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.tensors.encoding import array_from_json
-from lambdaserve.tensors.signature import Signature, TensorSpec
+from lambdaserve.tensors.signature import Signature, SignatureDef, TensorSpec
 
 Format = Literal["row", "columnar"]
 SIGNATURE = "serving_default"
@@ -154,23 +154,24 @@ _TF_STATES = {"READY": "AVAILABLE", "LOADING": "LOADING", "UNLOADING": "UNLOADIN
 
 
 def metadata(
-    model: str, version: int, signatures: Signature | Mapping[str, tuple[str, Signature]]
+    model: str, version: int, signatures: Signature | Mapping[str, SignatureDef]
 ) -> dict[str, Any]:
-    """``GET /v1/models/{m}[/versions/{v}]/metadata``: every signature (key: method name and
-    tensors; a lone Signature is ``serving_default``'s) as a ``signature_def``."""
+    """``GET /v1/models/{m}[/versions/{v}]/metadata``: every signature (a lone Signature is
+    ``serving_default``'s, a predict one) as a ``signature_def``, as TF Serving writes it."""
     if isinstance(signatures, Signature):
-        signatures = {SIGNATURE: ("tensorflow/serving/predict", signatures)}
+        signatures = {SIGNATURE: SignatureDef("tensorflow/serving/predict", signatures)}
     return {
         "model_spec": {"name": model, "signature_name": "", "version": str(version)},
         "metadata": {
             "signature_def": {
                 "signature_def": {
                     key: {
-                        "inputs": {t.name: _tensor_info(t) for t in signature.inputs},
-                        "outputs": {t.name: _tensor_info(t) for t in signature.outputs},
-                        "method_name": method,
+                        "inputs": {t.name: _tensor_info(t, d) for t in d.signature.inputs},
+                        "outputs": {t.name: _tensor_info(t, d) for t in d.signature.outputs},
+                        "method_name": d.method,
+                        "defaults": {},
                     }
-                    for key, (method, signature) in signatures.items()
+                    for key, d in signatures.items()
                 }
             }
         },
@@ -183,14 +184,15 @@ def _squeezed(array: np.ndarray[Any, Any], count: int) -> np.ndarray[Any, Any]:
     return array
 
 
-def _tensor_info(spec: TensorSpec) -> dict[str, Any]:
+def _tensor_info(spec: TensorSpec, definition: SignatureDef) -> dict[str, Any]:
+    unknown = spec.name in definition.unknown_rank
     return {
         "dtype": _TF_DTYPES.get(spec.datatype, "DT_INVALID"),
         "tensor_shape": {
-            "dim": [{"size": str(d), "name": ""} for d in spec.shape],
-            "unknown_rank": False,
+            "dim": [] if unknown else [{"size": str(d), "name": ""} for d in spec.shape],
+            "unknown_rank": unknown,
         },
-        "name": spec.name,
+        "name": definition.tensor_names.get(spec.name, spec.name),
     }
 
 

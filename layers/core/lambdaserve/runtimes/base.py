@@ -11,7 +11,7 @@ import numpy as np
 
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.runtime_names import RuntimeName
-from lambdaserve.tensors.signature import Arrays, Signature
+from lambdaserve.tensors.signature import Arrays, Signature, SignatureDef
 
 if TYPE_CHECKING:
     from lambdaserve.errors import LambdaServeError
@@ -56,7 +56,7 @@ class SignaturesModel(Protocol):
         """The default signature."""
         ...
 
-    def signature_defs(self) -> Mapping[str, tuple[str, Signature]]:
+    def signature_defs(self) -> Mapping[str, SignatureDef]:
         """Each signature's key: its method name and its inputs and outputs."""
         ...
 

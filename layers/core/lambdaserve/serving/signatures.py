@@ -21,21 +21,21 @@ from lambdaserve.runtimes.base import SignaturesModel
 from lambdaserve.serving.binding import bind_inputs, select_outputs
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
-from lambdaserve.tensors.signature import Signature
+from lambdaserve.tensors.signature import Signature, SignatureDef
 
 DEFAULT = "serving_default"
 PREDICT = "tensorflow/serving/predict"
 
 
-def signature_defs(server: ModelServer, served: ServedVersion) -> dict[str, tuple[str, Signature]]:
+def signature_defs(server: ModelServer, served: ServedVersion) -> dict[str, SignatureDef]:
     """Each signature's key: its method name and tensors (the model is loaded to know them
     when it has several)."""
     if served.record.runtime != TENSORFLOW_RUNTIME:
-        return {DEFAULT: (PREDICT, served.signature)}
+        return {DEFAULT: SignatureDef(PREDICT, served.signature)}
     loaded = server.load(served)
     if isinstance(loaded, SignaturesModel):
         return dict(loaded.signature_defs())
-    return {DEFAULT: (PREDICT, served.signature)}
+    return {DEFAULT: SignatureDef(PREDICT, served.signature)}
 
 
 def default_key(server: ModelServer, served: ServedVersion) -> str:
@@ -70,8 +70,8 @@ def signature_named(server: ModelServer, served: ServedVersion, key: str) -> Nam
             f"{sorted(defs)}"
         )
     if key == default:  # the version's own signature (with its config's reshapes)
-        return NamedSignature(key, found[0], served.signature, True)
-    return NamedSignature(key, found[0], found[1], False)
+        return NamedSignature(key, found.method, served.signature, True)
+    return NamedSignature(key, found.method, found.signature, False)
 
 
 def run_signature(

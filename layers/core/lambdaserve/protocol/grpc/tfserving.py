@@ -20,7 +20,7 @@ from lambdaserve.protocol.grpc.protos import tensorflow_core_pb2 as tf
 from lambdaserve.protocol.grpc.protos import tensorflow_serving_pb2 as pb
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
 from lambdaserve.tensors import encoding
-from lambdaserve.tensors.signature import Signature
+from lambdaserve.tensors.signature import Signature, SignatureDef
 
 _V2 = {
     tf.DT_FLOAT: "FP32",
@@ -120,7 +120,7 @@ def regression_result(results: Sequence[float]) -> pb.RegressionResult:
 def metadata_response(
     model: str,
     version: int,
-    signature: Signature | Mapping[str, tuple[str, Signature]],
+    signature: Signature | Mapping[str, SignatureDef],
     fields: Sequence[str],
 ) -> pb.GetModelMetadataResponse:
     """``signature_def`` (the only metadata TF Serving serves) as a packed SignatureDefMap."""
@@ -132,6 +132,8 @@ def metadata_response(
     if unknown:
         raise InvalidInput(f"Metadata field {unknown[0]} is not supported; ask for signature_def")
     document = rest.metadata(model, version, signature)["metadata"]["signature_def"]
+    for definition in document["signature_def"].values():
+        definition.pop("defaults")  # not in lambdaserve's SignatureDef message: none to send
     signatures = json_format.ParseDict(document, pb.SignatureDefMap())
     response = pb.GetModelMetadataResponse()
     fill_spec(response.model_spec, model, version)

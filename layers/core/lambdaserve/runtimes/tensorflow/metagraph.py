@@ -9,20 +9,21 @@ tensorflow/core/framework/tensor_shape.proto, types.proto.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lambdaserve.errors import ModelRejected
 from lambdaserve.runtimes.protobuf_wire import fields as _fields
-from lambdaserve.tensors.signature import Signature, TensorSpec
+from lambdaserve.tensors.signature import Signature, SignatureDef, TensorSpec
 
 DEFAULT = "serving_default"
 # SavedModel.meta_graphs = 2; MetaGraphDef: saver_def = 3, signature_def = 5 (a map:
 # key = 1, value = 2);
 # SignatureDef: inputs = 1, outputs = 2 (maps of TensorInfo), method_name = 3;
-# TensorInfo: dtype = 2, tensor_shape = 3; TensorShapeProto: dim = 2 (size = 1), unknown_rank = 3
+# TensorInfo: name = 1, dtype = 2, tensor_shape = 3;
+# TensorShapeProto: dim = 2 (size = 1), unknown_rank = 3
 _META_GRAPHS, _SAVER_DEF, _SIGNATURE_DEF, _KEY, _VALUE = 2, 3, 5, 1, 2
 _INPUTS, _OUTPUTS, _METHOD = 1, 2, 3
-_DTYPE, _SHAPE, _DIM, _SIZE, _UNKNOWN_RANK = 2, 3, 2, 1, 3
+_NAME, _DTYPE, _SHAPE, _DIM, _SIZE, _UNKNOWN_RANK = 1, 2, 3, 2, 1, 3
 # types.proto's DataType values, as v2 datatypes
 DATATYPES = {
     1: "FP32",
@@ -51,6 +52,11 @@ class SavedSignature:
     key: str
     method: str
     signature: Signature
+    tensor_names: dict[str, str] = field(default_factory=dict)  # key -> graph tensor ("x:0")
+    unknown_rank: frozenset[str] = frozenset()
+
+    def definition(self) -> SignatureDef:
+        return SignatureDef(self.method, self.signature, self.tensor_names, self.unknown_rank)
 
 
 def read_signatures(saved_model_pb: bytes) -> tuple[SavedSignature, ...]:
@@ -108,27 +114,35 @@ def served_signature(signatures: tuple[SavedSignature, ...]) -> SavedSignature:
 def _signature_def(key: str, data: bytes) -> SavedSignature:
     inputs: list[TensorSpec] = []
     outputs: list[TensorSpec] = []
+    names: dict[str, str] = {}
+    unknown: set[str] = set()
     method = ""
     for number, value in _fields(data):
         if number in (_INPUTS, _OUTPUTS) and isinstance(value, bytes):
             pair = dict(_fields(value))
             name, info = _text(pair.get(_KEY, b"")), pair.get(_VALUE, b"")
-            spec = _tensor_info(name, info if isinstance(info, bytes) else b"")
+            spec, graph_name, unknown_rank = _tensor_info(
+                name, info if isinstance(info, bytes) else b""
+            )
             (inputs if number == _INPUTS else outputs).append(spec)
+            names[name] = graph_name
+            if unknown_rank:
+                unknown.add(name)
         elif number == _METHOD and isinstance(value, bytes):
             method = _text(value)
     by_name = lambda spec: spec.name  # noqa: E731 (protobuf maps carry no order)
-    return SavedSignature(
-        key,
-        method,
-        Signature(tuple(sorted(inputs, key=by_name)), tuple(sorted(outputs, key=by_name))),
-    )
+    signature = Signature(tuple(sorted(inputs, key=by_name)), tuple(sorted(outputs, key=by_name)))
+    return SavedSignature(key, method, signature, names, frozenset(unknown))
 
 
-def _tensor_info(name: str, data: bytes) -> TensorSpec:
-    dtype, dims, unknown_rank = 0, [], False
+def _tensor_info(name: str, data: bytes) -> tuple[TensorSpec, str, bool]:
+    """The tensor's spec, its graph tensor's name (TensorInfo.name = 1) and whether its
+    rank is unknown."""
+    dtype, dims, unknown_rank, graph_name = 0, [], False, ""
     for number, value in _fields(data):
-        if number == _DTYPE and isinstance(value, int):
+        if number == _NAME and isinstance(value, bytes):
+            graph_name = _text(value)
+        elif number == _DTYPE and isinstance(value, int):
             dtype = value
         elif number == _SHAPE and isinstance(value, bytes):
             for inner, item in _fields(value):
@@ -138,7 +152,11 @@ def _tensor_info(name: str, data: bytes) -> TensorSpec:
                 elif inner == _UNKNOWN_RANK and item:
                     unknown_rank = True
     shape = (-1,) if unknown_rank else tuple(max(d, -1) for d in dims)
-    return TensorSpec(name, DATATYPES.get(dtype, f"TF_TYPE_{dtype}"), shape)
+    return (
+        TensorSpec(name, DATATYPES.get(dtype, f"TF_TYPE_{dtype}"), shape),
+        graph_name,
+        unknown_rank,
+    )
 
 
 def _signed(value: int) -> int:

@@ -30,7 +30,7 @@ from lambdaserve.runtimes.tensorflow.metagraph import (
     served_signature,
 )
 from lambdaserve.runtimes.tensorflow.warmup import WARMUP_FILE, WarmupRequest, warmup_requests
-from lambdaserve.tensors.signature import Arrays, Signature
+from lambdaserve.tensors.signature import Arrays, Signature, SignatureDef
 
 logger = logging.getLogger(__name__)
 NAME: RuntimeName = TENSORFLOW_RUNTIME
@@ -132,8 +132,8 @@ class TensorFlowModel:
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
         return self.run_signature(self.default_signature, inputs, outputs)
 
-    def signature_defs(self) -> dict[str, tuple[str, Signature]]:
-        return {key: (s.method, s.signature) for key, s in self.signatures.items()}
+    def signature_defs(self) -> dict[str, SignatureDef]:
+        return {key: s.definition() for key, s in self.signatures.items()}
 
     def run_signature(
         self, key: str, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]
