@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import wait_until
+
 pytest.importorskip("openvino")
 if importlib.util.find_spec("tensorflow") is None:  # looked up, never imported here
     pytest.skip("TensorFlow builds these SavedModels", allow_module_level=True)
@@ -30,7 +32,16 @@ def savedmodels(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def publish(stack, name: str, directory: Path) -> None:
+    # the config first, in the catalog before the version's files arrive: the queue keeps no
+    # order, and a version validated without it would be TensorFlow's
     stack.put(f"models/{name}/config.pbtxt", b'backend: "openvino"')
+    wait_until(
+        lambda: (
+            (record := stack.services.catalog.get_model(name)) is not None
+            and bool(record.file_config)
+        ),
+        20,
+    )
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         stack.put(f"models/{name}/1/{path.relative_to(directory)}", path.read_bytes())
 
