@@ -148,6 +148,17 @@ def test_the_warm_up_file_is_replayed_before_ready(stack, savedmodels):
     assert "tf_serving_warmup_requests: warm-up request 0 failed" in reason, reason
 
 
+def test_classify_regress_and_multi_inference_warm_up_logs_are_replayed(stack, savedmodels):
+    """Given TF Serving's half_plus_two with regress, classify and multi-inference warm-up
+    logs of tf.Examples, and another whose classify log names a signature taking no Examples,
+    When both are published,
+    Then the first is READY, and the second UNAVAILABLE naming its warm-up request and the
+    signature that refused it: the Examples ran through the signatures before READY."""
+    publish(stack, "half", savedmodels / "half_warm")
+    reason = publish(stack, "bad", savedmodels / "half_bad_warm", "UNAVAILABLE")
+    assert "warm-up request 0 failed" in reason and "regress_x2_to_y3" in reason, reason
+
+
 def test_where_tensorflow_is_missing_it_is_unavailable_naming_the_fixes(stack, monkeypatch):
     """Given a serving side without TensorFlow,
     When TF Serving's half_plus_two is published,

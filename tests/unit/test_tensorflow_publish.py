@@ -82,14 +82,14 @@ def test_the_publish_path_imports_no_tensorflow():
     assert done.stdout.split("\n")[:2] == ["tensorflow x", "[]"], done.stdout + done.stderr
 
 
-def test_a_warmup_file_of_classify_logs_is_refused_naming_the_fix(tmp_path):
-    # Given a warm-up file with a classify log (PredictionLog.classify_log = 2)
-    record = b"\x12\x00"
+def test_a_warmup_file_of_session_run_logs_is_refused_naming_the_fix(tmp_path):
+    # Given a warm-up file with a session-run log (PredictionLog.session_run_log = 5)
+    record = b"\x2a\x00"
     (tmp_path / "assets.extra").mkdir()
     framed = struct.pack("<Q", len(record)) + b"\0" * 4 + record + b"\0" * 4
     (tmp_path / WARMUP_FILE).write_bytes(framed)
-    # When it is read; Then the refusal says to write predict logs
-    with pytest.raises(ModelRejected, match="write the warm-up requests as PredictRequests"):
+    # When it is read; Then the refusal names the logs that replay
+    with pytest.raises(ModelRejected, match="replays predict, classify, regress and multi"):
         warmup_requests(tmp_path)
     (tmp_path / WARMUP_FILE).write_bytes(framed[:-6])
     with pytest.raises(ModelRejected, match="runs past the end of the file"):

@@ -169,12 +169,18 @@ class TensorFlowModel:
         from tensorflow.core.framework import tensor_pb2
 
         for index, request in enumerate(requests):
+            key = request.signature_name or self.default_signature
             inputs = {
                 name: self._tf.make_ndarray(tensor_pb2.TensorProto.FromString(raw))
                 for name, raw in request.inputs
             }
+            known = self.signatures.get(key)
+            if request.examples and known and len(known.signature.inputs) == 1:
+                # classify / regress: the Examples into the signature's one (string) input
+                name = known.signature.inputs[0].name
+                inputs = {name: np.array(list(request.examples), dtype=object)}
             try:
-                self.run_signature(request.signature_name or self.default_signature, inputs, ())
+                self.run_signature(key, inputs, ())
             except (InvalidInput, InferenceError) as exc:
                 raise InferenceError(
                     f"{WARMUP_FILE}: warm-up request {index} failed: {exc.message}"

@@ -3,9 +3,9 @@
 ``saved_model_warmup`` does). Read here from the wire format; the tensors stay serialized
 ``TensorProto`` bytes, which TensorFlow decodes where it serves (``runtime``).
 
-Predict logs are replayed. Classify, regress and multi-inference logs are refused naming the
-fix (send them as predict logs to the signature): their Example inputs would need the
-classify path at load, which lambdaserve does not replay yet.
+Predict, classify, regress and multi-inference logs are replayed (classify and regress run
+their serialized tf.Examples, a context merged into each, through the signature's one string
+input); session-run and streamed logs are refused naming the fix.
 """
 
 from __future__ import annotations
@@ -20,19 +20,24 @@ from lambdaserve.runtimes.protobuf_wire import fields as _fields
 WARMUP_FILE = "assets.extra/tf_serving_warmup_requests"
 MAX_RECORDS = 1000  # TF Serving replays at most this many (kMaxNumRecords)
 # PredictionLog: classify_log = 2, regress_log = 3, multi_inference_log = 4,
-# session_run_log = 5, predict_log = 6, predict_streamed_log = 7; PredictLog.request = 1;
-# PredictRequest: model_spec = 1 (ModelSpec.signature_name = 3), inputs = 2 (a map),
-# output_filter = 3
-_KINDS = {2: "classify", 3: "regress", 4: "multi_inference", 5: "session_run", 7: "streamed"}
-_PREDICT_LOG, _REQUEST, _MODEL_SPEC, _SIGNATURE_NAME, _INPUTS = 6, 1, 1, 3, 2
+# session_run_log = 5, predict_log = 6, predict_streamed_log = 7; each log's request = 1;
+# PredictRequest: model_spec = 1 (ModelSpec.signature_name = 3), inputs = 2 (a map);
+# Classification/RegressionRequest: model_spec = 1, input = 2 (Input: example_list = 1,
+# example_list_with_context = 2; examples = 1, context = 2); MultiInferenceRequest: tasks = 1
+# (InferenceTask.model_spec = 1), input = 2
+_REFUSED = {5: "session_run", 7: "streamed"}
+_CLASSIFY, _REGRESS, _MULTI, _PREDICT_LOG = 2, 3, 4, 6
+_REQUEST, _MODEL_SPEC, _SIGNATURE_NAME, _INPUTS, _INPUT = 1, 1, 3, 2, 2
 
 
 @dataclass(frozen=True)
 class WarmupRequest:
-    """One predict request of the file: its signature and its inputs as TensorProto bytes."""
+    """One request of the file: its signature and its inputs as TensorProto bytes (predict),
+    or its serialized tf.Examples (classify, regress, each task of a multi-inference)."""
 
     signature_name: str
-    inputs: tuple[tuple[str, bytes], ...]
+    inputs: tuple[tuple[str, bytes], ...] = ()
+    examples: tuple[bytes, ...] = ()
 
 
 def warmup_requests(version_dir: Path) -> tuple[WarmupRequest, ...]:
@@ -41,11 +46,9 @@ def warmup_requests(version_dir: Path) -> tuple[WarmupRequest, ...]:
     path = version_dir / WARMUP_FILE
     if not path.is_file():
         return ()
-    requests = []
-    for index, record in enumerate(_records(path.read_bytes())):
-        if index >= MAX_RECORDS:
-            break
-        requests.append(_request(record, index))
+    requests: list[WarmupRequest] = []
+    for index, record in enumerate(_records(path.read_bytes())[:MAX_RECORDS]):
+        requests += _requests(record, index)
     return tuple(requests)
 
 
@@ -67,30 +70,61 @@ def _records(data: bytes) -> list[bytes]:
     return records
 
 
-def _request(record: bytes, index: int) -> WarmupRequest:
+def _requests(record: bytes, index: int) -> list[WarmupRequest]:
     try:
         logs = dict(_fields(record))
-    except (ValueError, IndexError) as exc:
+        for number, kind in _REFUSED.items():
+            if number in logs:
+                raise ModelRejected(
+                    f"{WARMUP_FILE}: record {index} is a {kind} log; lambdaserve replays "
+                    "predict, classify, regress and multi-inference logs: write the warm-up "
+                    "requests as one of those"
+                )
+        for number in (_PREDICT_LOG, _CLASSIFY, _REGRESS, _MULTI):
+            log = logs.get(number)
+            request = dict(_fields(log)).get(_REQUEST) if isinstance(log, bytes) else None
+            if isinstance(request, bytes):
+                return _decoded(number, request)
+    except (ValueError, IndexError, UnicodeDecodeError) as exc:
         raise ModelRejected(f"{WARMUP_FILE}: record {index} is not a PredictionLog") from exc
-    for number, kind in _KINDS.items():
-        if number in logs:
-            raise ModelRejected(
-                f"{WARMUP_FILE}: record {index} is a {kind} log; lambdaserve replays predict "
-                "logs (PredictionLog.predict_log) at load: write the warm-up requests as "
-                "PredictRequests to the same signature"
-            )
-    log = logs.get(_PREDICT_LOG)
-    request = dict(_fields(log)).get(_REQUEST) if isinstance(log, bytes) else None
-    if not isinstance(request, bytes):
-        raise ModelRejected(f"{WARMUP_FILE}: record {index} has no predict_log request")
-    signature, inputs = "", []
-    for number, value in _fields(request):
-        if number == _MODEL_SPEC and isinstance(value, bytes):
-            name = dict(_fields(value)).get(_SIGNATURE_NAME, b"")
-            signature = name.decode() if isinstance(name, bytes) else ""
-        elif number == _INPUTS and isinstance(value, bytes):
-            pair = dict(_fields(value))
-            key, tensor = pair.get(1, b""), pair.get(2, b"")
-            if isinstance(key, bytes) and isinstance(tensor, bytes):
-                inputs.append((key.decode(), tensor))
-    return WarmupRequest(signature, tuple(inputs))
+    raise ModelRejected(f"{WARMUP_FILE}: record {index} holds no request")
+
+
+def _decoded(kind: int, request: bytes) -> list[WarmupRequest]:
+    parts = list(_fields(request))
+    if kind == _PREDICT_LOG:
+        signature, inputs = "", []
+        for number, value in parts:
+            if number == _MODEL_SPEC and isinstance(value, bytes):
+                signature = _signature_name(value)
+            elif number == _INPUTS and isinstance(value, bytes):
+                pair = dict(_fields(value))
+                key, tensor = pair.get(1, b""), pair.get(2, b"")
+                if isinstance(key, bytes) and isinstance(tensor, bytes):
+                    inputs.append((key.decode(), tensor))
+        return [WarmupRequest(signature, tuple(inputs))]
+    examples = next((_examples(v) for n, v in parts if n == _INPUT and isinstance(v, bytes)), ())
+    specs = [v for n, v in parts if n == 1]  # model_spec; a multi-inference's tasks
+    if kind == _MULTI:  # each InferenceTask's model_spec = 1
+        specs = [dict(_fields(t)).get(_MODEL_SPEC, b"") for t in specs if isinstance(t, bytes)]
+    return [
+        WarmupRequest(_signature_name(spec) if isinstance(spec, bytes) else "", (), examples)
+        for spec in specs or [b""]
+    ]
+
+
+def _examples(data: bytes) -> tuple[bytes, ...]:
+    """Input's serialized Examples: example_list (1), or example_list_with_context (2) with
+    the context merged into each (protobuf merges messages by concatenation)."""
+    for kind, listed in _fields(data):
+        if not isinstance(listed, bytes):
+            continue
+        examples = [v for n, v in _fields(listed) if n == 1 and isinstance(v, bytes)]
+        context = b"".join(v for n, v in _fields(listed) if n == 2 and isinstance(v, bytes))
+        return tuple(context + e for e in examples) if kind == 2 else tuple(examples)
+    return ()
+
+
+def _signature_name(spec: bytes) -> str:
+    name = dict(_fields(spec)).get(_SIGNATURE_NAME, b"")
+    return name.decode() if isinstance(name, bytes) else ""
