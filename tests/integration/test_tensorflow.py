@@ -135,6 +135,9 @@ def test_a_second_signature_answers_by_name(stack, savedmodels):
     assert wrong.status_code == 400 and "times_two" in wrong.text, wrong.text
     not_examples = stack.inference.post("/v1/models/two:regress", json={"examples": [{"x": 1}]})
     assert not_examples.status_code == 400 and ":predict" in not_examples.text
+    # and both signatures' answers are counted in the version's statistics
+    [stats] = stack.inference.get("/v2/models/two/stats").json()["model_stats"]
+    assert stats["inference_stats"]["success"]["count"] == 2, stats
 
 
 def test_the_warm_up_file_is_replayed_before_ready(stack, savedmodels):
