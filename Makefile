@@ -84,8 +84,9 @@ install-openvino: $(VENV)/.openvino-installed ## add OpenVINO (OpenVINO IR, TF S
 DEV_EXTRAS = $(if $(filter 1,$(TORCH)),install-torch) $(if $(filter 1,$(TORCHSERVE)),install-torchserve) \
 	$(if $(filter 1,$(PADDLE)),install-paddle) $(if $(filter 1,$(OPENVINO)),install-openvino) \
 	$(if $(filter 1,$(TENSORFLOW)),install-tensorflow)
-dev: install-dev $(DEV_EXTRAS) ## run the whole system locally (Ctrl-C stops it)
-	$(BIN)/lambdaserve dev $(ARGS)
+DEPLOYED ?= 0
+dev: install-dev $(DEV_EXTRAS) ## run the whole system locally (Ctrl-C stops it); DEPLOYED=1: as template.yaml deploys it
+	$(BIN)/lambdaserve dev $(if $(filter 1,$(DEPLOYED)),--deployed) $(ARGS)
 
 # The response cache's tests run a real redis-server: Debian's package, installed when missing.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
@@ -157,10 +158,11 @@ $(VALIDATE_VENV)/.installed: pyproject.toml
 	$(VALIDATE_VENV)/bin/pip install -q -e '.[local]'
 	touch $@
 
-validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## sam validate --lint, sam build of the zip function, the manage image's validation
+validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## sam validate --lint, sam build of the zip function, the manage image's validation, the torchserve images' installs resolved
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1
 	scripts/sam_build.sh $(SAM_VENV)/bin/sam
 	$(VALIDATE_VENV)/bin/python scripts/manage_image_check.py
+	$(PYTHON) scripts/shipped_envs.py resolve infer-torchserve serve-cpu-torchserve
 
 # Every shipped environment built as its recipe builds it (the images' pip installs under
 # python3.12, the batcher's layer, make dev's venv), under .cache/shipped-envs and reused until

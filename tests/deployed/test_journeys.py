@@ -87,3 +87,24 @@ def test_a_deleted_version_is_unavailable(stack: DeployedStack):
     # Then the infer function no longer serves it, and says why
     answer = stack.invoke("InferFunction", http_api_event("GET", "/v2/models/gone/ready", b""))
     assert answer["statusCode"] != 200, answer
+
+
+def test_a_deploy_pipeline_hears_a_version_become_ready_on_the_stacks_bus(stack: DeployedStack):
+    # Given a pipeline's rule on the bus the template names (the default), targeting a queue
+    sqs, events = stack.clients.sqs, stack.clients.client("events")
+    url = sqs.create_queue(QueueName="deploy-pipeline")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    pattern = {"source": ["lambdaserve"], "detail-type": ["Model Version State Change"]}
+    events.put_rule(Name="wait-for-ready", EventPattern=json.dumps(pattern))
+    events.put_targets(Rule="wait-for-ready", Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+    # When a version is published through the manage function, under its role
+    stack.publish("announced", {"1/model.onnx": MLP})
+    # Then the rule's queue holds its LOADING and READY changes, with the version's digest
+    bodies = [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    ]
+    states = [(b["detail"]["previous_state"], b["detail"]["state"]) for b in bodies]
+    assert states == [("", "LOADING"), ("LOADING", "READY")], bodies
+    [record] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("announced")
+    assert bodies[-1]["detail"]["digest"] == record.sha256

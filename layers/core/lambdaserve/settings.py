@@ -112,6 +112,9 @@ class Settings:
     # and the most an environment may unpack to.
     package_index_url: str = "https://pypi.org/simple"
     env_max_bytes: int = 512 * 1024**2
+    # The EventBridge bus (name or ARN) each version state change is announced on; empty:
+    # none (catalog/state_events.py)
+    event_bus: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -200,6 +203,7 @@ class Settings:
             package_index_url=env.get("LAMBDASERVE_PACKAGE_INDEX_URL", "")
             or defaults.package_index_url,
             env_max_bytes=int(env.get("LAMBDASERVE_ENV_MAX_BYTES", "") or defaults.env_max_bytes),
+            event_bus=env.get("LAMBDASERVE_EVENT_BUS", ""),
             **_response_cache(env, defaults),
         )
 
