@@ -186,9 +186,11 @@ def test_tf_servings_own_grpc_client_classifies_regresses_and_multi_infers(stack
     """Given TF Serving's half_plus_two served by `lambdaserve serve`,
     When TF Serving's own client (tensorflow-serving-api) calls Predict, Classify, Regress
     and MultiInference as tensorflow_model_server_test.py does,
-    Then each answers 3.0 for x = 2.0, naming the signature that answered."""
+    Then each answers 3.0 for x = 2.0, naming the signature that answered, and
+    GetModelMetadata and GetModelStatus answer version 123 (testGetModelMetadata,
+    testGetModelStatus)."""
     needs("tensorflow_serving")
-    publish(stack, "default", TF_SERVING / fixture / "00000123")
+    publish(stack, "default", TF_SERVING / fixture / "00000123", version=123)
     example = {"model": "default", "examples": [{"x": 2.0}]}
     x = [[2.0]] if fixture == HALF_PLUS_TWO[0] else [2.0]
     with lambdaserve_serve() as served:
@@ -209,6 +211,8 @@ def test_tf_servings_own_grpc_client_classifies_regresses_and_multi_infers(stack
                     "tasks": [["regress_x_to_y", "regress"], ["classify_x_to_y", "classify"]],
                 },
                 {"rpc": "regress", **example, "signature": "nope"},
+                {"rpc": "metadata", "model": "default"},
+                {"rpc": "status", "model": "default"},
             ],
         )
     assert answers[0]["ok"] and answers[0]["outputs"]["y"] == ([[3.0]] if x == [[2.0]] else [3.0])
@@ -220,3 +224,5 @@ def test_tf_servings_own_grpc_client_classifies_regresses_and_multi_infers(stack
         "signatures": ["regress_x_to_y", "classify_x_to_y"],
     }
     assert answers[4]["code"] == "INVALID_ARGUMENT" and "nope" in answers[4]["details"]
+    assert answers[5]["ok"] and answers[5]["version"] == 123 and "x" in answers[5]["inputs"]
+    assert answers[6] == {"ok": True, "versions": [[123, "AVAILABLE"]]}
