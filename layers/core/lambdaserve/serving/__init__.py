@@ -1,6 +1,7 @@
 """Serving a model version: resolve it from the catalog (``version_resolver``), load it
 through the artifact cache (``cache``, ``loading``, ``reshaped_model``), warm it up
-(``warmup``), bind requests to its signature (``binding``), run batches (``batch_runs``),
+(``warmup``), bind requests to its signature (``binding``), a version's named signatures
+(``signatures``: TF Serving's signature_name), run batches (``batch_runs``),
 classification (``classification``), every response of a decoupled model (``streaming``),
 and the ``ModelServer`` that holds loaded versions (``model_server``, ``loaded_versions``);
 preload and prefetch (``preload``, ``prefetch``, ``progress``); a version with code loaded
