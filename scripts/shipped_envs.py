@@ -69,6 +69,7 @@ OPTIONAL = {
     "captum": "lambdaserve[torchserve]",
     "openvino": "lambdaserve[openvino]",
     "paddle": "lambdaserve[paddle]",
+    "tensorflow": "lambdaserve[tensorflow]",
     # /docs from local assets: the images answer /openapi.json only (apps/docs_page.py)
     "swagger_ui_bundle": "swagger-ui-bundle",
     # SnapStart's hooks: Lambda's runtime provides the module where SnapStart is on
@@ -130,6 +131,7 @@ ENVS = {
         Env("infer-torch", INFER, _variant("torch", INFER), _INFER_ENTRIES),
         Env("infer-torchserve", INFER, _variant("torchserve", INFER), _INFER_ENTRIES),
         Env("infer-paddle", INFER, _variant("paddle", INFER), _INFER_ENTRIES),
+        Env("infer-tensorflow", INFER, _variant("tensorflow", INFER), _INFER_ENTRIES),
         Env("manage", MANAGE, entries=("functions/manage/app.py",)),
         Env("manage-torch", MANAGE, _variant("torch", MANAGE), ("functions/manage/app.py",)),
         Env("gpu", GPU, entries=("module:lambdaserve.cli",)),
@@ -151,12 +153,13 @@ ENVS = {
 # make dev's venvs. The torch variants and the GPU image are built on request
 # (make shipped-envs ARGS="infer-torchserve gpu"): each pulls PyTorch and its CUDA libraries
 # (~3 GB) where PyTorch's CPU index cannot be reached, minutes CI's budget does not have;
-# infer-paddle too (paddlepaddle's wheel is 195 MB).
+# infer-paddle and infer-tensorflow too (paddlepaddle's wheel is 195 MB, tensorflow-cpu's 250).
 DEFAULT = ("dev", "infer", "manage", "batcher", "dev-torch")
 ON_REQUEST = (
     "infer-torch",
     "infer-torchserve",
     "infer-paddle",
+    "infer-tensorflow",
     "manage-torch",
     "gpu",
     "serve-cpu",

@@ -15,6 +15,7 @@ from lambdaserve.catalog.store import Catalog
 from lambdaserve.local.http_api_event import http_api_event
 from tests import builders
 from tests.deployed.stack import DeployedStack, deployed
+from tests.support import wait_until
 
 EVENTS = Path(__file__).parents[1] / "events"
 MLP = builders.onnx_mlp(4, 3)
@@ -108,3 +109,37 @@ def test_a_deploy_pipeline_hears_a_version_become_ready_on_the_stacks_bus(stack:
     assert states == [("", "LOADING"), ("LOADING", "READY")], bodies
     [record] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("announced")
     assert bodies[-1]["detail"]["digest"] == record.sha256
+
+
+CAPTURING = b"""
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+parameters { key: "data_capture" value { string_value: "{\\"sampling_percentage\\": 100}" } }
+"""
+
+
+def test_a_capturing_models_exchange_reaches_s3_under_the_infer_functions_role(
+    stack: DeployedStack,
+):
+    # Given a model whose config asks for payload capture, published through the stack
+    stack.publish("captured", {"config.pbtxt": CAPTURING, "1/model.onnx": MLP})
+    body = json.dumps(
+        {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": ROWS[0]}]}
+    ).encode()
+    # When the infer function answers it
+    answer = stack.invoke(
+        "InferFunction", http_api_event("POST", "/v2/models/captured/infer", body)
+    )
+    # Then the function's capture thread writes the exchange under captures/, as its role allows
+    s3, bucket = stack.clients.s3, stack.settings.bucket
+
+    def keys() -> list[str]:
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix="captures/captured/1/")
+        return [entry["Key"] for entry in listed.get("Contents", [])]
+
+    found = wait_until(keys, 30, interval_s=0.5)
+    record = json.loads(s3.get_object(Bucket=bucket, Key=found[0])["Body"].read())
+    assert answer["statusCode"] == 200, answer
+    assert record["captureData"]["endpointInput"]["data"].encode() == body
+    assert record["captureData"]["endpointOutput"]["data"] == answer["body"]
+    stack.assert_no_denials()

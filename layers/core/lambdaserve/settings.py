@@ -115,6 +115,9 @@ class Settings:
     # The EventBridge bus (name or ARN) each version state change is announced on; empty:
     # none (catalog/state_events.py)
     event_bus: str = ""
+    # A Lambda function's memory (AWS_LAMBDA_FUNCTION_MEMORY_SIZE), 0 elsewhere: what its
+    # invocations are billed by, split per model in the EMF metrics
+    lambda_memory_mb: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -204,6 +207,9 @@ class Settings:
             or defaults.package_index_url,
             env_max_bytes=int(env.get("LAMBDASERVE_ENV_MAX_BYTES", "") or defaults.env_max_bytes),
             event_bus=env.get("LAMBDASERVE_EVENT_BUS", ""),
+            lambda_memory_mb=int(env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "") or 0)
+            if env.get("AWS_LAMBDA_FUNCTION_NAME")
+            else 0,
             **_response_cache(env, defaults),
         )
 
