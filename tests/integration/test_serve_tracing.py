@@ -81,7 +81,10 @@ def test_serve_traces_requests_into_tritons_trace_file(stack, tmp_path):
             "log_frequency": "0",
             "trace_mode": "triton",
         }
-        # Then a model's settings are the global ones, over HTTP and gRPC
+        # Then the server lists the extension, as Triton does
+        assert "trace" in http.get_server_metadata()["extensions"]
+        assert "trace" in grpc.get_server_metadata().extensions
+        # And a model's settings are the global ones, over HTTP and gRPC
         assert http.get_trace_settings(model_name="simple") == initial
         assert http.get_trace_settings() == initial
         answer = grpc.get_trace_settings(model_name="simple", as_json=True)

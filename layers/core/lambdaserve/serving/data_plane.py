@@ -85,13 +85,13 @@ class InferenceDataPlane:
         # Triton's trace extension (long-running servers); None in Lambda
         self.tracer = tracer
 
-    @staticmethod
-    def server_metadata() -> dict[str, Any]:
+    def server_metadata(self) -> dict[str, Any]:
         # "triton": the protocol's server name, which Triton's clients check; ours beside it
         return {
             "name": "triton",
             "version": __version__,
-            "extensions": EXTENSIONS,
+            # "trace" where this process traces (serve, dev), as Triton lists the extension
+            "extensions": [*EXTENSIONS, "trace"] if self.tracer is not None else EXTENSIONS,
             "implementation": f"lambdaserve {__version__}",
         }
 
