@@ -209,6 +209,7 @@ def test_log_frequency_writes_numbered_files_and_the_rest_at_shutdown(tmp_path):
     for _ in range(20):
         _traced(tracer, "simple")
     # Then the first 2 are in .0 at once, the 3rd in .1 at shutdown, none in the main file
+    tracer.flush()
     assert len(json.loads((tmp_path / "global_trace.log.0").read_text())) == 2 * 8
     assert not (tmp_path / "global_trace.log.1").exists()
     tracer.close()
@@ -226,6 +227,7 @@ def test_a_count_that_runs_out_writes_its_traces_to_a_numbered_file(tmp_path):
     for _ in range(10):
         _traced(tracer, "simple")
     # Then the count's 5 went to .0 when it ran out, the first 10 to the main file
+    tracer.flush()
     assert len(json.loads((tmp_path / "global_count.log.0").read_text())) == 5 * 8
     tracer.close()
     assert len(json.loads(file.read_text())) == 10 * 8

@@ -58,6 +58,11 @@ class TraceScopes:
                 self.may_trace = any(s.traces for s in (self._global, *self._models.values()))
             return self.setting(model) if model else self._global
 
+    def flush(self) -> None:
+        """What the settings handed to their files is written."""
+        for file in list(self._files.values()):
+            file.flush()
+
     def close(self) -> None:
         """Shutdown: every setting writes what it holds, and the files close."""
         with self._lock:

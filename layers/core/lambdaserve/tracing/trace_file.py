@@ -2,16 +2,20 @@
 that grows as settings flush their traces (opened at the first write, closed with ``]`` at
 shutdown); with a log frequency or a trace count, each flush is its own array in the
 numbered file ``<file>.0``, ``<file>.1``, ... One object per path, shared by every setting
-that names it."""
+that names it. The writing happens on one thread of its own, in order, never on the event
+loop that answers requests."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from io import TextIOWrapper
 from pathlib import Path
 
 log = logging.getLogger(__name__)
+_WRITER: list[ThreadPoolExecutor] = []  # one thread for every trace file of the process
+_WRITER_LOCK = threading.Lock()
 
 
 class TraceFile:
@@ -21,13 +25,29 @@ class TraceFile:
         self._index = 0
         self._stream: TextIOWrapper | None = None
         self._closed = False  # the main file's array ended: nothing more goes into it
+        self._last: Future[None] | None = None
 
     def save(self, records: list[str], numbered: bool) -> None:
         """``records`` (JSON objects, each already text) into the numbered file next in
-        turn, or appended to the main file's array."""
-        if not records:
-            return
-        text = ",".join(records)
+        turn, or appended to the main file's array; written soon, in the order saved."""
+        if records:
+            self._last = _writer().submit(self._write, ",".join(records), numbered)
+
+    def flush(self) -> None:
+        """Once this returns, what was saved is in the files."""
+        if self._last is not None:
+            self._last.result()
+
+    def close(self) -> None:
+        self.flush()
+        with self._lock:
+            self._closed = True
+            if self._stream is not None:
+                self._stream.write("]")
+                self._stream.close()
+                self._stream = None
+
+    def _write(self, text: str, numbered: bool) -> None:
         try:
             with self._lock:
                 if numbered:
@@ -48,10 +68,9 @@ class TraceFile:
         except OSError as exc:  # a trace never fails a request; the log says why
             log.error("failed writing the trace file %s: %s", self.name, exc)
 
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            if self._stream is not None:
-                self._stream.write("]")
-                self._stream.close()
-                self._stream = None
+
+def _writer() -> ThreadPoolExecutor:
+    with _WRITER_LOCK:
+        if not _WRITER:
+            _WRITER.append(ThreadPoolExecutor(1, thread_name_prefix="trace-file"))
+        return _WRITER[0]

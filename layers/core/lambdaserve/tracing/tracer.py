@@ -94,6 +94,10 @@ class Tracer:
     def update(self, model: str | None, update: SettingUpdate) -> None:
         self.scopes.update(model, update)
 
+    def flush(self) -> None:
+        """What the trace files were handed is written (they write on a thread of their own)."""
+        self.scopes.flush()
+
     def close(self) -> None:
         """Shutdown: the traces held are written (or exported) and the trace files closed."""
         self.scopes.close()
