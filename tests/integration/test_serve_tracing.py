@@ -7,6 +7,7 @@ as its child, with its parent_id)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -134,3 +135,31 @@ def test_serve_traces_requests_into_tritons_trace_file(stack, tmp_path):
     compute = dict(parent["stamps"])
     assert compute["COMPUTE_START"] <= child["stamps"][0][1] <= child["stamps"][-1][1]
     assert child["stamps"][-1][1] <= compute["COMPUTE_END"]
+
+
+def test_a_bls_call_from_model_code_in_a_worker_is_traced_as_a_child(stack, tmp_path):
+    # Given a Python model (run in a worker process) whose execute() calls "mlp" through BLS
+    models = Path(__file__).parent.parent / "fixtures" / "python_models" / "bls_mlp"
+    stack.put("models/mlp/1/model.onnx", builders.onnx_mlp(4, 3))
+    stack.put("models/bls_mlp/config.pbtxt", (models / "config.pbtxt").read_bytes())
+    stack.put("models/bls_mlp/1/model.py", (models / "1" / "model.py").read_bytes())
+    stack.wait_state("mlp", 1, "READY")
+    stack.wait_state("bls_mlp", 1, "READY")
+    file = tmp_path / "bls_trace.log"
+    flags = ("--trace-config", f"triton,file={file}", "--trace-config", "level=TIMESTAMPS")
+    with lambdaserve_serve(*flags, "--trace-config", "rate=1") as served:
+        http = httpclient.InferenceServerClient(f"127.0.0.1:{served.http}")
+        # When one request reaches it
+        tensor = httpclient.InferInput("INPUT0", [1, 4], "FP32")
+        tensor.set_data_from_numpy(np.ones((1, 4), np.float32))
+        http.infer("bls_mlp", [tensor], request_id="b0")
+    # Then its BLS call to mlp is a child trace, inside the caller's compute (L0_trace: 2
+    # traces, one parent_id)
+    traces = _traces(json.loads(file.read_text()))
+    parent = next(t for t in traces.values() if t.get("request_id") == "b0")
+    children = [t for t in traces.values() if "parent_id" in t]
+    assert [(c["model_name"], c["parent_id"]) for c in children] == [("mlp", parent["id"])]
+    assert [name for name, _ in children[0]["stamps"]] == ORDER
+    compute = dict(parent["stamps"])
+    assert compute["COMPUTE_START"] <= children[0]["stamps"][0][1]
+    assert children[0]["stamps"][-1][1] <= compute["COMPUTE_END"]
