@@ -231,9 +231,11 @@ def test_each_function_reaches_only_this_stacks_resources(cfn):
     infer = _statements(roles["InferBatchFunctionRole"])
     assert "sqs:" not in json.dumps(infer)
     writes = [s for s in infer if "s3:PutObject" in json.dumps(s["Action"])]
-    # the batch path reads; it writes only answers too large for the invoke, under results/
-    assert [json.dumps(s["Resource"]) for s in writes] == [
-        '{"Fn::Sub": "${ModelBucket.Arn}/results/*"}'
+    # the batch path reads; it writes only answers too large for the invoke, under results/,
+    # and the payloads its models capture (data_capture), under captures/
+    assert sorted(json.dumps(s["Resource"]) for s in writes) == [
+        '{"Fn::Sub": "${ModelBucket.Arn}/captures/*"}',
+        '{"Fn::Sub": "${ModelBucket.Arn}/results/*"}',
     ]
 
 
@@ -606,8 +608,13 @@ def test_the_server_mode_task_reads_models_and_the_catalog_only(cfn):
     serve, respond_async, _kms = role["Properties"]["Policies"]
     text = json.dumps(serve)
     assert "requests/" not in text and "results/" not in text and "sqs:" not in text
-    assert "s3:PutObject" not in text and "DeleteItem" not in text
+    assert "DeleteItem" not in text
     assert "models/*" in text
+    # its only writes to the bucket: the payloads its models capture (data_capture)
+    writes = [s for s in serve["PolicyDocument"]["Statement"] if "s3:PutObject" in s["Action"]]
+    assert [json.dumps(s["Resource"]) for s in writes] == [
+        '{"Fn::Sub": "${ModelBucket.Arn}/captures/*"}'
+    ]
     # Prefer: respond-async: the PENDING result, its body, and the two queues it may pick
     text = json.dumps(respond_async)
     assert "models/" not in text and "DeleteItem" not in text and "DeleteObject" not in text
