@@ -1,8 +1,9 @@
 """Which parts of a Triton config lambdaserve applies, refuses, or accepts and ignores.
 
 Refused (the model cannot serve as its config says, so it never becomes READY and fails
-later): sequence batching, and decoupled transactions outside Python models. Accepted but
-not applied: said in the catalog entry as warnings, so nothing is silently ignored.
+later): decoupled transactions outside Python models, and the parts of sequence batching
+that are not served (``config.sequence_batching`` says which). Accepted but not applied:
+said in the catalog entry as warnings, so nothing is silently ignored.
 """
 
 from __future__ import annotations
@@ -25,12 +26,23 @@ _IGNORED = {
 
 def check_supported(document: dict[str, Any]) -> None:
     """InvalidInput for what the model would need and lambdaserve cannot do."""
-    if document.get("sequence_batching") is not None:
+    sequences = document.get("sequence_batching")
+    if sequences is not None and document.get("backend") == "python":
         raise InvalidInput(
-            "sequence_batching is not supported: lambdaserve serves stateless requests (no "
-            "START/END/CORRID control tensors, no sequence pinned to an instance); remove it "
-            "to serve the model statelessly"
+            "sequence_batching is served for ONNX, TorchScript, OpenVINO, TensorFlow and "
+            "Paddle models, not Python models (their requests carry no control tensors here)"
         )
+    if (sequences or {}).get("iterative_sequence"):
+        raise InvalidInput(
+            "sequence_batching iterative_sequence is not supported: a request cannot be "
+            "rescheduled here; send each step of the sequence as its own request"
+        )
+    for state in (sequences or {}).get("state") or []:
+        if any(i.get("data_file") for i in state.get("initial_state") or []):
+            raise InvalidInput(
+                f"sequence_batching state {state.get('input_name')!r}: an initial_state "
+                "data_file is not supported yet; use zero_data"
+            )
     decoupled = (document.get("model_transaction_policy") or {}).get("decoupled")
     if decoupled and document.get("backend") != "python":
         raise InvalidInput(

@@ -8,7 +8,8 @@ before READY (``load_check``; its event's key: ``check_event``); the dynamic bat
 wired to a server (``server_batcher``);
 TorchServe raw-body predictions (``raw_predictions``); the data plane every door talks to
 (``data_plane``) and a server's readiness (``readiness``); Triton's response cache
-(``response_cache``, a package); the loaded versions' worker pools (``worker_board``); a
+(``response_cache``, a package); Triton's sequence batcher with the state kept outside the
+instance (``sequences``, a package); the loaded versions' worker pools (``worker_board``); a
 version's Python environment, fetched with its files and unpacked for the processes that
 run its code (``environments``; built at publish by ``publishing.environments``).
 

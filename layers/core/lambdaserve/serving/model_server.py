@@ -29,6 +29,8 @@ from lambdaserve.serving.classification import classify
 from lambdaserve.serving.loaded_versions import Key, LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
 from lambdaserve.serving.response_cache.lookups import Lookup, ResponseCache
+from lambdaserve.serving.sequences.memory_store import MemorySequenceStore
+from lambdaserve.serving.sequences.steps import SequenceSteps
 from lambdaserve.serving.version_resolver import ServedVersion, VersionResolver
 from lambdaserve.workers.deadline import request_deadline
 from lambdaserve.workers.options import WorkerOptions
@@ -61,8 +63,11 @@ class ModelServer:
         response_cache: ResponseCache | None = None,
         workers: WorkerOptions | None = None,
         max_loaded_bytes: int = 0,
+        sequences: SequenceSteps | None = None,
     ) -> None:
         self.resolver = resolver
+        # Triton's sequence batcher: records in a store every instance shares (wiring's)
+        self.sequences = sequences or SequenceSteps(MemorySequenceStore())
         self.workers = workers
         self.stats = stats
         self.response_cache = response_cache
@@ -99,6 +104,8 @@ class ModelServer:
         if lookup is not None and lookup.outputs is not None:
             return encode(served, lookup.outputs)
         loaded = self.load(served)  # a cold load is not inference time, as in Triton's stats
+        if served.config.sequence_batching is not None:
+            return self._sequence_step(served, loaded, request, encode)
         started = time.perf_counter_ns()
         try:
             inputs = bind_inputs(request, served.signature)
@@ -120,6 +127,47 @@ class ModelServer:
         )
         if lookup is not None:
             self.cache_store(served, lookup, outputs)
+        return encoded
+
+    def _sequence_step(
+        self,
+        served: ServedVersion,
+        loaded: LoadedModel,
+        request: InferRequest,
+        encode: Callable[[ServedVersion, dict[str, np.ndarray[Any, Any]]], T],
+    ) -> T:
+        """One step of a sequence (``serving.sequences``): one execution of one row."""
+        config, signature = served.config, served.signature
+        assert config.sequence_batching is not None
+        started = time.perf_counter_ns()
+        ran = started
+
+        def execute(step: InferRequest) -> dict[str, np.ndarray[Any, Any]]:
+            nonlocal ran
+            outputs = loaded.run(bind_inputs(step, signature), select_outputs(step, signature))
+            ran = time.perf_counter_ns()
+            return dict(outputs)
+
+        try:
+            outputs = self.sequences.run(
+                served.model,
+                served.version,
+                request,
+                execute,
+                batching=config.sequence_batching,
+                declared_outputs=frozenset(t.name for t in config.outputs),
+                batched=config.max_batch_size > 0,
+            )
+            encoded = encode(served, outputs)
+        except LambdaServeError as exc:
+            self.stats.record_failure(
+                served.model, served.version, time.perf_counter_ns() - started, exc
+            )
+            raise
+        done = time.perf_counter_ns()
+        self.stats.record_success(
+            served.model, served.version, Execution(1, 1, 0, 0, ran - started, done - ran)
+        )
         return encoded
 
     def cache_lookup(self, served: ServedVersion, request: InferRequest) -> Lookup | None:
@@ -166,6 +214,8 @@ class ModelServer:
         lookups: dict[int, Lookup] = {}
         try:
             served = self.resolver.resolve(model, version)
+            if served.config.sequence_batching is not None:  # each step alone, in order
+                return [self._one(model, version, request) for request in requests]
             for index, request in enumerate(requests):
                 lookup = self.cache_lookup(served, request) if cached else None
                 if lookup is not None and lookup.outputs is not None:
@@ -213,6 +263,14 @@ class ModelServer:
         done = [r for r in results if r is not None]
         check_invariant(len(requests), done)
         return done
+
+    def _one(self, model: str, version: int | None, request: InferRequest) -> BatchResult:
+        try:
+            return self.infer(
+                model, version, request, lambda s, out: BatchResult(outputs=out, version=s.version)
+            )
+        except LambdaServeError as exc:
+            return BatchResult(error=exc)
 
     def is_loaded(self, model: str, version: int | None) -> bool:
         """True when serving this request needs no catalog read, download or load."""

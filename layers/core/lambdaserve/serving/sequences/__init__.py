@@ -1,0 +1,13 @@
+"""Triton's sequence batcher with the state kept outside the instance: any Lambda instance
+or ``serve`` task may run any step of any sequence.
+
+A sequence's record (its step count, when it was last seen, its implicit state) lives in a
+``SequenceStore`` (``records``): the catalog's DynamoDB table (``dynamodb_store``) where the
+process has one, or this process's memory (``memory_store``). Every write is conditional on
+the record the step read, so two instances racing on one sequence cannot both apply a step.
+A step (``steps``) reads the record, fills the model's control and state inputs
+(``controls``), runs the model, and writes the record back (or deletes it at END).
+
+Imports ``config``, ``protocol`` (the request), ``serving.response_cache`` (its tensor
+codec), ``catalog`` (the table's keys) and ``errors``; nothing about HTTP, gRPC or Lambda.
+"""

@@ -1,0 +1,223 @@
+"""Triton's sequence batcher with the state outside the instance: steps through the model
+server against the catalog table (moto in-process), Triton's rules and error texts word for
+word, implicit state, idle expiry, END, and two servers racing on one sequence."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from lambdaserve.errors import InvalidInput, LambdaServeError
+from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
+from lambdaserve.serving.sequences.dynamodb_store import DynamoSequenceStore
+from lambdaserve.serving.sequences.records import SequenceConflict, SequenceKey
+from lambdaserve.serving.sequences.steps import SequenceSteps
+from lambdaserve.wiring.inference import build_model_server
+from tests import sequence_models
+
+
+def publish(aws, name: str, files: dict[str, bytes]) -> None:
+    for path, body in files.items():
+        aws.put(f"models/{name}/{path}", body)
+    aws.services.registrar.reconcile_model(name)
+
+
+def step(value: int, sequence_id, start=False, end=False, rows=1, outputs=()) -> InferRequest:
+    data = np.full((rows, 1), value, np.int32)
+    parameters = {"sequence_id": sequence_id, "sequence_start": start, "sequence_end": end}
+    return InferRequest(
+        (InferInput("INPUT", "INT32", data.shape, data),),
+        outputs=tuple(RequestedOutput(o) for o in outputs),
+        parameters=parameters,
+    )
+
+
+def answer(server, model, request):
+    return server.infer(model, None, request, lambda _served, outputs: outputs)
+
+
+def values(server, model, sequence_id, inputs):
+    got = []
+    for index, value in enumerate(inputs):
+        request = step(value, sequence_id, start=index == 0, end=index == len(inputs) - 1)
+        got.append(int(answer(server, model, request)["OUTPUT"][0][0]))
+    return got
+
+
+@pytest.fixture
+def server(aws):
+    for name, files in sequence_models.every_model().items():
+        publish(aws, name, files)
+    return build_model_server(aws.settings, aws.clients)
+
+
+def test_a_sequence_model_is_ready_and_its_config_says_sequence_batching(aws, server):
+    # Given the three sequence models published / When the catalog is read
+    states = {
+        name: [v.state for v in aws.services.catalog.versions(name)]
+        for name in sequence_models.every_model()
+    }
+    served = server.resolver.resolve("simple_dyna_sequence", None)
+    # Then they serve, and the config Triton's clients read carries the block
+    assert set(map(tuple, states.values())) == {("READY",)}
+    document = served.config.to_triton_json()["sequence_batching"]
+    assert document["max_sequence_idle_microseconds"] == 5_000_000
+    assert [c["name"] for c in document["control_input"]] == ["START", "END", "READY", "CORRID"]
+    assert document["control_input"][3]["control"][0]["data_type"] == "TYPE_UINT64"
+
+
+def test_controls_reach_the_model_as_tritons_examples_expect(server):
+    # Given tritonclient's example values / When two sequences run on each model
+    seq = [0, 11, 7, 5, 3, 2, 0, 1]
+    # Then START adds 1 on the first step, dyna adds the CORRID on the END step
+    assert values(server, "simple_sequence", 1000, seq) == [1, 11, 7, 5, 3, 2, 0, 1]
+    assert values(server, "simple_dyna_sequence", 1001, seq) == [1, 11, 7, 5, 3, 2, 0, 1002]
+
+
+def test_implicit_state_carries_a_running_sum_and_stays_hidden(server):
+    # Given the accumulator whose state is ACC_IN -> ACC_OUT, not listed under output
+    got = values(server, "simple_string_dyna_sequence", "1002", [20, -11, -7, -1])
+    # Then each step adds to the last, and END adds the string CORRID as a number
+    assert got == [20, 9, 2, 1 + 1002]
+    outputs = answer(server, "simple_string_dyna_sequence", step(5, "99", start=True))
+    assert sorted(outputs) == ["OUTPUT"]
+
+
+def test_two_sequences_interleaved_keep_their_own_state(server):
+    model = "simple_string_dyna_sequence"
+    answer(server, model, step(1, "7", start=True))
+    answer(server, model, step(100, "8", start=True))
+    a = answer(server, model, step(2, "7"))["OUTPUT"]
+    b = answer(server, model, step(200, "8"))["OUTPUT"]
+    assert (int(a[0][0]), int(b[0][0])) == (3, 300)
+
+
+def test_a_step_without_start_gets_tritons_message_word_for_word(server):
+    with pytest.raises(InvalidInput) as caught:
+        answer(server, "simple_sequence", step(1, 77))
+    assert caught.value.message == (
+        "inference request for sequence 77 to model 'simple_sequence' must specify the "
+        "START flag on the first request of the sequence"
+    )
+
+
+def test_a_request_without_a_sequence_id_gets_tritons_message(server):
+    with pytest.raises(InvalidInput) as caught:
+        answer(server, "simple_sequence", step(1, 0, start=True))
+    assert caught.value.message == (
+        "inference request to model 'simple_sequence' must specify a non-zero or non-empty "
+        "correlation ID"
+    )
+
+
+def test_a_batch_of_two_rows_is_refused_as_triton_refuses_it(server):
+    with pytest.raises(InvalidInput) as caught:
+        answer(server, "simple_sequence", step(1, 5, start=True, rows=2))
+    assert caught.value.message == (
+        "inference request to model 'simple_sequence' must specify batch-size 1 due to "
+        "requirements of sequence batcher"
+    )
+
+
+def test_end_forgets_the_sequence(server):
+    values(server, "simple_sequence", 31, [1, 2])
+    with pytest.raises(InvalidInput, match="must specify the START flag"):
+        answer(server, "simple_sequence", step(1, 31))
+
+
+def test_a_start_for_a_sequence_in_flight_restarts_it_from_the_initial_state(server):
+    model = "simple_string_dyna_sequence"
+    answer(server, model, step(50, "5", start=True))
+    again = answer(server, model, step(4, "5", start=True))["OUTPUT"]
+    assert int(again[0][0]) == 4
+
+
+def test_a_sequence_idle_past_its_limit_is_released(aws, server):
+    # Given a clock the test moves: 5 s idle allowed by the config
+    now = [1_000_000_000]
+    server.sequences = SequenceSteps(server.sequences.store, clock_us=lambda: now[0])
+    answer(server, "simple_sequence", step(1, 9, start=True))
+    now[0] += 4_000_000
+    answer(server, "simple_sequence", step(1, 9))  # within the limit: goes on
+    # When it then idles 5.1 s / Then the next step is refused as unknown
+    now[0] += 5_100_000
+    with pytest.raises(InvalidInput, match="must specify the START flag"):
+        answer(server, "simple_sequence", step(1, 9))
+
+
+def test_the_state_output_is_returned_when_the_request_names_it(server):
+    model = "simple_string_dyna_sequence"
+    outputs = answer(server, model, step(6, "61", start=True, outputs=("OUTPUT", "ACC_OUT")))
+    assert sorted(outputs) == ["ACC_OUT", "OUTPUT"]
+    assert int(outputs["ACC_OUT"][0][0]) == 6
+
+
+def test_statistics_count_one_execution_per_step(server):
+    values(server, "simple_sequence", 41, [1, 2, 3])
+    stats = server.stats.snapshot("simple_sequence", 1)["model_stats"][0]
+    assert (stats["execution_count"], stats["inference_count"]) == (3, 3)
+
+
+def test_two_servers_sharing_the_table_give_one_servers_answers(aws, server):
+    # Given a second server (another instance) over the same catalog table
+    other = build_model_server(aws.settings, aws.clients)
+    model, inputs = "simple_string_dyna_sequence", [3, 4, 5, 6, 7]
+    # When the steps alternate between the two
+    got = []
+    for index, value in enumerate(inputs):
+        request = step(value, "77", start=index == 0, end=index == len(inputs) - 1)
+        got.append(int(answer((server, other)[index % 2], model, request)["OUTPUT"][0][0]))
+    # Then the running sums are those of one process
+    assert got == [3, 7, 12, 18, 25 + 77]
+
+
+def test_racing_steps_are_each_applied_once(aws, server):
+    # Given a sequence started, and eight instances about to apply one step each at once
+    model = "simple_string_dyna_sequence"
+    answer(server, model, step(0, "4242", start=True))
+    servers = [build_model_server(aws.settings, aws.clients) for _ in range(8)]
+    for each in servers:
+        each.load(each.resolver.resolve(model, None))
+    barrier = threading.Barrier(len(servers))
+    applied: list[int] = []
+    errors: list[Exception] = []
+
+    def apply(each, value):
+        barrier.wait()
+        try:
+            answer(each, model, step(value, "4242"))
+            applied.append(value)
+        except LambdaServeError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=apply, args=(s, 1 << i)) for i, s in enumerate(servers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # When the running sum is read
+    total = int(answer(server, model, step(0, "4242", outputs=("ACC_OUT",)))["ACC_OUT"][0][0])
+    # Then every step that succeeded is in it exactly once and no other (each value is its
+    # own bit), and a step that gave up was told it lost a race
+    assert total == sum(applied)
+    assert len(applied) + len(errors) == len(servers)
+    assert all(isinstance(e, SequenceConflict) for e in errors)
+
+
+def test_a_write_over_a_record_that_moved_on_is_a_conflict(aws):
+    # Given the table's store and a record two writers read
+    store = DynamoSequenceStore(aws.clients.dynamodb, aws.settings.table)
+    key = SequenceKey("m", 1, 5)
+    from lambdaserve.serving.sequences.records import SequenceRecord
+
+    first = SequenceRecord(1, 1, b"", "a")
+    store.write(key, first, None)
+    # When both write over it / Then the second is refused
+    store.write(key, SequenceRecord(2, 2, b"", "b"), first)
+    with pytest.raises(SequenceConflict):
+        store.write(key, SequenceRecord(2, 3, b"", "c"), first)
+    with pytest.raises(SequenceConflict):
+        store.delete(key, first)
+    assert store.read(key).token == "b"
