@@ -1,0 +1,99 @@
+"""tritonclient's sequence examples, unchanged (tests/fixtures/tritonclient_sequence), each
+run as a subprocess against a real `lambdaserve serve` (HTTP and gRPC, the stream too) and
+the HTTP one against the dev stack's inference app; and one sequence whose steps alternate
+between two `serve` processes sharing the catalog table gives one process's answers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from tests import sequence_models
+from tests.integration.grpc_support import lambdaserve_serve
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "tritonclient_sequence"
+
+
+def publish(stack) -> None:
+    for name, files in sequence_models.every_model().items():
+        for path, body in files.items():
+            stack.put(f"models/{name}/{path}", body)
+    for name in sequence_models.every_model():
+        stack.wait_state(name, 1, "READY")
+
+
+def run_example(script: str, url: str, *flags: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), "-u", url, *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.fixture
+def published(stack):
+    publish(stack)
+    return stack
+
+
+def test_tritonclients_sequence_examples_pass_against_serve(published):
+    # Given the three sequence models, and `lambdaserve serve` over the stack's catalog
+    with lambdaserve_serve() as served:
+        http, grpc = f"127.0.0.1:{served.http}", served.grpc_url
+        # When each example runs unchanged, for the plain and the dyna (-d) models
+        outputs = [
+            run_example("simple_http_sequence_sync_infer_client.py", http),
+            run_example("simple_http_sequence_sync_infer_client.py", http, "-d", "-o", "1"),
+            run_example("simple_grpc_sequence_sync_infer_client.py", grpc, "-o", "2"),
+            run_example("simple_grpc_sequence_sync_infer_client.py", grpc, "-d", "-o", "3"),
+            run_example("simple_grpc_sequence_stream_infer_client.py", grpc, "-o", "4"),
+            run_example("simple_grpc_sequence_stream_infer_client.py", grpc, "-d", "-o", "5"),
+        ]
+    # Then each says it passed (each checks every answer of its three sequences itself)
+    assert all("PASS: Sequence" in out for out in outputs), outputs
+
+
+def test_the_http_example_passes_against_the_dev_stack(published):
+    url = str(published.inference.base_url).removeprefix("http://").rstrip("/")
+    out = run_example("simple_http_sequence_sync_infer_client.py", url, "-d", "-o", "6")
+    assert "PASS: Sequence" in out
+
+
+def test_steps_alternating_between_two_serve_processes_give_one_process_answers(published):
+    # Given two `serve` processes (two tasks) sharing the catalog table, and one process
+    model, values = "simple_string_dyna_sequence", [5, -2, 9, 4, -7, 3]
+
+    def sequence(clients, sequence_id):
+        got = []
+        for index, value in enumerate(values):
+            sent = httpclient.InferInput("INPUT", [1, 1], "INT32")
+            sent.set_data_from_numpy(np.full((1, 1), value, np.int32))
+            result = clients[index % len(clients)].infer(
+                model,
+                [sent],
+                sequence_id=sequence_id,
+                sequence_start=index == 0,
+                sequence_end=index == len(values) - 1,
+            )
+            got.append(int(result.as_numpy("OUTPUT")[0][0]))
+        return got
+
+    with lambdaserve_serve() as one, lambdaserve_serve() as two:
+        a = httpclient.InferenceServerClient(f"127.0.0.1:{one.http}")
+        b = httpclient.InferenceServerClient(f"127.0.0.1:{two.http}")
+        # When one sequence's steps alternate between them, and another runs on one alone
+        alternating = sequence([a, b], "71")
+        alone = sequence([a], "72")
+    # Then the running sums are the same, and right
+    sums = list(np.cumsum(values))
+    assert alternating == [*sums[:-1], sums[-1] + 71]
+    assert alone == [*sums[:-1], sums[-1] + 72]
