@@ -4,13 +4,17 @@ word, implicit state, idle expiry, END, and two servers racing on one sequence."
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import numpy as np
 import pytest
 
-from lambdaserve.errors import InvalidInput, LambdaServeError
+from lambdaserve.errors import InvalidInput, LambdaServeError, ModelNotReady
+from lambdaserve.protocol.http_status import status_for
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
+from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.serving.readiness import Readiness
 from lambdaserve.serving.sequences.dynamodb_store import DynamoSequenceStore
 from lambdaserve.serving.sequences.records import SequenceConflict, SequenceKey
 from lambdaserve.serving.sequences.steps import SequenceSteps
@@ -221,3 +225,42 @@ def test_a_write_over_a_record_that_moved_on_is_a_conflict(aws):
     with pytest.raises(SequenceConflict):
         store.delete(key, first)
     assert store.read(key).token == "b"
+
+
+def test_a_draining_server_refuses_new_sequences_and_finishes_those_in_flight(server):
+    # Given a long-running server's plane with a sequence in flight
+    plane = InferenceDataPlane(lambda: server, None, Readiness())
+    model = "simple_string_dyna_sequence"
+    asyncio.run(plane.infer(model, None, step(4, "11", start=True)))
+    # When the server starts draining
+    plane.readiness.drain()
+    # Then a new START is refused with Triton's words, as UNAVAILABLE
+    with pytest.raises(ModelNotReady) as caught:
+        asyncio.run(plane.infer(model, None, step(1, "12", start=True)))
+    assert caught.value.message == (
+        "Server is stopping, scheduler for model has stopped accepting new inference requests"
+    )
+    assert status_for(caught.value) == 503
+    # and the sequence in flight goes on to its END
+    ended = asyncio.run(plane.infer(model, None, step(3, "11", end=True)))
+    assert int(ended.outputs["OUTPUT"][0][0]) == 4 + 3 + 11
+
+
+def test_metadata_lists_what_the_client_sends_and_gets_as_triton_does(server):
+    # Given the accumulator (controls START, END, CORRID; state ACC_IN -> ACC_OUT)
+    plane = InferenceDataPlane(lambda: server)
+    # When its metadata is read
+    metadata = asyncio.run(plane.model_metadata("simple_string_dyna_sequence", None))
+    # Then only INPUT and OUTPUT are listed: the server fills the rest
+    assert [t["name"] for t in metadata["inputs"]] == ["INPUT"]
+    assert [t["name"] for t in metadata["outputs"]] == ["OUTPUT"]
+
+
+def test_a_sequence_model_warms_up_on_a_one_step_sequence(server, caplog):
+    # Given the accumulator, whose CORRID a zero (empty string) would fail to parse
+    served = server.resolver.resolve("simple_string_dyna_sequence", None)
+    # When it loads (and warms up)
+    with caplog.at_level("WARNING"):
+        server.load(served)
+    # Then the warm-up ran on the controls of a real step, without failing
+    assert not [r for r in caplog.records if "warm-up run failed" in r.getMessage()]

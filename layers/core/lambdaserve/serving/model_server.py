@@ -30,6 +30,7 @@ from lambdaserve.serving.loaded_versions import Key, LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
 from lambdaserve.serving.response_cache.lookups import Lookup, ResponseCache
 from lambdaserve.serving.sequences.memory_store import MemorySequenceStore
+from lambdaserve.serving.sequences.served_step import served_step
 from lambdaserve.serving.sequences.steps import SequenceSteps
 from lambdaserve.serving.version_resolver import ServedVersion, VersionResolver
 from lambdaserve.workers.deadline import request_deadline
@@ -105,7 +106,7 @@ class ModelServer:
             return encode(served, lookup.outputs)
         loaded = self.load(served)  # a cold load is not inference time, as in Triton's stats
         if served.config.sequence_batching is not None:
-            return self._sequence_step(served, loaded, request, encode)
+            return served_step(self.sequences, self.stats, served, loaded, request, encode=encode)
         started = time.perf_counter_ns()
         try:
             inputs = bind_inputs(request, served.signature)
@@ -127,47 +128,6 @@ class ModelServer:
         )
         if lookup is not None:
             self.cache_store(served, lookup, outputs)
-        return encoded
-
-    def _sequence_step(
-        self,
-        served: ServedVersion,
-        loaded: LoadedModel,
-        request: InferRequest,
-        encode: Callable[[ServedVersion, dict[str, np.ndarray[Any, Any]]], T],
-    ) -> T:
-        """One step of a sequence (``serving.sequences``): one execution of one row."""
-        config, signature = served.config, served.signature
-        assert config.sequence_batching is not None
-        started = time.perf_counter_ns()
-        ran = started
-
-        def execute(step: InferRequest) -> dict[str, np.ndarray[Any, Any]]:
-            nonlocal ran
-            outputs = loaded.run(bind_inputs(step, signature), select_outputs(step, signature))
-            ran = time.perf_counter_ns()
-            return dict(outputs)
-
-        try:
-            outputs = self.sequences.run(
-                served.model,
-                served.version,
-                request,
-                execute,
-                batching=config.sequence_batching,
-                declared_outputs=frozenset(t.name for t in config.outputs),
-                batched=config.max_batch_size > 0,
-            )
-            encoded = encode(served, outputs)
-        except LambdaServeError as exc:
-            self.stats.record_failure(
-                served.model, served.version, time.perf_counter_ns() - started, exc
-            )
-            raise
-        done = time.perf_counter_ns()
-        self.stats.record_success(
-            served.model, served.version, Execution(1, 1, 0, 0, ran - started, done - ran)
-        )
         return encoded
 
     def cache_lookup(self, served: ServedVersion, request: InferRequest) -> Lookup | None:
@@ -281,10 +241,13 @@ class ModelServer:
         """True when running this request may hold the caller's thread (the event loop):
         loaded, and run in this process. A version whose code runs in worker processes is
         waited for from a thread, so a slow or hung model never holds the loop, and other
-        models' requests (and health checks) go on while its workers run."""
+        models' requests (and health checks) go on while its workers run; so is a step of
+        a sequence, which reads and writes the sequence's record."""
         key = self._key_in_memory(model, version)
         if isinstance(key, bool):
             return key
+        if self.resolver.resolve(model, version).config.sequence_batching is not None:
+            return False  # a step reads and writes its sequence's record: I/O
         loaded = self._loaded.get(key)
         return loaded is not None and _worker_count(loaded) == 0
 

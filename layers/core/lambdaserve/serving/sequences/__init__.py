@@ -6,7 +6,8 @@ A sequence's record (its step count, when it was last seen, its implicit state) 
 process has one, or this process's memory (``memory_store``). Every write is conditional on
 the record the step read, so two instances racing on one sequence cannot both apply a step.
 A step (``steps``) reads the record, fills the model's control and state inputs
-(``controls``), runs the model, and writes the record back (or deletes it at END).
+(``controls``), runs the model, and writes the record back (or deletes it at END); the
+model server runs it as one execution in the version's statistics (``served_step``).
 
 Imports ``config``, ``protocol`` (the request), ``serving.response_cache`` (its tensor
 codec), ``catalog`` (the table's keys) and ``errors``; nothing about HTTP, gRPC or Lambda.

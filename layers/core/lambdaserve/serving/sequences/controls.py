@@ -63,6 +63,14 @@ def _zeros(state: ImplicitState, batched: bool) -> np.ndarray[Any, Any]:
     return np.zeros(shape, dtype=numpy_dtype(state.datatype))
 
 
+def warmup_inputs(batching: SequenceBatching, batched: bool) -> dict[str, np.ndarray[Any, Any]]:
+    """The control and state inputs of a one-step sequence (START and END, id 1): what a
+    zero warm-up sends in their place, so the model warms on inputs it could be sent."""
+    flags = SequenceFlags(1, start=True, end=True)
+    inputs = {c.tensor: _control(c, flags, batched).data for c in batching.controls}
+    return inputs | initial_states(batching, batched)
+
+
 def model_request(
     request: InferRequest,
     batching: SequenceBatching,
