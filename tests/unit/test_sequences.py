@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,11 +16,12 @@ from lambdaserve.protocol.http_status import status_for
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.readiness import Readiness
-from lambdaserve.serving.sequences.dynamodb_store import DynamoSequenceStore
+from lambdaserve.serving.sequences.from_settings import sequence_steps_from
 from lambdaserve.serving.sequences.records import SequenceConflict, SequenceKey
 from lambdaserve.serving.sequences.steps import SequenceSteps
 from lambdaserve.wiring.inference import build_model_server
 from tests import sequence_models
+from tests.redis_server import redis_server
 
 
 def publish(aws, name: str, files: dict[str, bytes]) -> None:
@@ -164,9 +166,22 @@ def test_statistics_count_one_execution_per_step(server):
     assert (stats["execution_count"], stats["inference_count"]) == (3, 3)
 
 
-def test_two_servers_sharing_the_table_give_one_servers_answers(aws, server):
-    # Given a second server (another instance) over the same catalog table
-    other = build_model_server(aws.settings, aws.clients)
+@pytest.fixture(params=["dynamodb", "redis"])
+def shared(request, aws):
+    """Settings whose sequence store is the catalog table, or a real redis-server."""
+    if request.param == "dynamodb":
+        yield aws.settings
+        return
+    with redis_server() as found:
+        yield replace(
+            aws.settings, sequence_store="redis", redis_host=found.host, redis_port=found.port
+        )
+
+
+def test_two_servers_sharing_the_store_give_one_servers_answers(aws, server, shared):
+    # Given two servers (two instances) over the same sequence store
+    server = build_model_server(shared, aws.clients)
+    other = build_model_server(shared, aws.clients)
     model, inputs = "simple_string_dyna_sequence", [3, 4, 5, 6, 7]
     # When the steps alternate between the two
     got = []
@@ -177,11 +192,12 @@ def test_two_servers_sharing_the_table_give_one_servers_answers(aws, server):
     assert got == [3, 7, 12, 18, 25 + 77]
 
 
-def test_racing_steps_are_each_applied_once(aws, server):
+def test_racing_steps_are_each_applied_once(aws, server, shared):
     # Given a sequence started, and eight instances about to apply one step each at once
     model = "simple_string_dyna_sequence"
+    server = build_model_server(shared, aws.clients)
     answer(server, model, step(0, "4242", start=True))
-    servers = [build_model_server(aws.settings, aws.clients) for _ in range(8)]
+    servers = [build_model_server(shared, aws.clients) for _ in range(8)]
     for each in servers:
         each.load(each.resolver.resolve(model, None))
     barrier = threading.Barrier(len(servers))
@@ -210,9 +226,9 @@ def test_racing_steps_are_each_applied_once(aws, server):
     assert all(isinstance(e, SequenceConflict) for e in errors)
 
 
-def test_a_write_over_a_record_that_moved_on_is_a_conflict(aws):
-    # Given the table's store and a record two writers read
-    store = DynamoSequenceStore(aws.clients.dynamodb, aws.settings.table)
+def test_a_write_over_a_record_that_moved_on_is_a_conflict(aws, shared):
+    # Given the shared store and a record two writers read
+    store = sequence_steps_from(shared, aws.clients.dynamodb).store
     key = SequenceKey("m", 1, 5)
     from lambdaserve.serving.sequences.records import SequenceRecord
 

@@ -16,9 +16,9 @@ from botocore.exceptions import ClientError
 
 from lambdaserve.errors import InferenceError, StorageUnavailable
 from lambdaserve.serving.sequences.records import (
-    SequenceConflict,
     SequenceKey,
     SequenceRecord,
+    conflict,
 )
 
 # DynamoDB's item limit is 400 KB, keys and names included: leave room for them
@@ -83,10 +83,7 @@ class DynamoSequenceStore:
             call(TableName=self._table, **condition)
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                raise SequenceConflict(
-                    f"sequence {key.sequence_id} of model '{key.model}' changed while this "
-                    "step ran (another request of the same sequence was applied first)"
-                ) from exc
+                raise conflict(key) from exc
             raise StorageUnavailable(f"could not write the sequence's state: {exc}") from exc
 
 

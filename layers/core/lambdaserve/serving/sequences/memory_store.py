@@ -6,9 +6,9 @@ from __future__ import annotations
 import threading
 
 from lambdaserve.serving.sequences.records import (
-    SequenceConflict,
     SequenceKey,
     SequenceRecord,
+    conflict,
 )
 
 
@@ -36,7 +36,4 @@ class MemorySequenceStore:
     def _check(self, key: SequenceKey, expected: SequenceRecord | None) -> None:
         stored = self._records.get(key)
         if (stored.token if stored else None) != (expected.token if expected else None):
-            raise SequenceConflict(
-                f"sequence {key.sequence_id} of model '{key.model}' changed while this step "
-                "ran (another request of the same sequence was applied first)"
-            )
+            raise conflict(key)

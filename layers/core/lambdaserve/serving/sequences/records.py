@@ -39,6 +39,14 @@ class SequenceConflict(Conflict):
     """Another request changed the sequence between this step's read and its write."""
 
 
+def conflict(key: SequenceKey) -> SequenceConflict:
+    """What a store raises when the record moved on between a step's read and its write."""
+    return SequenceConflict(
+        f"sequence {key.sequence_id} of model '{key.model}' changed while this step ran "
+        "(another request of the same sequence was applied first)"
+    )
+
+
 class SequenceStore(Protocol):
     """Sequence records, shared by every instance that serves the model."""
 
