@@ -10,10 +10,10 @@ a real ``redis-server`` on this machine (``redis``).
 
 The model is an accumulator with implicit state (ACC_IN -> ACC_OUT, int32 [1]) and a START
 control; its stateless twin is the same ONNX file without ``sequence_batching``, its client
-sending ACC_IN and START itself. The sequence's record lives in the catalog table of the
-embedded emulator (moto over HTTP on this machine, about 2.5 ms a call here), so the added
-cost there is two of its round trips; deployed, DynamoDB's consistent GetItem and conditional PutItem each take a few
-milliseconds in-region (docs/from-triton.md).
+sending ACC_IN and START itself. With ``dynamodb`` the record lives in the catalog table of
+the embedded emulator (moto over HTTP on this machine, about 2.5 ms a call here), so the
+added cost is two of its round trips; deployed, DynamoDB's consistent GetItem and
+conditional PutItem each take a few milliseconds in-region (docs/from-triton.md).
 
     python scripts/bench_sequences.py [--requests 300] [--json PATH]
 """
