@@ -1,14 +1,17 @@
 """tritonclient's sequence examples, unchanged (tests/fixtures/tritonclient_sequence), each
 run as a subprocess against a real `lambdaserve serve` (HTTP and gRPC, the stream too) and
 the HTTP one against the dev stack's inference app; and one sequence whose steps alternate
-between two `serve` processes sharing the catalog table gives one process's answers."""
+between two `serve` processes sharing the catalog table (or between the infer function's
+direct path and a `serve` task) gives one process's answers."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
@@ -97,3 +100,45 @@ def test_steps_alternating_between_two_serve_processes_give_one_process_answers(
     sums = list(np.cumsum(values))
     assert alternating == [*sums[:-1], sums[-1] + 71]
     assert alone == [*sums[:-1], sums[-1] + 72]
+
+
+def test_steps_alternating_between_the_infer_function_and_serve_give_one_process_answers(
+    published,
+):
+    # Given the infer function's handler (its direct path) and a `serve` task, one catalog
+    from lambdaserve.handlers import infer
+    from lambdaserve.local.http_api_event import http_api_event
+    from lambdaserve.processes.event_pump import LocalContext
+
+    model, values = "simple_string_dyna_sequence", [8, 1, -4, 6]
+
+    def body(value: int, index: int) -> dict:
+        return {
+            "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [value]}],
+            "parameters": {
+                "sequence_id": "90",
+                "sequence_start": index == 0,
+                "sequence_end": index == len(values) - 1,
+            },
+        }
+
+    def by_lambda(value: int, index: int) -> int:
+        event = http_api_event(
+            "POST", f"/v2/models/{model}/infer", json.dumps(body(value, index)).encode()
+        )
+        answer = infer.api_handler(event, LocalContext("infer"))
+        assert answer["statusCode"] == 200, answer
+        return int(json.loads(answer["body"])["outputs"][0]["data"][0])
+
+    with lambdaserve_serve() as served, httpx.Client(timeout=30) as client:
+
+        def by_serve(value: int, index: int) -> int:
+            url = f"http://127.0.0.1:{served.http}/v2/models/{model}/infer"
+            answer = client.post(url, json=body(value, index))
+            assert answer.status_code == 200, answer.text
+            return int(answer.json()["outputs"][0]["data"][0])
+
+        # When the steps alternate: Lambda, serve, Lambda, serve
+        got = [(by_lambda, by_serve)[i % 2](v, i) for i, v in enumerate(values)]
+    # Then the running sums are one process's, the END adding the id
+    assert got == [8, 9, 5, 11 + 90]
