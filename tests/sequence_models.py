@@ -33,7 +33,9 @@ def _control(name: str, kind: str) -> str:
     return f'{{ name: "{name}" control [ {{ {control} }} ] }}'
 
 
-def _config(name: str, controls: list[str], extra: str = "", strategy: str = "direct { }") -> bytes:
+def _config(
+    name: str, controls: list[str], extra: str = "", strategy: str = "direct { }"
+) -> bytes:
     return (
         f'name: "{name}"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
         f"sequence_batching {{\n  max_sequence_idle_microseconds: 5000000\n  {strategy}\n"
@@ -91,9 +93,11 @@ def simple_dyna_sequence() -> dict[str, bytes]:
     }
 
 
-def simple_string_dyna_sequence() -> dict[str, bytes]:
+def simple_string_dyna_sequence(
+    name: str = "simple_string_dyna_sequence", strategy: str = "direct { }"
+) -> dict[str, bytes]:
     model = _onnx(
-        "simple_string_dyna_sequence",
+        name,
         [
             helper.make_node("Add", ["ACC_IN", "INPUT"], ["ACC_OUT"]),
             helper.make_node("Cast", ["CORRID"], ["id"], to=INT),
@@ -120,7 +124,7 @@ def simple_string_dyna_sequence() -> dict[str, bytes]:
         'name: "zeros" } } ]\n'
     )
     return {
-        "config.pbtxt": _config("simple_string_dyna_sequence", controls, state),
+        "config.pbtxt": _config(name, controls, state, strategy),
         "1/model.onnx": model,
     }
 

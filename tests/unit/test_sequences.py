@@ -280,3 +280,23 @@ def test_a_sequence_model_warms_up_on_a_one_step_sequence(server, caplog):
         server.load(served)
     # Then the warm-up ran on the controls of a real step, without failing
     assert not [r for r in caplog.records if "warm-up run failed" in r.getMessage()]
+
+
+def test_oldest_runs_different_sequences_steps_in_one_execution_never_one_sequence_twice(
+    aws, server
+):
+    # Given the accumulator under `oldest`, and three sequences started together
+    oldest = "oldest { max_candidate_sequences: 4 preferred_batch_size: [ 4 ] }"
+    publish(aws, "acc_oldest", sequence_models.simple_string_dyna_sequence("acc_oldest", oldest))
+    starts = [step(v, sid, start=True) for v, sid in ((1, "1"), (10, "2"), (100, "3"))]
+    started = server.infer_many("acc_oldest", None, starts)
+    # When one call brings steps of all three, sequence 1 twice
+    later = [step(2, "1"), step(20, "2"), step(5, "1"), step(300, "3")]
+    results = server.infer_many("acc_oldest", None, later)
+    # Then each sequence's sums are right, its second step after its first
+    assert [int(r.outputs["OUTPUT"][0][0]) for r in started] == [1, 10, 100]
+    assert [int(r.outputs["OUTPUT"][0][0]) for r in results] == [3, 30, 8, 400]
+    # and the three sequences' steps ran as one execution each time, the repeat alone
+    stats = server.stats.snapshot("acc_oldest", 1)["model_stats"][0]
+    assert (stats["execution_count"], stats["inference_count"]) == (3, 7)
+    assert sorted(int(b["batch_size"]) for b in stats["batch_stats"]) == [1, 3]

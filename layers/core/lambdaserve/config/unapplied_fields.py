@@ -48,6 +48,8 @@ APPLIED = (
     "sequence_batching.state.data_type",
     "sequence_batching.state.dims",
     "sequence_batching.state.initial_state",
+    "sequence_batching.oldest.max_candidate_sequences",
+    "sequence_batching.oldest.preferred_batch_size",
     # serving/response_cache/lookups.py
     "response_cache",
 )
@@ -67,10 +69,11 @@ SAID_ELSEWHERE = (
     "dynamic_batching.priority_levels",
 )
 _WHY = {
-    "sequence_batching.oldest": (
-        "each step runs as its own execution, as with direct: steps of different sequences "
-        "are not batched together"
+    "sequence_batching.oldest.max_queue_delay_microseconds": (
+        "steps wait only while the version's batch before them runs (the dynamic batcher's "
+        "lane), never for company"
     ),
+    "sequence_batching.oldest.preserve_ordering": "each step is answered as it completes",
     "sequence_batching.direct.max_queue_delay_microseconds": "each step runs when it arrives",
     "sequence_batching.direct.minimum_slot_utilization": "each step runs when it arrives",
     "sequence_batching.state.use_same_buffer_for_input_output": (

@@ -30,6 +30,7 @@ from lambdaserve.serving.loaded_versions import Key, LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
 from lambdaserve.serving.response_cache.lookups import Lookup, ResponseCache
 from lambdaserve.serving.sequences.memory_store import MemorySequenceStore
+from lambdaserve.serving.sequences.oldest import run_oldest
 from lambdaserve.serving.sequences.served_step import served_step
 from lambdaserve.serving.sequences.steps import SequenceSteps
 from lambdaserve.serving.version_resolver import ServedVersion, VersionResolver
@@ -174,8 +175,8 @@ class ModelServer:
         lookups: dict[int, Lookup] = {}
         try:
             served = self.resolver.resolve(model, version)
-            if served.config.sequence_batching is not None:  # each step alone, in order
-                return [self._one(model, version, request) for request in requests]
+            if served.config.sequence_batching is not None:
+                return self._steps(served, model, version, requests)
             for index, request in enumerate(requests):
                 lookup = self.cache_lookup(served, request) if cached else None
                 if lookup is not None and lookup.outputs is not None:
@@ -223,6 +224,28 @@ class ModelServer:
         done = [r for r in results if r is not None]
         check_invariant(len(requests), done)
         return done
+
+    def _steps(
+        self,
+        served: ServedVersion,
+        model: str,
+        version: int | None,
+        requests: Sequence[InferRequest],
+    ) -> list[BatchResult]:
+        """Steps of sequences: with ``oldest``, different sequences' steps in one execution;
+        with ``direct``, each alone, in order."""
+        sequences = served.config.sequence_batching
+        assert sequences is not None
+        if sequences.strategy == "oldest" and served.config.max_batch_size > 1 and requests[1:]:
+            return run_oldest(
+                self.sequences,
+                self.stats,
+                served,
+                self.load(served),
+                requests,
+                alone=lambda request: self._one(model, version, request),
+            )
+        return [self._one(model, version, request) for request in requests]
 
     def _one(self, model: str, version: int | None, request: InferRequest) -> BatchResult:
         try:

@@ -8,7 +8,8 @@ A sequence's record (its step count, when it was last seen, its implicit state) 
 instances racing on one sequence cannot both apply a step.
 A step (``steps``) reads the record, fills the model's control and state inputs
 (``controls``), runs the model, and writes the record back (or deletes it at END); the
-model server runs it as one execution in the version's statistics (``served_step``).
+model server runs it as one execution in the version's statistics (``served_step``), and
+under ``oldest`` runs different sequences' steps as one execution (``oldest``).
 
 Imports ``config``, ``protocol`` (the request), ``runtimes`` and ``metrics`` (a step's run
 and statistics), ``serving.response_cache`` (its tensor codec), ``settings`` and ``errors``;

@@ -10,6 +10,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,19 @@ ATTEMPTS = 3  # a step that keeps losing its race is refused with the conflict
 Outputs = dict[str, np.ndarray[Any, Any]]
 
 
+@dataclass(frozen=True)
+class PreparedStep:
+    """A step read and checked, ready to run: ``request`` is the model's (controls and
+    state filled); ``stored`` is the record the write is conditional on."""
+
+    key: SequenceKey
+    flags: SequenceFlags
+    stored: SequenceRecord | None
+    live: SequenceRecord | None
+    now_us: int
+    request: InferRequest
+
+
 class SequenceSteps:
     """Runs steps against ``store``; ``clock_us``: wall-clock microseconds (tests pass
     their own, to expire a sequence without waiting)."""
@@ -57,38 +71,32 @@ class SequenceSteps:
     ) -> Outputs:
         """The step's outputs as the client sees them: a state output only where the
         config also lists it under ``output`` (or the request names it)."""
-        flags = flags_of(model, request.parameters)
-        _check_batch_size(model, request, batched)
-        key = SequenceKey(model, version, flags.sequence_id)
         for attempt in range(1, ATTEMPTS + 1):
+            step = self.prepare(model, version, request, batching=batching, batched=batched)
             try:
-                outputs = self._step(
-                    key, flags, request, execute, batching=batching, batched=batched
-                )
+                outputs = execute(step.request)
+                self.finish(step, outputs, batching=batching)
             except SequenceConflict:
                 if attempt == ATTEMPTS:
                     raise
-                logger.info("sequence %s of %s: lost a race, step again", key.text, model)
+                logger.info("sequence %s of %s: lost a race, step again", step.key.text, model)
                 continue
-            hidden = {s.output_name for s in batching.states} - declared_outputs
-            asked = {o.name for o in request.outputs}
-            return {
-                name: value
-                for name, value in outputs.items()
-                if (name in asked if asked else name not in hidden)
-            }
+            return visible(request, outputs, batching, declared_outputs)
         raise AssertionError("unreachable")
 
-    def _step(
+    def prepare(
         self,
-        key: SequenceKey,
-        flags: SequenceFlags,
+        model: str,
+        version: int,
         request: InferRequest,
-        execute: Callable[[InferRequest], Outputs],
         *,
         batching: SequenceBatching,
         batched: bool,
-    ) -> Outputs:
+    ) -> PreparedStep:
+        """Read the sequence's record and apply Triton's rules: the model's request."""
+        flags = flags_of(model, request.parameters)
+        _check_batch_size(model, request, batched)
+        key = SequenceKey(model, version, flags.sequence_id)
         now = self._clock_us()
         stored = self.store.read(key)
         live = (
@@ -112,22 +120,43 @@ class SequenceSteps:
             states = initial_states(batching, batched)
         else:
             states = decode_outputs(live.state) if live.state else {}
-        outputs = execute(model_request(request, batching, flags, states, batched))
-        if flags.end:
-            self.store.delete(key, stored)
-            return outputs
+        step = model_request(request, batching, flags, states, batched)
+        return PreparedStep(key, flags, stored, live, now, step)
+
+    def finish(self, step: PreparedStep, outputs: Outputs, *, batching: SequenceBatching) -> None:
+        """Write the record the step leaves (delete it at END), conditional on the one it
+        read; SequenceConflict when that one moved on meanwhile."""
+        if step.flags.end:
+            self.store.delete(step.key, step.stored)
+            return
         kept = {s.input_name: outputs[s.output_name] for s in batching.states}
+        started = step.flags.start or step.live is None
         self.store.write(
-            key,
+            step.key,
             SequenceRecord(
-                step=1 if flags.start or live is None else live.step + 1,
-                last_seen_us=now,
+                step=1 if started or step.live is None else step.live.step + 1,
+                last_seen_us=step.now_us,
                 state=encode_outputs(kept) if kept else b"",
                 token=uuid.uuid4().hex,
             ),
-            stored,
+            step.stored,
         )
-        return outputs
+
+
+def visible(
+    request: InferRequest,
+    outputs: Outputs,
+    batching: SequenceBatching,
+    declared_outputs: frozenset[str],
+) -> Outputs:
+    """What the client gets: the outputs it named, else all but undeclared state outputs."""
+    hidden = {s.output_name for s in batching.states} - declared_outputs
+    asked = {o.name for o in request.outputs}
+    return {
+        name: value
+        for name, value in outputs.items()
+        if (name in asked if asked else name not in hidden)
+    }
 
 
 def _check_batch_size(model: str, request: InferRequest, batched: bool) -> None:
