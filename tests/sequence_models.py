@@ -33,9 +33,7 @@ def _control(name: str, kind: str) -> str:
     return f'{{ name: "{name}" control [ {{ {control} }} ] }}'
 
 
-def _config(
-    name: str, controls: list[str], extra: str = "", strategy: str = "direct { }"
-) -> bytes:
+def _config(name: str, controls: list[str], extra: str = "", strategy: str = "direct { }") -> bytes:
     return (
         f'name: "{name}"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
         f"sequence_batching {{\n  max_sequence_idle_microseconds: 5000000\n  {strategy}\n"
