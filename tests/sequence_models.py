@@ -12,6 +12,7 @@ tritonclient's sequence examples talk to (``simple_sequence``, ``simple_dyna_seq
 
 from __future__ import annotations
 
+import numpy as np
 from onnx import TensorProto, helper
 
 INT = TensorProto.INT32
@@ -92,8 +93,12 @@ def simple_dyna_sequence() -> dict[str, bytes]:
 
 
 def simple_string_dyna_sequence(
-    name: str = "simple_string_dyna_sequence", strategy: str = "direct { }"
+    name: str = "simple_string_dyna_sequence",
+    strategy: str = "direct { }",
+    start_at: int | None = None,
 ) -> dict[str, bytes]:
+    """``start_at``: the running sum's initial value from an initial_state data_file
+    (``initial_state/acc_start``, four bytes), instead of zero_data."""
     model = _onnx(
         name,
         [
@@ -116,15 +121,16 @@ def simple_string_dyna_sequence(
         _control("END", "END"),
         '{ name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_STRING } ] }',
     ]
+    initial = "zero_data: true" if start_at is None else 'data_file: "acc_start"'
     state = (
         '  state [ { input_name: "ACC_IN" output_name: "ACC_OUT" data_type: TYPE_INT32 '
-        "dims: [ 1 ] initial_state { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true "
-        'name: "zeros" } } ]\n'
+        f"dims: [ 1 ] initial_state {{ data_type: TYPE_INT32 dims: [ 1 ] {initial} "
+        'name: "start" } } ]\n'
     )
-    return {
-        "config.pbtxt": _config(name, controls, state, strategy),
-        "1/model.onnx": model,
-    }
+    files = {"config.pbtxt": _config(name, controls, state, strategy), "1/model.onnx": model}
+    if start_at is not None:
+        files["initial_state/acc_start"] = np.array([start_at], np.int32).tobytes()
+    return files
 
 
 def every_model() -> dict[str, dict[str, bytes]]:

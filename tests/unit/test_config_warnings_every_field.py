@@ -20,10 +20,7 @@ from lambdaserve.errors import InvalidInput
 
 # Set alone, these are refused at publish with their reason (never READY, never warned);
 # for a Python model, sequence batching is refused whole.
-REFUSED = (
-    "sequence_batching.iterative_sequence",
-    "sequence_batching.state.initial_state.data_file",
-)
+REFUSED = ("sequence_batching.iterative_sequence",)
 PYTHON_REFUSED = ("sequence_batching",)
 # Set alone, these are applied: no "not applied" warning.
 APPLIED = {
@@ -106,6 +103,7 @@ APPLIED = {
     "sequence_batching.state.initial_state.data_type",
     "sequence_batching.state.initial_state.dims",
     "sequence_batching.state.initial_state.zero_data",
+    "sequence_batching.state.initial_state.data_file",
     # empty blocks that ask for nothing
     "model_operations",
     "model_repository_agents",

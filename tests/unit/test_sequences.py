@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from lambdaserve.catalog.repository import ConfigKey, parse_key
 from lambdaserve.errors import InvalidInput, LambdaServeError, ModelNotReady
 from lambdaserve.protocol.http_status import status_for
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
@@ -300,3 +301,34 @@ def test_oldest_runs_different_sequences_steps_in_one_execution_never_one_sequen
     stats = server.stats.snapshot("acc_oldest", 1)["model_stats"][0]
     assert (stats["execution_count"], stats["inference_count"]) == (3, 7)
     assert sorted(int(b["batch_size"]) for b in stats["batch_stats"]) == [1, 3]
+
+
+def test_a_state_starts_from_its_initial_state_data_file(aws, server):
+    # Given the accumulator whose state starts from initial_state/acc_start (1000)
+    publish(aws, "acc_file", sequence_models.simple_string_dyna_sequence("acc_file", start_at=1000))
+    # When a sequence runs / Then its running sum starts from the file's value
+    assert values(server, "acc_file", "5", [5, 6, -1]) == [1005, 1011, 1010 + 5]
+
+
+def test_a_missing_or_misfit_initial_state_file_is_refused_at_publish(aws):
+    # Given the accumulator's config naming a data file never uploaded
+    files = sequence_models.simple_string_dyna_sequence("acc_missing", start_at=7)
+    files.pop("initial_state/acc_start")
+    publish(aws, "acc_missing", files)
+    # Then the model's config is refused saying which file to upload, and where
+    record = aws.services.catalog.get_model("acc_missing")
+    assert "initial_state data_file 'acc_start', which is missing" in record.config_error
+    # And a file of the wrong size says what the state needs
+    aws.put("models/acc_missing/initial_state/acc_start", b"\0" * 6)
+    aws.services.registrar.reconcile_model("acc_missing")
+    record = aws.services.catalog.get_model("acc_missing")
+    assert "has 6 bytes; state 'ACC_IN' (INT32 [1]) needs 4" in record.config_error
+
+
+def test_an_initial_state_file_upload_is_a_model_level_file_of_the_layout():
+    # Given the key of a state's data file / When the layout reads it
+    parsed = parse_key("models/acc/initial_state/acc_start")
+    # Then it is a model-level file (its upload re-reads the model's config), and a deeper
+    # path under initial_state/ is not
+    assert parsed == ConfigKey("acc", "initial_state/acc_start")
+    assert parse_key("models/acc/initial_state/a/b") is None

@@ -37,12 +37,6 @@ def check_supported(document: dict[str, Any]) -> None:
             "sequence_batching iterative_sequence is not supported: a request cannot be "
             "rescheduled here; send each step of the sequence as its own request"
         )
-    for state in (sequences or {}).get("state") or []:
-        if any(i.get("data_file") for i in state.get("initial_state") or []):
-            raise InvalidInput(
-                f"sequence_batching state {state.get('input_name')!r}: an initial_state "
-                "data_file is not supported yet; use zero_data"
-            )
     decoupled = (document.get("model_transaction_policy") or {}).get("decoupled")
     if decoupled and document.get("backend") != "python":
         raise InvalidInput(

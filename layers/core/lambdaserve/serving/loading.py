@@ -84,7 +84,7 @@ def load_version(
         zeros=not code,
         label=f"{served.model} version {served.version}",
         fixed=(
-            warmup_inputs(config.sequence_batching, batched)
+            warmup_inputs(config.sequence_batching, batched, served.initial_states)
             if config.sequence_batching is not None
             else None
         ),

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -51,24 +52,33 @@ def _flag(parameters: Mapping[str, Any], name: str) -> bool:
     return value
 
 
-def initial_states(batching: SequenceBatching, batched: bool) -> dict[str, np.ndarray[Any, Any]]:
-    """Each state's value at START: zeros of its dims (Triton's zero_data)."""
-    return {s.input_name: _zeros(s, batched) for s in batching.states}
+def initial_states(
+    batching: SequenceBatching, batched: bool, files: Mapping[str, str] | None = None
+) -> dict[str, np.ndarray[Any, Any]]:
+    """Each state's value at START: its data file's (``files``: base64 by state input, read
+    at publish), else zeros of its dims (Triton's zero_data)."""
+    files = files or {}
+    return {s.input_name: _initial(s, batched, files.get(s.input_name)) for s in batching.states}
 
 
-def _zeros(state: ImplicitState, batched: bool) -> np.ndarray[Any, Any]:
+def _initial(state: ImplicitState, batched: bool, data: str | None) -> np.ndarray[Any, Any]:
     shape = ((1,) if batched else ()) + state.dims
     if state.datatype == "BYTES":
         return np.full(shape, b"", dtype=object)
-    return np.zeros(shape, dtype=numpy_dtype(state.datatype))
+    dtype = numpy_dtype(state.datatype)
+    if data is None:
+        return np.zeros(shape, dtype=dtype)
+    return np.frombuffer(base64.b64decode(data), dtype=dtype).reshape(shape).copy()
 
 
-def warmup_inputs(batching: SequenceBatching, batched: bool) -> dict[str, np.ndarray[Any, Any]]:
+def warmup_inputs(
+    batching: SequenceBatching, batched: bool, files: Mapping[str, str] | None = None
+) -> dict[str, np.ndarray[Any, Any]]:
     """The control and state inputs of a one-step sequence (START and END, id 1): what a
     zero warm-up sends in their place, so the model warms on inputs it could be sent."""
     flags = SequenceFlags(1, start=True, end=True)
     inputs = {c.tensor: _control(c, flags, batched).data for c in batching.controls}
-    return inputs | initial_states(batching, batched)
+    return inputs | initial_states(batching, batched, files)
 
 
 def model_request(

@@ -53,7 +53,12 @@ def run_oldest(
         seen.add(key)
         try:
             prepared[index] = steps.prepare(
-                served.model, served.version, request, batching=batching, batched=True
+                served.model,
+                served.version,
+                request,
+                batching=batching,
+                batched=True,
+                initial=served.initial_states,
             )
         except LambdaServeError as exc:
             stats.record_failure(served.model, served.version, 0, exc)

@@ -52,6 +52,7 @@ def served_step(
             batching=config.sequence_batching,
             declared_outputs=frozenset(t.name for t in config.outputs),
             batched=config.max_batch_size > 0,
+            initial=served.initial_states,
         )
         encoded = encode(served, outputs)
     except LambdaServeError as exc:

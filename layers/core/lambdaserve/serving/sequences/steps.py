@@ -68,11 +68,14 @@ class SequenceSteps:
         batching: SequenceBatching,
         declared_outputs: frozenset[str],
         batched: bool,
+        initial: Mapping[str, str] | None = None,
     ) -> Outputs:
         """The step's outputs as the client sees them: a state output only where the
         config also lists it under ``output`` (or the request names it)."""
         for attempt in range(1, ATTEMPTS + 1):
-            step = self.prepare(model, version, request, batching=batching, batched=batched)
+            step = self.prepare(
+                model, version, request, batching=batching, batched=batched, initial=initial
+            )
             try:
                 outputs = execute(step.request)
                 self.finish(step, outputs, batching=batching)
@@ -92,8 +95,10 @@ class SequenceSteps:
         *,
         batching: SequenceBatching,
         batched: bool,
+        initial: Mapping[str, str] | None = None,
     ) -> PreparedStep:
-        """Read the sequence's record and apply Triton's rules: the model's request."""
+        """Read the sequence's record and apply Triton's rules: the model's request.
+        ``initial``: the states' data files (base64), where the config names them."""
         flags = flags_of(model, request.parameters)
         _check_batch_size(model, request, batched)
         key = SequenceKey(model, version, flags.sequence_id)
@@ -117,7 +122,7 @@ class SequenceSteps:
             )
         states: Mapping[str, np.ndarray[Any, Any]]
         if flags.start or live is None:
-            states = initial_states(batching, batched)
+            states = initial_states(batching, batched, initial)
         else:
             states = decode_outputs(live.state) if live.state else {}
         step = model_request(request, batching, flags, states, batched)
