@@ -65,6 +65,41 @@ def test_tritonclients_sequence_examples_pass_against_serve(published):
     assert all("PASS: Sequence" in out for out in outputs), outputs
 
 
+def test_tritons_sequence_errors_reach_tritonclient_word_for_word(published):
+    # Given `serve`, and tritonclient over HTTP and gRPC
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    def inputs(module):
+        sent = module.InferInput("INPUT", [1, 1], "INT32")
+        sent.set_data_from_numpy(np.full((1, 1), 3, np.int32))
+        return [sent]
+
+    unknown = (
+        "inference request for sequence 555 to model 'simple_sequence' must specify the START "
+        "flag on the first request of the sequence"
+    )
+    with lambdaserve_serve() as served:
+        http = httpclient.InferenceServerClient(f"127.0.0.1:{served.http}")
+        grpc = grpcclient.InferenceServerClient(served.grpc_url)
+        # When a step of a sequence never started is sent by each
+        with pytest.raises(InferenceServerException) as by_http:
+            http.infer("simple_sequence", inputs(httpclient), sequence_id=555)
+        with pytest.raises(InferenceServerException) as by_grpc:
+            grpc.infer("simple_sequence", inputs(grpcclient), sequence_id=555)
+        # and a request with no sequence id at all
+        with pytest.raises(InferenceServerException) as no_id:
+            grpc.infer("simple_sequence", inputs(grpcclient))
+    # Then each gets Triton's text, as a 400 and as INVALID_ARGUMENT
+    assert (by_http.value.status(), by_http.value.message()) == ("400", unknown)
+    assert by_grpc.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert by_grpc.value.message() == unknown
+    assert no_id.value.message() == (
+        "inference request to model 'simple_sequence' must specify a non-zero or non-empty "
+        "correlation ID"
+    )
+
+
 def test_the_http_example_passes_against_the_dev_stack(published):
     url = str(published.inference.base_url).removeprefix("http://").rstrip("/")
     out = run_example("simple_http_sequence_sync_infer_client.py", url, "-d", "-o", "6")
