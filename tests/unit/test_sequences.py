@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from lambdaserve.catalog.repository import ConfigKey, parse_key
+from lambdaserve.config.model_config import build, parse_document
 from lambdaserve.errors import InvalidInput, LambdaServeError, ModelNotReady
 from lambdaserve.protocol.http_status import status_for
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
@@ -134,11 +135,24 @@ def test_end_forgets_the_sequence(server):
         answer(server, "simple_sequence", step(1, 31))
 
 
-def test_a_start_for_a_sequence_in_flight_restarts_it_from_the_initial_state(server):
+def test_a_start_for_a_sequence_in_flight_restarts_it_with_tritons_warning(server, caplog):
     model = "simple_string_dyna_sequence"
     answer(server, model, step(50, "5", start=True))
-    again = answer(server, model, step(4, "5", start=True))["OUTPUT"]
+    with caplog.at_level("WARNING"):
+        again = answer(server, model, step(4, "5", start=True))["OUTPUT"]
     assert int(again[0][0]) == 4
+    assert (
+        "sequence 5 for model 'simple_string_dyna_sequence' has a conflict. The previous "
+        "sequence did not end before this sequence start. Previous sequence will be "
+        "terminated early."
+    ) in caplog.text
+
+
+def test_the_idle_limit_is_one_second_unless_the_config_sets_it():
+    # Given sequence_batching without max_sequence_idle_microseconds / When it is read
+    config = build(parse_document("config.pbtxt", b"max_batch_size: 1 sequence_batching { }"), "m")
+    # Then a sequence idle past Triton's default of 1 s is released
+    assert config.sequence_batching.max_sequence_idle_us == 1_000_000
 
 
 def test_a_sequence_idle_past_its_limit_is_released(aws, server):

@@ -257,8 +257,8 @@ class ModelServer:
 
     def is_loaded(self, model: str, version: int | None) -> bool:
         """True when serving this request needs no catalog read, download or load."""
-        key = self._key_in_memory(model, version)
-        return key if isinstance(key, bool) else key in self._loaded
+        served = self._served_in_memory(model, version)
+        return served if isinstance(served, bool) else _key(served) in self._loaded
 
     def answers_inline(self, model: str, version: int | None) -> bool:
         """True when running this request may hold the caller's thread (the event loop):
@@ -266,24 +266,23 @@ class ModelServer:
         waited for from a thread, so a slow or hung model never holds the loop, and other
         models' requests (and health checks) go on while its workers run; so is a step of
         a sequence, which reads and writes the sequence's record."""
-        key = self._key_in_memory(model, version)
-        if isinstance(key, bool):
-            return key
-        if self.resolver.resolve(model, version).config.sequence_batching is not None:
+        served = self._served_in_memory(model, version)
+        if isinstance(served, bool):
+            return served
+        if served.config.sequence_batching is not None:
             return False  # a step reads and writes its sequence's record: I/O
-        loaded = self._loaded.get(key)
+        loaded = self._loaded.get(_key(served))
         return loaded is not None and _worker_count(loaded) == 0
 
-    def _key_in_memory(self, model: str, version: int | None) -> Key | bool:
-        """The loaded version's key this request would use, found without I/O; else False
-        (the catalog must be read first), or True (the answer, an error, is already known)."""
+    def _served_in_memory(self, model: str, version: int | None) -> ServedVersion | bool:
+        """The version this request would use, found without I/O; else False (the catalog
+        must be read first), or True (the answer, an error, is already known)."""
         if not self.resolver.is_fresh(model):
             return False
         try:
-            served = self.resolver.resolve(model, version)
+            return self.resolver.resolve(model, version)
         except LambdaServeError:
             return True  # the answer (an error) is already known without I/O
-        return (served.model, served.version, served.record.fingerprint)
 
     def code_workers(self, served: ServedVersion) -> int:
         """How many worker processes run this loaded version's code; 0 when it runs in this
@@ -421,6 +420,10 @@ def _batch_size(inputs: Mapping[str, np.ndarray[Any, Any]], served: ServedVersio
     if batched and first is not None and first.ndim:
         return int(first.shape[0])
     return 1
+
+
+def _key(served: ServedVersion) -> Key:
+    return (served.model, served.version, served.record.fingerprint)
 
 
 def _worker_count(loaded: LoadedModel | None) -> int:
