@@ -139,3 +139,35 @@ def every_model() -> dict[str, dict[str, bytes]]:
         "simple_dyna_sequence": simple_dyna_sequence(),
         "simple_string_dyna_sequence": simple_string_dyna_sequence(),
     }
+
+
+PYTHON_ACCUMULATOR = b'''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    """A running sum whose state Triton passes in (ACC_IN) and takes back (ACC_OUT)."""
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            value = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
+            start = pb_utils.get_input_tensor_by_name(request, "START").as_numpy()
+            total = pb_utils.get_input_tensor_by_name(request, "ACC_IN").as_numpy() + value
+            outputs = [pb_utils.Tensor("OUTPUT", total + start), pb_utils.Tensor("ACC_OUT", total)]
+            responses.append(pb_utils.InferenceResponse(outputs))
+        return responses
+'''
+
+
+def python_accumulator(name: str = "python_accumulator") -> dict[str, bytes]:
+    """A Python model with implicit state: OUTPUT = running sum + START."""
+    state = (
+        '  state [ { input_name: "ACC_IN" output_name: "ACC_OUT" data_type: TYPE_INT32 '
+        "dims: [ 1 ] initial_state { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true "
+        'name: "z" } } ]\n'
+    )
+    config = _config(name, [_control("START", "START")], state).replace(
+        b'platform: "onnxruntime_onnx"', b'backend: "python"'
+    )
+    return {"config.pbtxt": config, "1/model.py": PYTHON_ACCUMULATOR}

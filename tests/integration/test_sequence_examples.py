@@ -177,3 +177,23 @@ def test_steps_alternating_between_the_infer_function_and_serve_give_one_process
         got = [(by_lambda, by_serve)[i % 2](v, i) for i, v in enumerate(values)]
     # Then the running sums are one process's, the END adding the id
     assert got == [8, 9, 5, 11 + 90]
+
+
+def test_a_python_models_sequence_runs_in_its_worker_processes_under_serve(stack):
+    # Given a Python model with implicit state, its code in worker processes (the default)
+    for path, body in sequence_models.python_accumulator().items():
+        stack.put(f"models/python_accumulator/{path}", body)
+    stack.wait_state("python_accumulator", 1, "READY")
+    with lambdaserve_serve() as served:
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{served.http}")
+        got = []
+        # When a sequence's steps reach it over HTTP
+        for index, value in enumerate([3, 4, 5]):
+            sent = httpclient.InferInput("INPUT", [1, 1], "INT32")
+            sent.set_data_from_numpy(np.full((1, 1), value, np.int32))
+            result = client.infer(
+                "python_accumulator", [sent], sequence_id=7, sequence_start=index == 0
+            )
+            got.append(int(result.as_numpy("OUTPUT")[0][0]))
+    # Then its execute got START and the running sum, and gave back the next one
+    assert got == [4, 7, 12]

@@ -18,10 +18,8 @@ from lambdaserve.config.support import check_supported, warnings_for
 from lambdaserve.config.triton_proto import pb
 from lambdaserve.errors import InvalidInput
 
-# Set alone, these are refused at publish with their reason (never READY, never warned);
-# for a Python model, sequence batching is refused whole.
+# Set alone, these are refused at publish with their reason (never READY, never warned).
 REFUSED = ("sequence_batching.iterative_sequence",)
-PYTHON_REFUSED = ("sequence_batching",)
 # Set alone, these are applied: no "not applied" warning.
 APPLIED = {
     "name",
@@ -242,7 +240,7 @@ def test_a_field_set_alone_is_said_not_applied_exactly_when_it_is_not(path, back
     document = set_alone(path)
     if path != "backend":
         document["backend"] = backend
-    if path.startswith(REFUSED) or (backend == "python" and path.startswith(PYTHON_REFUSED)):
+    if path.startswith(REFUSED):
         with pytest.raises(InvalidInput):
             check_supported(document)
         return

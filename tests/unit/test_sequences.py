@@ -346,3 +346,12 @@ def test_an_initial_state_file_upload_is_a_model_level_file_of_the_layout():
     # path under initial_state/ is not
     assert parsed == ConfigKey("acc", "initial_state/acc_start")
     assert parse_key("models/acc/initial_state/a/b") is None
+
+
+def test_a_python_model_gets_the_controls_and_the_state_as_inputs(model_code_enabled):
+    # Given a Python model whose config lists only INPUT and OUTPUT, with implicit state
+    aws = model_code_enabled
+    publish(aws, "python_accumulator", sequence_models.python_accumulator())
+    server = build_model_server(aws.settings, aws.clients)
+    # When a sequence runs / Then execute saw START and ACC_IN, and its ACC_OUT came back
+    assert values(server, "python_accumulator", 64, [3, 4, 5]) == [4, 7, 12]

@@ -27,11 +27,6 @@ _IGNORED = {
 def check_supported(document: dict[str, Any]) -> None:
     """InvalidInput for what the model would need and lambdaserve cannot do."""
     sequences = document.get("sequence_batching")
-    if sequences is not None and document.get("backend") == "python":
-        raise InvalidInput(
-            "sequence_batching is served for ONNX, TorchScript, OpenVINO, TensorFlow and "
-            "Paddle models, not Python models (their requests carry no control tensors here)"
-        )
     if (sequences or {}).get("iterative_sequence"):
         raise InvalidInput(
             "sequence_batching iterative_sequence is not supported: a request cannot be "

@@ -14,6 +14,7 @@ from lambdaserve.config.sequence_batching import ImplicitState, SequenceBatching
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
 from lambdaserve.tensors.encoding import numpy_dtype
+from lambdaserve.tensors.signature import Signature, TensorSpec
 
 _UINT64 = 1 << 64
 
@@ -79,6 +80,37 @@ def warmup_inputs(
     flags = SequenceFlags(1, start=True, end=True)
     inputs = {c.tensor: _control(c, flags, batched).data for c in batching.controls}
     return inputs | initial_states(batching, batched, files)
+
+
+def with_sequence_tensors(
+    signature: Signature, batching: SequenceBatching, batched: bool
+) -> Signature:
+    """``signature`` with the control and state tensors it lacks: a Python model's comes
+    from its config's ``input``/``output``, which do not list them (Triton passes them to
+    its ``execute`` all the same)."""
+    lead = (-1,) if batched else ()
+    inputs = {t.name for t in signature.inputs}
+    outputs = {t.name for t in signature.outputs}
+    added_in = [
+        TensorSpec(c.tensor, c.datatype, (*lead, 1))
+        for c in batching.controls
+        if c.tensor not in inputs
+    ]
+    added_in += [
+        TensorSpec(s.input_name, s.datatype, (*lead, *s.dims))
+        for s in batching.states
+        if s.input_name not in inputs
+    ]
+    added_out = [
+        TensorSpec(s.output_name, s.datatype, (*lead, *s.dims))
+        for s in batching.states
+        if s.output_name not in outputs
+    ]
+    if not added_in and not added_out:
+        return signature
+    return Signature(
+        inputs=(*signature.inputs, *added_in), outputs=(*signature.outputs, *added_out)
+    )
 
 
 def model_request(

@@ -9,6 +9,7 @@ lost a race (it runs again on the state the winner left).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from lambdaserve.batching.assembly import BatchResult, assemble
 from lambdaserve.errors import InferenceError, LambdaServeError
@@ -16,7 +17,7 @@ from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel
 from lambdaserve.serving.batch_runs import run_batch
-from lambdaserve.serving.sequences.controls import flags_of
+from lambdaserve.serving.sequences.controls import flags_of, with_sequence_tensors
 from lambdaserve.serving.sequences.records import SequenceConflict, SequenceKey
 from lambdaserve.serving.sequences.steps import PreparedStep, SequenceSteps, visible
 from lambdaserve.serving.version_resolver import ServedVersion
@@ -35,6 +36,9 @@ def run_oldest(
     config = served.config
     batching = config.sequence_batching
     assert batching is not None
+    # the model's own tensors and the ones the sequence batcher fills (a Python model's
+    # signature lists only its config's)
+    served = replace(served, signature=with_sequence_tensors(served.signature, batching, True))
     results: list[BatchResult | None] = [None] * len(requests)
     prepared: dict[int, PreparedStep] = {}
     later: list[int] = []

@@ -14,6 +14,7 @@ from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel
 from lambdaserve.serving.binding import bind_inputs, select_outputs
+from lambdaserve.serving.sequences.controls import with_sequence_tensors
 from lambdaserve.serving.sequences.steps import SequenceSteps
 from lambdaserve.serving.version_resolver import ServedVersion
 
@@ -30,8 +31,10 @@ def served_step(
     encode: Callable[[ServedVersion, dict[str, np.ndarray[Any, Any]]], T],
 ) -> T:
     """``request`` as one step of its sequence, its outputs shaped by ``encode``."""
-    config, signature = served.config, served.signature
+    config = served.config
     assert config.sequence_batching is not None
+    batched = config.max_batch_size > 0
+    signature = with_sequence_tensors(served.signature, config.sequence_batching, batched)
     started = time.perf_counter_ns()
     bound = ran = started
 
@@ -51,7 +54,7 @@ def served_step(
             execute,
             batching=config.sequence_batching,
             declared_outputs=frozenset(t.name for t in config.outputs),
-            batched=config.max_batch_size > 0,
+            batched=batched,
             initial=served.initial_states,
         )
         encoded = encode(served, outputs)
