@@ -355,3 +355,15 @@ def test_a_python_model_gets_the_controls_and_the_state_as_inputs(model_code_ena
     server = build_model_server(aws.settings, aws.clients)
     # When a sequence runs / Then execute saw START and ACC_IN, and its ACC_OUT came back
     assert values(server, "python_accumulator", 64, [3, 4, 5]) == [4, 7, 12]
+
+
+def test_a_control_the_model_does_not_take_is_refused_at_publish(aws):
+    # Given simple_sequence's config over a model without a READY input
+    files = sequence_models.simple_sequence()
+    config = files["config.pbtxt"].replace(b'name: "simple_sequence"', b'name: "no_ready"')
+    config = config.replace(b'name: "READY"', b'name: "READY_FLAG"')
+    publish(aws, "no_ready", {"config.pbtxt": config, "1/model.onnx": files["1/model.onnx"]})
+    # Then the version is never READY, and its reason names the missing input
+    [version] = aws.services.catalog.versions("no_ready")
+    assert version.state == "UNAVAILABLE"
+    assert "control_input 'READY_FLAG' names input 'READY_FLAG', which the model" in version.reason
