@@ -146,7 +146,9 @@ import triton_python_backend_utils as pb_utils
 
 
 class TritonPythonModel:
-    """A running sum whose state Triton passes in (ACC_IN) and takes back (ACC_OUT)."""
+    """A running sum whose state Triton passes in (ACC_IN) and takes back (ACC_OUT); the
+    START control counts only where the request's flags say START too, and the END step
+    adds the correlation ID (as Triton's dyna_sequence does)."""
 
     def execute(self, requests):
         responses = []
@@ -154,14 +156,18 @@ class TritonPythonModel:
             value = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
             start = pb_utils.get_input_tensor_by_name(request, "START").as_numpy()
             total = pb_utils.get_input_tensor_by_name(request, "ACC_IN").as_numpy() + value
-            outputs = [pb_utils.Tensor("OUTPUT", total + start), pb_utils.Tensor("ACC_OUT", total)]
+            flags = request.flags()
+            shown = total + start * (flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START)
+            if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END:
+                shown = shown + int(request.correlation_id())
+            outputs = [pb_utils.Tensor("OUTPUT", shown), pb_utils.Tensor("ACC_OUT", total)]
             responses.append(pb_utils.InferenceResponse(outputs))
         return responses
 '''
 
 
 def python_accumulator(name: str = "python_accumulator") -> dict[str, bytes]:
-    """A Python model with implicit state: OUTPUT = running sum + START."""
+    """A Python model with implicit state: OUTPUT = running sum + START (+ the id at END)."""
     state = (
         '  state [ { input_name: "ACC_IN" output_name: "ACC_OUT" data_type: TYPE_INT32 '
         "dims: [ 1 ] initial_state { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true "

@@ -192,8 +192,13 @@ def test_a_python_models_sequence_runs_in_its_worker_processes_under_serve(stack
             sent = httpclient.InferInput("INPUT", [1, 1], "INT32")
             sent.set_data_from_numpy(np.full((1, 1), value, np.int32))
             result = client.infer(
-                "python_accumulator", [sent], sequence_id=7, sequence_start=index == 0
+                "python_accumulator",
+                [sent],
+                sequence_id=7,
+                sequence_start=index == 0,
+                sequence_end=index == 2,
             )
             got.append(int(result.as_numpy("OUTPUT")[0][0]))
-    # Then its execute got START and the running sum, and gave back the next one
-    assert got == [4, 7, 12]
+    # Then its execute got START, the running sum, its requests' flags and correlation ID
+    # (the worker process got them with the call), and gave back the next sum
+    assert got == [4, 7, 12 + 7]

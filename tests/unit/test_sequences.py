@@ -348,13 +348,14 @@ def test_an_initial_state_file_upload_is_a_model_level_file_of_the_layout():
     assert parse_key("models/acc/initial_state/a/b") is None
 
 
-def test_a_python_model_gets_the_controls_and_the_state_as_inputs(model_code_enabled):
+def test_a_python_model_gets_the_controls_the_state_and_the_sequence(model_code_enabled):
     # Given a Python model whose config lists only INPUT and OUTPUT, with implicit state
     aws = model_code_enabled
     publish(aws, "python_accumulator", sequence_models.python_accumulator())
     server = build_model_server(aws.settings, aws.clients)
-    # When a sequence runs / Then execute saw START and ACC_IN, and its ACC_OUT came back
-    assert values(server, "python_accumulator", 64, [3, 4, 5]) == [4, 7, 12]
+    # When a sequence runs / Then execute saw START and ACC_IN, and its ACC_OUT came back;
+    # its requests' flags() and correlation_id() were the step's
+    assert values(server, "python_accumulator", 64, [3, 4, 5]) == [4, 7, 12 + 64]
 
 
 def test_a_control_the_model_does_not_take_is_refused_at_publish(aws):

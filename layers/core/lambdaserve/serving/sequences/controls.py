@@ -13,6 +13,7 @@ import numpy as np
 from lambdaserve.config.sequence_batching import ImplicitState, SequenceBatching, SequenceControl
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
+from lambdaserve.runtimes.sequence_requests import SEQUENCE_END, SEQUENCE_START
 from lambdaserve.tensors.encoding import numpy_dtype
 from lambdaserve.tensors.signature import Signature, TensorSpec
 
@@ -44,6 +45,13 @@ def flags_of(model: str, parameters: Mapping[str, Any]) -> SequenceFlags:
         _flag(parameters, "sequence_start"),
         _flag(parameters, "sequence_end"),
     )
+
+
+def request_flags(model: str, parameters: Mapping[str, Any]) -> tuple[int | str, int]:
+    """A step's correlation id and Triton's request flags, as model code reads them."""
+    flags = flags_of(model, parameters)
+    bits = (SEQUENCE_START if flags.start else 0) | (SEQUENCE_END if flags.end else 0)
+    return flags.sequence_id, bits
 
 
 def _flag(parameters: Mapping[str, Any], name: str) -> bool:

@@ -16,8 +16,13 @@ from lambdaserve.errors import InferenceError, LambdaServeError
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel
+from lambdaserve.runtimes.sequence_requests import in_sequences
 from lambdaserve.serving.batch_runs import run_batch
-from lambdaserve.serving.sequences.controls import flags_of, with_sequence_tensors
+from lambdaserve.serving.sequences.controls import (
+    flags_of,
+    request_flags,
+    with_sequence_tensors,
+)
 from lambdaserve.serving.sequences.records import SequenceConflict, SequenceKey
 from lambdaserve.serving.sequences.steps import PreparedStep, SequenceSteps, visible
 from lambdaserve.serving.version_resolver import ServedVersion
@@ -72,9 +77,9 @@ def run_oldest(
     model_requests = [prepared[i].request for i in order]
     for batch in assemble(model_requests, limit, batching.preferred_batch_size):
         members = [order[j] for j in batch.members]
-        outcomes = run_batch(
-            stats, served, loaded, [prepared[i].request for i in members], batch=batch, queued_ns=0
-        )
+        steps_of = [prepared[i].request for i in members]
+        with in_sequences([request_flags(served.model, s.parameters) for s in steps_of]):
+            outcomes = run_batch(stats, served, loaded, steps_of, batch=batch, queued_ns=0)
         for index, outcome in zip(members, outcomes, strict=True):
             results[index] = _finished(
                 steps, prepared[index], requests[index], outcome, served=served, alone=alone

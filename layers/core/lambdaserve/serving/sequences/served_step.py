@@ -13,8 +13,9 @@ from lambdaserve.errors import LambdaServeError
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel
+from lambdaserve.runtimes.sequence_requests import in_sequences
 from lambdaserve.serving.binding import bind_inputs, select_outputs
-from lambdaserve.serving.sequences.controls import with_sequence_tensors
+from lambdaserve.serving.sequences.controls import request_flags, with_sequence_tensors
 from lambdaserve.serving.sequences.steps import SequenceSteps
 from lambdaserve.serving.version_resolver import ServedVersion
 
@@ -42,7 +43,8 @@ def served_step(
         nonlocal bound, ran
         inputs, names = bind_inputs(step, signature), select_outputs(step, signature)
         bound = time.perf_counter_ns()
-        outputs = loaded.run(inputs, names)
+        with in_sequences([request_flags(served.model, step.parameters)]):
+            outputs = loaded.run(inputs, names)
         ran = time.perf_counter_ns()
         return dict(outputs)
 
