@@ -129,10 +129,11 @@ def test_a_batch_of_two_rows_is_refused_as_triton_refuses_it(server):
     )
 
 
-def test_end_forgets_the_sequence(server):
+def test_end_forgets_the_sequence_and_a_start_reuses_its_id(server):
     values(server, "simple_sequence", 31, [1, 2])
     with pytest.raises(InvalidInput, match="must specify the START flag"):
         answer(server, "simple_sequence", step(1, 31))
+    assert values(server, "simple_sequence", 31, [4, 5]) == [5, 5]
 
 
 def test_a_start_for_a_sequence_in_flight_restarts_it_with_tritons_warning(server, caplog):

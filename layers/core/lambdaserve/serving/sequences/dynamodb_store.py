@@ -4,12 +4,15 @@ Keys: ``pk = SEQUENCE#<model>#<version>``, ``sk = U:<id>`` (a uint64 id) or ``S:
 string id). The item holds ``step``, ``last_seen_us``, the encoded ``state`` and ``token``;
 each write and delete is conditional on the token the step read (optimistic locking), so of
 two instances racing on one step one wins and the other gets SequenceConflict. Idle expiry
-is decided on read (``last_seen_us``); the table's TTL (``expires_at``) only cleans up.
+is decided on read (``last_seen_us``); the table's TTL (``expires_at``) only cleans up. An
+END leaves the item ``ended`` (a conditional PutItem, as every write: the functions and
+tasks that serve need no DeleteItem), and the TTL removes it.
 """
 
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -45,6 +48,7 @@ class DynamoSequenceStore:
             last_seen_us=int(item["last_seen_us"]["N"]),
             state=bytes(item["state"]["B"]) if "state" in item else b"",
             token=item["token"]["S"],
+            ended=bool(item.get("ended", {}).get("BOOL", False)),
         )
 
     def write(
@@ -65,10 +69,15 @@ class DynamoSequenceStore:
         }
         if record.state:
             item["state"] = {"B": record.state}
+        if record.ended:
+            item["ended"] = {"BOOL": True}
         self._conditional(key, expected, lambda **kw: self._db.put_item(Item=item, **kw))
 
     def delete(self, key: SequenceKey, expected: SequenceRecord | None) -> None:
-        self._conditional(key, expected, lambda **kw: self._db.delete_item(Key=_key(key), **kw))
+        """The sequence ended: its item stays, marked, until the TTL takes it."""
+        step = expected.step + 1 if expected else 1
+        now_us = time.time_ns() // 1000
+        self.write(key, SequenceRecord(step, now_us, b"", uuid.uuid4().hex, ended=True), expected)
 
     def _conditional(self, key: SequenceKey, expected: SequenceRecord | None, call: Any) -> None:
         if expected is None:

@@ -27,12 +27,15 @@ class SequenceKey:
 class SequenceRecord:
     """What a sequence has done so far: ``step`` steps applied, the last at ``last_seen_us``
     (wall clock, µs), its implicit state tensors encoded (``b""``: none), and ``token``, a
-    fresh value every write, which the next write is conditional on."""
+    fresh value every write, which the next write is conditional on. ``ended``: the record
+    an END left where the store keeps one (a sequence no step continues; a START may reuse
+    its id, conditional on its token)."""
 
     step: int
     last_seen_us: int
     state: bytes
     token: str
+    ended: bool = False
 
 
 class SequenceConflict(Conflict):

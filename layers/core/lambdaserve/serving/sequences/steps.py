@@ -106,7 +106,9 @@ class SequenceSteps:
         stored = self.store.read(key)
         live = (
             stored
-            if stored is not None and now - stored.last_seen_us <= batching.max_sequence_idle_us
+            if stored is not None
+            and not stored.ended
+            and now - stored.last_seen_us <= batching.max_sequence_idle_us
             else None
         )
         if live is None and not flags.start:
