@@ -100,7 +100,9 @@ class Worker:
             Path(spec.model_path), config, Signature.from_json(spec.signature), options
         )
         batching = getattr(self.model, "batching", None)
-        return messages.loaded((batching.batch_size, batching.max_delay_s) if batching else None)
+        return messages.loaded(
+            (batching.batch_size, batching.max_delay_s, batching.sequences) if batching else None
+        )
 
     def run(self, message: messages.Message) -> messages.Message:
         from lambdaserve.runtimes.code_errors import request_ids

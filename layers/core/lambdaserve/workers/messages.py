@@ -120,7 +120,8 @@ def failed(exc: BaseException) -> Message:
 
 
 # -- the child's messages ----------------------------------------------------------------------
-def loaded(batching: tuple[int, float] | None) -> Message:
+def loaded(batching: tuple[int, float, bool] | None) -> Message:
+    """``batching``: a handler's batchSize, maxBatchDelay (s) and sequenceBatching."""
     return {"ok": True, BATCHING: list(batching) if batching else None}
 
 
