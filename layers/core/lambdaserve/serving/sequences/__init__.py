@@ -12,6 +12,6 @@ model server runs it as one execution in the version's statistics (``served_step
 under ``oldest`` runs different sequences' steps as one execution (``oldest``).
 
 Imports ``config``, ``protocol`` (the request), ``runtimes`` and ``metrics`` (a step's run
-and statistics), ``serving.response_cache`` (its tensor codec), ``settings`` and ``errors``;
-nothing about HTTP, gRPC or Lambda.
+and statistics), ``batching`` (assembly, for ``oldest``), ``serving.response_cache`` (its
+tensor codec), ``settings`` and ``errors``; nothing about HTTP, gRPC or Lambda.
 """
