@@ -1,0 +1,115 @@
+"""Triton's qa/L0_sequence_batcher, its own test file unchanged (tests/fixtures/triton_qa),
+on the ONNX models its own generator makes (``gen_qa_sequence_models.py --onnx``), as
+Triton's test.sh runs it: one fresh server per test (the tests count the executions the
+server's statistics report), here `lambdaserve serve` on 127.0.0.x ports 8000 and 8001 (the
+ports the suite dials; an address of its own so nothing else on this host is in the way).
+
+The no-delay tests run; the delay, backlog and queue-delay tests need Triton's scheduler
+hooks (TRITONSERVER_DELAY_SCHEDULER) and its slot/backlog model, which lambdaserve does not
+have (every sequence gets a slot; its state is kept outside the instance)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tritonclient.grpc as grpcclient
+
+from tests.support import wait_until
+
+QA = Path(__file__).resolve().parents[1] / "fixtures" / "triton_qa"
+NO_DELAY = (
+    "test_simple_sequence",
+    "test_length1_sequence",
+    "test_batch_size",
+    "test_no_correlation_id",
+    "test_no_sequence_start",
+    "test_no_sequence_start2",
+    "test_no_sequence_end",
+)
+HOST = "127.0.0.39"
+# test.sh's settings for the fixed-shape, batching, one-instance, explicit-state run
+SUITE_ENV = {
+    "BACKENDS": "onnx",
+    "ENSEMBLES": "0",
+    "NO_BATCHING": "0",
+    "MODEL_INSTANCES": "1",
+    "IMPLICIT_STATE": "0",
+    "INITIAL_STATE_FILE": "0",
+    "BATCHER_TYPE": "FIXED",
+    "TRITONSERVER_IPADDR": HOST,
+}
+
+
+def _ready() -> bool:
+    try:
+        return bool(grpcclient.InferenceServerClient(f"{HOST}:8001").is_server_ready())
+    except Exception:
+        return False
+
+
+def _run_one(name: str, log: Path) -> subprocess.CompletedProcess[str]:
+    """One qa test against a fresh `serve`, as test.sh gives each test its own server."""
+    with log.open("w") as output:
+        server = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "lambdaserve.cli", "serve", "--host", HOST),
+                *("--port", "8000", "--grpc-port", "8001"),
+            ],
+            env=dict(os.environ),
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            wait_until(lambda: server.poll() is not None or _ready(), 120)
+            assert server.poll() is None, log.read_text()
+            return subprocess.run(
+                [sys.executable, "sequence_batcher_test.py", f"SequenceBatcherTest.{name}"],
+                cwd=QA / "L0_sequence_batcher",
+                env={**os.environ, **SUITE_ENV, "PYTHONPATH": str(QA / "common")},
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=60)
+
+
+@pytest.fixture
+def qa_models(stack, tmp_path):
+    """Triton's generator's ONNX sequence models (four datatypes), published by upload."""
+    subprocess.run(
+        [sys.executable, "gen_qa_sequence_models.py", "--models_dir", str(tmp_path), "--onnx"],
+        cwd=QA / "common",
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("onnx_sequence_"))
+    for model in names:
+        for path in (tmp_path / model).rglob("*"):
+            if path.is_file():
+                stack.put(f"models/{model}/{path.relative_to(tmp_path / model)}", path.read_bytes())
+    for model in names:
+        stack.wait_state(model, 1, "READY")
+    return names
+
+
+def test_tritons_sequence_batcher_no_delay_tests_pass(qa_models, tmp_path):
+    # Given Triton's ONNX sequence models (int32, float32, bool controls, string input)
+    assert len(qa_models) == 4
+    # When each no-delay test of qa/L0_sequence_batcher runs against its own fresh server
+    failed = {}
+    for name in NO_DELAY:
+        done = _run_one(name, tmp_path / f"{name}.log")
+        if done.returncode != 0:
+            failed[name] = (done.stdout + done.stderr)[-3000:]
+    # Then every one passes, over HTTP and gRPC, its statistics checks included
+    assert not failed, failed
