@@ -4,7 +4,7 @@ Triton's test.sh runs it: one fresh server per test (the tests count the executi
 server's statistics report), here `lambdaserve serve` on 127.0.0.x ports 8000 and 8001 (the
 ports the suite dials; an address of its own so nothing else on this host is in the way).
 
-The no-delay tests run; the delay, backlog and queue-delay tests need Triton's scheduler
+The no-delay tests run, on the plain models and again with implicit state; the delay, backlog and queue-delay tests need Triton's scheduler
 hooks (TRITONSERVER_DELAY_SCHEDULER) and its slot/backlog model, which lambdaserve does not
 have (every sequence gets a slot; its state is kept outside the instance)."""
 
@@ -32,17 +32,22 @@ NO_DELAY = (
     "test_no_sequence_end",
 )
 HOST = "127.0.0.39"
-# test.sh's settings for the fixed-shape, batching, one-instance, explicit-state run
+# test.sh's settings for the fixed-shape, batching, one-instance runs
 SUITE_ENV = {
     "BACKENDS": "onnx",
     "ENSEMBLES": "0",
     "NO_BATCHING": "0",
     "MODEL_INSTANCES": "1",
-    "IMPLICIT_STATE": "0",
     "INITIAL_STATE_FILE": "0",
     "BATCHER_TYPE": "FIXED",
     "TRITONSERVER_IPADDR": HOST,
 }
+# the suite run on its plain sequence models, and again with implicit state (test.sh's
+# IMPLICIT_STATE=1 on gen_qa_implicit_models.py's models, which keep the sum in a state)
+GENERATORS = {"0": "gen_qa_sequence_models.py", "1": "gen_qa_implicit_models.py"}
+# the datatypes test.sh publishes for ONNX: int32 and bool controls, and the string model
+# with implicit state (the implicit generator's float32 model is not one ONNX Runtime loads)
+DATATYPES = {"0": ("int32", "bool", "float32", "object"), "1": ("int32", "bool", "object")}
 
 
 def _ready() -> bool:
@@ -52,7 +57,7 @@ def _ready() -> bool:
         return False
 
 
-def _run_one(name: str, log: Path) -> subprocess.CompletedProcess[str]:
+def _run_one(name: str, implicit: str, log: Path) -> subprocess.CompletedProcess[str]:
     """One qa test against a fresh `serve`, as test.sh gives each test its own server."""
     with log.open("w") as output:
         server = subprocess.Popen(
@@ -71,7 +76,12 @@ def _run_one(name: str, log: Path) -> subprocess.CompletedProcess[str]:
             return subprocess.run(
                 [sys.executable, "sequence_batcher_test.py", f"SequenceBatcherTest.{name}"],
                 cwd=QA / "L0_sequence_batcher",
-                env={**os.environ, **SUITE_ENV, "PYTHONPATH": str(QA / "common")},
+                env={
+                    **os.environ,
+                    **SUITE_ENV,
+                    "IMPLICIT_STATE": implicit,
+                    "PYTHONPATH": str(QA / "common"),
+                },
                 capture_output=True,
                 text=True,
                 timeout=300,
@@ -82,33 +92,37 @@ def _run_one(name: str, log: Path) -> subprocess.CompletedProcess[str]:
             server.wait(timeout=60)
 
 
-@pytest.fixture
-def qa_models(stack, tmp_path):
-    """Triton's generator's ONNX sequence models (four datatypes), published by upload."""
+@pytest.fixture(params=sorted(GENERATORS))
+def qa_models(request, stack, tmp_path):
+    """Triton's generator's ONNX sequence models (four datatypes), published by upload;
+    with IMPLICIT_STATE, its implicit-state models."""
+    models = tmp_path / "models"
     subprocess.run(
-        [sys.executable, "gen_qa_sequence_models.py", "--models_dir", str(tmp_path), "--onnx"],
+        [sys.executable, GENERATORS[request.param], "--models_dir", str(models), "--onnx"],
         cwd=QA / "common",
         check=True,
         capture_output=True,
         timeout=300,
     )
-    names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("onnx_sequence_"))
+    names = [f"onnx_sequence_{dtype}" for dtype in DATATYPES[request.param]]
     for model in names:
-        for path in (tmp_path / model).rglob("*"):
+        for path in (models / model).rglob("*"):
             if path.is_file():
-                stack.put(f"models/{model}/{path.relative_to(tmp_path / model)}", path.read_bytes())
+                stack.put(f"models/{model}/{path.relative_to(models / model)}", path.read_bytes())
     for model in names:
         stack.wait_state(model, 1, "READY")
-    return names
+    return request.param, names
 
 
 def test_tritons_sequence_batcher_no_delay_tests_pass(qa_models, tmp_path):
-    # Given Triton's ONNX sequence models (int32, float32, bool controls, string input)
-    assert len(qa_models) == 4
+    # Given Triton's ONNX sequence models (int32, float32, bool controls, string input),
+    # plain, or with implicit state (int32, bool, string)
+    implicit, names = qa_models
+    assert names
     # When each no-delay test of qa/L0_sequence_batcher runs against its own fresh server
     failed = {}
     for name in NO_DELAY:
-        done = _run_one(name, tmp_path / f"{name}.log")
+        done = _run_one(name, implicit, tmp_path / f"{name}.log")
         if done.returncode != 0:
             failed[name] = (done.stdout + done.stderr)[-3000:]
     # Then every one passes, over HTTP and gRPC, its statistics checks included
