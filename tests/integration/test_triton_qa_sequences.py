@@ -4,9 +4,10 @@ Triton's test.sh runs it: one fresh server per test (the tests count the executi
 server's statistics report), here `lambdaserve serve` on 127.0.0.x ports 8000 and 8001 (the
 ports the suite dials; an address of its own so nothing else on this host is in the way).
 
-The no-delay tests run, on the plain models and again with implicit state; the delay, backlog and queue-delay tests need Triton's scheduler
-hooks (TRITONSERVER_DELAY_SCHEDULER) and its slot/backlog model, which lambdaserve does not
-have (every sequence gets a slot; its state is kept outside the instance)."""
+The no-delay tests run, on the plain models and again with implicit state; the delay,
+backlog and queue-delay tests need Triton's scheduler hooks (TRITONSERVER_DELAY_SCHEDULER)
+and its slot/backlog model, which lambdaserve does not have (every sequence gets a slot; its
+state is kept outside the instance)."""
 
 from __future__ import annotations
 
