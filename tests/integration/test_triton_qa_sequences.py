@@ -4,7 +4,8 @@ Triton's test.sh runs it: one fresh server per test (the tests count the executi
 server's statistics report), here `lambdaserve serve` on 127.0.0.x ports 8000 and 8001 (the
 ports the suite dials; an address of its own so nothing else on this host is in the way).
 
-The no-delay tests run, on the plain models and again with implicit state; the delay,
+The no-delay tests run, on the plain models, again with implicit state, and on the Python
+``sequence_int32`` model (test.sh's Python run); the delay,
 backlog and queue-delay tests need Triton's scheduler hooks (TRITONSERVER_DELAY_SCHEDULER)
 and its slot/backlog model, which lambdaserve does not have (every sequence gets a slot; its
 state is kept outside the instance)."""
@@ -12,6 +13,7 @@ state is kept outside the instance)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,6 +34,9 @@ NO_DELAY = (
     "test_no_sequence_start2",
     "test_no_sequence_end",
 )
+# the Python run (a worker process per server start) takes the tests of a sequence's own
+# answers, the rest being the ONNX runs' (the CI budget: under a minute for this file)
+PYTHON_TESTS = ("test_simple_sequence", "test_length1_sequence", "test_no_sequence_start")
 HOST = "127.0.0.39"
 # test.sh's settings for the fixed-shape, batching, one-instance runs
 SUITE_ENV = {
@@ -45,10 +50,21 @@ SUITE_ENV = {
 }
 # the suite run on its plain sequence models, and again with implicit state (test.sh's
 # IMPLICIT_STATE=1 on gen_qa_implicit_models.py's models, which keep the sum in a state)
-GENERATORS = {"0": "gen_qa_sequence_models.py", "1": "gen_qa_implicit_models.py"}
+GENERATORS = {
+    "0": "gen_qa_sequence_models.py",
+    "1": "gen_qa_implicit_models.py",
+    "python": "gen_qa_sequence_models.py",
+}
 # the datatypes test.sh publishes for ONNX: int32 and bool controls, and the string model
 # with implicit state (the implicit generator's float32 model is not one ONNX Runtime loads)
-DATATYPES = {"0": ("int32", "bool", "float32", "object"), "1": ("int32", "bool", "object")}
+DATATYPES = {
+    "0": ("int32", "bool", "float32", "object"),
+    "1": ("int32", "bool", "object"),
+    "python": ("int32", "bool"),
+}
+# test.sh's Python run: the ONNX models' configs made Python's (its sed), each with
+# qa/python_models/sequence_int32/model.py
+PYTHON_MODEL = QA / "python_models" / "sequence_int32" / "model.py"
 
 
 def _ready() -> bool:
@@ -80,7 +96,8 @@ def _run_one(name: str, implicit: str, log: Path) -> subprocess.CompletedProcess
                 env={
                     **os.environ,
                     **SUITE_ENV,
-                    "IMPLICIT_STATE": implicit,
+                    "BACKENDS": "python" if implicit == "python" else "onnx",
+                    "IMPLICIT_STATE": "1" if implicit == "1" else "0",
                     "PYTHONPATH": str(QA / "common"),
                 },
                 capture_output=True,
@@ -106,13 +123,28 @@ def qa_models(request, stack, tmp_path):
         timeout=300,
     )
     names = [f"onnx_sequence_{dtype}" for dtype in DATATYPES[request.param]]
-    for model in names:
-        for path in (models / model).rglob("*"):
-            if path.is_file():
-                stack.put(f"models/{model}/{path.relative_to(models / model)}", path.read_bytes())
+    if request.param == "python":
+        names = [_as_python(stack, models / name) for name in names]
+    else:
+        for model in names:
+            for path in (models / model).rglob("*"):
+                if path.is_file():
+                    key = f"models/{model}/{path.relative_to(models / model)}"
+                    stack.put(key, path.read_bytes())
     for model in names:
         stack.wait_state(model, 1, "READY")
     return request.param, names
+
+
+def _as_python(stack, onnx_model: Path) -> str:
+    """test.sh's generate_python_models: the config's platform line made ``backend:
+    "python"`` and "onnx" made "python", beside the qa's sequence_int32 model.py."""
+    name = onnx_model.name.replace("onnx", "python")
+    config = (onnx_model / "config.pbtxt").read_text()
+    config = re.sub(r"platform:.*", 'backend: "python"', config).replace("onnx", "python")
+    stack.put(f"models/{name}/config.pbtxt", config.encode())
+    stack.put(f"models/{name}/1/model.py", PYTHON_MODEL.read_bytes())
+    return name
 
 
 def test_tritons_sequence_batcher_no_delay_tests_pass(qa_models, tmp_path):
@@ -122,7 +154,7 @@ def test_tritons_sequence_batcher_no_delay_tests_pass(qa_models, tmp_path):
     assert names
     # When each no-delay test of qa/L0_sequence_batcher runs against its own fresh server
     failed = {}
-    for name in NO_DELAY:
+    for name in PYTHON_TESTS if implicit == "python" else NO_DELAY:
         done = _run_one(name, implicit, tmp_path / f"{name}.log")
         if done.returncode != 0:
             failed[name] = (done.stdout + done.stderr)[-3000:]
