@@ -18,6 +18,7 @@ from lambdaserve.protocol.http_status import status_for
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.readiness import Readiness
+from lambdaserve.serving.server_batcher import server_batcher
 from lambdaserve.serving.sequences.from_settings import sequence_steps_from
 from lambdaserve.serving.sequences.records import SequenceConflict, SequenceKey
 from lambdaserve.serving.sequences.steps import SequenceSteps
@@ -369,3 +370,27 @@ def test_a_control_the_model_does_not_take_is_refused_at_publish(aws):
     [version] = aws.services.catalog.versions("no_ready")
     assert version.state == "UNAVAILABLE"
     assert "control_input 'READY_FLAG' names input 'READY_FLAG', which the model" in version.reason
+
+
+def test_a_sequence_model_is_never_answered_from_the_response_cache(aws, server):
+    # Given the accumulator with response_cache { enable: true } (its config warns), served
+    # as `serve` serves it: the plane's batcher, the cache asked before the batcher
+    files = sequence_models.simple_string_dyna_sequence("acc_cached")
+    files["config.pbtxt"] += b"response_cache { enable: true }\n"
+    publish(aws, "acc_cached", files)
+    warnings = aws.services.catalog.get_model("acc_cached").config_warnings
+    assert any("response_cache is not applied to a sequence model" in w for w in warnings)
+
+    async def run() -> list[int]:
+        plane = InferenceDataPlane(lambda: server, server_batcher(lambda: server, 8))
+        got = []
+        # When one id runs two sequences whose second steps are the same request
+        for inputs in ([5, 5], [1, 5]):
+            for index, value in enumerate(inputs):
+                request = step(value, "9", start=index == 0, end=index == 1)
+                inferred = await plane.infer("acc_cached", None, request)
+                got.append(int(inferred.outputs["OUTPUT"][0][0]))
+        return got
+
+    # Then the second sequence's second step ran on its own state, not from the cache
+    assert asyncio.run(run()) == [5, 10 + 9, 1, 6 + 9]

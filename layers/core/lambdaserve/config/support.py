@@ -43,6 +43,13 @@ def check_supported(document: dict[str, Any]) -> None:
 def warnings_for(document: dict[str, Any]) -> list[str]:
     """What the config asks for that lambdaserve accepts and does not apply."""
     warnings = [text for key, text in _IGNORED.items() if document.get(key)]
+    if document.get("sequence_batching") is not None and (
+        (document.get("response_cache") or {}).get("enable")
+    ):
+        warnings.append(
+            "response_cache is not applied to a sequence model: a step's answer depends on "
+            "its sequence's state, not on its inputs alone"
+        )
     batching = document.get("dynamic_batching") or {}
     for key in ("priority_queue_policy", "priority_levels"):
         if batching.get(key):

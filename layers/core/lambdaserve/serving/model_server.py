@@ -132,8 +132,9 @@ class ModelServer:
         return encoded
 
     def cache_lookup(self, served: ServedVersion, request: InferRequest) -> Lookup | None:
-        """The response cache's answer to ``request`` (None: ``served`` does not cache)."""
-        if self.response_cache is None:
+        """The response cache's answer to ``request`` (None: ``served`` does not cache; a
+        sequence model never does: a step's answer depends on its sequence's state)."""
+        if self.response_cache is None or served.config.sequence_batching is not None:
             return None
         return self.response_cache.lookup(served, request, self.stats)
 
