@@ -18,10 +18,10 @@ from lambdaserve.protocol.http_status import status_for
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.readiness import Readiness
-from lambdaserve.serving.server_batcher import server_batcher
 from lambdaserve.serving.sequences.from_settings import sequence_steps_from
 from lambdaserve.serving.sequences.records import SequenceConflict, SequenceKey
 from lambdaserve.serving.sequences.steps import SequenceSteps
+from lambdaserve.serving.server_batcher import server_batcher
 from lambdaserve.wiring.inference import build_model_server
 from tests import sequence_models
 from tests.redis_server import redis_server
