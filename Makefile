@@ -6,18 +6,19 @@ ARGS   ?=
 TORCH  ?= 0
 TORCHSERVE ?= 0
 PADDLE ?= 0
+TENSORFLOW ?= 0
 OPENVINO ?= 0
 VARIANT ?= cpu
 
 .PHONY: help dev test install-redis test-localstack validate shipped-envs build gpu-image server-image lint install-dev install-test install-torch \
-	install-torchserve install-paddle install-openvino \
+	install-torchserve install-paddle install-tensorflow install-openvino \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
 	bench-pipelines bench-validate bench-grpc bench-hot-path bench-server-mode bench-cache bench-envs \
 	bench-code-workers bench-workers robustness clean
 
 help: ## this list
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "  ARGS=\"...\" passes flags (make dev ARGS=\"--model-repository ./models\"); TORCH=1 adds PyTorch to make dev, TORCHSERVE=1 TorchServe's ts for .mar handlers, PADDLE=1 Paddle Inference for Paddle 1.x models, OPENVINO=1 OpenVINO for IR, SavedModels, TFLite and Paddle models"
+	@echo "  ARGS=\"...\" passes flags (make dev ARGS=\"--model-repository ./models\"); TORCH=1 adds PyTorch to make dev, TORCHSERVE=1 TorchServe's ts for .mar handlers, PADDLE=1 Paddle Inference for Paddle 1.x models, TENSORFLOW=1 TensorFlow for the SavedModels OpenVINO does not serve, OPENVINO=1 OpenVINO for IR, SavedModels, TFLite and Paddle models"
 
 $(BIN)/python:
 	@echo "make: creating the virtual environment $(VENV) with $(PYTHON)"
@@ -40,7 +41,7 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	@# Paddle Serving's pipeline stubs (its wheel pins an old protobuf: only the file is used)
 	$(BIN)/pip download -q --no-deps -d $(VENV)/peer-wheels 'paddle-serving-server==0.9.0'
 	touch $@ $(VENV)/.dev-installed $(VENV)/.torch-installed $(VENV)/.torchserve-installed \
-	  $(VENV)/.paddle-installed $(VENV)/.openvino-installed
+	  $(VENV)/.paddle-installed $(VENV)/.openvino-installed $(VENV)/.tensorflow-installed
 
 $(VENV)/.torch-installed: | $(BIN)/python
 	@echo "make: installing torch==2.13.0 (CPU) into $(VENV) for TorchScript models ..."
@@ -60,6 +61,12 @@ $(VENV)/.paddle-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[local,images,paddle]'
 	touch $@
 
+# TensorFlow for the SavedModels OpenVINO does not serve (the `tensorflow` extra).
+$(VENV)/.tensorflow-installed: pyproject.toml | $(BIN)/python
+	@echo "make: installing TensorFlow (tensorflow-cpu 2.20) into $(VENV) for SavedModels OpenVINO does not serve ..."
+	$(BIN)/pip install -q -e '.[local,images,tensorflow]'
+	touch $@
+
 # OpenVINO for OpenVINO IR, TF SavedModels, TFLite and Paddle models (the `openvino` extra).
 $(VENV)/.openvino-installed: pyproject.toml | $(BIN)/python
 	@echo "make: installing OpenVINO into $(VENV) for OpenVINO IR, TF SavedModels, TFLite and Paddle models ..."
@@ -71,12 +78,15 @@ install-test: $(VENV)/.test-installed
 install-torch: $(VENV)/.torch-installed ## add PyTorch (TorchScript models) to .venv
 install-torchserve: $(VENV)/.torchserve-installed ## add TorchServe's ts (.mar archives, BaseHandler handlers) to .venv
 install-paddle: $(VENV)/.paddle-installed ## add Paddle Inference (Paddle 1.x __model__ models, old operators) to .venv
+install-tensorflow: $(VENV)/.tensorflow-installed ## add TensorFlow (SavedModels OpenVINO does not serve, every signature) to .venv
 install-openvino: $(VENV)/.openvino-installed ## add OpenVINO (OpenVINO IR, TF SavedModels, TFLite, Paddle models) to .venv
 
 DEV_EXTRAS = $(if $(filter 1,$(TORCH)),install-torch) $(if $(filter 1,$(TORCHSERVE)),install-torchserve) \
-	$(if $(filter 1,$(PADDLE)),install-paddle) $(if $(filter 1,$(OPENVINO)),install-openvino)
-dev: install-dev $(DEV_EXTRAS) ## run the whole system locally (Ctrl-C stops it)
-	$(BIN)/lambdaserve dev $(ARGS)
+	$(if $(filter 1,$(PADDLE)),install-paddle) $(if $(filter 1,$(OPENVINO)),install-openvino) \
+	$(if $(filter 1,$(TENSORFLOW)),install-tensorflow)
+DEPLOYED ?= 0
+dev: install-dev $(DEV_EXTRAS) ## run the whole system locally (Ctrl-C stops it); DEPLOYED=1: as template.yaml deploys it
+	$(BIN)/lambdaserve dev $(if $(filter 1,$(DEPLOYED)),--deployed) $(ARGS)
 
 # The response cache's tests run a real redis-server: Debian's package, installed when missing.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
@@ -85,14 +95,16 @@ install-redis:
 	  || { $(SUDO) apt-get update -q >/dev/null && $(SUDO) apt-get install -y -q redis-server >/dev/null; }; } \
 	  || echo "make: could not install redis-server (apt-get install -y redis-server): the response cache's tests will fail saying so"
 
-# Three pytest processes. The tests marked own_process load paddle's native library, which
+# Four pytest processes. The tests marked own_process load paddle's native library, which
 # crashed the one shared process (SIGSEGV/SIGABRT inside libpaddle's first load, after
-# hundreds of tests and a dozen other runtimes loaded; never in a process of its own); the
+# hundreds of tests and a dozen other runtimes loaded; never in a process of its own), and
+# paddle crashes loading after TensorFlow (the tests marked tensorflow, apart too); the
 # deployed journeys switch moto's IAM checks on, process-wide (test-deployed, below). Exit 5
-# (none collected, e.g. ARGS names one file) is no failure for the second and third.
+# (none collected, e.g. ARGS names one file) is no failure for the later ones.
 test: install-test install-redis ## install what the tests need and run every test
-	$(BIN)/pytest -m "not own_process and not deployed" $(ARGS)
+	$(BIN)/pytest -m "not own_process and not deployed and not tensorflow" $(ARGS)
 	$(BIN)/pytest -m own_process $(ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -m tensorflow $(ARGS) || [ $$? -eq 5 ]
 	$(BIN)/pytest -m deployed $(ARGS) || [ $$? -eq 5 ]
 
 # The journeys through the stack as template.yaml deploys it: each function started from its
@@ -123,7 +135,7 @@ $(SAM_VENV)/bin/sam:
 # layer build and import under python3.12, the manage image's package validates every format,
 # and the torchserve variant's infer and CPU server-mode environments install and import.
 # What only `make build` (Docker) and a deploy prove: the images build, and the stack deploys.
-build: $(SAM_VENV)/bin/sam ## sam build of the Lambda images (Docker): VARIANT=cpu (default), torch, torchserve or paddle
+build: $(SAM_VENV)/bin/sam ## sam build of the Lambda images (Docker): VARIANT=cpu (default), torch, torchserve, paddle or tensorflow
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build -t $$($(PYTHON) scripts/image_variant.py $(VARIANT))
 
 GPU_TORCHSERVE_EXTRAS := local,images,torchserve
@@ -133,9 +145,10 @@ gpu-image: ## docker build of the ECS GPU image (functions/infer/Dockerfile.gpu)
 
 SERVER_TORCHSERVE_ARGS := --build-arg EXTRAS=local,images,openvino,torchserve \
 	--build-arg TORCH_INDEX=https://download.pytorch.org/whl/cpu
-server-image: ## docker build of the CPU server-mode image (functions/infer/Dockerfile.cpu): push it, pass its URI as ServerModeImageUri with ServerModeKind=cpu; VARIANT=torchserve adds TorchServe's ts
+server-image: ## docker build of the CPU server-mode image (functions/infer/Dockerfile.cpu): push it, pass its URI as ServerModeImageUri with ServerModeKind=cpu; VARIANT=torchserve adds TorchServe's ts, VARIANT=tensorflow TensorFlow
 	docker build -f functions/infer/Dockerfile.cpu -t lambdaserve-serve-cpu \
-	  $(if $(filter torchserve,$(VARIANT)),$(SERVER_TORCHSERVE_ARGS)) .
+	  $(if $(filter torchserve,$(VARIANT)),$(SERVER_TORCHSERVE_ARGS)) \
+	  $(if $(filter tensorflow,$(VARIANT)),--build-arg EXTRAS=local,images,openvino,tensorflow) .
 
 # validate's tools stay out of .venv (the venv `make dev` runs from): SAM CLI has its own venv,
 # and manage_image_check.py's driver (the package and the emulator) gets this one.
@@ -145,10 +158,11 @@ $(VALIDATE_VENV)/.installed: pyproject.toml
 	$(VALIDATE_VENV)/bin/pip install -q -e '.[local]'
 	touch $@
 
-validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## sam validate --lint, sam build of the zip function, the manage image's validation
+validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## sam validate --lint, sam build of the zip function, the manage image's validation, the torchserve images' installs resolved
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1
 	scripts/sam_build.sh $(SAM_VENV)/bin/sam
 	$(VALIDATE_VENV)/bin/python scripts/manage_image_check.py
+	$(PYTHON) scripts/shipped_envs.py resolve infer-torchserve serve-cpu-torchserve
 
 # Every shipped environment built as its recipe builds it (the images' pip installs under
 # python3.12, the batcher's layer, make dev's venv), under .cache/shipped-envs and reused until

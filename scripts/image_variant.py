@@ -1,7 +1,7 @@
 """The stack's images in one variant, chosen by one argument: writes a copy of template.yaml
 whose image functions carry the Docker build arguments of that variant, for `sam build -t`.
 
-    python scripts/image_variant.py cpu|torch|torchserve|paddle   # prints the template's path
+    python scripts/image_variant.py cpu|torch|torchserve|paddle|tensorflow   # the template's path
 
 - cpu (default): ONNX Runtime and OpenVINO (the Dockerfiles' defaults);
 - torch: PyTorch 2.13.0 (CPU wheels) beside them, for TorchScript versions;
@@ -9,6 +9,9 @@ whose image functions carry the Docker build arguments of that variant, for `sam
 - paddle: Paddle Inference (paddlepaddle, CPU) in the infer image, for the Paddle models
   OpenVINO does not read (Paddle 1.x's __model__, old operators). The manage image needs no
   paddle: it reads a Paddle program's signature from its protobuf.
+- tensorflow: TensorFlow (tensorflow-cpu) in the infer image, for the SavedModels OpenVINO
+  does not serve (graphs it refuses, signatures other than serving_default). The manage image
+  needs no TensorFlow: it reads a SavedModel's signatures from its protobuf.
 
 The GPU image for ECS (GpuImageUri, ServerModeImageUri) is functions/infer/Dockerfile.gpu,
 built with `make gpu-image`: SAM builds only the Lambda images.
@@ -34,6 +37,7 @@ VARIANTS: dict[str, dict[str, str]] = {
         "functions/manage/Dockerfile": "openvino,torch",
     },
     "paddle": {"functions/infer/Dockerfile": "images,openvino,paddle"},
+    "tensorflow": {"functions/infer/Dockerfile": "images,openvino,tensorflow"},
 }
 # Variants whose wheels come from PyTorch's CPU index (the others need no extra index)
 TORCH_VARIANTS = frozenset({"torch", "torchserve"})

@@ -28,8 +28,9 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -68,6 +69,7 @@ OPTIONAL = {
     "captum": "lambdaserve[torchserve]",
     "openvino": "lambdaserve[openvino]",
     "paddle": "lambdaserve[paddle]",
+    "tensorflow": "lambdaserve[tensorflow]",
     # /docs from local assets: the images answer /openapi.json only (apps/docs_page.py)
     "swagger_ui_bundle": "swagger-ui-bundle",
     # SnapStart's hooks: Lambda's runtime provides the module where SnapStart is on
@@ -129,6 +131,7 @@ ENVS = {
         Env("infer-torch", INFER, _variant("torch", INFER), _INFER_ENTRIES),
         Env("infer-torchserve", INFER, _variant("torchserve", INFER), _INFER_ENTRIES),
         Env("infer-paddle", INFER, _variant("paddle", INFER), _INFER_ENTRIES),
+        Env("infer-tensorflow", INFER, _variant("tensorflow", INFER), _INFER_ENTRIES),
         Env("manage", MANAGE, entries=("functions/manage/app.py",)),
         Env("manage-torch", MANAGE, _variant("torch", MANAGE), ("functions/manage/app.py",)),
         Env("gpu", GPU, entries=("module:lambdaserve.cli",)),
@@ -150,12 +153,13 @@ ENVS = {
 # make dev's venvs. The torch variants and the GPU image are built on request
 # (make shipped-envs ARGS="infer-torchserve gpu"): each pulls PyTorch and its CUDA libraries
 # (~3 GB) where PyTorch's CPU index cannot be reached, minutes CI's budget does not have;
-# infer-paddle too (paddlepaddle's wheel is 195 MB).
+# infer-paddle and infer-tensorflow too (paddlepaddle's wheel is 195 MB, tensorflow-cpu's 250).
 DEFAULT = ("dev", "infer", "manage", "batcher", "dev-torch")
 ON_REQUEST = (
     "infer-torch",
     "infer-torchserve",
     "infer-paddle",
+    "infer-tensorflow",
     "manage-torch",
     "gpu",
     "serve-cpu",
@@ -184,6 +188,44 @@ def run_dockerfile(env: Env, target: Path) -> None:
             _log(f"{env.name}: RUN {step.command}")
         _READER.run(step, ROOT)
     shutil.rmtree(target.parent / f"{target.name}.build", ignore_errors=True)
+
+
+def resolve(env: Env) -> Path:
+    """The recipe's pip installs resolved, not installed (``pip install --dry-run --report``):
+    for an environment whose wheels CI cannot afford (the torch variants' ~1-3 GB), what
+    the image's pip would install, or its refusal. PyTorch's CPU index, where this machine
+    cannot reach it, is replaced by PyPI, which holds the same torch releases (its Linux
+    wheels are the CUDA builds: same versions and dependencies but for the nvidia-* wheels).
+    Returns the last pip's report."""
+    target = CACHE / f"{env.name}-resolve"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    report = target / "report.json"
+    if "SHIPPED_ENVS_TORCH_INDEX" not in os.environ and not _reachable(_PYTORCH_CPU):
+        _log(f"{env.name}: {_PYTORCH_CPU} unreachable: torch resolved from PyPI instead")
+        os.environ["SHIPPED_ENVS_TORCH_INDEX"] = "https://pypi.org/simple"
+    dry_run = f"pip install --dry-run --ignore-installed --report {report}"
+    for planned in dockerfile_plan(env, target, python312()):
+        step = planned
+        if step.kind == "run":
+            if "pip install" not in step.command:
+                continue  # the rest of the recipe needs what was installed
+            step = replace(step, command=step.command.replace("pip install", dry_run, 1))
+            _log(f"{env.name}: RUN {step.command}")
+        _READER.run(step, ROOT)
+    shutil.rmtree(target.parent / f"{target.name}.build", ignore_errors=True)
+    return report
+
+
+_PYTORCH_CPU = "https://download.pytorch.org/whl/cpu/"
+
+
+def _reachable(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=10):
+            return True
+    except OSError:
+        return False
 
 
 def build_layer(target: Path) -> None:
@@ -312,6 +354,12 @@ def main() -> int:
         print("\n".join(f"{e.name}: {e.recipe} {dict(e.build_args)}" for e in ENVS.values()))
         return 0
     chosen = [ENVS[n] for n in (names or DEFAULT)]
+    if command == "resolve":
+        for env in chosen:
+            installs = json.loads(resolve(env).read_text())["install"]
+            pins = sorted(f"{i['metadata']['name']}=={i['metadata']['version']}" for i in installs)
+            _log(f"{env.name}: resolves, {len(pins)} distributions: {' '.join(pins)}")
+        return 0
     failed = build_in_parallel(chosen) if len(chosen) > 1 else 0
     for env in chosen:
         target, seconds = build(env)

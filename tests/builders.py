@@ -350,3 +350,35 @@ def openvino_ir(onnx_model: bytes, directory: Path) -> dict[str, bytes]:
         openvino.convert_model(str(source)), str(directory / "model.xml"), compress_to_fp16=False
     )
     return {name: (directory / name).read_bytes() for name in ("model.xml", "model.bin")}
+
+
+def onnx_simple(datatype: str = "INT32") -> tuple[bytes, bytes]:
+    """Triton's ``simple`` example model (``simple_string`` for BYTES) as ONNX, with its
+    config: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 - INPUT1, [batch, 16]; strings carry
+    decimal integers (cast to INT32 and back), as Triton's simple_string does."""
+    onnx_type = TensorProto.STRING if datatype == "BYTES" else TensorProto.INT32
+    names = ("INPUT0", "INPUT1", "OUTPUT0", "OUTPUT1")
+    tensors = [helper.make_tensor_value_info(n, onnx_type, ["batch", 16]) for n in names]
+    if datatype == "BYTES":
+        nodes = [
+            helper.make_node("Cast", ["INPUT0"], ["a"], to=TensorProto.INT32),
+            helper.make_node("Cast", ["INPUT1"], ["b"], to=TensorProto.INT32),
+            helper.make_node("Add", ["a", "b"], ["sum"]),
+            helper.make_node("Sub", ["a", "b"], ["diff"]),
+            helper.make_node("Cast", ["sum"], ["OUTPUT0"], to=TensorProto.STRING),
+            helper.make_node("Cast", ["diff"], ["OUTPUT1"], to=TensorProto.STRING),
+        ]
+    else:
+        nodes = [
+            helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+            helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"]),
+        ]
+    graph = helper.make_graph(nodes, "simple", tensors[:2], tensors[2:])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    config_type = "TYPE_STRING" if datatype == "BYTES" else "TYPE_INT32"
+    config = 'platform: "onnxruntime_onnx"\nmax_batch_size: 8\n' + "".join(
+        f'{kind} [{{ name: "{name}" data_type: {config_type} dims: [16] }}]\n'
+        for kind, name in zip(("input", "input", "output", "output"), names, strict=True)
+    )
+    return bytes(model.SerializeToString()), config.encode()

@@ -23,7 +23,7 @@ SEQUENCE = (
     "these examples unchanged on real sequence models"
 )
 IMAGE_ARGS = ["-i", "http", "-m", "densenet_onnx", "-s", "INCEPTION", "-c", "1", "-b", "1"]
-SHM = "by design: registering shared memory is refused (send tensors in the request)"
+SHM = "by design: CUDA shared memory is refused (no GPU IPC here)"
 
 
 @dataclass
@@ -63,8 +63,8 @@ def client_examples(image: Path) -> list[Example]:
             skip="needs preprocess_inception_ensemble (DALI preprocessing + Inception); "
             "test.sh has it commented out",
         ),
-        Example("simple_http_shm_string_client.py", ["-v"], expected=SHM),
-        Example("simple_http_shm_client.py", ["-v"], expected=SHM),
+        Example("simple_http_shm_string_client.py", ["-v"]),
+        Example("simple_http_shm_client.py", ["-v"]),
         Example("simple_http_cudashm_client.py", ["-v"], skip="not applicable (CUDA)"),
         Example("simple_http_string_infer_client.py", ["-v"]),
         Example("simple_http_sequence_sync_infer_client.py", ["-v"], expected=SEQUENCE),

@@ -15,6 +15,7 @@ from lambdaserve.catalog.store import Catalog
 from lambdaserve.local.http_api_event import http_api_event
 from tests import builders
 from tests.deployed.stack import DeployedStack, deployed
+from tests.support import wait_until
 
 EVENTS = Path(__file__).parents[1] / "events"
 MLP = builders.onnx_mlp(4, 3)
@@ -87,3 +88,58 @@ def test_a_deleted_version_is_unavailable(stack: DeployedStack):
     # Then the infer function no longer serves it, and says why
     answer = stack.invoke("InferFunction", http_api_event("GET", "/v2/models/gone/ready", b""))
     assert answer["statusCode"] != 200, answer
+
+
+def test_a_deploy_pipeline_hears_a_version_become_ready_on_the_stacks_bus(stack: DeployedStack):
+    # Given a pipeline's rule on the bus the template names (the default), targeting a queue
+    sqs, events = stack.clients.sqs, stack.clients.client("events")
+    url = sqs.create_queue(QueueName="deploy-pipeline")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    pattern = {"source": ["lambdaserve"], "detail-type": ["Model Version State Change"]}
+    events.put_rule(Name="wait-for-ready", EventPattern=json.dumps(pattern))
+    events.put_targets(Rule="wait-for-ready", Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+    # When a version is published through the manage function, under its role
+    stack.publish("announced", {"1/model.onnx": MLP})
+    # Then the rule's queue holds its LOADING and READY changes, with the version's digest
+    bodies = [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    ]
+    states = [(b["detail"]["previous_state"], b["detail"]["state"]) for b in bodies]
+    assert states == [("", "LOADING"), ("LOADING", "READY")], bodies
+    [record] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("announced")
+    assert bodies[-1]["detail"]["digest"] == record.sha256
+
+
+CAPTURING = b"""
+platform: "onnxruntime_onnx"
+max_batch_size: 8
+parameters { key: "data_capture" value { string_value: "{\\"sampling_percentage\\": 100}" } }
+"""
+
+
+def test_a_capturing_models_exchange_reaches_s3_under_the_infer_functions_role(
+    stack: DeployedStack,
+):
+    # Given a model whose config asks for payload capture, published through the stack
+    stack.publish("captured", {"config.pbtxt": CAPTURING, "1/model.onnx": MLP})
+    body = json.dumps(
+        {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": ROWS[0]}]}
+    ).encode()
+    # When the infer function answers it
+    answer = stack.invoke(
+        "InferFunction", http_api_event("POST", "/v2/models/captured/infer", body)
+    )
+    # Then the function's capture thread writes the exchange under captures/, as its role allows
+    s3, bucket = stack.clients.s3, stack.settings.bucket
+
+    def keys() -> list[str]:
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix="captures/captured/1/")
+        return [entry["Key"] for entry in listed.get("Contents", [])]
+
+    found = wait_until(keys, 30, interval_s=0.5)
+    record = json.loads(s3.get_object(Bucket=bucket, Key=found[0])["Body"].read())
+    assert answer["statusCode"] == 200, answer
+    assert record["captureData"]["endpointInput"]["data"].encode() == body
+    assert record["captureData"]["endpointOutput"]["data"] == answer["body"]
+    stack.assert_no_denials()

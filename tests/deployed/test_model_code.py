@@ -12,6 +12,7 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from lambdaserve.catalog.store import Catalog
@@ -106,3 +107,56 @@ def test_a_python_model_runs_in_a_worker_of_the_infer_function_and_survives_its_
     again = wait_until(answered, 120, interval_s=0.5)
     outputs = {o["name"]: o["data"] for o in json.loads(again["body"])["outputs"]}
     assert outputs["OUTPUT0"] == [4.0] and outputs["PID"][0] != worker
+
+
+PEER_MODELS = Path(__file__).parents[1] / "fixtures" / "peer_models"
+PIPELINE = Path(__file__).parents[1] / "fixtures" / "paddle_pipeline"
+
+
+def _paddle_mlp() -> tuple[dict[str, bytes], np.ndarray, np.ndarray]:
+    """Paddle's own saved model (tests/fixtures/peer_models), its input and Paddle's answer."""
+    expected = json.loads((PEER_MODELS / "expected.json").read_text())["fixtures"]["paddle_mlp"]
+    files = {
+        f"model.{suffix}": (PEER_MODELS / "paddle_mlp" / f"model.{suffix}").read_bytes()
+        for suffix in ("pdmodel", "pdiparams")
+    }
+    x = np.array(expected["inputs"]["x"]["data"], dtype=expected["inputs"]["x"]["dtype"])
+    prob = expected["outputs"]["softmax_0.tmp_0"]
+    return files, x, np.array(prob["data"], dtype=prob["dtype"])
+
+
+def test_a_paddle_model_and_a_paddle_serving_pipeline_answer_through_the_http_api(
+    stack: DeployedStack,
+):
+    """Given Paddle's saved model as a version of its own, and Paddle Serving's pipeline
+    (web_service.py and config.yml unchanged) over the same model
+    When both are published through the manage function and called through the HTTP API's
+    routes (KServe v2, and Paddle's /{name}/prediction)
+    Then both are READY through the load check and answer what Paddle computed."""
+    files, x, prob = _paddle_mlp()
+    stack.publish("paddle-mlp", {f"1/{name}": body for name, body in files.items()})
+    tensor = {"name": "x", "datatype": "FP32", "shape": list(x.shape), "data": x.ravel().tolist()}
+    body = json.dumps({"inputs": [tensor]}).encode()
+    answer = stack.http(http_api_event("POST", "/v2/models/paddle-mlp/infer", body))
+    assert answer["statusCode"] == 200, answer
+    [output] = json.loads(answer["body"])["outputs"]
+    np.testing.assert_allclose(np.reshape(output["data"], prob.shape), prob, rtol=1e-5)
+
+    pipeline = {
+        f"1/{p.relative_to(PIPELINE).as_posix()}": p.read_bytes()
+        for p in sorted(PIPELINE.rglob("*"))
+        if p.is_file()
+    }
+    for name, model in files.items():  # as paddle.static.save_inference_model names them
+        pipeline[f"1/mlp_model/inference.{name.split('.', 1)[1]}"] = model
+    stack.publish("mlp_pipeline", pipeline)
+    rows = ";".join(",".join(repr(float(v)) for v in row) for row in x)
+    request = {"key": ["x", "scale"], "value": [rows, "2"]}
+    event = http_api_event("POST", "/mlp_pipeline/prediction", json.dumps(request).encode())
+    answered = stack.http(event)
+    assert answered["statusCode"] == 200, answered
+    reply = json.loads(answered["body"])
+    assert reply["err_no"] == 0, reply
+    assert json.loads(reply["value"][0]) == prob.argmax(axis=1).tolist()
+    np.testing.assert_allclose(json.loads(reply["value"][1]), (prob * 2).round(6), rtol=1e-5)
+    stack.assert_no_denials()

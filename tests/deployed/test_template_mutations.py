@@ -118,6 +118,12 @@ MUTATIONS = [
         "BatcherFunction was denied lambda:InvokeFunction",
     ),
     Mutation(
+        "manage-no-state-events",
+        without_policy_template("ManageEventsFunction", "EventBridgePutEventsPolicy"),
+        publish_and_infer,
+        "ManageEventsFunction was denied events:PutEvents",
+    ),
+    Mutation(
         "no-table-variable",
         without_variable("LAMBDASERVE_TABLE"),
         publish_and_infer,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -60,6 +61,29 @@ def dev_process(
         log.close()
 
 
+def pipeline_queue(endpoint: str) -> tuple[object, str]:
+    """An EventBridge rule for lambdaserve's state changes, targeting a new SQS queue."""
+    sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1")
+    events = boto3.client("events", endpoint_url=endpoint, region_name="us-east-1")
+    url = sqs.create_queue(QueueName="deploy-pipeline")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    pattern = {"source": ["lambdaserve"], "detail-type": ["Model Version State Change"]}
+    events.put_rule(Name="wait-for-ready", EventPattern=json.dumps(pattern))
+    events.put_targets(Rule="wait-for-ready", Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+    return sqs, url
+
+
+def state_event(pipeline: tuple[object, str], model: str, state: str) -> dict | None:
+    sqs, url = pipeline
+    for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get(  # type: ignore[attr-defined]
+        "Messages", []
+    ):
+        event = json.loads(message["Body"])
+        if (event["detail"]["model"], event["detail"]["state"]) == (model, state):
+            return dict(event)
+    return None
+
+
 def ready_versions(port: int) -> set[tuple[str, str]]:
     response = httpx.post(f"http://127.0.0.1:{port}/v2/repository/index", json={"ready": True})
     return {(e["name"], e["version"]) for e in response.json()}
@@ -70,6 +94,8 @@ def test_dev_publishes_by_upload_and_stops_cleanly(dev_process):
     endpoint = f"http://127.0.0.1:{ports['aws']}"
     # Given the demo model published on start
     wait_until(lambda: ("demo-mlp", "1") in ready_versions(ports["management"]), 30)
+    # and a deploy pipeline's EventBridge rule on the default bus, its target a queue
+    pipeline = pipeline_queue(endpoint)
     # When a user uploads a model with boto3
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     s3.put_object(
@@ -77,6 +103,10 @@ def test_dev_publishes_by_upload_and_stops_cleanly(dev_process):
     )
     # Then it is READY over HTTP, with its signature
     wait_until(lambda: ("resnet", "1") in ready_versions(ports["management"]), 15)
+    # and the pipeline hears of it from the emulator's EventBridge
+    ready = wait_until(lambda: state_event(pipeline, "resnet", "READY"), 15)
+    assert ready["detail-type"] == "Model Version State Change"
+    assert ready["detail"]["previous_state"] == "LOADING"
     [entry] = httpx.get(f"http://127.0.0.1:{ports['management']}/models/resnet").json()
     assert entry["signature"]["inputs"][0]["datatype"] == "FP32"
     # And it answers inference on the inference port, as the demo model does

@@ -102,10 +102,11 @@ def test_api_overrides_that_would_stop_serving_versions_are_refused(serving):
             "'tensorflow_graphdef' is not supported",
         ),
         (
-            b'platform: "tensorflow_savedmodel"',
+            b'platform: "tensorflow_savedmodel"',  # TensorFlow's, read without it
             {"saved_model.pb": b"x"},
-            "OpenVINO cannot read the SavedModel",
+            "saved_model.pb is not a TF SavedModel",
         ),
+        (b'backend: "openvino"', {"saved_model.pb": b"x"}, "OpenVINO cannot read the SavedModel"),
         (b'backend: "pytorch"', {"model.onnx": None}, "backend 'pytorch' needs model.pt"),
         (
             b'platform: "onnxruntime_onnx"\nmax_batch_size: 4\n'

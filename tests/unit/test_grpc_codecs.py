@@ -161,13 +161,29 @@ def test_a_predict_request_names_only_the_models_inputs_and_its_signature():
     message.inputs["x"].CopyFrom(tf_tensor(tf.DT_FLOAT, [1, 2], float_val=[1.0, 2.0]))
     request = tfserving.predict_request(message, signature)
     assert [i.name for i in request.inputs] == ["x"] and request.outputs[0].name == "y"
-    message.model_spec.signature_name = "classify_x"
-    with pytest.raises(InvalidInput, match="signature name"):
-        tfserving.predict_request(message, signature)
-    message.model_spec.signature_name = ""
     message.inputs["z"].CopyFrom(tf_tensor(tf.DT_FLOAT, [1], float_val=[1.0]))
     with pytest.raises(InvalidInput, match="unknown input 'z'"):
         tfserving.predict_request(message, signature)
+
+
+def test_examples_with_a_context_are_merged_as_protobuf_merges_them():
+    """Given an Input with a context (x = 0, c = 1) and one example (x = 2),
+    When its examples are read, Then each is the context followed by the example: protobuf's
+    merge, where the example's x wins; an empty Input has none."""
+    message = tfserving.pb.Input()
+    message.example_list_with_context.context = b"context"
+    message.example_list_with_context.examples.append(b"example")
+    assert tfserving.serialized_examples(message) == [b"contextexample"]
+    assert tfserving.serialized_examples(tfserving.pb.Input()) == []
+
+
+def test_classify_and_regress_results_are_tf_servings_messages():
+    classified = tfserving.classification_result([[["", 3.0]], [["a", 0.5], ["b", 0.25]]])
+    assert [[(c.label, c.score) for c in r.classes] for r in classified.classifications] == [
+        [("", 3.0)],
+        [("a", 0.5), ("b", 0.25)],
+    ]
+    assert [r.value for r in tfserving.regression_result([3.0, 3.5]).regressions] == [3.0, 3.5]
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from lambdaserve.metrics.emf import InvocationMetrics
 from lambdaserve.metrics.stats import Execution
 
@@ -67,3 +69,30 @@ def test_custom_metrics_model_code_records_reach_cloudwatch_as_emf():
     # and the next invocation starts from nothing
     metrics.flush()
     assert len(out.getvalue().splitlines()) == 3
+
+
+def test_an_invocations_billed_compute_is_split_among_the_models_it_ran():
+    # Given a 2048 MB function's invocation that ran two versions, one three times as long
+    out = io.StringIO()
+    metrics = InvocationMetrics("lambdaserve-infer", out, memory_mb=2048)
+    metrics.begin()
+    metrics.record("pre", 1, Execution(1, 1, 0, 0, 1_000_000, 0), 0)
+    metrics.record("mlp", 3, Execution(1, 1, 0, 0, 3_000_000, 0), 0)
+    # When the invocation ends
+    metrics.flush()
+    # Then each line carries its version's share of the GB-seconds, as an EMF metric
+    pre, mlp = (json.loads(line) for line in out.getvalue().splitlines())
+    for line in (pre, mlp):
+        names = [m["Name"] for m in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]]
+        assert "ComputeGbSeconds" in names
+    assert mlp["ComputeGbSeconds"] == pytest.approx(3 * pre["ComputeGbSeconds"], rel=1e-3)
+    assert pre["ComputeGbSeconds"] > 0
+
+
+def test_outside_lambda_no_cost_is_claimed():
+    out = io.StringIO()
+    metrics = InvocationMetrics("lambdaserve-worker", out)
+    metrics.begin()
+    metrics.record("mlp", 1, Execution(1, 1, 0, 0, 1_000_000, 0), 0)
+    metrics.flush()
+    assert "ComputeGbSeconds" not in json.loads(out.getvalue())

@@ -106,18 +106,22 @@ def test_metadata_names_the_format_as_triton_does(aws):
 
 
 @pytest.mark.parametrize(
-    ("config", "fixture"),
+    ("config", "fixture", "runtime"),
     [
-        (b'platform: "tensorflow_savedmodel"', "savedmodel_mlp"),
-        (b'backend: "tensorflow"', "savedmodel_mlp"),
-        (b'backend: "paddle"', "paddle_mlp"),
-        (b'backend: "openvino"', "paddle_mlp"),
+        # Triton's TensorFlow platform and backend: TensorFlow serves (checked where it serves)
+        (b'platform: "tensorflow_savedmodel"', "savedmodel_mlp", "tensorflow"),
+        (b'backend: "tensorflow"', "savedmodel_mlp", "tensorflow"),
+        (b'backend: "openvino"', "savedmodel_mlp", "openvino"),
+        (b'backend: "paddle"', "paddle_mlp", "openvino"),
+        (b'backend: "openvino"', "paddle_mlp", "openvino"),
     ],
 )
-def test_triton_platforms_and_backends_for_these_formats_are_accepted(aws, config, fixture):
+def test_triton_platforms_and_backends_for_these_formats_are_accepted(
+    aws, config, fixture, runtime
+):
     publish(aws, "m", fixture, config)
     record = aws.services.catalog.get_version("m", 1)
-    assert (record.state, record.runtime) == (version_policy.READY, "openvino")
+    assert (record.state, record.runtime) == (version_policy.READY, runtime)
 
 
 def test_a_config_declaring_the_savedmodel_tensors_is_checked_against_them(aws):

@@ -725,15 +725,17 @@ def test_one_argument_chooses_the_images_variant():
     assert infer["Metadata"]["DockerBuildArgs"]["EXTRAS"] == "images,openvino,torchserve"
     # paddle: Paddle Inference in the images that serve; the manage image reads Paddle
     # programs without it
-    paddle = yaml_of(module.variant_template("paddle", text))["Resources"]
-    for name, resource in paddle.items():
-        if resource.get("Properties", {}).get("PackageType") != "Image":
-            continue
-        args = resource["Metadata"].get("DockerBuildArgs", {})
-        if resource["Metadata"]["Dockerfile"] == "functions/infer/Dockerfile":
-            assert args == {"EXTRAS": "images,openvino,paddle"}, name  # no PyTorch index
-        else:
-            assert not args, name
+    # and tensorflow: TensorFlow there too; the manage image reads SavedModels without it
+    for variant in ("paddle", "tensorflow"):
+        resources = yaml_of(module.variant_template(variant, text))["Resources"]
+        for name, resource in resources.items():
+            if resource.get("Properties", {}).get("PackageType") != "Image":
+                continue
+            args = resource["Metadata"].get("DockerBuildArgs", {})
+            if resource["Metadata"]["Dockerfile"] == "functions/infer/Dockerfile":
+                assert args == {"EXTRAS": f"images,openvino,{variant}"}, name  # no PyTorch index
+            else:
+                assert not args, name
 
 
 def yaml_of(text: str) -> dict[str, Any]:

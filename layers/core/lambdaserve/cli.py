@@ -101,6 +101,19 @@ def _parser() -> argparse.ArgumentParser:
         help="--server-mode: the HTTP API as deployed (API Gateway events to the infer function)",
     )
     dev.add_argument(
+        "--deployed",
+        action="store_true",
+        help="the stack as `sam deploy` makes it from template.yaml: each function in its own "
+        "process with the template's environment, under its own role (IAM enforced)",
+    )
+    dev.add_argument(
+        "--parameter-overrides",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="--deployed: template parameters, as `sam deploy` takes them",
+    )
+    dev.add_argument(
         "--model-repository",
         "--model-store",  # TorchServe's name for its folder of .mar files
         dest="model_repository",
@@ -233,6 +246,15 @@ def main(argv: list[str] | None = None) -> int:
             from lambdaserve.local.dev import run_dev
             from lambdaserve.local.dev_options import DevOptions
 
+            if args.deployed:
+                from lambdaserve.local.deployed_dev import parameter_overrides, run_deployed_dev
+
+                run_deployed_dev(
+                    DevOptions(args.host, args.inference_port, aws_port=args.aws_port),
+                    parameter_overrides(args.parameter_overrides),
+                    demo=not args.no_demo,
+                )
+                return 0
             run_dev(
                 DevOptions(
                     host=args.host,

@@ -115,6 +115,12 @@ class Settings:
     # and the most an environment may unpack to.
     package_index_url: str = "https://pypi.org/simple"
     env_max_bytes: int = 512 * 1024**2
+    # The EventBridge bus (name or ARN) each version state change is announced on; empty:
+    # none (catalog/state_events.py)
+    event_bus: str = ""
+    # A Lambda function's memory (AWS_LAMBDA_FUNCTION_MEMORY_SIZE), 0 elsewhere: what its
+    # invocations are billed by, split per model in the EMF metrics
+    lambda_memory_mb: int = 0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -203,6 +209,10 @@ class Settings:
             package_index_url=env.get("LAMBDASERVE_PACKAGE_INDEX_URL", "")
             or defaults.package_index_url,
             env_max_bytes=int(env.get("LAMBDASERVE_ENV_MAX_BYTES", "") or defaults.env_max_bytes),
+            event_bus=env.get("LAMBDASERVE_EVENT_BUS", ""),
+            lambda_memory_mb=int(env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "") or 0)
+            if env.get("AWS_LAMBDA_FUNCTION_NAME")
+            else 0,
             **_response_cache(env, defaults),
         )
 

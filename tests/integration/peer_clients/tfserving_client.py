@@ -17,9 +17,11 @@ from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
     get_model_status_pb2,
+    inference_pb2,
     model_service_pb2_grpc,
     predict_pb2,
     prediction_service_pb2_grpc,
+    regression_pb2,
 )
 
 
@@ -50,6 +52,14 @@ def tensor(value: dict[str, Any], typed: bool) -> Any:
     return proto
 
 
+def examples(target: Any, call: dict[str, Any]) -> None:
+    """Float features, one dict per example, as tf.Examples in the Input."""
+    for features in call.get("examples", []):
+        example = target.example_list.examples.add()
+        for name, value in features.items():
+            example.features.feature[name].float_list.value.extend([value])
+
+
 def run(channel: grpc.Channel, call: dict[str, Any]) -> dict[str, Any]:
     prediction = prediction_service_pb2_grpc.PredictionServiceStub(channel)
     if call["rpc"] == "predict":
@@ -76,8 +86,39 @@ def run(channel: grpc.Channel, call: dict[str, Any]) -> dict[str, Any]:
     if call["rpc"] == "classify":
         request = classification_pb2.ClassificationRequest()
         spec(request.model_spec, call)
-        prediction.Classify(request, timeout=30)
-        return {}
+        examples(request.input, call)
+        response = prediction.Classify(request, timeout=30)
+        return {
+            "results": [
+                [[c.label, c.score] for c in r.classes] for r in response.result.classifications
+            ],
+            "signature": response.model_spec.signature_name,
+        }
+    if call["rpc"] == "regress":
+        request = regression_pb2.RegressionRequest()
+        spec(request.model_spec, call)
+        examples(request.input, call)
+        response = prediction.Regress(request, timeout=30)
+        return {
+            "results": [r.value for r in response.result.regressions],
+            "signature": response.model_spec.signature_name,
+        }
+    if call["rpc"] == "multi":  # TF Serving's _TestMultiInference, tasks from the call
+        request = inference_pb2.MultiInferenceRequest()
+        for signature, method in call["tasks"]:
+            task = request.tasks.add(method_name=f"tensorflow/serving/{method}")
+            task.model_spec.name, task.model_spec.signature_name = call["model"], signature
+        examples(request.input, call)
+        response = prediction.MultiInference(request, timeout=30)
+        return {
+            "results": [
+                [r.regression_result.regressions[0].value]
+                if r.HasField("regression_result")
+                else [c.score for c in r.classification_result.classifications[0].classes]
+                for r in response.results
+            ],
+            "signatures": [r.model_spec.signature_name for r in response.results],
+        }
     if call["rpc"] == "metadata":
         request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
         spec(request.model_spec, call)

@@ -1,5 +1,6 @@
 """Routes and servicers over the data plane: the inference API (``inference``: v2 with
-Triton's extensions; ``predictions``: TorchServe's; ``tfserving``; ``paddle_pipeline``;
+Triton's extensions; ``predictions``: TorchServe's; ``tfserving``, with ``tf_signatures``
+which its gRPC servicer shares; ``paddle_pipeline``;
 ``generate``: Triton's generate; ``workflows``; ``triton_extras``: shared memory, logging,
 trace; ``one_url``: the repository extension on the inference port), the one v2 infer door
 every transport calls (``v2_calls``), the management API (``management``,

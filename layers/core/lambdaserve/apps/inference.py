@@ -45,7 +45,7 @@ def create_inference_app(
     install_error_handlers(app)
     install_docs(app)
     install_api_description(app)
-    install_triton_extras(app)
+    install_triton_extras(app, plane.shared_memory)
     server, batcher, readiness = plane.server, plane.batcher, plane.readiness
     install_metrics(
         app,

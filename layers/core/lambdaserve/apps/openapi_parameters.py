@@ -42,8 +42,9 @@ _TARGET = (
     f"^{MODEL_NAME_PATTERN[1:-1]}"
     f"(/versions/{VERSION_PATTERN[1:-1]}|/labels/({VERSION_PATTERN[1:-1]}|{_LABEL_IN_TARGET}))?"
 )
-# GET: status, or /metadata; POST: :predict (the models here have no classify or regress
-# signature, so those verbs are always 400, and a POST with no verb is a 404)
+# GET: status, or /metadata; POST: :predict (a POST with no verb is a 404). :classify and
+# :regress answer only a signature taking serialized tf.Examples (SavedModels TensorFlow
+# serves; a 400 for every other model), so the document describes :predict alone.
 TARGET_GET = {
     "type": "string",
     "pattern": _TARGET + "(/metadata)?$",

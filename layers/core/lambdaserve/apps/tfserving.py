@@ -1,19 +1,23 @@
-"""TF Serving's REST API on the inference port: model status, metadata and ``:predict``
+"""TF Serving's REST API on the inference port: model status, metadata (every signature),
+``:predict`` to any signature, ``:classify`` and ``:regress`` with ``examples``
 (``/v1/models/{m}[/versions/{v}|/labels/{l}]``), over the same domain calls as v2."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request, Response
 
-from lambdaserve.errors import InvalidInput, ModelNotFound
-from lambdaserve.protocol import tfserving
+from lambdaserve.apps.tf_signatures import examples_results, named_signature, run_named
+from lambdaserve.errors import ModelNotFound
+from lambdaserve.protocol import tf_examples, tfserving
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.protocol.names import check_model_name, parse_version
+from lambdaserve.serving import signatures
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 # {m}, {m}/versions/{v} or {m}/labels/{l}, then /metadata or :verb
@@ -40,7 +44,10 @@ def install_tfserving(
         model, number = match["model"], await version_of(match)
         if match["what"] == "/metadata":
             served = await plane.resolve_number(model, number)
-            return tfserving.metadata(model, served.version, served.signature)
+            defs = await plane.call(
+                model, served.version, partial(signatures.signature_defs, plane.server(), served)
+            )
+            return tfserving.metadata(model, served.version, defs)
         if match["what"] is not None:
             raise ModelNotFound(f"GET /v1/models/{target} is not a TF Serving route; POST it")
         versions = await plane.versions(model)
@@ -53,26 +60,28 @@ def install_tfserving(
         return tfserving.version_status(present)
 
     async def answer_predict(target: str, body: Callable[[], Awaitable[bytes]]) -> Response:
-        """``POST /v1/models/{target}``; ``body`` reads the request body (after the path is
-        checked). The app's route and the front door (``processes.asgi.front_door``) both
-        answer through it."""
+        """``POST /v1/models/{target}`` (``:predict``, ``:classify``, ``:regress``); ``body``
+        reads the request body (after the path is checked). The app's route and the front
+        door (``processes.asgi.front_door``) both answer through it."""
         match = _parse(target)
         verb = (match["what"] or "").lstrip(":")
-        if verb in ("classify", "regress"):
-            raise InvalidInput(
-                f"the model has no {verb} signature (tensorflow/serving/{verb}); its "
-                f'"{tfserving.SIGNATURE}" signature is a predict one: POST ...:predict'
-            )
-        if verb != "predict":
+        if verb not in ("predict", "classify", "regress"):
             raise ModelNotFound(f"POST /v1/models/{target}: use .../{match['model']}:predict")
         model, number = match["model"], await version_of(match)
         document = json_document(await body())
-
-        # through the dynamic batcher where there is one (serve), as v2 infer
-        served = await plane.served(model, number)
-        parsed = tfserving.parse_predict(document, served.signature)
-        inferred = await plane.infer(model, number, parsed.request)
-        answer = tfserving.encode_predict(inferred.outputs, parsed.format)
+        name = tfserving.signature_name(document)
+        if verb == "predict":
+            served, named = await named_signature(plane, model, number, name)
+            parsed = tfserving.parse_predict(document, named.signature)
+            outputs = await run_named(
+                plane, model, number, served=served, named=named, request=parsed.request
+            )
+            answer = tfserving.encode_predict(outputs, parsed.format, parsed.added_dims)
+        else:
+            examples = tf_examples.serialized_examples(document)
+            *_, answer = await examples_results(
+                plane, model, number, name=name, verb=verb, examples=examples
+            )
         return Response(orjson.dumps(answer), media_type="application/json")
 
     @app.post("/v1/models/{target:path}")

@@ -1,17 +1,21 @@
-"""Triton's shared-memory, logging and trace extensions, answered as a server without shared
-memory or tracing would: status lists nothing, unregister succeeds, register is a 400 that
-says why, and log settings map onto lambdaserve's log level. Stock clients call these; a 404
-would stop them."""
+"""Triton's shared-memory, logging and trace extensions. System shared memory is served where
+the process has it (``serve``, ``dev``: regions registered, read and written); elsewhere, and
+CUDA shared memory everywhere, answered as a server without it would: status lists nothing,
+unregister succeeds, register is a 400 that says why. Log settings map onto lambdaserve's log
+level. Stock clients call these; a 404 would stop them."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import FastAPI, Request
 
 from lambdaserve.apps.json_body import json_object
 from lambdaserve.errors import InvalidInput
+from lambdaserve.tensors.shared_memory import SystemSharedMemory
 
 _KINDS = {"systemsharedmemory": "system", "cudasharedmemory": "CUDA"}
 TRACE_OFF = {
@@ -24,9 +28,14 @@ TRACE_OFF = {
 }
 
 
-def install_triton_extras(app: FastAPI) -> None:
-    for kind, word in _KINDS.items():
-        _install_shared_memory(app, kind, word)
+def install_triton_extras(app: FastAPI, shared: SystemSharedMemory | None = None) -> None:
+    """``shared``: the process's system shared memory (serve, dev); None where clients
+    share no memory with the server (Lambda)."""
+    _install_shared_memory(app, "cudasharedmemory", "CUDA")
+    if shared is None:
+        _install_shared_memory(app, "systemsharedmemory", "system")
+    else:
+        _install_system_shared_memory(app, shared)
 
     @app.get("/v2/logging", include_in_schema=False)
     async def current_log_settings() -> dict[str, Any]:
@@ -81,6 +90,39 @@ def _install_shared_memory(app: FastAPI, kind: str, word: str) -> None:
         unregister,
         methods=["POST"],
         include_in_schema=False,
+    )
+    app.add_api_route(
+        f"{base}/region/{{name}}/register", register, methods=["POST"], include_in_schema=False
+    )
+
+
+def _install_system_shared_memory(app: FastAPI, shared: SystemSharedMemory) -> None:
+    async def status(name: str | None = None) -> list[dict[str, Any]]:
+        return [asdict(region) for region in shared.status(name or "")]
+
+    async def unregister(name: str | None = None) -> dict[str, Any]:
+        shared.unregister(name or "")
+        return {}
+
+    async def register(name: str, request: Request) -> dict[str, Any]:
+        body = await json_object(request)
+        key, offset, size = body.get("key"), body.get("offset", 0), body.get("byte_size")
+        if not isinstance(key, str) or not isinstance(size, int) or not isinstance(offset, int):
+            raise InvalidInput(
+                'registering a region takes {"key": <shm key>, "offset": <bytes>, '
+                '"byte_size": <bytes>}'
+            )
+        await asyncio.to_thread(shared.register, name, key, offset, size)
+        return {}
+
+    base = "/v2/systemsharedmemory"
+    app.add_api_route(f"{base}/status", status, methods=["GET"], include_in_schema=False)
+    app.add_api_route(
+        f"{base}/region/{{name}}/status", status, methods=["GET"], include_in_schema=False
+    )
+    app.add_api_route(f"{base}/unregister", unregister, methods=["POST"], include_in_schema=False)
+    app.add_api_route(
+        f"{base}/region/{{name}}/unregister", unregister, methods=["POST"], include_in_schema=False
     )
     app.add_api_route(
         f"{base}/region/{{name}}/register", register, methods=["POST"], include_in_schema=False

@@ -11,6 +11,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 
@@ -28,7 +29,9 @@ from lambdaserve.protocol.v2 import (
     encode_infer_response,
     parse_infer_request,
 )
+from lambdaserve.serving.data_capture import Exchange, capture_setting
 from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.serving.version_resolver import ServedVersion
 
 V2_INFER = re.compile(r"^/v2/models/([^/]+)(?:/versions/([^/]+))?/infer$")
 JSON = "application/json"
@@ -100,9 +103,15 @@ async def answer_v2(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:
     if header_length == 0:  # a raw binary request needs the model's signature: maybe I/O
         parsed = await asyncio.to_thread(parse_for, plane, model, version, body, header_length)
     else:
-        parsed = parse_infer_request(body, header_length)
+        parsed = parse_infer_request(body, header_length, plane.shared_memory)
     inferred = await plane.infer(model, version, parsed)
-    return encode_infer_response(model, inferred.version, parsed, inferred.outputs)
+    encoded = encode_infer_response(
+        model, inferred.version, parsed, inferred.outputs, plane.shared_memory
+    )
+    if plane.capture is not None:
+        served = plane.resolve_now(model, inferred.version)  # the view the infer just read
+        offer_capture(plane, served, call, encoded)
+    return encoded
 
 
 def answer_v2_now(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:
@@ -120,12 +129,38 @@ def v2_infer(
 ) -> EncodedResponse:
     """One v2 inference from request bytes to response bytes, the model run in this thread."""
     parsed = parse_for(plane, model, version, body, header_length)
-    return plane.server().infer(
-        model,
-        version,
-        parsed,
-        lambda served, outputs: encode_infer_response(
-            served.model, served.version, parsed, outputs
+
+    def encoded(served: ServedVersion, outputs: Mapping[str, Any]) -> EncodedResponse:
+        answer = encode_infer_response(
+            served.model, served.version, parsed, outputs, plane.shared_memory
+        )
+        if plane.capture is not None:
+            offer_capture(plane, served, V2Call(model, None, body, header_length), answer)
+        return answer
+
+    return plane.server().infer(model, version, parsed, encoded)
+
+
+def offer_capture(
+    plane: InferenceDataPlane, served: ServedVersion, call: V2Call, answer: EncodedResponse
+) -> None:
+    """The exchange to the plane's payload capture, where the version's config asks for it
+    (a setting that does not parse was refused at publish: here it captures nothing)."""
+    assert plane.capture is not None
+    try:
+        setting = capture_setting(dict(served.config.parameters))
+    except LambdaServeError:
+        return
+    request_type = "application/octet-stream" if call.header_length is not None else JSON
+    plane.capture.offer(
+        setting,
+        Exchange(
+            served.model,
+            served.version,
+            call.body,
+            request_type,
+            answer.body,
+            answer.headers.get("content-type", JSON),
         ),
     )
 
@@ -142,7 +177,7 @@ def parse_for(
         return parse_raw_binary(
             body, served.signature.inputs, model, batched=served.config.max_batch_size > 0
         )
-    return parse_infer_request(body, header_length)
+    return parse_infer_request(body, header_length, plane.shared_memory)
 
 
 def check_body_size(size: int, limit: int) -> None:

@@ -42,6 +42,12 @@ from lambdaserve.catalog.items import (
     version_from_item,
     version_to_item,
 )
+from lambdaserve.catalog.state_events import (
+    Silent,
+    StateAnnouncer,
+    announce_changes,
+    stated,
+)
 
 __all__ = [
     "MODELS_INDEX",
@@ -62,9 +68,11 @@ _STATES_PER_TRANSACTION = 99
 class Catalog:
     """Reads and writes the catalog table through an injected DynamoDB client."""
 
-    def __init__(self, dynamodb: Any, table: str) -> None:
+    def __init__(self, dynamodb: Any, table: str, announcer: StateAnnouncer | None = None) -> None:
         self._db = dynamodb
         self.table = table
+        # who hears of each state this catalog writes (state_events), after the write
+        self._announcer: StateAnnouncer = announcer or Silent()
 
     # -- models -------------------------------------------------------------------------
 
@@ -194,17 +202,21 @@ class Catalog:
         existing_created = record.created_at or now_iso()
         item = version_to_item(replace(record, created_at=existing_created, updated_at=now_iso()))
         try:
-            self._db.put_item(
+            answer = self._db.put_item(
                 TableName=self.table,
                 Item=item,
                 ConditionExpression="attribute_not_exists(pk) OR observed_at <= :t",
                 ExpressionAttributeValues=values(t=record.observed_at),
+                ReturnValues="ALL_OLD",
             )
         except ClientError as exc:
             if _condition_failed(exc):
                 return False
             raise
         self._bump(record.model)
+        old = answer.get("Attributes") if isinstance(answer, dict) else None
+        previous = stated(version_from_item(plain(old))) if old else ""
+        self._announce([(record, stated(record), previous)])
         return True
 
     def set_loading_reason(self, record: VersionRecord, reason: str) -> bool:
@@ -231,9 +243,10 @@ class Catalog:
         error as the reason. Only the
         validated bytes that failed are marked; False when the version moved on."""
         try:
-            self._db.update_item(
+            answer = self._db.update_item(
                 TableName=self.table,
                 Key=key(model_pk(model), VERSION_SK.format(version)),
+                ReturnValues="ALL_NEW",
                 UpdateExpression=(
                     "SET #state = :unavailable, reason = :reason, valid = :no, "
                     "validation_error = :reason, updated_at = :now, fingerprint = :unchecked"
@@ -256,6 +269,8 @@ class Catalog:
                 return False
             raise
         self._bump(model)
+        failed = version_from_item(plain(answer["Attributes"]))
+        self._announce([(failed, "UNAVAILABLE", "READY")])
         return True
 
     def revision(self, model: str) -> int:
@@ -279,7 +294,19 @@ class Catalog:
                 if exc.response.get("Error", {}).get("Code") == "TransactionCanceledException":
                     return False
                 raise
+        self._announce(
+            [(replace(r, reason=reason), state, r.state) for r, state, reason in changes]
+        )
         return True
+
+    def _announce(self, written: list[tuple[VersionRecord, str, str]]) -> None:
+        """(record, its new state, its previous state) for each write: the changes told."""
+        if not isinstance(self._announcer, Silent):
+            announce_changes(self._announcer, written, self._version_labels)
+
+    def _version_labels(self, model: str) -> dict[str, int]:
+        record = self.get_model(model)
+        return dict(record.version_labels) if record else {}
 
     def _revision_check(self, model: str, revision: int) -> dict[str, Any]:
         check: dict[str, Any] = {"TableName": self.table, "Key": key(model_pk(model), REVISION_SK)}

@@ -14,6 +14,7 @@ from lambdaserve.config.runtime_names import (
     PADDLE_INFERENCE_RUNTIME,
     PIPELINE_RUNTIME,
     PYTHON_RUNTIME,
+    TENSORFLOW_RUNTIME,
     TORCHSCRIPT_RUNTIME,
     RuntimeName,
 )
@@ -38,10 +39,13 @@ MODEL_FILES: dict[str, RuntimeName] = {
 }
 # A config's backend choosing another runtime for a file: Triton's OpenVINO backend reads
 # model.onnx too (backend: "openvino"), and so does lambdaserve's.
-# backend: "paddle_inference" has Paddle's own predictor serve a model.pdmodel.
+# backend: "paddle_inference" has Paddle's own predictor serve a model.pdmodel, and
+# backend: "tensorflow" (or Triton's platform "tensorflow_savedmodel") TensorFlow a SavedModel.
 BACKEND_RUNTIMES: dict[tuple[str, str], RuntimeName] = {
     ("openvino", "model.onnx"): OPENVINO_RUNTIME,
     ("paddle_inference", "model.pdmodel"): PADDLE_INFERENCE_RUNTIME,
+    ("tensorflow", "model.savedmodel/saved_model.pb"): TENSORFLOW_RUNTIME,
+    ("tensorflow", "saved_model.pb"): TENSORFLOW_RUNTIME,
 }
 # What Triton calls the formats OpenVINO serves here (model metadata's platform).
 OPENVINO_PLATFORMS = {
@@ -55,7 +59,7 @@ CODE_FILES = frozenset(
 )
 # Runtimes the manage function does not run (it reads the model's signature without them):
 # their versions are loaded where they serve before READY, as model code is.
-CHECKED_WHERE_IT_SERVES: frozenset[str] = frozenset({PADDLE_INFERENCE_RUNTIME})
+CHECKED_WHERE_IT_SERVES: frozenset[str] = frozenset({PADDLE_INFERENCE_RUNTIME, TENSORFLOW_RUNTIME})
 # A file that says how the version is served, whatever else it ships (an archive's handler
 # may be handler.py, its model model.py or model.pt)
 MANIFEST_FILE = "MAR-INF/MANIFEST.json"
@@ -65,13 +69,21 @@ WORKFLOW_MANIFEST_FILE = "WAR-INF/MANIFEST.json"
 
 def runtime_name_for(filename: str, config: ModelConfig | None = None) -> RuntimeName:
     """The file's own runtime, unless the config's backend chooses another that reads it."""
-    backend = config.backend if config is not None else ""
+    backend = choosing_backend(config) if config is not None else ""
     return BACKEND_RUNTIMES.get((backend, filename), MODEL_FILES[filename])
+
+
+def choosing_backend(config: ModelConfig) -> str:
+    """The config's backend, or ``tensorflow`` for Triton's platform
+    ``tensorflow_savedmodel`` (Triton's TensorFlow backend serves that platform)."""
+    if not config.backend and config.platform == "tensorflow_savedmodel":
+        return "tensorflow"
+    return config.backend
 
 
 def selects_runtime(config: ModelConfig) -> bool:
     """Whether the config's backend may choose a runtime other than a file's own."""
-    return any(backend == config.backend for backend, _ in BACKEND_RUNTIMES)
+    return any(backend == choosing_backend(config) for backend, _ in BACKEND_RUNTIMES)
 
 
 # default_model_filename: a file named otherwise is served as the file its suffix stands for

@@ -16,6 +16,7 @@ RuntimeName = Literal[
     "torchserve_handler",
     "paddle_inference",
     "paddle_pipeline",
+    "tensorflow",
     "ensemble",
 ]
 
@@ -26,4 +27,5 @@ PYTHON_RUNTIME: Final = "python"  # Triton's Python models (model.py)
 HANDLER_RUNTIME: Final = "torchserve_handler"  # TorchServe handlers, archives, workflows
 PADDLE_INFERENCE_RUNTIME: Final = "paddle_inference"
 PIPELINE_RUNTIME: Final = "paddle_pipeline"  # Paddle Serving pipelines (web_service.py)
+TENSORFLOW_RUNTIME: Final = "tensorflow"  # SavedModels OpenVINO does not serve, every signature
 ENSEMBLE_RUNTIME: Final = "ensemble"

@@ -34,6 +34,7 @@ def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
     # first request, or by Lambda's init (snapstart.prepare_instance), not by this import
     from lambdaserve.handlers import http_api
 
+    process.metrics.begin()
     try:
         answer = http_api.answer_without_app(process, event)
         return (
@@ -51,6 +52,7 @@ def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, An
     from lambdaserve.queued.invokers import answer_envelopes
 
     process = current()
+    process.metrics.begin()
     try:
         return {"results": answer_envelopes(process.server(), process.payloads, event)}
     finally:

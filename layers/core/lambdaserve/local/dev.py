@@ -39,6 +39,8 @@ def point_environment_at(endpoint: str, region: str = "us-east-1") -> Settings:
     # loaded (and scaled workers with it) while half of this machine's memory holds them
     os.environ.setdefault("LAMBDASERVE_MAX_LOADED_VERSIONS", "0")
     os.environ.setdefault("LAMBDASERVE_MAX_LOADED_BYTES", str(half_of_memory()))
+    # state changes on the emulator's default bus, as deployed (a rule can target a queue)
+    os.environ.setdefault("LAMBDASERVE_EVENT_BUS", "default")
     get_settings.cache_clear()
     return get_settings()
 

@@ -14,7 +14,8 @@ is entered:
 - SQS: a GetQueueUrl is checked against ``*``, and a batch call as its own action: here on
   the queue it names, and as its single action (as AWS's SQS guide says);
 - S3: a presigned URL (no Authorization header) fails inside moto: here the signer's
-  permission is checked (the URL's own signature is not).
+  permission is checked (the URL's own signature is not);
+- EventBridge: a PutEvents is checked against ``*``: here on the event bus it names.
 
 The switch and the patches are process-wide: enforce in a process of its own.
 """
@@ -66,6 +67,7 @@ def aws_authorization(record: Callable[[Denial], None]) -> Iterator[None]:
     from moto.awslambda.responses import LambdaResponse
     from moto.core.authorization import ActionAuthenticatorMixin
     from moto.dynamodb.responses import DynamoHandler
+    from moto.events.responses import EventsHandler
     from moto.iam.access_control import IAMRequestBase
     from moto.sqs.responses import SQSResponse
 
@@ -122,6 +124,9 @@ def aws_authorization(record: Callable[[Denial], None]) -> Iterator[None]:
         patches.enter_context(
             mock.patch.object(DynamoHandler, "_authenticate_and_authorize_normal_action", _per_item)
         )
+        patches.enter_context(
+            mock.patch.object(EventsHandler, "_determine_resource", _event_bus, create=True)
+        )
         yield
 
 
@@ -140,6 +145,17 @@ def _invoked(handler: Any) -> str:
         return "*"
     qualifier = handler.querystring.get("Qualifier", [None])[0]
     return function_arn(handler.region, handler.current_account, name, qualifier)
+
+
+def _event_bus(handler: Any) -> str:
+    """The event bus a call names (PutEvents: its first entry's), as an ARN."""
+    raw = handler.body
+    body = raw if isinstance(raw, dict) else json.loads(raw or "{}")
+    entries = body.get("Entries") or [{}]
+    bus = str(entries[0].get("EventBusName") or body.get("EventBusName") or "default")
+    if bus.startswith("arn:"):
+        return bus
+    return f"arn:aws:events:{handler.region}:{handler.current_account}:event-bus/{bus}"
 
 
 def _request(iam_request_cls: type, handler: Any, headers: Any, action: str) -> Any:

@@ -58,10 +58,15 @@ def _intrinsic(loader: _CfnLoader, suffix: str, node: yaml.Node) -> dict[str, An
 _CfnLoader.add_multi_constructor("!", _intrinsic)
 
 
+def checkout_root() -> Path:
+    """The repository this package is installed from (editable): template.yaml, functions/."""
+    return Path(__file__).resolve().parents[4]
+
+
 def template_path() -> Path:
     """template.yaml at the repository root (``LAMBDASERVE_TEMPLATE`` overrides)."""
     given = os.environ.get("LAMBDASERVE_TEMPLATE")
-    path = Path(given) if given else Path(__file__).resolve().parents[4] / "template.yaml"
+    path = Path(given) if given else checkout_root() / "template.yaml"
     if not path.is_file():
         raise TemplateError(
             f"no template.yaml at {path}: run from a checkout, or set LAMBDASERVE_TEMPLATE"

@@ -33,6 +33,8 @@ _DIRECTIVE = {
         {"Name": "InferenceMs", "Unit": "Milliseconds"},
     ],
 }
+# A Lambda invocation's billed compute, the version's share (Lambda's unit: GB-seconds)
+_COST = {"Name": "ComputeGbSeconds", "Unit": "None"}
 # Versions whose invocation asked the response cache: its hits and misses too
 _CACHE_DIRECTIVE = {
     **_DIRECTIVE,
@@ -44,12 +46,27 @@ _CACHE_DIRECTIVE = {
 }
 
 
-class InvocationMetrics:
-    """Counts per (model, version) until ``flush`` writes them (``StatsRegistry`` listener)."""
+# Every metric a version's line may carry (the dashboard's per-model views read these)
+VERSION_METRICS = frozenset(
+    ["Inferences", "InferenceErrors", "InferenceMs", "CacheHits", "CacheMisses", _COST["Name"]]
+)
 
-    def __init__(self, service: str, stream: TextIO | None = None) -> None:
+
+class InvocationMetrics:
+    """Counts per (model, version) until ``flush`` writes them (``StatsRegistry`` listener).
+
+    ``memory_mb`` (a Lambda function's, None elsewhere): each invocation's billed compute,
+    its duration since ``begin`` x its memory in GB, is split among the versions it ran,
+    in proportion to their inference time (``ComputeGbSeconds``: cost per model, since one
+    function serves many and its bill is one line)."""
+
+    def __init__(
+        self, service: str, stream: TextIO | None = None, memory_mb: int | None = None
+    ) -> None:
         self._service = service
         self._stream = stream
+        self._memory_gb = memory_mb / 1024 if memory_mb else None
+        self._began: float | None = None
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0, 0])
         self._custom: dict[tuple[str, tuple[str, ...], tuple[str, ...]], _Custom] = {}
@@ -89,15 +106,25 @@ class InvocationMetrics:
             else:
                 entry[4] += 1
 
+    def begin(self) -> None:
+        """An invocation starts (its billed duration runs from here to ``flush``)."""
+        self._began = time.monotonic()
+
     def flush(self) -> None:
         with self._lock:
             pending, self._pending = self._pending, defaultdict(lambda: [0, 0, 0.0, 0, 0])
             custom, self._custom = self._custom, {}
+        began, self._began = self._began, None
         if not pending and not custom:
             return
         timestamp = int(time.time() * 1000)
+        shares = _compute_shares(pending, self._memory_gb, began)
         lines = [
-            orjson.dumps(_version_line(timestamp, self._service, model, version, counts))
+            orjson.dumps(
+                _version_line(
+                    timestamp, self._service, (model, version), counts, shares.get((model, version))
+                )
+            )
             for (model, version), counts in pending.items()
         ]
         lines += [
@@ -109,16 +136,36 @@ class InvocationMetrics:
         stream.flush()
 
 
+def _compute_shares(
+    pending: dict[tuple[str, int], list[float]], memory_gb: float | None, began: float | None
+) -> dict[tuple[str, int], float]:
+    """Each version's share of the invocation's GB-seconds: by its inference time, or
+    evenly among versions that took none (cache hits, failures)."""
+    if memory_gb is None or began is None or not pending:
+        return {}
+    billed = (time.monotonic() - began) * memory_gb
+    total_ms = sum(counts[2] for counts in pending.values())
+    return {
+        key: round(billed * (counts[2] / total_ms if total_ms else 1 / len(pending)), 9)
+        for key, counts in pending.items()
+    }
+
+
 def _version_line(
-    timestamp: int, service: str, model: str, version: int, counts: list[float]
+    timestamp: int,
+    service: str,
+    version_of: tuple[str, int],
+    counts: list[float],
+    gb_seconds: float | None = None,
 ) -> dict[str, Any]:
+    model, version = version_of
     ok, failed, ms, hits, misses = counts
     cached = bool(hits or misses)
+    directive = _CACHE_DIRECTIVE if cached else _DIRECTIVE
+    if gb_seconds is not None:
+        directive = {**directive, "Metrics": [*directive["Metrics"], _COST]}
     line = {
-        "_aws": {
-            "Timestamp": timestamp,
-            "CloudWatchMetrics": [_CACHE_DIRECTIVE if cached else _DIRECTIVE],
-        },
+        "_aws": {"Timestamp": timestamp, "CloudWatchMetrics": [directive]},
         "model": model,
         "version": str(version),
         "service": service,
@@ -128,6 +175,8 @@ def _version_line(
     }
     if cached:
         line |= {"CacheHits": hits, "CacheMisses": misses}
+    if gb_seconds is not None:
+        line["ComputeGbSeconds"] = gb_seconds
     return line
 
 

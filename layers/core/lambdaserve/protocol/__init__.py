@@ -1,6 +1,7 @@
 """Wire protocols as codecs: KServe v2 / Open Inference Protocol (``v2``, with Triton's
 binary extension; ``raw_binary``; ``generate``), TorchServe's predictions (``torchserve``,
-``torchserve_errors``), TF Serving's REST (``tfserving``), Paddle's pipeline
+``torchserve_errors``), TF Serving's REST (``tfserving``; ``tf_examples``: classify and
+regress bodies as serialized ``tf.Example``), Paddle's pipeline
 (``paddle_pipeline``), and every peer's gRPC messages (``grpc``); body limits (``limits``),
 content encodings (``content_encoding``), what names, versions and labels may be
 (``names``), and the one map from domain errors to HTTP status (``http_status``;

@@ -19,7 +19,7 @@ import numpy as np
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.tensors.encoding import array_from_json
-from lambdaserve.tensors.signature import Signature, TensorSpec
+from lambdaserve.tensors.signature import Signature, SignatureDef, TensorSpec
 
 Format = Literal["row", "columnar"]
 SIGNATURE = "serving_default"
@@ -43,20 +43,27 @@ _TF_DTYPES = {
 
 @dataclass(frozen=True)
 class PredictRequest:
+    """The request, its format, and how many trailing 1-dims were added to fit its inputs
+    to the signature (TF Serving's reshape of ``[1.0, 2.0]`` to a ``[-1, 1]`` input): the
+    outputs lose as many, as TensorFlow's graph would have answered."""
+
     request: InferRequest
     format: Format
+    added_dims: int = 0
+
+
+def signature_name(document: Any) -> str:
+    """The body's ``signature_name`` ("" when absent: the default signature)."""
+    name = document.get("signature_name", "") if isinstance(document, dict) else ""
+    if not isinstance(name, str):
+        raise InvalidInput(f'"signature_name" must be a string, got {name!r}')
+    return name
 
 
 def parse_predict(document: Any, signature: Signature) -> PredictRequest:
-    """A ``:predict`` body for a model of ``signature``; 400s say what TF Serving would."""
+    """A ``:predict`` body for a signature's tensors; 400s say what TF Serving would."""
     if not isinstance(document, dict):
         raise InvalidInput('the body must be a JSON object with "instances" or "inputs"')
-    name = document.get("signature_name", SIGNATURE)
-    if name not in (SIGNATURE, ""):
-        raise InvalidInput(
-            f'Serving signature name: "{name}" not found in signature def; this model has '
-            f'"{SIGNATURE}"'
-        )
     has_rows, has_columns = "instances" in document, "inputs" in document
     if has_rows == has_columns:
         raise InvalidInput(
@@ -66,15 +73,51 @@ def parse_predict(document: Any, signature: Signature) -> PredictRequest:
     specs = {spec.name: spec for spec in signature.inputs}
     if has_rows:
         values = _rows_to_columns(document["instances"], specs)
-        return PredictRequest(_request(values, specs), "row")
+        return _fitted(_request(values, specs), "row", specs)
     inputs = document["inputs"]
     if not (isinstance(inputs, dict) and set(inputs) <= set(specs) and inputs):
         inputs = {_only_input(specs): inputs}
-    return PredictRequest(_request(inputs, specs), "columnar")
+    return _fitted(_request(inputs, specs), "columnar", specs)
 
 
-def encode_predict(outputs: Mapping[str, np.ndarray[Any, Any]], format: Format) -> dict[str, Any]:
-    """``{"predictions": ...}`` (row) or ``{"outputs": ...}`` (columnar)."""
+def _fitted(
+    request: InferRequest, format: Format, specs: Mapping[str, TensorSpec]
+) -> PredictRequest:
+    """Inputs one rank short of a signature whose last dims are 1 take them, every input
+    alike (TensorFlow feeds ``[2.0, 3.0]`` to a ``[-1, 1]`` tensor as ``[[2.0], [3.0]]``)."""
+    added = {_added_dims(i.shape, specs[i.name].shape) for i in request.inputs}
+    if len(added) != 1 or not (count := added.pop()):
+        return PredictRequest(request, format)
+    inputs = tuple(
+        InferInput(
+            i.name, i.datatype, i.shape + (1,) * count, i.data.reshape(i.shape + (1,) * count)
+        )
+        for i in request.inputs
+    )
+    return PredictRequest(
+        InferRequest(
+            inputs, request.outputs, request.id, request.binary_output, request.parameters
+        ),
+        format,
+        count,
+    )
+
+
+def _added_dims(got: tuple[int, ...], expected: tuple[int, ...]) -> int:
+    extra = len(expected) - len(got)
+    if extra <= 0 or any(d != 1 for d in expected[len(got) :]):
+        return 0
+    fits = all(e in (-1, g) for g, e in zip(got, expected[: len(got)], strict=True))
+    return extra if fits else 0
+
+
+def encode_predict(
+    outputs: Mapping[str, np.ndarray[Any, Any]], format: Format, added_dims: int = 0
+) -> dict[str, Any]:
+    """``{"predictions": ...}`` (row) or ``{"outputs": ...}`` (columnar); outputs ending in
+    ``added_dims`` 1-dims lose them (``PredictRequest.added_dims``)."""
+    if added_dims:
+        outputs = {name: _squeezed(array, added_dims) for name, array in outputs.items()}
     values = {name: _to_json(name, array) for name, array in outputs.items()}
     if format == "columnar":
         return {"outputs": next(iter(values.values())) if len(values) == 1 else values}
@@ -110,32 +153,46 @@ def version_status(versions: Sequence[tuple[int, str, str]]) -> dict[str, Any]:
 _TF_STATES = {"READY": "AVAILABLE", "LOADING": "LOADING", "UNLOADING": "UNLOADING"}
 
 
-def metadata(model: str, version: int, signature: Signature) -> dict[str, Any]:
-    """``GET /v1/models/{m}[/versions/{v}]/metadata``: the signature as a ``signature_def``."""
+def metadata(
+    model: str, version: int, signatures: Signature | Mapping[str, SignatureDef]
+) -> dict[str, Any]:
+    """``GET /v1/models/{m}[/versions/{v}]/metadata``: every signature (a lone Signature is
+    ``serving_default``'s, a predict one) as a ``signature_def``, as TF Serving writes it."""
+    if isinstance(signatures, Signature):
+        signatures = {SIGNATURE: SignatureDef("tensorflow/serving/predict", signatures)}
     return {
         "model_spec": {"name": model, "signature_name": "", "version": str(version)},
         "metadata": {
             "signature_def": {
                 "signature_def": {
-                    SIGNATURE: {
-                        "inputs": {t.name: _tensor_info(t) for t in signature.inputs},
-                        "outputs": {t.name: _tensor_info(t) for t in signature.outputs},
-                        "method_name": "tensorflow/serving/predict",
+                    key: {
+                        "inputs": {t.name: _tensor_info(t, d) for t in d.signature.inputs},
+                        "outputs": {t.name: _tensor_info(t, d) for t in d.signature.outputs},
+                        "method_name": d.method,
+                        "defaults": {},
                     }
+                    for key, d in signatures.items()
                 }
             }
         },
     }
 
 
-def _tensor_info(spec: TensorSpec) -> dict[str, Any]:
+def _squeezed(array: np.ndarray[Any, Any], count: int) -> np.ndarray[Any, Any]:
+    if array.ndim > count and all(d == 1 for d in array.shape[-count:]):
+        return array.reshape(array.shape[:-count])
+    return array
+
+
+def _tensor_info(spec: TensorSpec, definition: SignatureDef) -> dict[str, Any]:
+    unknown = spec.name in definition.unknown_rank
     return {
         "dtype": _TF_DTYPES.get(spec.datatype, "DT_INVALID"),
         "tensor_shape": {
-            "dim": [{"size": str(d), "name": ""} for d in spec.shape],
-            "unknown_rank": False,
+            "dim": [] if unknown else [{"size": str(d), "name": ""} for d in spec.shape],
+            "unknown_rank": unknown,
         },
-        "name": spec.name,
+        "name": definition.tensor_names.get(spec.name, spec.name),
     }
 
 

@@ -12,6 +12,12 @@ import orjson
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.limits import MAX_JSON_DEPTH, check_depth
 from lambdaserve.tensors import encoding
+from lambdaserve.tensors.shared_memory import (
+    RegionSlice,
+    SystemSharedMemory,
+    no_shared_memory,
+    region_slice,
+)
 
 HEADER_LENGTH = "inference-header-content-length"
 REQUEST_FIELDS = frozenset({"id", "inputs", "outputs", "parameters"})
@@ -31,6 +37,8 @@ class RequestedOutput:
     binary: bool | None = None
     # Triton's classification extension: answer the top k as "score:index[:label]".
     classification: int | None = None
+    # Triton's shared-memory extension: the output written there, not into the answer
+    shared_memory: RegionSlice | None = None
 
 
 @dataclass(frozen=True)
@@ -50,10 +58,13 @@ class EncodedResponse:
     headers: dict[str, str]
 
 
-def parse_infer_request(body: bytes, header_length: int | None = None) -> InferRequest:
-    """Decode a v2 request body; ``header_length`` is Inference-Header-Content-Length."""
+def parse_infer_request(
+    body: bytes, header_length: int | None = None, shared: SystemSharedMemory | None = None
+) -> InferRequest:
+    """Decode a v2 request body; ``header_length`` is Inference-Header-Content-Length;
+    ``shared``: the regions inputs may name (None: no tensor may be in shared memory)."""
     document, binary = split_body(body, header_length)
-    return parse_infer_document(document, binary)
+    return parse_infer_document(document, binary, shared)
 
 
 def split_body(body: bytes, header_length: int | None) -> tuple[dict[str, Any], memoryview]:
@@ -69,14 +80,16 @@ def split_body(body: bytes, header_length: int | None) -> tuple[dict[str, Any], 
     return document, binary
 
 
-def parse_infer_document(document: dict[str, Any], binary: memoryview) -> InferRequest:
+def parse_infer_document(
+    document: dict[str, Any], binary: memoryview, shared: SystemSharedMemory | None = None
+) -> InferRequest:
     """Decode an already-parsed v2 request (and the binary tensors that follow it)."""
     raw_inputs = document.get("inputs")
     if not isinstance(raw_inputs, list) or not raw_inputs:
         raise InvalidInput('the request needs "inputs": a non-empty list of tensors')
     inputs, used = [], 0
     for raw in raw_inputs:
-        tensor, size = _parse_input(raw, binary[used:])
+        tensor, size = _parse_input(raw, binary[used:], shared)
         inputs.append(tensor)
         used += size
     if used != len(binary):
@@ -84,7 +97,7 @@ def parse_infer_document(document: dict[str, Any], binary: memoryview) -> InferR
             f"the body carries {len(binary)} bytes of binary tensor data, inputs declare {used}"
         )
     parameters = _parameters(document, "request")
-    outputs = tuple(_parse_output(o) for o in _list(document, "outputs"))
+    outputs = tuple(_parse_output(o, shared) for o in _list(document, "outputs"))
     names = [o.name for o in outputs]
     if len(set(names)) != len(names):
         repeated = next(n for n in names if names.count(n) > 1)
@@ -106,12 +119,15 @@ def encode_infer_response(
     model_version: int,
     request: InferRequest,
     outputs: Mapping[str, np.ndarray[Any, Any]],
+    shared: SystemSharedMemory | None = None,
 ) -> EncodedResponse:
-    """Encode outputs as JSON, with binary tensors appended where the request asked."""
+    """Encode outputs as JSON, with binary tensors appended where the request asked (and
+    written to ``shared`` memory where it named a region)."""
     entries, blobs = [], []
     # binary_data_output is for the outputs a request does not name; a named one is binary
     # only where its own binary_data says so (Triton's binary extension, qa/L0_http).
     binary_by_name = {o.name: bool(o.binary) for o in request.outputs}
+    regions = {o.name: o.shared_memory for o in request.outputs if o.shared_memory}
     for name, array in outputs.items():
         entry: dict[str, Any] = {
             "name": name,
@@ -119,7 +135,9 @@ def encode_infer_response(
             "shape": list(array.shape),
         }
         wants_binary = binary_by_name.get(name)
-        if wants_binary if wants_binary is not None else request.binary_output:
+        if name in regions:
+            entry["parameters"] = write_shared(shared, regions[name], name, array)
+        elif wants_binary if wants_binary is not None else request.binary_output:
             blob = encoding.to_binary(array)
             entry["parameters"] = {
                 "binary_data_size": len(blob) if isinstance(blob, bytes) else blob.nbytes
@@ -144,7 +162,20 @@ def encode_infer_response(
     )
 
 
-def _parse_input(raw: Any, binary: memoryview) -> tuple[InferInput, int]:
+def write_shared(
+    shared: SystemSharedMemory | None, where: RegionSlice, name: str, array: np.ndarray[Any, Any]
+) -> dict[str, Any]:
+    """Output ``name`` written to its region; the parameters its answer entry carries."""
+    if shared is None:
+        raise no_shared_memory(f"output {name!r}")
+    blob = encoding.to_binary(array)
+    shared.write(where, blob, name)
+    return {"shared_memory_region": where.region, "shared_memory_byte_size": len(blob)}
+
+
+def _parse_input(
+    raw: Any, binary: memoryview, shared: SystemSharedMemory | None = None
+) -> tuple[InferInput, int]:
     if not isinstance(raw, dict):
         raise InvalidInput("every input must be an object with name, datatype, shape and data")
     name = raw.get("name")
@@ -155,6 +186,14 @@ def _parse_input(raw: Any, binary: memoryview) -> tuple[InferInput, int]:
         raise InvalidInput(f"input {name!r} needs a datatype such as FP32")
     shape = encoding.check_shape(name, raw.get("shape"))
     parameters = _parameters(raw, f"input {name!r}")
+    where = region_slice(parameters, f"input {name!r}")
+    if where is not None:
+        if shared is None:
+            raise no_shared_memory(f"input {name!r}")
+        data = memoryview(shared.read(where))
+        return InferInput(
+            name, datatype, shape, encoding.from_binary(name, datatype, shape, data)
+        ), 0
     size = parameters.get("binary_data_size")
     if size is not None:
         if not isinstance(size, int) or size < 0 or size > len(binary):
@@ -172,7 +211,7 @@ def _parse_input(raw: Any, binary: memoryview) -> tuple[InferInput, int]:
     ), 0
 
 
-def _parse_output(raw: Any) -> RequestedOutput:
+def _parse_output(raw: Any, shared: SystemSharedMemory | None = None) -> RequestedOutput:
     if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
         raise InvalidInput('every requested output must be an object with a "name"')
     parameters = _parameters(raw, f"output {raw['name']!r}")
@@ -185,7 +224,10 @@ def _parse_output(raw: Any) -> RequestedOutput:
             f"output {raw['name']!r}: classification is the number of top classes to "
             f"return, a positive integer; got {classes!r}"
         )
-    return RequestedOutput(raw["name"], None if binary is None else bool(binary), classes)
+    where = region_slice(parameters, f"output {raw['name']!r}")
+    if where is not None and shared is None:
+        raise no_shared_memory(f"output {raw['name']!r}")
+    return RequestedOutput(raw["name"], None if binary is None else bool(binary), classes, where)
 
 
 def _json_object(raw: bytes) -> dict[str, Any]:

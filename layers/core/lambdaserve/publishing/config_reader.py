@@ -20,6 +20,7 @@ from lambdaserve.config.checks import check_config_against_model
 from lambdaserve.config.model_config import ModelConfig, build, merge, parse_document
 from lambdaserve.config.support import check_supported, warnings_for
 from lambdaserve.errors import InvalidInput, ModelRejected
+from lambdaserve.serving.data_capture import capture_setting
 from lambdaserve.tensors.encoding import numpy_dtype
 from lambdaserve.tensors.signature import Signature
 
@@ -125,7 +126,9 @@ class ConfigReader:
         return found
 
     def check_against_serving(self, model: str, config: ModelConfig) -> None:
-        """ModelRejected when a version that serves now would fail with ``config``."""
+        """ModelRejected when a version that serves now would fail with ``config`` (or its
+        ``data_capture`` setting does not parse: InvalidInput naming the fix)."""
+        capture_setting(dict(config.parameters))
         for version in self._catalog.versions(model):
             if version.state != version_policy.READY or not version.signature:
                 continue

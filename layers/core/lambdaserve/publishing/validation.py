@@ -28,6 +28,7 @@ from lambdaserve.config.model_files import (
     WORKFLOW_MANIFEST_FILE,
 )
 from lambdaserve.config.reshape import client_signature
+from lambdaserve.config.runtime_names import OPENVINO_RUNTIME
 from lambdaserve.config.warmup_samples import check_samples
 from lambdaserve.errors import ModelRejected, RuntimeMissing, first_line
 from lambdaserve.publishing.auto_complete import (
@@ -42,6 +43,7 @@ from lambdaserve.publishing.version_archives import is_packed_archive
 from lambdaserve.runtimes.model_code import DISABLED
 from lambdaserve.runtimes.paddle_inference.choice import inspect_choosing
 from lambdaserve.runtimes.registry import runtime_for
+from lambdaserve.runtimes.tensorflow.choice import inspect_savedmodel
 from lambdaserve.serving.progress import TransferProgress, human_bytes
 from lambdaserve.serving.warmup import check_warmup
 from lambdaserve.tensors.signature import Signature
@@ -158,8 +160,12 @@ class VersionValidator:
             try:
                 completed = self._auto_complete(root / model_file, config)
                 config = apply_completion(config, completed) if completed else config
-                runtime, signature, chosen = inspect_choosing(runtime, root / model_file, config)
-                served = signatures_served(root / model_file)
+                runtime, signature, chosen = inspect_savedmodel(
+                    runtime, root / model_file, config
+                ) or inspect_choosing(runtime, root / model_file, config)
+                served = (
+                    signatures_served(root / model_file) if runtime.name == OPENVINO_RUNTIME else ""
+                )
                 notes = "; ".join(n for n in (notes, chosen, served) if n)
                 check_tensors(config, signature)
                 signature = client_signature(signature, config.reshapes)

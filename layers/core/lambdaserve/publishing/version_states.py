@@ -11,7 +11,7 @@ from lambdaserve.catalog.configs import effective_config
 from lambdaserve.catalog.repository import ObjectInfo
 from lambdaserve.catalog.store import Catalog, VersionRecord
 from lambdaserve.config.model_config import ModelConfig
-from lambdaserve.config.model_files import selects_runtime
+from lambdaserve.config.model_files import choosing_backend, selects_runtime
 
 
 def derive_states(catalog: Catalog, model: str) -> list[tuple[VersionRecord, str, str]]:
@@ -54,7 +54,7 @@ def validation_fingerprint(objects: list[ObjectInfo], config: ModelConfig) -> st
         "max_batch_size": config.max_batch_size,
     }
     if selects_runtime(config):
-        material["backend"] = config.backend
+        material["backend"] = choosing_backend(config)
     if config.default_model_filename:
         material["default_model_filename"] = config.default_model_filename
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()

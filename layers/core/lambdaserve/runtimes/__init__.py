@@ -1,7 +1,9 @@
 """Model runtimes behind one small Protocol (``base``), one module or subpackage per backend:
 ONNX Runtime (``onnx``), TorchScript (``torchscript``), OpenVINO (``openvino``), Paddle
 Inference (``paddle_inference``: the runtime, a program read without paddle over
-``protobuf_wire``, and the choice of OpenVINO or it), Triton Python models
+``protobuf_wire``, and the choice of OpenVINO or it), TensorFlow (``tensorflow``: every
+signature of a SavedModel, read without TensorFlow at publish, warm-up records, and the
+choice of OpenVINO or it), Triton Python models
 (``triton_python``), TorchServe handlers (``torchserve``), Paddle Serving pipelines
 (``paddle_serving``), ensembles (``ensemble``). ``registry`` names the runtime for a file or a
 catalog record; heavy imports stay inside each backend, imported on first use. What model

@@ -11,7 +11,7 @@ import numpy as np
 
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.runtime_names import RuntimeName
-from lambdaserve.tensors.signature import Arrays, Signature
+from lambdaserve.tensors.signature import Arrays, Signature, SignatureDef
 
 if TYPE_CHECKING:
     from lambdaserve.errors import LambdaServeError
@@ -41,6 +41,29 @@ class RequestsModel(Protocol):
         self, requests: Sequence[tuple[Mapping[str, np.ndarray[Any, Any]], Sequence[str]]]
     ) -> list[Arrays | LambdaServeError]:
         """Each ``(inputs, output names)`` answered, or failed alone, in order, in one call."""
+        ...
+
+
+@runtime_checkable
+class SignaturesModel(Protocol):
+    """A model with several named signatures (a TF SavedModel): ``run`` calls the default
+    one, ``run_signature`` any; ``signature_defs`` gives each key's method name and tensors."""
+
+    device: str
+    default_signature: str
+
+    def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
+        """The default signature."""
+        ...
+
+    def signature_defs(self) -> Mapping[str, SignatureDef]:
+        """Each signature's key: its method name and its inputs and outputs."""
+        ...
+
+    def run_signature(
+        self, key: str, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]
+    ) -> Arrays:
+        """Signature ``key`` once; ``outputs`` names what to return (every one when empty)."""
         ...
 
 

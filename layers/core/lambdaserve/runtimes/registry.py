@@ -40,6 +40,10 @@ def runtime_named(backend: str) -> Runtime:  # noqa: PLR0911 (one lazy import pe
         from lambdaserve.runtimes.paddle_inference.runtime import PaddleInferenceRuntime
 
         return PaddleInferenceRuntime()
+    if backend == names.TENSORFLOW_RUNTIME:
+        from lambdaserve.runtimes.tensorflow.runtime import TensorFlowRuntime
+
+        return TensorFlowRuntime()
     if backend == names.PIPELINE_RUNTIME:
         from lambdaserve.runtimes.paddle_serving.pipeline import PaddlePipelineRuntime
 

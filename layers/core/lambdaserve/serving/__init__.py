@@ -1,12 +1,14 @@
 """Serving a model version: resolve it from the catalog (``version_resolver``), load it
 through the artifact cache (``cache``, ``loading``, ``reshaped_model``), warm it up
-(``warmup``), bind requests to its signature (``binding``), run batches (``batch_runs``),
+(``warmup``), bind requests to its signature (``binding``), a version's named signatures
+(``signatures``: TF Serving's signature_name), run batches (``batch_runs``),
 classification (``classification``), every response of a decoupled model (``streaming``),
 and the ``ModelServer`` that holds loaded versions (``model_server``, ``loaded_versions``);
 preload and prefetch (``preload``, ``prefetch``, ``progress``); a version with code loaded
 before READY (``load_check``; its event's key: ``check_event``); the dynamic batcher
 wired to a server (``server_batcher``);
-TorchServe raw-body predictions (``raw_predictions``); the data plane every door talks to
+TorchServe raw-body predictions (``raw_predictions``); payload capture (``data_capture``);
+the data plane every door talks to
 (``data_plane``) and a server's readiness (``readiness``); Triton's response cache
 (``response_cache``, a package); Triton's sequence batcher with the state kept outside the
 instance (``sequences``, a package); the loaded versions' worker pools (``worker_board``); a

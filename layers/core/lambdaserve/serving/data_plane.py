@@ -27,11 +27,13 @@ from lambdaserve.protocol.names import check_model_name, parse_version
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
+from lambdaserve.tensors.shared_memory import SystemSharedMemory
 from lambdaserve.tensors.signature import TensorSpec
 
 if TYPE_CHECKING:  # the infer function's cold path imports this module: no batching, no handlers
     from lambdaserve.batching.dynamic_batcher import TensorBatcher
     from lambdaserve.runtimes.torchserve.context import Answer
+    from lambdaserve.serving.data_capture import DataCapture
     from lambdaserve.serving.raw_predictions import RawRequest
     from lambdaserve.serving.readiness import Readiness
     from lambdaserve.serving.response_cache.lookups import Lookup
@@ -62,9 +64,17 @@ class InferenceDataPlane:
         batcher: TensorBatcher | None = None,
         readiness: Readiness | None = None,
         raw_batcher: RawBatcher | None = None,
+        *,
+        shared_memory: SystemSharedMemory | None = None,
+        capture: DataCapture | None = None,
     ) -> None:
         self.server = server
         self.batcher = batcher
+        # Triton's system shared memory: where clients on this host may share it (serve,
+        # dev); None where none can (Lambda)
+        self.shared_memory = shared_memory
+        # payload capture, for the models whose config asks for it (data_capture)
+        self.capture = capture
         # long-running servers: ready once their versions are warm, not while draining
         self.readiness = readiness
         # where tensors batch, so do handlers' raw requests (as their archives ask)

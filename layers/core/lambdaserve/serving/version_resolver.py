@@ -18,6 +18,7 @@ from lambdaserve.config.model_files import OPENVINO_PLATFORMS
 from lambdaserve.config.runtime_names import (
     OPENVINO_RUNTIME,
     PADDLE_INFERENCE_RUNTIME,
+    TENSORFLOW_RUNTIME,
     TORCHSCRIPT_RUNTIME,
 )
 from lambdaserve.errors import ModelNotFound, ModelNotReady
@@ -48,6 +49,8 @@ class ServedVersion:
             return OPENVINO_PLATFORMS.get(self.record.model_file, "openvino")
         if self.record.runtime == PADDLE_INFERENCE_RUNTIME:
             return "paddle"
+        if self.record.runtime == TENSORFLOW_RUNTIME:
+            return "tensorflow_savedmodel"
         return (
             "pytorch_libtorch" if self.record.runtime == TORCHSCRIPT_RUNTIME else "onnxruntime_onnx"
         )

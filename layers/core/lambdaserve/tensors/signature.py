@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,3 +50,15 @@ class Signature:
             )
 
         return cls(specs(data.get("inputs", [])), specs(data.get("outputs", [])))
+
+
+@dataclass(frozen=True)
+class SignatureDef:
+    """One named signature of a model that has several (a SavedModel's): its method name
+    (``tensorflow/serving/predict``...), its tensors, and what TF Serving's metadata says of
+    them besides: each tensor key's graph tensor (``x:0``) and the keys of unknown rank."""
+
+    method: str
+    signature: Signature
+    tensor_names: Mapping[str, str] = field(default_factory=dict)
+    unknown_rank: frozenset[str] = frozenset()

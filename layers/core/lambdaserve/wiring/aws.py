@@ -8,6 +8,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from lambdaserve.catalog.state_events import EventBridgeAnnouncer, Silent, StateAnnouncer
 from lambdaserve.settings import Settings
 
 _CLIENT_CONFIG = Config(
@@ -53,3 +54,13 @@ class AwsClients:
     @property
     def sqs(self) -> Any:
         return self.client("sqs")
+
+    @property
+    def events(self) -> Any:
+        return self.client("events")
+
+
+def state_announcer(settings: Settings, clients: AwsClients) -> StateAnnouncer:
+    """Who hears of the catalog's state changes: the settings' EventBridge bus, or no one."""
+    bus = settings.event_bus
+    return EventBridgeAnnouncer(clients.events, bus) if bus else Silent()

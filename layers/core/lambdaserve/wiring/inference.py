@@ -18,7 +18,7 @@ from lambdaserve.serving.response_cache.from_settings import response_cache_from
 from lambdaserve.serving.sequences.from_settings import sequence_steps_from
 from lambdaserve.serving.version_resolver import VersionResolver
 from lambdaserve.settings import Settings
-from lambdaserve.wiring.aws import AwsClients
+from lambdaserve.wiring.aws import AwsClients, state_announcer
 from lambdaserve.workers.options import EnvironmentPaths, WorkerOptions
 
 
@@ -42,7 +42,10 @@ def build_model_server(
         lambda key, path: repository.download(key, str(path)),
     )
     server = ModelServer(
-        VersionResolver(Catalog(clients.dynamodb, settings.table), settings.catalog_ttl_s),
+        VersionResolver(
+            Catalog(clients.dynamodb, settings.table, state_announcer(settings, clients)),
+            settings.catalog_ttl_s,
+        ),
         cache,
         LoadOptions(
             device=settings.device,

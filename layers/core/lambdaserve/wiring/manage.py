@@ -25,7 +25,7 @@ from lambdaserve.publishing.validation import VersionValidator
 from lambdaserve.publishing.version_labels import VersionLabels
 from lambdaserve.publishing.watchers import ModelWatchers
 from lambdaserve.settings import Settings
-from lambdaserve.wiring.aws import AwsClients
+from lambdaserve.wiring.aws import AwsClients, state_announcer
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ def build_manage_services(
 ) -> ManageServices:
     clients = clients or AwsClients(settings)
     repository = ModelRepository(clients.s3, settings.bucket, settings.models_prefix)
-    catalog = Catalog(clients.dynamodb, settings.table)
+    catalog = Catalog(clients.dynamodb, settings.table, state_announcer(settings, clients))
     validator = VersionValidator(
         repository,
         settings.max_model_bytes,

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from lambdaserve.serving.data_capture import DataCapture
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.readiness import Readiness
 from lambdaserve.serving.server_batcher import handler_batcher, server_batcher
+from lambdaserve.tensors.shared_memory import SystemSharedMemory
 
 
 def build_serving_plane(
@@ -21,6 +23,7 @@ def build_serving_plane(
     *,
     batching: bool,
     readiness: bool,
+    capture: DataCapture | None = None,
 ) -> InferenceDataPlane:
     """With ``batching``, the tensor batcher (v2 infer) and the raw one (TorchServe handlers'
     rows, as their archives' ``batchSize`` asks); without, each request runs alone. With
@@ -30,9 +33,15 @@ def build_serving_plane(
     and runs each call in its caller's thread on that server (never through these batchers,
     where a model would wait on a batch its own run holds open)."""
     waits_for_warm = Readiness() if readiness else None
+    # clients on this host may share memory with a long-running server (Triton's extension)
+    shared = SystemSharedMemory()
     if batching:
         tensors, rows = server_batcher(server, default_max_batch_size), handler_batcher(server)
-        plane = InferenceDataPlane(server, tensors, waits_for_warm, rows)
+        plane = InferenceDataPlane(
+            server, tensors, waits_for_warm, rows, shared_memory=shared, capture=capture
+        )
     else:
-        plane = InferenceDataPlane(server, None, waits_for_warm)
+        plane = InferenceDataPlane(
+            server, None, waits_for_warm, shared_memory=shared, capture=capture
+        )
     return plane

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from lambdaserve.forwarding.forwarder import ServerModeRouter
     from lambdaserve.queued.results import PayloadStore
     from lambdaserve.queued.submit import AsyncSubmitter
+    from lambdaserve.serving.data_capture import DataCapture
     from lambdaserve.serving.data_plane import InferenceDataPlane
     from lambdaserve.serving.model_server import ModelServer
     from lambdaserve.wiring.manage import ManageServices
@@ -55,7 +56,8 @@ class Process:
         # a version's own Python environment, first on its workers' path (None: the one
         # published with it, from the model cache)
         self.environment_paths = environment_paths
-        self.metrics = InvocationMetrics(service)
+        # in a Lambda function, each invocation's billed compute split among its models
+        self.metrics = InvocationMetrics(service, memory_mb=settings.lambda_memory_mb or None)
         self.on_config_rejected = on_config_rejected
         self._given_clients = clients
         self._built: dict[str, Any] = {}
@@ -100,7 +102,18 @@ class Process:
         (Lambda; in ``dev``, its emulated infer function)."""
         from lambdaserve.serving.data_plane import InferenceDataPlane
 
-        return self._once("plane", lambda: InferenceDataPlane(self.server))
+        capture = self.data_capture  # built first: _once holds its lock while building
+        return self._once("plane", lambda: InferenceDataPlane(self.server, capture=capture))
+
+    @property
+    def data_capture(self) -> DataCapture:
+        """The process's payload capture (``serving.data_capture``), into the model bucket
+        under ``captures/``; written by its own thread, flushed as an invocation ends."""
+        from lambdaserve.serving.data_capture import DataCapture, s3_put
+
+        # the S3 client on the first write: no invocation's cold start pays for it
+        put = s3_put(lambda: self.clients.s3, self.settings.bucket)
+        return self._once("data_capture", lambda: DataCapture(put, "captures"))
 
     def serving_plane(
         self, *, batching: bool = True, readiness: bool = False
@@ -113,9 +126,12 @@ class Process:
         from lambdaserve.wiring.planes import build_serving_plane
 
         size = self.settings.default_max_batch_size
+        capture = self.data_capture  # built first: _once holds its lock while building
         return self._once(
             "serving_plane",
-            lambda: build_serving_plane(self.server, size, batching=batching, readiness=readiness),
+            lambda: build_serving_plane(
+                self.server, size, batching=batching, readiness=readiness, capture=capture
+            ),
         )
 
     def _plane_here(self) -> InferenceDataPlane:

@@ -168,9 +168,12 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
     async def _infer(self, request: pb.ModelInferRequest) -> pb.ModelInferResponse:
         model = check_model_name(request.model_name)
         number = await self._plane.version_number(model, request.model_version)
-        decoded = kserve.infer_request(request)
+        shared = self._plane.shared_memory
+        decoded = kserve.infer_request(request, shared)
         inferred = await self._plane.infer(model, number, decoded)
-        return kserve.infer_response(model, inferred.version, decoded.id, inferred.outputs)
+        return kserve.infer_response(
+            model, inferred.version, decoded.id, inferred.outputs, decoded, shared=shared
+        )
 
     @unary
     async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Context) -> Any:
@@ -218,20 +221,41 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
     async def SystemSharedMemoryStatus(
         self, request: pb.SystemSharedMemoryStatusRequest, context: Context
     ) -> Any:
-        if request.name:
-            raise unknown_region("system", request.name)
-        return pb.SystemSharedMemoryStatusResponse()
+        shared = self._plane.shared_memory
+        if shared is None:
+            if request.name:
+                raise unknown_region("system", request.name)
+            return pb.SystemSharedMemoryStatusResponse()
+        answer = pb.SystemSharedMemoryStatusResponse()
+        for region in shared.status(request.name):
+            answer.regions[region.name].CopyFrom(
+                pb.SystemSharedMemoryStatusResponse.RegionStatus(
+                    name=region.name,
+                    key=region.key,
+                    offset=region.offset,
+                    byte_size=region.byte_size,
+                )
+            )
+        return answer
 
     @unary
     async def SystemSharedMemoryRegister(
         self, request: pb.SystemSharedMemoryRegisterRequest, context: Context
     ) -> Any:
-        raise shared_memory_refusal("system")
+        shared = self._plane.shared_memory
+        if shared is None:
+            raise shared_memory_refusal("system")
+        await asyncio.to_thread(
+            shared.register, request.name, request.key, request.offset, request.byte_size
+        )
+        return pb.SystemSharedMemoryRegisterResponse()
 
     @unary
     async def SystemSharedMemoryUnregister(
         self, request: pb.SystemSharedMemoryUnregisterRequest, context: Context
     ) -> Any:
+        if self._plane.shared_memory is not None:
+            self._plane.shared_memory.unregister(request.name)
         return pb.SystemSharedMemoryUnregisterResponse()
 
     @unary

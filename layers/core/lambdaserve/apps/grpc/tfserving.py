@@ -1,23 +1,28 @@
 """TF Serving's ``PredictionService`` and ``ModelService`` over the inference data plane.
 
-``model_spec`` picks the version as on REST: a number, a label, or the default; Predict runs
-through the dynamic batcher like every other door. Classify and Regress answer, as the REST
-API does, that the model's signature is a predict one.
+``model_spec`` picks the version as on REST: a number, a label, or the default, and its
+``signature_name`` the signature (every one of a SavedModel TensorFlow serves); Predict to the
+default signature runs through the dynamic batcher like every other door. Classify, Regress
+and MultiInference run serialized tf.Examples through a signature taking them
+(``apps.tf_signatures``, shared with REST).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import grpc
 
 from lambdaserve.apps.grpc.calls import Context, unary
+from lambdaserve.apps.tf_signatures import examples_results, named_signature, run_named
 from lambdaserve.errors import InvalidInput, ModelNotFound
-from lambdaserve.protocol import tfserving as rest
 from lambdaserve.protocol.grpc import tfserving as codec
 from lambdaserve.protocol.grpc.protos import tensorflow_serving_pb2 as pb
 from lambdaserve.protocol.grpc.protos import tensorflow_serving_pb2_grpc as services
 from lambdaserve.protocol.names import check_model_name
+from lambdaserve.protocol.tf_examples import CLASSIFY, REGRESS
+from lambdaserve.serving import signatures
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 
@@ -44,34 +49,77 @@ class PredictionServicer(services.PredictionServiceServicer):
     @unary
     async def Predict(self, request: pb.PredictRequest, context: Context) -> Any:
         model, number = await _target(self._plane, request.model_spec)
-        served = await self._plane.resolve_number(model, number)
-        decoded = codec.predict_request(request, served.signature)
-        inferred = await self._plane.infer(model, number, decoded)
-        return codec.predict_response(model, inferred.version, inferred.outputs)
+        served, named = await named_signature(
+            self._plane, model, number, request.model_spec.signature_name
+        )
+        decoded = codec.predict_request(request, named.signature)
+        outputs = await run_named(
+            self._plane, model, number, served=served, named=named, request=decoded
+        )
+        return codec.predict_response(model, served.version, outputs, named.key)
 
     @unary
     async def GetModelMetadata(self, request: pb.GetModelMetadataRequest, context: Context) -> Any:
         model, number = await _target(self._plane, request.model_spec)
         served = await self._plane.resolve_number(model, number)
-        return codec.metadata_response(
-            model, served.version, served.signature, list(request.metadata_field)
+        defs = await self._plane.call(
+            model, served.version, partial(signatures.signature_defs, self._plane.server(), served)
         )
+        return codec.metadata_response(model, served.version, defs, list(request.metadata_field))
 
     @unary
     async def Classify(self, request: pb.ClassificationRequest, context: Context) -> Any:
-        raise await self._no_signature(request.model_spec, "classify")
+        spec, results = await self._examples(request.model_spec, request.input, CLASSIFY)
+        return pb.ClassificationResponse(
+            model_spec=spec, result=codec.classification_result(results)
+        )
 
     @unary
     async def Regress(self, request: pb.RegressionRequest, context: Context) -> Any:
-        raise await self._no_signature(request.model_spec, "regress")
+        spec, results = await self._examples(request.model_spec, request.input, REGRESS)
+        return pb.RegressionResponse(model_spec=spec, result=codec.regression_result(results))
 
-    async def _no_signature(self, spec: pb.ModelSpec, verb: str) -> InvalidInput:
+    @unary
+    async def MultiInference(self, request: pb.MultiInferenceRequest, context: Context) -> Any:
+        """Each task (one model, a classify or regress method, distinct signatures) on the
+        same examples, answered in order, as TF Serving's MultiInference."""
+        if not request.tasks:
+            raise InvalidInput("MultiInferenceRequest has no tasks: add one per signature")
+        names = {task.model_spec.name for task in request.tasks}
+        keys = [task.model_spec.signature_name for task in request.tasks]
+        if len(names) != 1 or len(set(keys)) != len(keys):
+            raise InvalidInput(
+                "every task must name the same model and a different signature; "
+                f"the tasks name models {sorted(names)} and signatures {keys}"
+            )
+        response = pb.MultiInferenceResponse()
+        for task in request.tasks:
+            verb = task.method_name.rsplit("/", 1)[-1]
+            if verb not in (CLASSIFY, REGRESS):
+                raise InvalidInput(
+                    f"task method_name {task.method_name!r}: MultiInference runs "
+                    "tensorflow/serving/classify and tensorflow/serving/regress tasks"
+                )
+            spec, results = await self._examples(task.model_spec, request.input, verb)
+            result = response.results.add(model_spec=spec)
+            if verb == CLASSIFY:
+                result.classification_result.CopyFrom(codec.classification_result(results))
+            else:
+                result.regression_result.CopyFrom(codec.regression_result(results))
+        return response
+
+    async def _examples(
+        self, spec: pb.ModelSpec, message: pb.Input, verb: str
+    ) -> tuple[pb.ModelSpec, Any]:
+        """The answering ModelSpec and TF Serving's results for ``verb`` on the examples."""
         model, number = await _target(self._plane, spec)
-        await self._plane.resolve_number(model, number)
-        return InvalidInput(
-            f"the model has no {verb} signature (tensorflow/serving/{verb}); its "
-            f'"{rest.SIGNATURE}" signature is a predict one: call Predict'
+        examples = codec.serialized_examples(message)
+        served, named, document = await examples_results(
+            self._plane, model, number, name=spec.signature_name, verb=verb, examples=examples
         )
+        answered = pb.ModelSpec()
+        codec.fill_spec(answered, model, served.version, named.key)
+        return answered, document["results"]
 
 
 class ModelServicer(services.ModelServiceServicer):

@@ -17,8 +17,14 @@ from tritonclient.grpc import service_pb2 as pb
 
 from lambdaserve.config.triton_proto import pb as config_pb
 from lambdaserve.errors import InvalidInput
-from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
+from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput, write_shared
 from lambdaserve.tensors import encoding
+from lambdaserve.tensors.shared_memory import (
+    RegionSlice,
+    SystemSharedMemory,
+    no_shared_memory,
+    region_slice,
+)
 
 # The typed contents field of each datatype; FP16 and BF16 travel raw only (as in Triton).
 _CONTENTS = {
@@ -37,27 +43,35 @@ _CONTENTS = {
 }
 
 
-def infer_request(message: pb.ModelInferRequest) -> InferRequest:
-    """The domain's request; InvalidInput saying what is wrong with the message."""
+def infer_request(
+    message: pb.ModelInferRequest, shared: SystemSharedMemory | None = None
+) -> InferRequest:
+    """The domain's request; InvalidInput saying what is wrong with the message.
+    ``shared``: the regions tensors may name (None: none may be in shared memory)."""
     if not message.inputs:
         raise InvalidInput("the request needs inputs: a non-empty list of tensors")
+    regions = [region_slice(parameters(t.parameters), f"input {t.name!r}") for t in message.inputs]
+    carried = sum(where is None for where in regions)  # the inputs not in shared memory
     raw = message.raw_input_contents
-    if raw and len(raw) != len(message.inputs):
+    if raw and len(raw) != carried:
         raise InvalidInput(
-            f"expected {len(message.inputs)} raw_input_contents, one per input (in order), got "
-            f"{len(raw)}; send every input raw or none"
+            f"expected {carried} raw_input_contents, one per input not in shared memory (in "
+            f"order), got {len(raw)}; send every such input raw or none"
         )
-    inputs = tuple(
-        _input(tensor, memoryview(raw[index]) if raw else None)
-        for index, tensor in enumerate(message.inputs)
-    )
-    outputs = tuple(_requested(o) for o in message.outputs)
+    inputs, used = [], 0
+    for tensor, where in zip(message.inputs, regions, strict=True):
+        if where is not None:
+            inputs.append(_shared_input(tensor, where, shared))
+        else:
+            inputs.append(_input(tensor, memoryview(raw[used]) if raw else None))
+            used += 1 if raw else 0
+    outputs = tuple(_requested(o, shared) for o in message.outputs)
     names = [o.name for o in outputs]
     if len(set(names)) != len(names):
         repeated = next(n for n in names if names.count(n) > 1)
         raise InvalidInput(f"output {repeated!r} is requested more than once; name it once")
     return InferRequest(
-        inputs=inputs,
+        inputs=tuple(inputs),
         outputs=outputs,
         id=message.id or None,
         parameters=parameters(message.parameters),
@@ -65,16 +79,34 @@ def infer_request(message: pb.ModelInferRequest) -> InferRequest:
 
 
 def infer_response(
-    model: str, version: int, request_id: str | None, outputs: Mapping[str, np.ndarray[Any, Any]]
+    model: str,
+    version: int,
+    request_id: str | None,
+    outputs: Mapping[str, np.ndarray[Any, Any]],
+    request: InferRequest | None = None,
+    *,
+    shared: SystemSharedMemory | None = None,
 ) -> pb.ModelInferResponse:
+    """The answer; an output the ``request`` asked for in shared memory is written there
+    (its tensor carries the region, and no raw contents are sent: Triton's way)."""
     response = pb.ModelInferResponse(
         model_name=model, model_version=str(version), id=request_id or ""
     )
+    regions = (
+        {o.name: o.shared_memory for o in request.outputs if o.shared_memory} if request else {}
+    )
     for name, array in outputs.items():
-        response.outputs.add(
+        tensor = response.outputs.add(
             name=name, datatype=encoding.v2_datatype(array), shape=list(array.shape)
         )
-        response.raw_output_contents.append(bytes(encoding.to_binary(array)))
+        if name in regions:
+            written = write_shared(shared, regions[name], name, array)
+            tensor.parameters["shared_memory_region"].string_param = written["shared_memory_region"]
+            tensor.parameters["shared_memory_byte_size"].int64_param = written[
+                "shared_memory_byte_size"
+            ]
+        else:
+            response.raw_output_contents.append(bytes(encoding.to_binary(array)))
     return response
 
 
@@ -84,6 +116,20 @@ def sequence_of(message: Any) -> tuple[str, Any] | None:
         return None
     sequence_id = parameters(message.parameters).get("sequence_id")
     return None if sequence_id in (0, "", None) else (message.model_name, sequence_id)
+
+
+def _shared_input(
+    tensor: pb.ModelInferRequest.InferInputTensor,
+    where: RegionSlice,
+    shared: SystemSharedMemory | None,
+) -> InferInput:
+    name, datatype = tensor.name, tensor.datatype
+    if shared is None:
+        raise no_shared_memory(f"input {name!r}")
+    shape = encoding.check_shape(name, list(tensor.shape))
+    encoding.numpy_dtype(datatype, name)
+    data = memoryview(shared.read(where))
+    return InferInput(name, datatype, shape, encoding.from_binary(name, datatype, shape, data))
 
 
 def parameters(message: Mapping[str, Any]) -> dict[str, Any]:
@@ -153,10 +199,17 @@ def _from_contents(
         raise InvalidInput(f"input {name!r}: a value does not fit {datatype}: {exc}") from None
 
 
-def _requested(output: pb.ModelInferRequest.InferRequestedOutputTensor) -> RequestedOutput:
+def _requested(
+    output: pb.ModelInferRequest.InferRequestedOutputTensor,
+    shared: SystemSharedMemory | None = None,
+) -> RequestedOutput:
     if not output.name:
         raise InvalidInput("every requested output needs a name")
-    classes = parameters(output.parameters).get("classification")
+    given = parameters(output.parameters)
+    where = region_slice(given, f"output {output.name!r}")
+    if where is not None and shared is None:
+        raise no_shared_memory(f"output {output.name!r}")
+    classes = given.get("classification")
     if classes is not None and (
         isinstance(classes, bool) or not isinstance(classes, int) or classes < 1
     ):
@@ -164,4 +217,4 @@ def _requested(output: pb.ModelInferRequest.InferRequestedOutputTensor) -> Reque
             f"output {output.name!r}: classification is the number of top classes to return, "
             f"a positive integer; got {classes!r}"
         )
-    return RequestedOutput(output.name, classification=classes)
+    return RequestedOutput(output.name, classification=classes, shared_memory=where)

@@ -20,7 +20,7 @@ from lambdaserve.protocol.grpc.protos import tensorflow_core_pb2 as tf
 from lambdaserve.protocol.grpc.protos import tensorflow_serving_pb2 as pb
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
 from lambdaserve.tensors import encoding
-from lambdaserve.tensors.signature import Signature
+from lambdaserve.tensors.signature import Signature, SignatureDef
 
 _V2 = {
     tf.DT_FLOAT: "FP32",
@@ -59,8 +59,8 @@ _VALUES = {
 
 
 def predict_request(message: pb.PredictRequest, signature: Signature) -> InferRequest:
-    """The domain's request for a model of ``signature``; InvalidInput says what is wrong."""
-    check_signature_name(message.model_spec.signature_name)
+    """The domain's request for the signature ``model_spec.signature_name`` names (its
+    tensors: ``signature``); InvalidInput says what is wrong."""
     if not message.inputs:
         raise InvalidInput(f"the request has no inputs; the model takes {_names(signature)}")
     known = {spec.name for spec in signature.inputs}
@@ -75,25 +75,53 @@ def predict_request(message: pb.PredictRequest, signature: Signature) -> InferRe
 
 
 def predict_response(
-    model: str, version: int, outputs: Mapping[str, np.ndarray[Any, Any]]
+    model: str,
+    version: int,
+    outputs: Mapping[str, np.ndarray[Any, Any]],
+    signature_name: str = rest.SIGNATURE,
 ) -> pb.PredictResponse:
     response = pb.PredictResponse()
-    _spec(response.model_spec, model, version)
+    fill_spec(response.model_spec, model, version, signature_name)
     for name, array in outputs.items():
         response.outputs[name].CopyFrom(array_to_tensor(array))
     return response
 
 
-def check_signature_name(name: str) -> None:
-    if name not in ("", rest.SIGNATURE):
-        raise InvalidInput(
-            f'Serving signature name: "{name}" not found in signature def; this model has '
-            f'"{rest.SIGNATURE}"'
-        )
+def serialized_examples(message: pb.Input) -> list[bytes]:
+    """An ``Input``'s examples, serialized; with a context, the context merged into each
+    (protobuf merges messages by concatenation: the example's own features win)."""
+    kind = message.WhichOneof("kind")
+    if kind == "example_list":
+        examples = list(message.example_list.examples)
+    elif kind == "example_list_with_context":
+        context = message.example_list_with_context.context
+        examples = [context + e for e in message.example_list_with_context.examples]
+    else:
+        examples = []
+    return examples  # none: the signature is checked first, then the examples
+
+
+def classification_result(results: Sequence[Sequence[Sequence[Any]]]) -> pb.ClassificationResult:
+    """TF Serving's REST results (``[[label, score], ...]`` per example) as the message."""
+    message = pb.ClassificationResult()
+    for pairs in results:
+        classes = message.classifications.add().classes
+        for pair in pairs:
+            classes.add(label=str(pair[0]), score=float(pair[1]) if len(pair) > 1 else 0.0)
+    return message
+
+
+def regression_result(results: Sequence[float]) -> pb.RegressionResult:
+    message = pb.RegressionResult()
+    message.regressions.extend(pb.Regression(value=v) for v in results)
+    return message
 
 
 def metadata_response(
-    model: str, version: int, signature: Signature, fields: Sequence[str]
+    model: str,
+    version: int,
+    signature: Signature | Mapping[str, SignatureDef],
+    fields: Sequence[str],
 ) -> pb.GetModelMetadataResponse:
     """``signature_def`` (the only metadata TF Serving serves) as a packed SignatureDefMap."""
     if not fields:
@@ -104,9 +132,11 @@ def metadata_response(
     if unknown:
         raise InvalidInput(f"Metadata field {unknown[0]} is not supported; ask for signature_def")
     document = rest.metadata(model, version, signature)["metadata"]["signature_def"]
+    for definition in document["signature_def"].values():
+        definition.pop("defaults")  # not in lambdaserve's SignatureDef message: none to send
     signatures = json_format.ParseDict(document, pb.SignatureDefMap())
     response = pb.GetModelMetadataResponse()
-    _spec(response.model_spec, model, version)
+    fill_spec(response.model_spec, model, version)
     # packed in place: the map's Any is the protos' own pool's class (protos/pool.py), not
     # any_pb2.Any, and CopyFrom takes only its own class
     response.metadata["signature_def"].Pack(signatures)
@@ -174,10 +204,13 @@ def _from_values(
     return flat[:count].reshape(shape)
 
 
-def _spec(spec: pb.ModelSpec, model: str, version: int) -> None:
+def fill_spec(
+    spec: pb.ModelSpec, model: str, version: int, signature_name: str = rest.SIGNATURE
+) -> None:
+    """A response's ``model_spec``: the model, the version and the signature that ran."""
     spec.name = model
     spec.version.value = version
-    spec.signature_name = rest.SIGNATURE
+    spec.signature_name = signature_name
 
 
 def _names(signature: Signature) -> list[str]:

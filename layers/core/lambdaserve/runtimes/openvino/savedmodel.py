@@ -59,9 +59,9 @@ def lookup_table_fix(reason: str) -> str:
         return ""
     return (
         "its graph uses lookup tables (tf.lookup), which OpenVINO does not convert, so "
-        "saving it again changes nothing: serve it as a Python model (models/<model>/1/"
-        "model.py loading the SavedModel with tf.saved_model.load, tensorflow in its "
-        "requirements.txt; docs/from-tfserving.md)"
+        'saving it again changes nothing: let TensorFlow serve it (backend: "tensorflow" in '
+        "its config, or no backend line: TensorFlow serves what OpenVINO refuses; "
+        "docs/from-tfserving.md)"
     )
 
 

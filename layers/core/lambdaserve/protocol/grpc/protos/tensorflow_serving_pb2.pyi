@@ -55,29 +55,123 @@ class PredictResponse(_message.Message):
     outputs: _containers.MessageMap[str, _tensorflow_core_pb2.TensorProto]
     def __init__(self, model_spec: _Optional[_Union[ModelSpec, _Mapping]] = ..., outputs: _Optional[_Mapping[str, _tensorflow_core_pb2.TensorProto]] = ...) -> None: ...
 
+class ExampleList(_message.Message):
+    __slots__ = ("examples",)
+    EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    examples: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, examples: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class ExampleListWithContext(_message.Message):
+    __slots__ = ("examples", "context")
+    EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    examples: _containers.RepeatedScalarFieldContainer[bytes]
+    context: bytes
+    def __init__(self, examples: _Optional[_Iterable[bytes]] = ..., context: _Optional[bytes] = ...) -> None: ...
+
+class Input(_message.Message):
+    __slots__ = ("example_list", "example_list_with_context")
+    EXAMPLE_LIST_FIELD_NUMBER: _ClassVar[int]
+    EXAMPLE_LIST_WITH_CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    example_list: ExampleList
+    example_list_with_context: ExampleListWithContext
+    def __init__(self, example_list: _Optional[_Union[ExampleList, _Mapping]] = ..., example_list_with_context: _Optional[_Union[ExampleListWithContext, _Mapping]] = ...) -> None: ...
+
+class Class(_message.Message):
+    __slots__ = ("label", "score")
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    label: str
+    score: float
+    def __init__(self, label: _Optional[str] = ..., score: _Optional[float] = ...) -> None: ...
+
+class Classifications(_message.Message):
+    __slots__ = ("classes",)
+    CLASSES_FIELD_NUMBER: _ClassVar[int]
+    classes: _containers.RepeatedCompositeFieldContainer[Class]
+    def __init__(self, classes: _Optional[_Iterable[_Union[Class, _Mapping]]] = ...) -> None: ...
+
+class ClassificationResult(_message.Message):
+    __slots__ = ("classifications",)
+    CLASSIFICATIONS_FIELD_NUMBER: _ClassVar[int]
+    classifications: _containers.RepeatedCompositeFieldContainer[Classifications]
+    def __init__(self, classifications: _Optional[_Iterable[_Union[Classifications, _Mapping]]] = ...) -> None: ...
+
 class ClassificationRequest(_message.Message):
-    __slots__ = ("model_spec",)
+    __slots__ = ("model_spec", "input")
     MODEL_SPEC_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
     model_spec: ModelSpec
-    def __init__(self, model_spec: _Optional[_Union[ModelSpec, _Mapping]] = ...) -> None: ...
+    input: Input
+    def __init__(self, model_spec: _Optional[_Union[ModelSpec, _Mapping]] = ..., input: _Optional[_Union[Input, _Mapping]] = ...) -> None: ...
 
 class ClassificationResponse(_message.Message):
-    __slots__ = ("model_spec",)
+    __slots__ = ("model_spec", "result")
     MODEL_SPEC_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
     model_spec: ModelSpec
-    def __init__(self, model_spec: _Optional[_Union[ModelSpec, _Mapping]] = ...) -> None: ...
+    result: ClassificationResult
+    def __init__(self, model_spec: _Optional[_Union[ModelSpec, _Mapping]] = ..., result: _Optional[_Union[ClassificationResult, _Mapping]] = ...) -> None: ...
+
+class Regression(_message.Message):
+    __slots__ = ("value",)
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    value: float
+    def __init__(self, value: _Optional[float] = ...) -> None: ...
+
+class RegressionResult(_message.Message):
+    __slots__ = ("regressions",)
+    REGRESSIONS_FIELD_NUMBER: _ClassVar[int]
+    regressions: _containers.RepeatedCompositeFieldContainer[Regression]
+    def __init__(self, regressions: _Optional[_Iterable[_Union[Regression, _Mapping]]] = ...) -> None: ...
 
 class RegressionRequest(_message.Message):
-    __slots__ = ("model_spec",)
+    __slots__ = ("model_spec", "input")
     MODEL_SPEC_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
     model_spec: ModelSpec
-    def __init__(self, model_spec: _Optional[_Union[ModelSpec, _Mapping]] = ...) -> None: ...
+    input: Input
+    def __init__(self, model_spec: _Optional[_Union[ModelSpec, _Mapping]] = ..., input: _Optional[_Union[Input, _Mapping]] = ...) -> None: ...
 
 class RegressionResponse(_message.Message):
-    __slots__ = ("model_spec",)
+    __slots__ = ("model_spec", "result")
     MODEL_SPEC_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
     model_spec: ModelSpec
-    def __init__(self, model_spec: _Optional[_Union[ModelSpec, _Mapping]] = ...) -> None: ...
+    result: RegressionResult
+    def __init__(self, model_spec: _Optional[_Union[ModelSpec, _Mapping]] = ..., result: _Optional[_Union[RegressionResult, _Mapping]] = ...) -> None: ...
+
+class InferenceTask(_message.Message):
+    __slots__ = ("model_spec", "method_name")
+    MODEL_SPEC_FIELD_NUMBER: _ClassVar[int]
+    METHOD_NAME_FIELD_NUMBER: _ClassVar[int]
+    model_spec: ModelSpec
+    method_name: str
+    def __init__(self, model_spec: _Optional[_Union[ModelSpec, _Mapping]] = ..., method_name: _Optional[str] = ...) -> None: ...
+
+class InferenceResult(_message.Message):
+    __slots__ = ("model_spec", "classification_result", "regression_result")
+    MODEL_SPEC_FIELD_NUMBER: _ClassVar[int]
+    CLASSIFICATION_RESULT_FIELD_NUMBER: _ClassVar[int]
+    REGRESSION_RESULT_FIELD_NUMBER: _ClassVar[int]
+    model_spec: ModelSpec
+    classification_result: ClassificationResult
+    regression_result: RegressionResult
+    def __init__(self, model_spec: _Optional[_Union[ModelSpec, _Mapping]] = ..., classification_result: _Optional[_Union[ClassificationResult, _Mapping]] = ..., regression_result: _Optional[_Union[RegressionResult, _Mapping]] = ...) -> None: ...
+
+class MultiInferenceRequest(_message.Message):
+    __slots__ = ("tasks", "input")
+    TASKS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    tasks: _containers.RepeatedCompositeFieldContainer[InferenceTask]
+    input: Input
+    def __init__(self, tasks: _Optional[_Iterable[_Union[InferenceTask, _Mapping]]] = ..., input: _Optional[_Union[Input, _Mapping]] = ...) -> None: ...
+
+class MultiInferenceResponse(_message.Message):
+    __slots__ = ("results",)
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[InferenceResult]
+    def __init__(self, results: _Optional[_Iterable[_Union[InferenceResult, _Mapping]]] = ...) -> None: ...
 
 class SignatureDefMap(_message.Message):
     __slots__ = ("signature_def",)

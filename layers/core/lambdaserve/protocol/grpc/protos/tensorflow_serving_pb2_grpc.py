@@ -49,6 +49,11 @@ class PredictionServiceStub:
                 request_serializer=lambdaserve_dot_protocol_dot_grpc_dot_protos_dot_tensorflow__serving__pb2.PredictRequest.SerializeToString,
                 response_deserializer=lambdaserve_dot_protocol_dot_grpc_dot_protos_dot_tensorflow__serving__pb2.PredictResponse.FromString,
                 _registered_method=True)
+        self.MultiInference = channel.unary_unary(
+                '/tensorflow.serving.PredictionService/MultiInference',
+                request_serializer=lambdaserve_dot_protocol_dot_grpc_dot_protos_dot_tensorflow__serving__pb2.MultiInferenceRequest.SerializeToString,
+                response_deserializer=lambdaserve_dot_protocol_dot_grpc_dot_protos_dot_tensorflow__serving__pb2.MultiInferenceResponse.FromString,
+                _registered_method=True)
         self.GetModelMetadata = channel.unary_unary(
                 '/tensorflow.serving.PredictionService/GetModelMetadata',
                 request_serializer=lambdaserve_dot_protocol_dot_grpc_dot_protos_dot_tensorflow__serving__pb2.GetModelMetadataRequest.SerializeToString,
@@ -77,6 +82,12 @@ class PredictionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def MultiInference(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetModelMetadata(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -100,6 +111,11 @@ def add_PredictionServiceServicer_to_server(servicer, server):
                     servicer.Predict,
                     request_deserializer=lambdaserve_dot_protocol_dot_grpc_dot_protos_dot_tensorflow__serving__pb2.PredictRequest.FromString,
                     response_serializer=lambdaserve_dot_protocol_dot_grpc_dot_protos_dot_tensorflow__serving__pb2.PredictResponse.SerializeToString,
+            ),
+            'MultiInference': grpc.unary_unary_rpc_method_handler(
+                    servicer.MultiInference,
+                    request_deserializer=lambdaserve_dot_protocol_dot_grpc_dot_protos_dot_tensorflow__serving__pb2.MultiInferenceRequest.FromString,
+                    response_serializer=lambdaserve_dot_protocol_dot_grpc_dot_protos_dot_tensorflow__serving__pb2.MultiInferenceResponse.SerializeToString,
             ),
             'GetModelMetadata': grpc.unary_unary_rpc_method_handler(
                     servicer.GetModelMetadata,
@@ -188,6 +204,33 @@ class PredictionService:
             '/tensorflow.serving.PredictionService/Predict',
             lambdaserve_dot_protocol_dot_grpc_dot_protos_dot_tensorflow__serving__pb2.PredictRequest.SerializeToString,
             lambdaserve_dot_protocol_dot_grpc_dot_protos_dot_tensorflow__serving__pb2.PredictResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MultiInference(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tensorflow.serving.PredictionService/MultiInference',
+            lambdaserve_dot_protocol_dot_grpc_dot_protos_dot_tensorflow__serving__pb2.MultiInferenceRequest.SerializeToString,
+            lambdaserve_dot_protocol_dot_grpc_dot_protos_dot_tensorflow__serving__pb2.MultiInferenceResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,19 +1,22 @@
-"""A Lambda function run from a shipped environment: its own interpreter with the image's task
-root (or the zip's code and layer) alone on sys.path, kept warm across invocations as Lambda
-keeps an execution environment. Events go in on stdin, one JSON line each; the handler's result
-comes back on a marked line (the function's own logs go to stdout too, as on Lambda)."""
+"""One Lambda execution environment of a function: its own interpreter, the function's code
+(the image's task root, or the zip's code and layer) first on ``sys.path``, kept warm across
+invocations as Lambda keeps it. Events go in on stdin, one JSON line each; the handler's
+result comes back on a marked line (the function's own logs go to its log file, as to
+CloudWatch)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from tests.shipped import built, shipped_envs, user_environment
+from lambdaserve.local.lambda_service import FunctionFailed
 
 _MARK = "HANDLER-RESULT "
 # The runtime loop: Lambda's bootstrap reduced to what a handler sees (event, context).
@@ -41,34 +44,33 @@ def base_environment() -> dict[str, str]:
     return {k: os.environ[k] for k in kept if k in os.environ}
 
 
-class LambdaProcess:
-    """Environment ``name``'s handlers, invoked one event at a time."""
+class FunctionProcess:
+    """A function's handlers in ``python`` (the interpreter's command) with ``paths`` first
+    on its ``sys.path`` and ``code`` (where ``app.py`` is) as its working directory, invoked
+    one event at a time; its environment is exactly ``environment``."""
 
     def __init__(
-        self, name: str, log: Path, environment: dict[str, str], *, inherit: bool = True
+        self,
+        name: str,
+        python: Sequence[str],
+        *,
+        paths: Sequence[str],
+        code: Path,
+        environment: Mapping[str, str],
+        log: Path,
     ) -> None:
-        """``inherit``: the test process's environment under ``environment``; else only
-        what a Lambda execution environment has besides its variables (``base_environment``)."""
-        module = shipped_envs()
-        env = module.ENVS[name]
-        target = built(name)
         self.name = name
         self.log_path = log
         self._one_at_a_time = threading.Lock()
         self._log: IO[str] = log.open("w")
         self._process = subprocess.Popen(
-            [
-                *module.interpreter(env, target),
-                "-c",
-                RUNTIME,
-                json.dumps(module.paths(env, target)),
-            ],
+            [*python, "-c", RUNTIME, json.dumps(list(paths))],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
             text=True,
-            cwd=target,
-            env={**(user_environment() if inherit else base_environment()), **environment},
+            cwd=code,
+            env=dict(environment),
         )
 
     @property
@@ -82,23 +84,40 @@ class LambdaProcess:
 
     def _invoke(self, handler: str, event: dict[str, Any]) -> Any:
         assert self._process.stdin is not None and self._process.stdout is not None
-        self._process.stdin.write(
-            json.dumps({"handler": handler, "event": event, "function": self.name}) + "\n"
-        )
-        self._process.stdin.flush()
+        try:
+            self._process.stdin.write(
+                json.dumps({"handler": handler, "event": event, "function": self.name}) + "\n"
+            )
+            self._process.stdin.flush()
+        except BrokenPipeError:
+            raise FunctionFailed(f"{self.name} exited:\n{self.log_tail()}") from None
         for line in self._process.stdout:
             if line.startswith(_MARK):
                 answer = json.loads(line.removeprefix(_MARK))
                 if "error" in answer:
-                    raise AssertionError(f"{self.name}.{handler} raised:\n{answer['error']}")
+                    raise FunctionFailed(f"{self.name}.{handler} raised:\n{answer['error']}")
                 return answer["result"]
-        raise AssertionError(f"{self.name} exited:\n{self.log_path.read_text()[-4000:]}")
+        raise FunctionFailed(f"{self.name} exited:\n{self.log_tail()}")
+
+    def log_tail(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
 
     def handler(self, name: str) -> Any:
         """``invoke`` as a handler function (event, context), for the event pump."""
         return lambda event, _context: self.invoke(name, event)
 
-    def __enter__(self) -> LambdaProcess:
+    def close(self) -> None:
+        assert self._process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # an environment that already exited
+            self._process.stdin.close()
+        try:
+            self._process.wait(30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._log.close()
+
+    def __enter__(self) -> FunctionProcess:
         return self
 
     def __exit__(
@@ -107,11 +126,4 @@ class LambdaProcess:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        assert self._process.stdin is not None
-        self._process.stdin.close()
-        try:
-            self._process.wait(30)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._log.close()
+        self.close()

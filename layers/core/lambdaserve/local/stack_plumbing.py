@@ -1,6 +1,6 @@
-"""What the deployed-shape harness (``tests.deployed.stack``) stands on: the names the
-emulated resources get, each function's own /tmp, the event source mapping's SQS client,
-and the small process helpers."""
+"""What the deployed stack (``deployed_stack``) stands on: the names the emulated resources
+get, each function's own /tmp, the event source mapping's SQS client, and the small process
+helpers."""
 
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ def with_gpu_queue(clients: AwsClients, names: Names, template: Mapping[str, Any
     """The GPU service's queue and its DLQ (conditional, so not in the local stack's
     stateful part): created with the template's attributes, named for the stack."""
     queue = template["Resources"]["GpuRequestsQueue"]["Properties"]
-    urls, arns = {}, {}
+    urls: dict[str, str] = {}
+    arns: dict[str, str] = {}
     for logical, name in (
         ("GpuRequestsDlq", "gpu-requests-dlq"),
         ("GpuRequestsQueue", "gpu-requests"),
@@ -53,11 +54,11 @@ def with_gpu_queue(clients: AwsClients, names: Names, template: Mapping[str, Any
         )["QueueUrl"]
         arns[logical] = f"arn:aws:sqs:{REGION}:{names.account}:{STACK}-{name}"
     refs = dict(names.refs) | urls
-    attributes = dict(names.attributes)
+    named = dict(names.attributes)
     for logical, arn in arns.items():
-        attributes[(logical, "Arn")] = arn
-        attributes[(logical, "QueueName")] = arn.rsplit(":", 1)[1]
-    return Names(names.stack, names.region, names.account, refs, attributes)
+        named[(logical, "Arn")] = arn
+        named[(logical, "QueueName")] = arn.rsplit(":", 1)[1]
+    return Names(names.stack, names.region, names.account, refs, named)
 
 
 def under_own_tmp(

@@ -1,0 +1,71 @@
+"""Payload capture's own rules: the setting checked at publish, SageMaker's record, sampling,
+a bounded backlog whose drops are counted, and writes that fail counted, never raised."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lambdaserve.errors import InvalidInput
+from lambdaserve.serving.data_capture import (
+    CaptureSetting,
+    DataCapture,
+    Exchange,
+    capture_setting,
+)
+
+EXCHANGE = Exchange("m", 1, b'{"inputs": []}', "application/json", b"\x00\x01", "application/x")
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ("not json", "not JSON"),
+        ('{"sampling": 10}', "takes"),
+        ('{"sampling_percentage": 101}', "0 to 100"),
+        ('{"capture": ["inputs"]}', '"input" and "output"'),
+        ('{"capture": []}', '"input" and "output"'),
+        ('{"kms_key_id": 3}', "KMS key"),
+    ],
+)
+def test_a_setting_that_does_not_parse_is_refused_naming_the_fix(raw: str, says: str):
+    with pytest.raises(InvalidInput, match=says):
+        capture_setting({"data_capture": raw})
+
+
+def test_no_parameter_captures_nothing_and_defaults_capture_both_ways():
+    assert capture_setting({}) is None
+    assert capture_setting({"data_capture": "{}"}) == CaptureSetting()
+
+
+def test_records_keep_text_types_as_text_and_the_rest_base64():
+    written: list[tuple[str, bytes, str]] = []
+    capture = DataCapture(lambda *put: written.append(put), "captures", sample=lambda: 0.0)
+    capture.offer(CaptureSetting(kms_key_id="key-1"), EXCHANGE)
+    capture.flush()
+    [(key, body, kms)] = written
+    record = json.loads(body)
+    assert key.startswith("captures/m/1/") and kms == "key-1"
+    assert record["captureData"]["endpointInput"] == {
+        "observedContentType": "application/json",
+        "mode": "INPUT",
+        "data": '{"inputs": []}',
+        "encoding": "JSON",
+    }
+    assert record["captureData"]["endpointOutput"]["encoding"] == "BASE64"
+    assert record["captureData"]["endpointOutput"]["data"] == "AAE="
+
+
+def test_sampling_a_full_backlog_and_failed_writes_are_counted_never_raised():
+    def refuse(*_: object) -> None:
+        raise ConnectionError("S3 unreachable")
+
+    draws = iter([0.05, 0.5, 0.0, 0.0])
+    capture = DataCapture(refuse, "captures", max_pending=1, sample=lambda: next(draws))
+    ten_percent = CaptureSetting(sampling_percentage=10)
+    capture.offer(ten_percent, EXCHANGE)  # 5 < 10: taken
+    capture.offer(ten_percent, EXCHANGE)  # 50 >= 10: not sampled
+    capture.offer(ten_percent, EXCHANGE)  # the backlog holds one: dropped
+    capture.flush()  # the write fails: counted
+    assert (capture.counts.captured, capture.counts.dropped, capture.counts.failed) == (1, 1, 1)
