@@ -162,7 +162,8 @@ def python_config(name: str, dtype: str) -> str:
 
 
 def sequence_config(name: str, controls: Iterable[str]) -> str:
-    """Triton's sequence examples: their configs are refused by design (no sequence batcher)."""
+    """Triton's sequence examples' configs over identity stand-ins without the control
+    inputs: refused at publish (tests/sequence_models.py builds the real ones)."""
     control = ", ".join(
         f'{{ name: "{c}" control [{{ kind: CONTROL_SEQUENCE_{c} int32_false_true: [0, 1] }}] }}'
         for c in controls

@@ -173,11 +173,12 @@ def test_an_empty_dynamic_batching_block_batches_without_a_warning(stack):
     assert "warnings" not in next(e for e in stack.index() if e["name"] == "m")
 
 
-def test_sequence_batching_is_refused_at_publish_never_ready_then_failing(stack):
-    stack.put("models/seq/config.pbtxt", b"max_batch_size: 8 sequence_batching { }")
+def test_iterative_sequence_is_refused_at_publish_never_ready_then_failing(stack):
+    config = b"max_batch_size: 8 sequence_batching { iterative_sequence: true }"
+    stack.put("models/seq/config.pbtxt", config)
     stack.put("models/seq/1/model.onnx", builders.onnx_mlp())
     reason = stack.wait_state("seq", 1, "UNAVAILABLE")
-    assert "sequence_batching is not supported" in reason
+    assert "iterative_sequence is not supported" in reason
 
 
 def test_a_gpu_model_served_on_cpu_says_so_in_its_entry_and_its_load_log(stack, caplog):

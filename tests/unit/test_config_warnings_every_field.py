@@ -19,7 +19,7 @@ from lambdaserve.config.triton_proto import pb
 from lambdaserve.errors import InvalidInput
 
 # Set alone, these are refused at publish with their reason (never READY, never warned).
-REFUSED = ("sequence_batching",)
+REFUSED = ("sequence_batching.iterative_sequence",)
 # Set alone, these are applied: no "not applied" warning.
 APPLIED = {
     "name",
@@ -77,6 +77,31 @@ APPLIED = {
     "model_transaction_policy.decoupled",
     "response_cache",
     "response_cache.enable",
+    "sequence_batching",
+    "sequence_batching.control_input",
+    "sequence_batching.control_input.name",
+    "sequence_batching.control_input.control",
+    "sequence_batching.control_input.control.kind",
+    "sequence_batching.control_input.control.int32_false_true",
+    "sequence_batching.control_input.control.fp32_false_true",
+    "sequence_batching.control_input.control.bool_false_true",
+    "sequence_batching.control_input.control.data_type",
+    "sequence_batching.direct",
+    "sequence_batching.oldest",
+    "sequence_batching.oldest.max_candidate_sequences",
+    "sequence_batching.oldest.preferred_batch_size",
+    "sequence_batching.max_sequence_idle_microseconds",
+    "sequence_batching.state",
+    "sequence_batching.state.input_name",
+    "sequence_batching.state.output_name",
+    "sequence_batching.state.data_type",
+    "sequence_batching.state.dims",
+    "sequence_batching.state.initial_state",
+    "sequence_batching.state.initial_state.name",
+    "sequence_batching.state.initial_state.data_type",
+    "sequence_batching.state.initial_state.dims",
+    "sequence_batching.state.initial_state.zero_data",
+    "sequence_batching.state.initial_state.data_file",
     # empty blocks that ask for nothing
     "model_operations",
     "model_repository_agents",
@@ -129,6 +154,12 @@ NOT_APPLIED = {
     "model_metrics.metric_control.metric_identifier.family",
     "model_metrics.metric_control.histogram_options",
     "model_metrics.metric_control.histogram_options.buckets",
+    "sequence_batching.oldest.max_queue_delay_microseconds",
+    "sequence_batching.oldest.preserve_ordering",
+    "sequence_batching.direct.max_queue_delay_microseconds",
+    "sequence_batching.direct.minimum_slot_utilization",
+    "sequence_batching.state.use_growable_memory",
+    "sequence_batching.state.use_same_buffer_for_input_output",
 }
 # Everything inside an optimization block: ONNX Runtime's, TorchScript's and OpenVINO's own
 # defaults apply.
@@ -204,8 +235,8 @@ def test_the_table_classifies_every_field_triton_has():
 def test_a_field_set_alone_is_said_not_applied_exactly_when_it_is_not(path, backend):
     """Given a config setting one field path alone (for an ONNX and a Python model),
     When its warnings are computed as at publish,
-    Then it is refused (sequence batching), or "not applied" is said exactly for the
-    fields lambdaserve does not apply."""
+    Then it is refused (what sequence batching cannot serve), or "not applied" is said
+    exactly for the fields lambdaserve does not apply."""
     document = set_alone(path)
     if path != "backend":
         document["backend"] = backend

@@ -19,8 +19,14 @@ from lambdaserve.config.runtime_names import HANDLER_RUNTIME
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol import torchserve
 from lambdaserve.protocol.names import check_model_name
+from lambdaserve.runtimes.torchserve.context import SEQUENCE_ID_HEADER
 from lambdaserve.serving.data_plane import InferenceDataPlane
-from lambdaserve.serving.raw_predictions import RawRequest, explain_raw, takes_raw
+from lambdaserve.serving.raw_predictions import (
+    RawRequest,
+    explain_raw,
+    handler_sequence,
+    takes_raw,
+)
 
 T = TypeVar("T")
 Call = Callable[[str, "int | None", Callable[[], Any]], Awaitable[Any]]
@@ -53,9 +59,19 @@ def install_predictions(
             or (takes_raw(served) and not _is_json(content_type, served))
             or _is_binary(content_type)
         ):
-            raw = RawRequest(fields or (("body", _body(body, content_type)),), headers)
+            sequence = (
+                await call(model, number, lambda: handler_sequence(server(), served, headers))
+                if served.record.runtime == HANDLER_RUNTIME
+                else None
+            )
+            sent = headers if sequence is None else {**headers, SEQUENCE_ID_HEADER: sequence}
+            raw = RawRequest(fields or (("body", _body(body, content_type)),), sent)
             answer = await plane.predict_raw(served, raw)
-            return Response(answer.body, answer.status, media_type=answer.content_type)
+            # TorchServe answers a sequence's id, so a client can send the next step with it
+            echoed = None if sequence is None else {SEQUENCE_ID_HEADER: sequence}
+            return Response(
+                answer.body, answer.status, headers=echoed, media_type=answer.content_type
+            )
         # tensors: through the dynamic batcher where there is one (serve), as v2 infer
         prediction = torchserve.parse_prediction(body, served.signature.inputs)
         inferred = await plane.infer(model, number, prediction.request)

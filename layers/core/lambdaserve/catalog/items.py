@@ -40,6 +40,9 @@ class ModelRecord:
     config_warnings: tuple[str, ...] = ()
     # Output name -> class labels, read from the files the config's label_filename names.
     class_labels: dict[str, list[str]] = field(default_factory=dict)
+    # State input name -> its initial value's bytes (base64), read from the file the
+    # config's sequence_batching state initial_state data_file names (initial_state/<file>).
+    initial_states: dict[str, str] = field(default_factory=dict)
     # Version labels (``stable``, ``canary``, TorchServe's ``1.0``) -> integer versions.
     version_labels: dict[str, int] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
@@ -172,6 +175,7 @@ def model_from_item(item: dict[str, Any]) -> ModelRecord:
         rejected_config=item.get("rejected_config", ""),
         config_warnings=warnings_from(item.get("config_warnings", "")),
         class_labels=json.loads(item["class_labels"]) if item.get("class_labels") else {},
+        initial_states=json.loads(item["initial_states"]) if item.get("initial_states") else {},
         version_labels=json.loads(item["version_labels"]) if item.get("version_labels") else {},
         overrides=json.loads(item["overrides"]) if item.get("overrides") else {},
         auto_completed=json.loads(item["auto_completed"]) if item.get("auto_completed") else {},

@@ -30,7 +30,8 @@ _TRANSFER = TransferConfig(multipart_threshold=16 * 1024**2, max_concurrency=8)
 
 @dataclass(frozen=True)
 class ConfigKey:
-    """A model-level file: the config, or a file it names (an output's labels)."""
+    """A model-level file: the config, or a file it names (an output's labels, a state's
+    ``initial_state/<data_file>``)."""
 
     model: str
     filename: str
@@ -95,8 +96,11 @@ def parse_key(key: str, prefix: str = "models/") -> RepositoryKey | None:
     if len(parts) < 2 or not is_valid_model_name(parts[0]):
         return None
     model, rest = parts[0], parts[1:]
-    if len(rest) == 1 and _safe_relative_path(rest):
-        return ConfigKey(model, rest[0])
+    # the config and the files it names: labels, a state's initial_state/<data_file>
+    if (len(rest) == 1 or (len(rest) == 2 and rest[0] == "initial_state")) and (
+        _safe_relative_path(rest)
+    ):
+        return ConfigKey(model, "/".join(rest))
     if len(rest) >= 2 and VERSION_RE.match(rest[0]) and _safe_relative_path(rest[1:]):
         return VersionFileKey(model, int(rest[0]), "/".join(rest[1:]))
     return None

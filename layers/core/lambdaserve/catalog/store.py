@@ -90,6 +90,7 @@ class Catalog:
                 UpdateExpression=(
                     "SET kind = :kind, #name = :name, file_config = :fc, config_source = :src, "
                     "config_error = :err, rejected_config = :rej, class_labels = :labels, "
+                    "initial_states = :states, "
                     "config_warnings = :warn, "
                     "config_observed_at = :t, "
                     "updated_at = :now, "
@@ -108,6 +109,7 @@ class Catalog:
                     rej=record.rejected_config,
                     warn=json.dumps(list(record.config_warnings)) if record.config_warnings else "",
                     labels=json.dumps(record.class_labels) if record.class_labels else "",
+                    states=json.dumps(record.initial_states) if record.initial_states else "",
                     t=record.config_observed_at,
                     now=now,
                 ),

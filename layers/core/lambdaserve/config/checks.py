@@ -88,6 +88,8 @@ def check_tensors(config: ModelConfig, signature: Signature) -> None:
                 spec if reshaped is None else TensorSpec(spec.name, spec.datatype, reshaped)
             )
             _check_dims(role, model_spec, found, config.max_batch_size)
+    if config.sequence_batching is not None and config.backend != "python":
+        _check_sequence_tensors(config, signature)
     if config.max_batch_size > 0:
         for spec in signature.inputs:
             if spec.shape[:1] not in ((-1,),):
@@ -96,6 +98,33 @@ def check_tensors(config: ModelConfig, signature: Signature) -> None:
                     f"dimension on input {spec.name!r}, but the model's shape is "
                     f"{list(spec.shape)}; set max_batch_size: 0 and give full dims"
                 )
+
+
+def _check_sequence_tensors(config: ModelConfig, signature: Signature) -> None:
+    """The tensors the sequence batcher fills (controls, states) are the model's own, of the
+    datatype the config gives them. A Python model's signature is its config's: it is not
+    checked here."""
+    batching = config.sequence_batching
+    assert batching is not None
+    wanted = [
+        ("input", c.tensor, c.datatype, f"control_input {c.tensor!r}") for c in batching.controls
+    ]
+    for state in batching.states:
+        wanted.append(("input", state.input_name, state.datatype, f"state {state.input_name!r}"))
+        wanted.append(("output", state.output_name, state.datatype, f"state {state.input_name!r}"))
+    tensors = {"input": signature.inputs, "output": signature.outputs}
+    for role, name, datatype, what in wanted:
+        found = {t.name: t for t in tensors[role]}
+        if name not in found:
+            raise ModelRejected(
+                f"sequence_batching {what} names {role} {name!r}, which the model does not "
+                f"have: its {role}s are {sorted(found)}"
+            )
+        if found[name].datatype != datatype:
+            raise ModelRejected(
+                f"sequence_batching {what}: the model's {role} {name!r} is "
+                f"{found[name].datatype}, the config says {datatype}"
+            )
 
 
 def _check_dims(role: str, spec: TensorSpec, found: TensorSpec, max_batch_size: int) -> None:

@@ -16,6 +16,7 @@ from google.protobuf import json_format
 from lambdaserve.config.documents import ConfigDocument, merge, parse_document, parse_overrides
 from lambdaserve.config.dynamic_batching import DynamicBatching, dynamic_batching_of
 from lambdaserve.config.reshape import Reshape, reshapes_of
+from lambdaserve.config.sequence_batching import SequenceBatching, sequence_batching_of
 from lambdaserve.config.triton_proto import pb
 from lambdaserve.config.warmup_samples import WarmupSample, samples_of
 from lambdaserve.errors import InvalidInput
@@ -113,6 +114,8 @@ class ModelConfig:
     decoupled: bool = False
     # Triton's response_cache { enable: true }: successful answers are kept and reused
     response_cache: bool = False
+    # Triton's sequence_batching: steps of a sequence, their state kept outside the instance
+    sequence_batching: SequenceBatching | None = None
 
     @property
     def is_ensemble(self) -> bool:
@@ -155,6 +158,8 @@ class ModelConfig:
             doc["model_transaction_policy"] = {"decoupled": True}
         if self.response_cache:
             doc["response_cache"] = {"enable": True}
+        if self.sequence_batching is not None:
+            doc["sequence_batching"] = self.sequence_batching.to_document()
         return doc
 
 
@@ -213,6 +218,7 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         default_model_filename=_default_model_filename(message.default_model_filename),
         decoupled=bool(message.model_transaction_policy.decoupled),
         response_cache=bool(message.response_cache.enable),
+        sequence_batching=sequence_batching_of(message, _TRITON_TO_V2),
     )
 
 

@@ -1,8 +1,9 @@
 """Which parts of a Triton config lambdaserve applies, refuses, or accepts and ignores.
 
 Refused (the model cannot serve as its config says, so it never becomes READY and fails
-later): sequence batching, and decoupled transactions outside Python models. Accepted but
-not applied: said in the catalog entry as warnings, so nothing is silently ignored.
+later): decoupled transactions outside Python models, and the parts of sequence batching
+that are not served (``config.sequence_batching`` says which). Accepted but not applied:
+said in the catalog entry as warnings, so nothing is silently ignored.
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ _IGNORED = {
 
 def check_supported(document: dict[str, Any]) -> None:
     """InvalidInput for what the model would need and lambdaserve cannot do."""
-    if document.get("sequence_batching") is not None:
+    sequences = document.get("sequence_batching")
+    if (sequences or {}).get("iterative_sequence"):
         raise InvalidInput(
-            "sequence_batching is not supported: lambdaserve serves stateless requests (no "
-            "START/END/CORRID control tensors, no sequence pinned to an instance); remove it "
-            "to serve the model statelessly"
+            "sequence_batching iterative_sequence is not supported: a request cannot be "
+            "rescheduled here; send each step of the sequence as its own request"
         )
     decoupled = (document.get("model_transaction_policy") or {}).get("decoupled")
     if decoupled and document.get("backend") != "python":
@@ -42,6 +43,13 @@ def check_supported(document: dict[str, Any]) -> None:
 def warnings_for(document: dict[str, Any]) -> list[str]:
     """What the config asks for that lambdaserve accepts and does not apply."""
     warnings = [text for key, text in _IGNORED.items() if document.get(key)]
+    if document.get("sequence_batching") is not None and (
+        (document.get("response_cache") or {}).get("enable")
+    ):
+        warnings.append(
+            "response_cache is not applied to a sequence model: a step's answer depends on "
+            "its sequence's state, not on its inputs alone"
+        )
     batching = document.get("dynamic_batching") or {}
     for key in ("priority_queue_policy", "priority_levels"):
         if batching.get(key):

@@ -38,11 +38,23 @@ APPLIED = (
     "model_warmup",
     "default_model_filename",
     # refused when they ask for what cannot be served (config/support.py)
-    "sequence_batching",
     "model_transaction_policy",
+    # serving/sequences: controls, idle limit, implicit state (a data_file is refused)
+    "sequence_batching.control_input",
+    "sequence_batching.max_sequence_idle_microseconds",
+    "sequence_batching.iterative_sequence",
+    "sequence_batching.state.input_name",
+    "sequence_batching.state.output_name",
+    "sequence_batching.state.data_type",
+    "sequence_batching.state.dims",
+    "sequence_batching.state.initial_state",
+    "sequence_batching.oldest.max_candidate_sequences",
+    "sequence_batching.oldest.preferred_batch_size",
     # serving/response_cache/lookups.py
     "response_cache",
 )
+# Empty messages that choose something (Triton's default strategy), whose fields are not
+APPLIED_WHEN_EMPTY = ("sequence_batching.direct",)
 # Said in their own words elsewhere (config/support.py)
 SAID_ELSEWHERE = (
     "instance_group.count",
@@ -57,6 +69,17 @@ SAID_ELSEWHERE = (
     "dynamic_batching.priority_levels",
 )
 _WHY = {
+    "sequence_batching.oldest.max_queue_delay_microseconds": (
+        "steps wait only while the version's batch before them runs (the dynamic batcher's "
+        "lane), never for company"
+    ),
+    "sequence_batching.oldest.preserve_ordering": "each step is answered as it completes",
+    "sequence_batching.direct.max_queue_delay_microseconds": "each step runs when it arrives",
+    "sequence_batching.direct.minimum_slot_utilization": "each step runs when it arrives",
+    "sequence_batching.state.use_same_buffer_for_input_output": (
+        "the state travels through the sequence store, copied"
+    ),
+    "sequence_batching.state.use_growable_memory": "a state's dims are fixed",
     "instance_group.gpus": "a process uses the one device it was given (LAMBDASERVE_DEVICE)",
     "instance_group.rate_limiter": "Lambda concurrency and the dynamic batcher limit instead",
     "instance_group.secondary_devices": "one device per process",
@@ -121,4 +144,4 @@ def _set_paths(message: Any, prefix: str) -> Iterator[str]:
 
 
 def _applied_within(path: str) -> bool:
-    return any(p.startswith(path + ".") for p in APPLIED)
+    return path in APPLIED_WHEN_EMPTY or any(p.startswith(path + ".") for p in APPLIED)

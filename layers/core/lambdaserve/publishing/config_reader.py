@@ -8,7 +8,9 @@ Only a model that never had a good config is left with ``config_error``.
 
 from __future__ import annotations
 
+import base64
 import logging
+import math
 from collections.abc import Callable
 
 from lambdaserve.catalog import version_policy
@@ -19,11 +21,14 @@ from lambdaserve.config.model_config import ModelConfig, build, merge, parse_doc
 from lambdaserve.config.support import check_supported, warnings_for
 from lambdaserve.errors import InvalidInput, ModelRejected
 from lambdaserve.serving.data_capture import capture_setting
+from lambdaserve.tensors.encoding import numpy_dtype
 from lambdaserve.tensors.signature import Signature
 
 logger = logging.getLogger(__name__)
 # Labels live in the catalog's model item (DynamoDB items are at most 400 KB).
 LABELS_LIMIT = 256 * 1024
+# So do a sequence model's initial states (each state's file at most this).
+INITIAL_STATE_LIMIT = 64 * 1024
 
 
 class ConfigReader:
@@ -59,6 +64,7 @@ class ConfigReader:
                     config_source=source,
                     config_observed_at=observed_at,
                     class_labels=self._class_labels(model, config),
+                    initial_states=self._initial_states(model, config),
                     config_warnings=tuple(warnings_for(document)),
                 )
             except (InvalidInput, ModelRejected) as exc:
@@ -89,6 +95,35 @@ class ConfigReader:
             labels[output] = text.splitlines()
             budget -= len(body)
         return labels
+
+    def _initial_states(self, model: str, config: ModelConfig) -> dict[str, str]:
+        """The data files a sequence model's states start from, read whole and checked
+        against the state's datatype and dims (Triton reads them at load), base64."""
+        found: dict[str, str] = {}
+        for state in config.sequence_batching.states if config.sequence_batching else ():
+            if not state.data_file:
+                continue
+            name = f"initial_state/{state.data_file}"
+            if state.datatype == "BYTES":
+                raise InvalidInput(
+                    f"sequence_batching state {state.input_name!r}: a TYPE_STRING state's "
+                    "initial_state data_file is not supported; use zero_data"
+                )
+            size = math.prod(state.dims) * numpy_dtype(state.datatype).itemsize
+            body = self._repository.read_model_file(model, name, INITIAL_STATE_LIMIT)
+            if body is None:
+                raise InvalidInput(
+                    f"sequence_batching state {state.input_name!r} names initial_state data_file "
+                    f"{state.data_file!r}, which is missing: upload it as "
+                    f"{self._repository.url(model)}{name}"
+                )
+            if len(body) != size:
+                raise InvalidInput(
+                    f"{name} has {len(body)} bytes; state {state.input_name!r} "
+                    f"({state.datatype} {list(state.dims)}) needs {size}, row-major"
+                )
+            found[state.input_name] = base64.b64encode(body).decode()
+        return found
 
     def check_against_serving(self, model: str, config: ModelConfig) -> None:
         """ModelRejected when a version that serves now would fail with ``config`` (or its
@@ -136,5 +171,6 @@ class ConfigReader:
             rejected_config=message,
             config_observed_at=observed_at,
             class_labels=existing.class_labels,
+            initial_states=existing.initial_states,
             config_warnings=existing.config_warnings,
         )

@@ -10,7 +10,8 @@ wired to a server (``server_batcher``);
 TorchServe raw-body predictions (``raw_predictions``); payload capture (``data_capture``);
 the data plane every door talks to
 (``data_plane``) and a server's readiness (``readiness``); Triton's response cache
-(``response_cache``, a package); the loaded versions' worker pools (``worker_board``); a
+(``response_cache``, a package); Triton's sequence batcher with the state kept outside the
+instance (``sequences``, a package); the loaded versions' worker pools (``worker_board``); a
 version's Python environment, fetched with its files and unpacked for the processes that
 run its code (``environments``; built at publish by ``publishing.environments``).
 

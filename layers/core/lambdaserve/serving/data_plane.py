@@ -22,7 +22,7 @@ from lambdaserve import __version__
 from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.config.model_config import triton_data_type
 from lambdaserve.config.runtime_names import OPENVINO_RUNTIME, PADDLE_INFERENCE_RUNTIME
-from lambdaserve.errors import InferenceError, LambdaServeError
+from lambdaserve.errors import InferenceError, LambdaServeError, ModelNotReady
 from lambdaserve.protocol.names import check_model_name, parse_version
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.serving.model_server import ModelServer
@@ -166,8 +166,8 @@ class InferenceDataPlane:
             "name": model,
             "versions": [str(v) for v in ready],
             "platform": served.platform,
-            "inputs": [t.to_json() for t in served.signature.inputs],
-            "outputs": [t.to_json() for t in served.signature.outputs],
+            "inputs": [t.to_json() for t in client_inputs(served)],
+            "outputs": [t.to_json() for t in client_outputs(served)],
         }
 
     async def model_ready(self, model: str, version_text: str | None) -> tuple[ServedVersion, bool]:
@@ -197,6 +197,8 @@ class InferenceDataPlane:
         is the one the request asked for (None: the default), as every door passes it, so
         requests for the same version meet in one lane whichever door they came in by.
         Traced from here to its answer when the tracer samples it."""
+        if request.parameters.get("sequence_start") is True:
+            await self._check_accepting_sequences(model, version)
         trace = self.tracer.start(model, request) if self.tracer is not None else None
         if trace is None:
             return await self._infer(model, version, request, None)
@@ -238,6 +240,17 @@ class InferenceDataPlane:
             ),
             runs_model=True,
         )
+
+    async def _check_accepting_sequences(self, model: str, version: int | None) -> None:
+        """While this server drains, sequences in flight go on and new ones are refused
+        (Triton's sequence batcher, word for word), so they start on a task that stays."""
+        if self.readiness is None or not self.readiness.draining:
+            return
+        if (await self.served(model, version)).config.sequence_batching is not None:
+            raise ModelNotReady(
+                "Server is stopping, scheduler for model has stopped accepting new "
+                "inference requests"
+            )
 
     async def _cache_lookup(
         self, model: str, version: int | None, request: InferRequest
@@ -327,13 +340,32 @@ def autocompleted_config(served: ServedVersion) -> dict[str, Any]:
     else:
         document["platform"] = served.platform
     batched = served.config.max_batch_size > 0
-    for key, specs in (("input", served.signature.inputs), ("output", served.signature.outputs)):
+    for key, specs in (("input", client_inputs(served)), ("output", client_outputs(served))):
         if not document[key]:
             document[key] = [_triton_tensor(spec, batched) for spec in specs]
     formats = dict(served.config.input_formats)
     for tensor in document["input"]:  # Triton always writes it; image clients read it
         tensor["format"] = formats.get(tensor["name"], "FORMAT_NONE")
     return document
+
+
+def client_inputs(served: ServedVersion) -> tuple[TensorSpec, ...]:
+    """The inputs a client sends: a sequence model's control and state inputs are the
+    server's to fill, and Triton's metadata does not list them."""
+    sequences = served.config.sequence_batching
+    if sequences is None:
+        return served.signature.inputs
+    return tuple(t for t in served.signature.inputs if t.name not in sequences.tensors)
+
+
+def client_outputs(served: ServedVersion) -> tuple[TensorSpec, ...]:
+    """The outputs a client gets: a state output only where the config lists it."""
+    sequences = served.config.sequence_batching
+    if sequences is None:
+        return served.signature.outputs
+    declared = {t.name for t in served.config.outputs}
+    hidden = {s.output_name for s in sequences.states} - declared
+    return tuple(t for t in served.signature.outputs if t.name not in hidden)
 
 
 def _triton_tensor(spec: TensorSpec, batched: bool) -> dict[str, Any]:

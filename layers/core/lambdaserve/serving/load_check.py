@@ -118,4 +118,5 @@ def _served(server: ModelServer, record: VersionRecord) -> ServedVersion:
         record,
         Signature.from_json(record.signature),
         model.class_labels if model is not None else {},
+        model.initial_states if model is not None else {},
     )

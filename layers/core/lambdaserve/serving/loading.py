@@ -17,6 +17,7 @@ from lambdaserve.serving.cache import ArtifactCache, CachedFile
 from lambdaserve.serving.environments import environment_file
 from lambdaserve.serving.progress import human_bytes
 from lambdaserve.serving.reshaped_model import ReshapedModel
+from lambdaserve.serving.sequences.controls import warmup_inputs
 from lambdaserve.serving.warmup import warm_up
 from lambdaserve.workers.options import WorkerOptions
 
@@ -82,6 +83,11 @@ def load_version(
         batched,
         zeros=not code,
         label=f"{served.model} version {served.version}",
+        fixed=(
+            warmup_inputs(config.sequence_batching, batched, served.initial_states)
+            if config.sequence_batching is not None
+            else None
+        ),
     )
     done = time.perf_counter()
     logger.info(

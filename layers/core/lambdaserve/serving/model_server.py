@@ -29,6 +29,10 @@ from lambdaserve.serving.classification import classify
 from lambdaserve.serving.loaded_versions import Key, LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
 from lambdaserve.serving.response_cache.lookups import Lookup, ResponseCache
+from lambdaserve.serving.sequences.memory_store import MemorySequenceStore
+from lambdaserve.serving.sequences.oldest import run_oldest
+from lambdaserve.serving.sequences.served_step import served_step
+from lambdaserve.serving.sequences.steps import SequenceSteps
 from lambdaserve.serving.version_resolver import ServedVersion, VersionResolver
 from lambdaserve.tracing.request_trace import computed, parent_of
 from lambdaserve.workers.deadline import request_deadline
@@ -62,8 +66,11 @@ class ModelServer:
         response_cache: ResponseCache | None = None,
         workers: WorkerOptions | None = None,
         max_loaded_bytes: int = 0,
+        sequences: SequenceSteps | None = None,
     ) -> None:
         self.resolver = resolver
+        # Triton's sequence batcher: records in a store every instance shares (wiring's)
+        self.sequences = sequences or SequenceSteps(MemorySequenceStore())
         self.workers = workers
         self.stats = stats
         self.response_cache = response_cache
@@ -100,6 +107,8 @@ class ModelServer:
         if lookup is not None and lookup.outputs is not None:
             return encode(served, lookup.outputs)
         loaded = self.load(served)  # a cold load is not inference time, as in Triton's stats
+        if served.config.sequence_batching is not None:
+            return served_step(self.sequences, self.stats, served, loaded, request, encode=encode)
         started = time.perf_counter_ns()
         try:
             inputs = bind_inputs(request, served.signature)
@@ -125,8 +134,9 @@ class ModelServer:
         return encoded
 
     def cache_lookup(self, served: ServedVersion, request: InferRequest) -> Lookup | None:
-        """The response cache's answer to ``request`` (None: ``served`` does not cache)."""
-        if self.response_cache is None:
+        """The response cache's answer to ``request`` (None: ``served`` does not cache; a
+        sequence model never does: a step's answer depends on its sequence's state)."""
+        if self.response_cache is None or served.config.sequence_batching is not None:
             return None
         return self.response_cache.lookup(served, request, self.stats)
 
@@ -168,6 +178,8 @@ class ModelServer:
         lookups: dict[int, Lookup] = {}
         try:
             served = self.resolver.resolve(model, version)
+            if served.config.sequence_batching is not None:
+                return self._steps(served, model, version, requests)
             for index, request in enumerate(requests):
                 lookup = self.cache_lookup(served, request) if cached else None
                 if lookup is not None and lookup.outputs is not None:
@@ -216,32 +228,64 @@ class ModelServer:
         check_invariant(len(requests), done)
         return done
 
+    def _steps(
+        self,
+        served: ServedVersion,
+        model: str,
+        version: int | None,
+        requests: Sequence[InferRequest],
+    ) -> list[BatchResult]:
+        """Steps of sequences: with ``oldest``, different sequences' steps in one execution;
+        with ``direct``, each alone, in order."""
+        sequences = served.config.sequence_batching
+        assert sequences is not None
+        if sequences.strategy == "oldest" and served.config.max_batch_size > 1 and requests[1:]:
+            return run_oldest(
+                self.sequences,
+                self.stats,
+                served,
+                self.load(served),
+                requests,
+                alone=lambda request: self._one(model, version, request),
+            )
+        return [self._one(model, version, request) for request in requests]
+
+    def _one(self, model: str, version: int | None, request: InferRequest) -> BatchResult:
+        try:
+            return self.infer(
+                model, version, request, lambda s, out: BatchResult(outputs=out, version=s.version)
+            )
+        except LambdaServeError as exc:
+            return BatchResult(error=exc)
+
     def is_loaded(self, model: str, version: int | None) -> bool:
         """True when serving this request needs no catalog read, download or load."""
-        key = self._key_in_memory(model, version)
-        return key if isinstance(key, bool) else key in self._loaded
+        served = self._served_in_memory(model, version)
+        return served if isinstance(served, bool) else _key(served) in self._loaded
 
     def answers_inline(self, model: str, version: int | None) -> bool:
         """True when running this request may hold the caller's thread (the event loop):
         loaded, and run in this process. A version whose code runs in worker processes is
         waited for from a thread, so a slow or hung model never holds the loop, and other
-        models' requests (and health checks) go on while its workers run."""
-        key = self._key_in_memory(model, version)
-        if isinstance(key, bool):
-            return key
-        loaded = self._loaded.get(key)
+        models' requests (and health checks) go on while its workers run; so is a step of
+        a sequence, which reads and writes the sequence's record."""
+        served = self._served_in_memory(model, version)
+        if isinstance(served, bool):
+            return served
+        if served.config.sequence_batching is not None:
+            return False  # a step reads and writes its sequence's record: I/O
+        loaded = self._loaded.get(_key(served))
         return loaded is not None and _worker_count(loaded) == 0
 
-    def _key_in_memory(self, model: str, version: int | None) -> Key | bool:
-        """The loaded version's key this request would use, found without I/O; else False
-        (the catalog must be read first), or True (the answer, an error, is already known)."""
+    def _served_in_memory(self, model: str, version: int | None) -> ServedVersion | bool:
+        """The version this request would use, found without I/O; else False (the catalog
+        must be read first), or True (the answer, an error, is already known)."""
         if not self.resolver.is_fresh(model):
             return False
         try:
-            served = self.resolver.resolve(model, version)
+            return self.resolver.resolve(model, version)
         except LambdaServeError:
             return True  # the answer (an error) is already known without I/O
-        return (served.model, served.version, served.record.fingerprint)
 
     def code_workers(self, served: ServedVersion) -> int:
         """How many worker processes run this loaded version's code; 0 when it runs in this
@@ -379,6 +423,10 @@ def _batch_size(inputs: Mapping[str, np.ndarray[Any, Any]], served: ServedVersio
     if batched and first is not None and first.ndim:
         return int(first.shape[0])
     return 1
+
+
+def _key(served: ServedVersion) -> Key:
+    return (served.model, served.version, served.record.fingerprint)
 
 
 def _worker_count(loaded: LoadedModel | None) -> int:

@@ -9,6 +9,7 @@ before: raw bytes cannot name their tensors.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from lambdaserve.errors import InferenceError, InvalidInput, LambdaServeError
 from lambdaserve.metrics.stats import Execution
 from lambdaserve.protocol.torchserve import encode_prediction
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.runtimes.torchserve.context import Answer
+from lambdaserve.runtimes.torchserve.context import SEQUENCE_ID_HEADER, Answer
 from lambdaserve.runtimes.torchserve.handler import HandlerModel
 from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
 from lambdaserve.serving.model_server import ModelServer
@@ -110,6 +111,17 @@ def handler_batching(server: ModelServer, served: ServedVersion) -> FrontendBatc
     loaded = server.load(served)
     batching = getattr(loaded, "batching", None)  # a handler, here or in its workers
     return batching if isinstance(batching, FrontendBatching) else FrontendBatching()
+
+
+def handler_sequence(
+    server: ModelServer, served: ServedVersion, headers: Mapping[str, str]
+) -> str | None:
+    """The ``ts_request_sequence_id`` a request to a ``sequenceBatching`` handler runs under:
+    the client's, or a fresh ``ts-seq-<uuid>`` (TorchServe's frontend mints one for a first
+    request that has none); None for other versions. ``headers``: lower-case names."""
+    if not handler_batching(server, served).sequences:
+        return None
+    return headers.get(SEQUENCE_ID_HEADER) or f"ts-seq-{uuid.uuid4()}"
 
 
 def predict_raw_many(

@@ -38,6 +38,8 @@ class ServedVersion:
     record: VersionRecord
     signature: Signature
     class_labels: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    # a sequence model's initial states from their data files (base64, by state input)
+    initial_states: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def platform(self) -> str:
@@ -110,6 +112,7 @@ class VersionResolver:
                 record,
                 Signature.from_json(record.signature),
                 view.record.class_labels,
+                view.record.initial_states,
             )
         return served
 

@@ -56,17 +56,22 @@ def warm_up(
     *,
     zeros: bool = True,
     label: str = "the model",
+    fixed: Inputs | None = None,
 ) -> None:
     """Run the samples (or zeros) once; a failure is logged, never raised. Model code
     (``zeros=False``) runs only on samples it was given, as Triton warms a Python model only
     with ``model_warmup``: zeros would run user code with side effects on nothing.
-    ``label`` names the model and version in the log lines."""
+    ``label`` names the model and version in the log lines; ``fixed`` replaces the zeros of
+    the inputs it names (a sequence model's controls: ``serving.sequences.controls``)."""
     names = [t.name for t in signature.outputs]
     # each sample's tensors are built once (up to 64 MiB) and run ``count`` times
     runs = (
         ((sample_inputs(s, directory, batched), s.count) for s in samples)
         if samples
-        else ((inputs, 1) for inputs in _warmup_inputs(directory, signature, zeros, label))
+        else (
+            (inputs | (fixed or {}), 1)
+            for inputs in _warmup_inputs(directory, signature, zeros, label)
+        )
     )
     for inputs, count in runs:
         for _ in range(count):

@@ -15,6 +15,7 @@ from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.environments import EnvironmentDirectories
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.response_cache.from_settings import response_cache_from
+from lambdaserve.serving.sequences.from_settings import sequence_steps_from
 from lambdaserve.serving.version_resolver import VersionResolver
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.aws import AwsClients, state_announcer
@@ -63,6 +64,8 @@ def build_model_server(
             environment_paths=environment_paths or EnvironmentDirectories.beside(cache),
         ),
         max_loaded_bytes=settings.max_loaded_bytes,
+        # sequences' records where every instance reads them: any instance serves any step
+        sequences=sequence_steps_from(settings, clients.dynamodb),
     )
     # the process's one model-to-model port, installed here: one model server a process
     install_bls(plane or InferenceDataPlane(lambda: server))

@@ -100,14 +100,17 @@ class Worker:
             Path(spec.model_path), config, Signature.from_json(spec.signature), options
         )
         batching = getattr(self.model, "batching", None)
-        return messages.loaded((batching.batch_size, batching.max_delay_s) if batching else None)
+        return messages.loaded(
+            (batching.batch_size, batching.max_delay_s, batching.sequences) if batching else None
+        )
 
     def run(self, message: messages.Message) -> messages.Message:
         from lambdaserve.runtimes.code_errors import request_ids
+        from lambdaserve.runtimes.sequence_requests import in_sequences
 
         call = messages.Run.of(message)
         requests = [(self.requests.read_tensors(inputs), names) for inputs, names in call.requests]
-        with request_ids(call.ids):
+        with request_ids(call.ids), in_sequences(call.sequences):
             answers = self.model.run_requests(requests)
         results: list[dict[str, Any]] = []
         for answer in answers:

@@ -66,10 +66,15 @@ def load(
     }
 
 
-def run(requests: Sequence[tuple[list[Any], Sequence[str]]], ids: Sequence[str]) -> Message:
-    """``requests``: each one's input descriptors and requested output names."""
+def run(
+    requests: Sequence[tuple[list[Any], Sequence[str]]],
+    ids: Sequence[str],
+    sequences: Sequence[tuple[int | str, int]] = (),
+) -> Message:
+    """``requests``: each one's input descriptors and requested output names; ``sequences``:
+    each one's (correlation id, flags) where they are steps of sequences."""
     encoded = [{"inputs": inputs, OUTPUTS: list(names)} for inputs, names in requests]
-    return {OP: Op.RUN, "requests": encoded, "ids": list(ids)}
+    return {OP: Op.RUN, "requests": encoded, "ids": list(ids), "sequences": list(sequences)}
 
 
 def rows(
@@ -115,7 +120,8 @@ def failed(exc: BaseException) -> Message:
 
 
 # -- the child's messages ----------------------------------------------------------------------
-def loaded(batching: tuple[int, float] | None) -> Message:
+def loaded(batching: tuple[int, float, bool] | None) -> Message:
+    """``batching``: a handler's batchSize, maxBatchDelay (s) and sequenceBatching."""
     return {"ok": True, BATCHING: list(batching) if batching else None}
 
 
@@ -196,11 +202,14 @@ class Load:
 class Run:
     requests: tuple[tuple[list[Any], list[str]], ...]  # input descriptors, output names
     ids: tuple[str, ...]
+    # (correlation id, flags) per request where they are steps of sequences; else empty
+    sequences: tuple[tuple[int | str, int], ...] = ()
 
     @classmethod
     def of(cls, message: Message) -> Run:
         requests = tuple((r["inputs"], r[OUTPUTS]) for r in message["requests"])
-        return cls(requests, tuple(message.get("ids", ())))
+        sequences = tuple((c, int(f)) for c, f in message.get("sequences") or ())
+        return cls(requests, tuple(message.get("ids", ())), sequences)
 
 
 @dataclass(frozen=True)

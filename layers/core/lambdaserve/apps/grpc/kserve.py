@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import Any
 
 from tritonclient.grpc import service_pb2 as pb
@@ -117,8 +118,13 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
         window = asyncio.Semaphore(STREAM_WINDOW)
         running: set[asyncio.Task[None]] = set()
 
-        async def answer(request: pb.ModelInferRequest) -> None:
+        # a sequence's steps run in the order the stream sent them, one after another
+        last_step: dict[tuple[str, Any], asyncio.Task[None]] = {}
+
+        async def answer(request: pb.ModelInferRequest, after: asyncio.Task[None] | None) -> None:
             try:
+                if after is not None:
+                    await asyncio.wait([after])
                 async for response in self._stream(request):
                     await answers.put(pb.ModelStreamInferResponse(infer_response=response))
             except Exception as exc:
@@ -130,7 +136,12 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
             try:
                 async for request in requests:
                     await window.acquire()
-                    task = asyncio.create_task(answer(request))
+                    sequence = kserve.sequence_of(request)
+                    after = last_step.get(sequence) if sequence is not None else None
+                    task = asyncio.create_task(answer(request, after))
+                    if sequence is not None:
+                        last_step[sequence] = task
+                        task.add_done_callback(partial(_forget_step, last_step, sequence))
                     running.add(task)
                     task.add_done_callback(running.discard)
                 if running:
@@ -317,3 +328,11 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
             else:
                 setting.string_param = str(value)
         return response
+
+
+def _forget_step(
+    last_step: dict[tuple[str, Any], asyncio.Task[None]], key: tuple[str, Any], done: Any
+) -> None:
+    """A sequence's last step ended: the next one waits for nothing."""
+    if last_step.get(key) is done:
+        del last_step[key]

@@ -22,6 +22,7 @@ from lambdaserve.apps.grpc.calls import Context, answered, unary
 from lambdaserve.apps.management import describe_answer, set_default_status
 from lambdaserve.apps.torchserve_management import SCALING, refuse_scaling, registration_refusal
 from lambdaserve.apps.worker_scaling import scaled
+from lambdaserve.config.runtime_names import HANDLER_RUNTIME
 from lambdaserve.errors import InvalidInput, ModelNotReady
 from lambdaserve.protocol import torchserve as rest
 from lambdaserve.protocol.grpc.protos import torchserve_inference_pb2 as pb
@@ -30,8 +31,9 @@ from lambdaserve.protocol.grpc.protos import torchserve_management_pb2 as mpb
 from lambdaserve.protocol.grpc.protos import torchserve_management_pb2_grpc as management
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import DEFAULT_PAGE, ModelManager
+from lambdaserve.runtimes.torchserve.context import SEQUENCE_ID_HEADER
 from lambdaserve.serving.data_plane import InferenceDataPlane
-from lambdaserve.serving.raw_predictions import RawRequest, takes_raw
+from lambdaserve.serving.raw_predictions import RawRequest, handler_sequence, takes_raw
 
 
 def add_to(
@@ -80,9 +82,21 @@ class InferenceServicer(inference.InferenceAPIsServiceServicer):
         if not fields:
             raise InvalidInput('the request has no input; send e.g. input={"data": <bytes>}')
         if takes_raw(served):
+            # a sequenceBatching handler's id: the request's, else minted, as on HTTP
+            given = {SEQUENCE_ID_HEADER: request.sequence_id} if request.sequence_id else {}
+            sequence = (
+                await self._plane.call(
+                    model, number, lambda: handler_sequence(self._plane.server(), served, given)
+                )
+                if served.record.runtime == HANDLER_RUNTIME
+                else None
+            )
+            headers = given if sequence is None else {SEQUENCE_ID_HEADER: sequence}
             # through the handler's batch lane where its archive sets batchSize, as on HTTP
-            answer = await self._plane.predict_raw(served, RawRequest(fields, {}))
-            return pb.PredictionResponse(prediction=answer.body, sequence_id=request.sequence_id)
+            answer = await self._plane.predict_raw(served, RawRequest(fields, headers))
+            return pb.PredictionResponse(
+                prediction=answer.body, sequence_id=sequence or request.sequence_id
+            )
         if len(fields) != 1:
             raise InvalidInput(
                 f"model {model!r} takes tensors: send one input field holding the JSON body "

@@ -110,6 +110,14 @@ def infer_response(
     return response
 
 
+def sequence_of(message: Any) -> tuple[str, Any] | None:
+    """(model, sequence id) of a request that carries Triton's ``sequence_id``; else None."""
+    if "sequence_id" not in message.parameters:
+        return None
+    sequence_id = parameters(message.parameters).get("sequence_id")
+    return None if sequence_id in (0, "", None) else (message.model_name, sequence_id)
+
+
 def _shared_input(
     tensor: pb.ModelInferRequest.InferInputTensor,
     where: RegionSlice,

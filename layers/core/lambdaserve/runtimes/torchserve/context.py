@@ -30,6 +30,11 @@ class Answer:
     status: int = 200
 
 
+# TorchServe's sequence headers (its Context reads the id; the frontend answers it)
+SEQUENCE_ID_HEADER = "ts_request_sequence_id"
+SEQUENCE_END_HEADER = "ts_request_sequence_end"
+
+
 class Context:
     """TorchServe's ``context`` argument, over one loaded version."""
 
@@ -71,6 +76,11 @@ class Context:
     def get_request_header(self, idx: int, key: str) -> str | None:
         headers = self._headers[idx] if idx < len(self._headers) else {}
         return headers.get(key.lower())
+
+    def get_sequence_id(self, idx: int) -> str | None:
+        """TorchServe's: the ``ts_request_sequence_id`` of request ``idx`` (its frontend
+        gives one to a request of a ``sequenceBatching`` model that came without)."""
+        return self.get_request_header(idx, SEQUENCE_ID_HEADER)
 
     def get_all_request_header(self, idx: int) -> dict[str, str]:
         return dict(self._headers[idx]) if idx < len(self._headers) else {}

@@ -180,10 +180,13 @@ def _check_yaml(path: Path) -> None:
 @dataclass(frozen=True)
 class FrontendBatching:
     """How TorchServe's frontend batches an archive's requests (model-config.yaml's
-    ``batchSize`` and ``maxBatchDelay`` in ms); ``batch_size`` 0 when the archive sets none."""
+    ``batchSize`` and ``maxBatchDelay`` in ms); ``batch_size`` 0 when the archive sets none.
+    ``sequences``: its ``sequenceBatching: true`` (each request carries, or is given, a
+    ``ts_request_sequence_id`` its handler reads with ``context.get_sequence_id``)."""
 
     batch_size: int = 0
     max_delay_s: float = 0.0
+    sequences: bool = False
 
 
 def frontend_batching(manifest: Manifest, model_dir: Path) -> FrontendBatching:
@@ -195,9 +198,10 @@ def frontend_batching(manifest: Manifest, model_dir: Path) -> FrontendBatching:
     if not isinstance(document, dict):
         return FrontendBatching()
     size, delay = document.get("batchSize"), document.get("maxBatchDelay")
+    sequences = document.get("sequenceBatching") is True
     if not isinstance(size, int) or size < 1:
-        return FrontendBatching()
+        return FrontendBatching(sequences=sequences)
     delay_ms = (
         delay if isinstance(delay, int | float) and delay >= 0 else DEFAULT_MAX_BATCH_DELAY_MS
     )
-    return FrontendBatching(size, delay_ms / 1000)
+    return FrontendBatching(size, delay_ms / 1000, sequences)

@@ -34,6 +34,7 @@ from lambdaserve.runtimes.code_errors import (
     log_code_failure,
 )
 from lambdaserve.runtimes.model_code import DISABLED, new_module, outline, run_one
+from lambdaserve.runtimes.sequence_requests import current_sequences
 from lambdaserve.runtimes.triton_python import pb_utils
 from lambdaserve.runtimes.triton_python.decoupled import one_response, stream_responses
 from lambdaserve.tensors.signature import Arrays, Signature
@@ -137,8 +138,12 @@ class PythonModel:
             pb_utils.InferenceRequest(
                 inputs=[pb_utils.Tensor(name, array) for name, array in inputs.items()],
                 requested_output_names=list(outputs),
+                correlation_id=correlation_id,
+                flags=flags,
             )
-            for inputs, outputs in requests
+            for (inputs, outputs), (correlation_id, flags) in zip(
+                requests, current_sequences(len(requests)), strict=True
+            )
         ]
         token = pb_utils._model_dir.set(self._model_dir)
         try:

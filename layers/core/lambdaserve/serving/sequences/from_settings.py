@@ -1,0 +1,46 @@
+"""The sequence store a process's settings name (``LAMBDASERVE_SEQUENCE_STORE``): the
+catalog's DynamoDB table (the default), or the Redis endpoint of the response cache's
+settings (``LAMBDASERVE_REDIS_*``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdaserve.errors import InvalidInput
+from lambdaserve.serving.sequences.dynamodb_store import DynamoSequenceStore
+from lambdaserve.serving.sequences.records import SequenceStore
+from lambdaserve.serving.sequences.steps import SequenceSteps
+from lambdaserve.settings import Settings
+
+
+def sequence_steps_from(settings: Settings, dynamodb: Any) -> SequenceSteps:
+    return SequenceSteps(_store(settings, dynamodb))
+
+
+def _store(settings: Settings, dynamodb: Any) -> SequenceStore:
+    if settings.sequence_store == "dynamodb":
+        return DynamoSequenceStore(dynamodb, settings.table)
+    if settings.sequence_store != "redis":
+        raise InvalidInput(
+            f"LAMBDASERVE_SEQUENCE_STORE={settings.sequence_store!r}: use dynamodb or redis"
+        )
+    if not settings.redis_host:
+        raise InvalidInput(
+            "LAMBDASERVE_SEQUENCE_STORE=redis needs LAMBDASERVE_REDIS_HOST (and its port, "
+            "user, password, TLS settings)"
+        )
+    import redis
+
+    from lambdaserve.serving.sequences.redis_store import RedisSequenceStore
+
+    timeout_s = settings.redis_timeout_ms / 1000
+    client = redis.Redis(
+        host=settings.redis_host,
+        port=settings.redis_port,
+        username=settings.redis_username or None,
+        password=settings.redis_password or None,
+        ssl=settings.redis_tls,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+    )
+    return RedisSequenceStore(client)

@@ -1,0 +1,204 @@
+"""tritonclient's sequence examples, unchanged (tests/fixtures/tritonclient_sequence), each
+run as a subprocess against a real `lambdaserve serve` (HTTP and gRPC, the stream too) and
+the HTTP one against the dev stack's inference app; and one sequence whose steps alternate
+between two `serve` processes sharing the catalog table (or between the infer function's
+direct path and a `serve` task) gives one process's answers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from tests import sequence_models
+from tests.integration.grpc_support import lambdaserve_serve
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "tritonclient_sequence"
+
+
+def publish(stack) -> None:
+    for name, files in sequence_models.every_model().items():
+        for path, body in files.items():
+            stack.put(f"models/{name}/{path}", body)
+    for name in sequence_models.every_model():
+        stack.wait_state(name, 1, "READY")
+
+
+def run_example(script: str, url: str, *flags: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script), "-u", url, *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.fixture
+def published(stack):
+    publish(stack)
+    return stack
+
+
+def test_tritonclients_sequence_examples_pass_against_serve(published):
+    # Given the three sequence models, and `lambdaserve serve` over the stack's catalog
+    with lambdaserve_serve() as served:
+        http, grpc = f"127.0.0.1:{served.http}", served.grpc_url
+        # When each example runs unchanged, for the plain and the dyna (-d) models
+        outputs = [
+            run_example("simple_http_sequence_sync_infer_client.py", http),
+            run_example("simple_http_sequence_sync_infer_client.py", http, "-d", "-o", "1"),
+            run_example("simple_grpc_sequence_sync_infer_client.py", grpc, "-o", "2"),
+            run_example("simple_grpc_sequence_sync_infer_client.py", grpc, "-d", "-o", "3"),
+            run_example("simple_grpc_sequence_stream_infer_client.py", grpc, "-o", "4"),
+            run_example("simple_grpc_sequence_stream_infer_client.py", grpc, "-d", "-o", "5"),
+        ]
+    # Then each says it passed (each checks every answer of its three sequences itself)
+    assert all("PASS: Sequence" in out for out in outputs), outputs
+
+
+def test_tritons_sequence_errors_reach_tritonclient_word_for_word(published):
+    # Given `serve`, and tritonclient over HTTP and gRPC
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    def inputs(module):
+        sent = module.InferInput("INPUT", [1, 1], "INT32")
+        sent.set_data_from_numpy(np.full((1, 1), 3, np.int32))
+        return [sent]
+
+    unknown = (
+        "inference request for sequence 555 to model 'simple_sequence' must specify the START "
+        "flag on the first request of the sequence"
+    )
+    with lambdaserve_serve() as served:
+        http = httpclient.InferenceServerClient(f"127.0.0.1:{served.http}")
+        grpc = grpcclient.InferenceServerClient(served.grpc_url)
+        # When a step of a sequence never started is sent by each
+        with pytest.raises(InferenceServerException) as by_http:
+            http.infer("simple_sequence", inputs(httpclient), sequence_id=555)
+        with pytest.raises(InferenceServerException) as by_grpc:
+            grpc.infer("simple_sequence", inputs(grpcclient), sequence_id=555)
+        # and a request with no sequence id at all
+        with pytest.raises(InferenceServerException) as no_id:
+            grpc.infer("simple_sequence", inputs(grpcclient))
+    # Then each gets Triton's text, as a 400 and as INVALID_ARGUMENT
+    assert (by_http.value.status(), by_http.value.message()) == ("400", unknown)
+    assert by_grpc.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert by_grpc.value.message() == unknown
+    assert no_id.value.message() == (
+        "inference request to model 'simple_sequence' must specify a non-zero or non-empty "
+        "correlation ID"
+    )
+
+
+def test_the_http_example_passes_against_the_dev_stack(published):
+    url = str(published.inference.base_url).removeprefix("http://").rstrip("/")
+    out = run_example("simple_http_sequence_sync_infer_client.py", url, "-d", "-o", "6")
+    assert "PASS: Sequence" in out
+
+
+def test_steps_alternating_between_two_serve_processes_give_one_process_answers(published):
+    # Given two `serve` processes (two tasks) sharing the catalog table, and one process
+    model, values = "simple_string_dyna_sequence", [5, -2, 9, 4, -7, 3]
+
+    def sequence(clients, sequence_id):
+        got = []
+        for index, value in enumerate(values):
+            sent = httpclient.InferInput("INPUT", [1, 1], "INT32")
+            sent.set_data_from_numpy(np.full((1, 1), value, np.int32))
+            result = clients[index % len(clients)].infer(
+                model,
+                [sent],
+                sequence_id=sequence_id,
+                sequence_start=index == 0,
+                sequence_end=index == len(values) - 1,
+            )
+            got.append(int(result.as_numpy("OUTPUT")[0][0]))
+        return got
+
+    with lambdaserve_serve() as one, lambdaserve_serve() as two:
+        a = httpclient.InferenceServerClient(f"127.0.0.1:{one.http}")
+        b = httpclient.InferenceServerClient(f"127.0.0.1:{two.http}")
+        # When one sequence's steps alternate between them, and another runs on one alone
+        alternating = sequence([a, b], "71")
+        alone = sequence([a], "72")
+    # Then the running sums are the same, and right
+    sums = list(np.cumsum(values))
+    assert alternating == [*sums[:-1], sums[-1] + 71]
+    assert alone == [*sums[:-1], sums[-1] + 72]
+
+
+def test_steps_alternating_between_the_infer_function_and_serve_give_one_process_answers(
+    published,
+):
+    # Given the infer function's handler (its direct path) and a `serve` task, one catalog
+    from lambdaserve.handlers import infer
+    from lambdaserve.local.http_api_event import http_api_event
+    from lambdaserve.processes.event_pump import LocalContext
+
+    model, values = "simple_string_dyna_sequence", [8, 1, -4, 6]
+
+    def body(value: int, index: int) -> dict:
+        return {
+            "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [value]}],
+            "parameters": {
+                "sequence_id": "90",
+                "sequence_start": index == 0,
+                "sequence_end": index == len(values) - 1,
+            },
+        }
+
+    def by_lambda(value: int, index: int) -> int:
+        event = http_api_event(
+            "POST", f"/v2/models/{model}/infer", json.dumps(body(value, index)).encode()
+        )
+        answer = infer.api_handler(event, LocalContext("infer"))
+        assert answer["statusCode"] == 200, answer
+        return int(json.loads(answer["body"])["outputs"][0]["data"][0])
+
+    with lambdaserve_serve() as served, httpx.Client(timeout=30) as client:
+
+        def by_serve(value: int, index: int) -> int:
+            url = f"http://127.0.0.1:{served.http}/v2/models/{model}/infer"
+            answer = client.post(url, json=body(value, index))
+            assert answer.status_code == 200, answer.text
+            return int(answer.json()["outputs"][0]["data"][0])
+
+        # When the steps alternate: Lambda, serve, Lambda, serve
+        got = [(by_lambda, by_serve)[i % 2](v, i) for i, v in enumerate(values)]
+    # Then the running sums are one process's, the END adding the id
+    assert got == [8, 9, 5, 11 + 90]
+
+
+def test_a_python_models_sequence_runs_in_its_worker_processes_under_serve(stack):
+    # Given a Python model with implicit state, its code in worker processes (the default)
+    for path, body in sequence_models.python_accumulator().items():
+        stack.put(f"models/python_accumulator/{path}", body)
+    stack.wait_state("python_accumulator", 1, "READY")
+    with lambdaserve_serve() as served:
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{served.http}")
+        got = []
+        # When a sequence's steps reach it over HTTP
+        for index, value in enumerate([3, 4, 5]):
+            sent = httpclient.InferInput("INPUT", [1, 1], "INT32")
+            sent.set_data_from_numpy(np.full((1, 1), value, np.int32))
+            result = client.infer(
+                "python_accumulator",
+                [sent],
+                sequence_id=7,
+                sequence_start=index == 0,
+                sequence_end=index == 2,
+            )
+            got.append(int(result.as_numpy("OUTPUT")[0][0]))
+    # Then its execute got START, the running sum, its requests' flags and correlation ID
+    # (the worker process got them with the call), and gave back the next sum
+    assert got == [4, 7, 12 + 7]

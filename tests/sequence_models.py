@@ -1,0 +1,179 @@
+"""Triton's sequence example models, built as ONNX graphs with onnx.helper: the models
+tritonclient's sequence examples talk to (``simple_sequence``, ``simple_dyna_sequence``,
+``simple_string_dyna_sequence``), each as ``{path: bytes}`` under ``models/<name>/``.
+
+- simple_sequence: OUTPUT = (INPUT + START) * READY (controls START and READY; any id).
+- simple_dyna_sequence: OUTPUT = (INPUT + START + END * CORRID) * READY (a UINT64 CORRID),
+  as Triton's dyna_sequence backend adds the correlation ID to the last request.
+- simple_string_dyna_sequence: a running sum kept in implicit state (ACC_IN -> ACC_OUT),
+  OUTPUT = sum + END * int(CORRID) with a STRING CORRID, so a sequence moved between
+  instances gives the right answers only if its state travels with it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper
+
+INT = TensorProto.INT32
+
+
+def _tensor(name: str, kind: int = INT) -> object:
+    return helper.make_tensor_value_info(name, kind, ["batch", 1])
+
+
+def _onnx(name: str, nodes: list, inputs: list, outputs: list) -> bytes:
+    graph = helper.make_graph(nodes, name, inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+def _control(name: str, kind: str) -> str:
+    control = f"kind: CONTROL_SEQUENCE_{kind} int32_false_true: [ 0, 1 ]"
+    return f'{{ name: "{name}" control [ {{ {control} }} ] }}'
+
+
+def _config(name: str, controls: list[str], extra: str = "", strategy: str = "direct { }") -> bytes:
+    return (
+        f'name: "{name}"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
+        f"sequence_batching {{\n  max_sequence_idle_microseconds: 5000000\n  {strategy}\n"
+        f"  control_input [ {', '.join(controls)} ]\n{extra}}}\n"
+        'input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+        'output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+    ).encode()
+
+
+def simple_sequence(strategy: str = "direct { }") -> dict[str, bytes]:
+    model = _onnx(
+        "simple_sequence",
+        [
+            helper.make_node("Add", ["INPUT", "START"], ["sum"]),
+            helper.make_node("Mul", ["sum", "READY"], ["OUTPUT"]),
+        ],
+        [_tensor("INPUT"), _tensor("START"), _tensor("READY")],
+        [_tensor("OUTPUT")],
+    )
+    controls = [_control("START", "START"), _control("READY", "READY")]
+    return {
+        "config.pbtxt": _config("simple_sequence", controls, strategy=strategy),
+        "1/model.onnx": model,
+    }
+
+
+def simple_dyna_sequence() -> dict[str, bytes]:
+    model = _onnx(
+        "simple_dyna_sequence",
+        [
+            helper.make_node("Cast", ["CORRID"], ["id"], to=INT),
+            helper.make_node("Mul", ["END", "id"], ["tail"]),
+            helper.make_node("Add", ["INPUT", "START"], ["head"]),
+            helper.make_node("Add", ["head", "tail"], ["sum"]),
+            helper.make_node("Mul", ["sum", "READY"], ["OUTPUT"]),
+        ],
+        [
+            _tensor("INPUT"),
+            _tensor("START"),
+            _tensor("END"),
+            _tensor("READY"),
+            _tensor("CORRID", TensorProto.UINT64),
+        ],
+        [_tensor("OUTPUT")],
+    )
+    controls = [
+        _control("START", "START"),
+        _control("END", "END"),
+        _control("READY", "READY"),
+        '{ name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }',
+    ]
+    return {
+        "config.pbtxt": _config("simple_dyna_sequence", controls),
+        "1/model.onnx": model,
+    }
+
+
+def simple_string_dyna_sequence(
+    name: str = "simple_string_dyna_sequence",
+    strategy: str = "direct { }",
+    start_at: int | None = None,
+) -> dict[str, bytes]:
+    """``start_at``: the running sum's initial value from an initial_state data_file
+    (``initial_state/acc_start``, four bytes), instead of zero_data."""
+    model = _onnx(
+        name,
+        [
+            helper.make_node("Add", ["ACC_IN", "INPUT"], ["ACC_OUT"]),
+            helper.make_node("Cast", ["CORRID"], ["id"], to=INT),
+            helper.make_node("Mul", ["END", "id"], ["tail"]),
+            helper.make_node("Add", ["ACC_OUT", "tail"], ["OUTPUT"]),
+        ],
+        [
+            _tensor("INPUT"),
+            _tensor("START"),
+            _tensor("END"),
+            _tensor("CORRID", TensorProto.STRING),
+            _tensor("ACC_IN"),
+        ],
+        [_tensor("OUTPUT"), _tensor("ACC_OUT")],
+    )
+    controls = [
+        _control("START", "START"),
+        _control("END", "END"),
+        '{ name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_STRING } ] }',
+    ]
+    initial = "zero_data: true" if start_at is None else 'data_file: "acc_start"'
+    state = (
+        '  state [ { input_name: "ACC_IN" output_name: "ACC_OUT" data_type: TYPE_INT32 '
+        f"dims: [ 1 ] initial_state {{ data_type: TYPE_INT32 dims: [ 1 ] {initial} "
+        'name: "start" } } ]\n'
+    )
+    files = {"config.pbtxt": _config(name, controls, state, strategy), "1/model.onnx": model}
+    if start_at is not None:
+        files["initial_state/acc_start"] = np.array([start_at], np.int32).tobytes()
+    return files
+
+
+def every_model() -> dict[str, dict[str, bytes]]:
+    return {
+        "simple_sequence": simple_sequence(),
+        "simple_dyna_sequence": simple_dyna_sequence(),
+        "simple_string_dyna_sequence": simple_string_dyna_sequence(),
+    }
+
+
+PYTHON_ACCUMULATOR = b'''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    """A running sum whose state Triton passes in (ACC_IN) and takes back (ACC_OUT); the
+    START control counts only where the request's flags say START too, and the END step
+    adds the correlation ID (as Triton's dyna_sequence does)."""
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            value = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
+            start = pb_utils.get_input_tensor_by_name(request, "START").as_numpy()
+            total = pb_utils.get_input_tensor_by_name(request, "ACC_IN").as_numpy() + value
+            flags = request.flags()
+            shown = total + start * (flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START)
+            if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END:
+                shown = shown + int(request.correlation_id())
+            outputs = [pb_utils.Tensor("OUTPUT", shown), pb_utils.Tensor("ACC_OUT", total)]
+            responses.append(pb_utils.InferenceResponse(outputs))
+        return responses
+'''
+
+
+def python_accumulator(name: str = "python_accumulator") -> dict[str, bytes]:
+    """A Python model with implicit state: OUTPUT = running sum + START (+ the id at END)."""
+    state = (
+        '  state [ { input_name: "ACC_IN" output_name: "ACC_OUT" data_type: TYPE_INT32 '
+        "dims: [ 1 ] initial_state { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true "
+        'name: "z" } } ]\n'
+    )
+    config = _config(name, [_control("START", "START")], state).replace(
+        b'platform: "onnxruntime_onnx"', b'backend: "python"'
+    )
+    return {"config.pbtxt": config, "1/model.py": PYTHON_ACCUMULATOR}
