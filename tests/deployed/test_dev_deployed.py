@@ -9,7 +9,6 @@ import copy
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,9 +19,11 @@ import yaml
 
 from lambdaserve.local.template import load_template
 from tests.deployed.test_template_mutations import without_action
+from tests.shipped import built
 from tests.support import free_port
 
-LAMBDASERVE = Path(sys.executable).parent / "lambdaserve"  # the venv's, as `make dev` runs it
+# the environment `make dev` builds (scripts/shipped_envs.py builds it as the Makefile does)
+LAMBDASERVE = built("dev") / "bin" / "lambdaserve"
 ROWS = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
 
 
