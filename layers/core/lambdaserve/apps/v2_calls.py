@@ -29,7 +29,7 @@ from lambdaserve.protocol.v2 import (
     encode_infer_response,
     parse_infer_request,
 )
-from lambdaserve.serving.data_capture import Exchange, capture_setting
+from lambdaserve.serving.data_capture import Exchange, capture_setting_of
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.version_resolver import ServedVersion
 
@@ -109,8 +109,8 @@ async def answer_v2(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:
         model, inferred.version, parsed, inferred.outputs, plane.shared_memory
     )
     if plane.capture is not None:
-        served = plane.resolve_now(model, inferred.version)  # the view the infer just read
-        offer_capture(plane, served, call, encoded)
+        # inline when loaded (it just ran), else in a thread: no catalog read on the loop
+        offer_capture(plane, await plane.served(model, inferred.version), call, encoded)
     return encoded
 
 
@@ -148,7 +148,7 @@ def offer_capture(
     (a setting that does not parse was refused at publish: here it captures nothing)."""
     assert plane.capture is not None
     try:
-        setting = capture_setting(dict(served.config.parameters))
+        setting = capture_setting_of(served.config.parameters)
     except LambdaServeError:
         return
     request_type = "application/octet-stream" if call.header_length is not None else JSON

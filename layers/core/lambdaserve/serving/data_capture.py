@@ -17,6 +17,7 @@ logged and counted, never raised.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import logging
 import random
@@ -73,6 +74,13 @@ def capture_setting(parameters: Mapping[str, str]) -> CaptureSetting | None:
         raise InvalidInput('"data_capture".kms_key_id is a KMS key id or ARN')
     types = _strings(given, "text_content_types", ("application/json", "text/csv"))
     return CaptureSetting(float(rate), capture, tuple(t.lower() for t in types), kms)
+
+
+@functools.lru_cache(maxsize=256)
+def capture_setting_of(parameters: tuple[tuple[str, str], ...]) -> CaptureSetting | None:
+    """``capture_setting`` of a config's parameters, parsed once per distinct config (the
+    doors ask on every request)."""
+    return capture_setting(dict(parameters))
 
 
 def _strings(given: Mapping[str, Any], name: str, default: tuple[str, ...]) -> tuple[str, ...]:
