@@ -1,0 +1,41 @@
+"""A TF Serving user's SavedModel through the stack as deployed with the infer image's
+`tensorflow` variant (`make build VARIANT=tensorflow`): the manage function (no TensorFlow)
+reads its signatures and chooses TensorFlow, the load check reaches the infer function
+started from the infer-tensorflow environment, and TF Serving's REST API answers through
+the HTTP API's routes, every call under the functions' own roles."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lambdaserve.catalog.store import Catalog
+from lambdaserve.local.http_api_event import http_api_event
+from tests.deployed.stack import deployed
+
+HALF_PLUS_TWO = (
+    Path(__file__).parents[1]
+    / "fixtures"
+    / "tf_serving"
+    / "saved_model_half_plus_two_tf2_cpu"
+    / "00000123"
+)
+
+
+def test_tf_servings_half_plus_two_answers_through_the_tensorflow_variant(tmp_path: Path):
+    # Given the stack with the infer function built as VARIANT=tensorflow
+    with deployed(tmp_path, InferFunction="infer-tensorflow") as stack:
+        # When TF Serving's half_plus_two is uploaded as its users have it
+        files = {
+            f"1/{p.relative_to(HALF_PLUS_TWO).as_posix()}": p.read_bytes()
+            for p in sorted(HALF_PLUS_TWO.rglob("*"))
+            if p.is_file()
+        }
+        stack.publish("half_plus_two", files)
+        body = json.dumps({"instances": [2.0]}).encode()  # testPredictSavedModel's
+        answer = stack.http(http_api_event("POST", "/v1/models/half_plus_two:predict", body))
+        [record] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("half_plus_two")
+    # Then TensorFlow serves it, READY through the load check, with TF Serving's answer
+    assert record.runtime == "tensorflow" and record.state == "READY"
+    assert answer["statusCode"] == 200, answer
+    assert json.loads(answer["body"]) == {"predictions": [3.0]}
