@@ -9,9 +9,15 @@ import base64
 import json
 import re
 
+import httpx
 import numpy as np
+import tritonclient.grpc as grpcclient
+from tritonclient.grpc import service_pb2
 
+from lambdaserve.serving.capture_offers import GRPC
 from tests import builders
+from tests.integration.grpc_support import lambdaserve_serve
+from tests.support import wait_until
 
 CONFIG = b"""
 platform: "onnxruntime_onnx"
@@ -21,8 +27,9 @@ parameters { key: "data_capture" value { string_value: "{\\"sampling_percentage\
 ROWS = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
 
 
-def captured(stack, model: str) -> list[tuple[str, dict]]:
-    stack.process.data_capture.flush()
+def captured(stack, model: str, *, flush: bool = True) -> list[tuple[str, dict]]:
+    if flush:  # this process's capture; another process's (serve) writes on its own
+        stack.process.data_capture.flush()
     listed = stack.clients.s3.list_objects_v2(
         Bucket=stack.settings.bucket, Prefix=f"captures/{model}/"
     )
@@ -86,3 +93,68 @@ def test_the_management_api_turns_capture_on_and_refuses_a_bad_setting(stack):
     assert refused.status_code == 400 and "sampling_percentage" in refused.text
     [(_, record)] = captured(stack, "quiet")
     assert set(record["captureData"]) == {"endpointOutput"}
+
+
+def test_every_door_of_the_function_and_the_queue_captures_byte_equal(stack):
+    # Given a model whose config captures every request
+    stack.put("models/doors/config.pbtxt", CONFIG)
+    stack.put("models/doors/1/model.onnx", builders.onnx_mlp(4, 3))
+    stack.wait_state("doors", 1, "READY")
+    # When it is asked through TorchServe's and TF Serving's doors, and a queued request
+    torchserve_body = b"[[1.0, 2.0, 3.0, 4.0]]"
+    torchserve = stack.inference.post(
+        "/predictions/doors", content=torchserve_body, headers={"content-type": "application/json"}
+    )
+    tf_body = b'{"instances": [[4.0, 3.0, 2.0, 1.0]]}'
+    tf = stack.inference.post("/v1/models/doors:predict", content=tf_body)
+    queued = stack.inference.post(
+        "/v2/models/doors/infer", json=ROWS, headers={"Prefer": "respond-async"}
+    )
+    assert torchserve.status_code == 200 and tf.status_code == 200, (torchserve.text, tf.text)
+    assert queued.status_code == 202, queued.text
+    status_url = queued.json()["status_url"]
+    result = wait_until(lambda: (r := stack.inference.get(status_url)).status_code != 202 and r, 30)
+    records = wait_until(lambda: len(found := captured(stack, "doors")) >= 3 and found, 20)
+    # Then each exchange is in S3, its input and output byte-equal to what crossed the door
+    pairs = {
+        (
+            r["captureData"]["endpointInput"]["data"].encode(),
+            r["captureData"]["endpointOutput"]["data"].encode(),
+        )
+        for _, r in records
+    }
+    assert (torchserve_body, torchserve.content) in pairs
+    assert (tf_body, tf.content) in pairs
+    assert result.status_code == 200, result.text
+    [queued_pair] = [p for p in pairs if p[0] not in (torchserve_body, tf_body)]
+    assert json.loads(queued_pair[0]) == ROWS  # the v2 document the queue carried
+    assert json.loads(queued_pair[1])["outputs"] == result.json()["outputs"]
+
+
+def test_serve_captures_grpc_messages_and_reports_its_counts_on_metrics(stack):
+    # Given a capturing model, and `lambdaserve serve` with its gRPC port
+    stack.put("models/grpcd/config.pbtxt", CONFIG)
+    stack.put("models/grpcd/1/model.onnx", builders.onnx_mlp(4, 3))
+    stack.wait_state("grpcd", 1, "READY")
+    rows = np.arange(4, dtype=np.float32).reshape(1, 4)
+    with lambdaserve_serve() as served:
+        # When tritonclient.grpc infers, unchanged
+        tensor = grpcclient.InferInput("INPUT__0", [1, 4], "FP32")
+        tensor.set_data_from_numpy(rows)
+        answer = served.client().infer("grpcd", [tensor])
+        # Then the request and response messages land in S3 (base64, as they travel)
+        records = wait_until(lambda: captured(stack, "grpcd", flush=False), 20)
+        metrics = httpx.get(f"http://127.0.0.1:{served.http}/metrics").text
+    [(_, record)] = records
+    sent = service_pb2.ModelInferRequest.FromString(
+        base64.b64decode(record["captureData"]["endpointInput"]["data"])
+    )
+    answered = service_pb2.ModelInferResponse.FromString(
+        base64.b64decode(record["captureData"]["endpointOutput"]["data"])
+    )
+    assert sent.model_name == "grpcd" and sent.raw_input_contents[0] == rows.tobytes()
+    assert answered.raw_output_contents[0] == answer.as_numpy("OUTPUT__0").tobytes()
+    assert record["captureData"]["endpointInput"]["observedContentType"] == GRPC
+    # and /metrics counts what was captured, dropped and failed
+    assert 'lambdaserve_data_capture_records_total{outcome="captured"} 1.0' in metrics
+    assert 'lambdaserve_data_capture_records_total{outcome="dropped"} 0.0' in metrics

@@ -3,11 +3,15 @@ a bounded backlog whose drops are counted, and writes that fail counted, never r
 
 from __future__ import annotations
 
+import io
 import json
+from types import SimpleNamespace
 
 import pytest
 
 from lambdaserve.errors import InvalidInput
+from lambdaserve.metrics.emf import InvocationMetrics
+from lambdaserve.serving.capture_offers import GRPC, offer_served
 from lambdaserve.serving.data_capture import (
     CaptureSetting,
     DataCapture,
@@ -62,10 +66,46 @@ def test_sampling_a_full_backlog_and_failed_writes_are_counted_never_raised():
         raise ConnectionError("S3 unreachable")
 
     draws = iter([0.05, 0.5, 0.0, 0.0])
-    capture = DataCapture(refuse, "captures", max_pending=1, sample=lambda: next(draws))
+    capture = DataCapture(
+        refuse, "captures", max_pending=1, sample=lambda: next(draws), writer=False
+    )
     ten_percent = CaptureSetting(sampling_percentage=10)
     capture.offer(ten_percent, EXCHANGE)  # 5 < 10: taken
     capture.offer(ten_percent, EXCHANGE)  # 50 >= 10: not sampled
     capture.offer(ten_percent, EXCHANGE)  # the backlog holds one: dropped
     capture.flush()  # the write fails: counted
     assert (capture.counts.captured, capture.counts.dropped, capture.counts.failed) == (1, 1, 1)
+
+
+def test_a_door_builds_the_bytes_only_for_a_sampled_request_and_lambda_reports_losses():
+    # Given a capture sampling half the requests, and the EMF lines watching its counts
+    draws = iter([0.9, 0.1, 0.1])
+    capture = DataCapture(
+        lambda *_: None, "captures", max_pending=1, sample=lambda: next(draws), writer=False
+    )
+    stream = io.StringIO()
+    metrics = InvocationMetrics("lambdaserve-infer", stream)
+    metrics.watch_capture(capture.snapshot)
+    built: list[str] = []
+
+    def serialized() -> bytes:
+        built.append("request")
+        return b"\x08\x01"
+
+    served = SimpleNamespace(
+        model="m",
+        version=1,
+        config=SimpleNamespace(parameters=(("data_capture", '{"sampling_percentage": 50}'),)),
+    )
+    # When three requests offer their exchanges (unsampled, sampled, sampled with a full backlog)
+    for _ in range(3):
+        offer_served(capture, served, (serialized, GRPC), (b"\x10", GRPC))  # type: ignore[arg-type]
+    metrics.flush()
+    # Then only the sampled ones built their bytes, and the drop is an EMF count
+    assert built == ["request", "request"]
+    assert capture.snapshot() == {"captured": 1, "dropped": 1, "failed": 0}
+    [line] = [json.loads(text) for text in stream.getvalue().splitlines()]
+    assert line["CaptureDropped"] == 1 and line["CaptureFailed"] == 0
+    assert line["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["service"]]
+    metrics.flush()  # nothing lost since: no line
+    assert len(stream.getvalue().splitlines()) == 1

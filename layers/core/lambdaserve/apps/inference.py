@@ -54,6 +54,7 @@ def create_inference_app(
         lambda: server().stats,
         queued_in(batcher, plane) if batcher else None,
         lambda: worker_memory(server()),
+        plane.capture.snapshot if plane.capture is not None else None,
     )
 
     @app.get("/v2/health/live")

@@ -3,7 +3,7 @@ port as Triton's HTTP service serves them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from fastapi import FastAPI, Response
@@ -12,6 +12,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from lambdaserve.batching.dynamic_batcher import TensorBatcher
 from lambdaserve.errors import LambdaServeError
+from lambdaserve.metrics.capture_counts import CaptureMetrics
 from lambdaserve.metrics.prometheus import LABELS, Pending, exposition, metrics_registry
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.serving.data_plane import InferenceDataPlane
@@ -32,10 +33,13 @@ def install_metrics(
     stats: Callable[[], StatsRegistry],
     pending: Pending | None = None,
     workers: Callable[[], Workers] | None = None,
+    capture: Callable[[], Mapping[str, int]] | None = None,
 ) -> None:
     registry = metrics_registry(stats, pending)
     if workers is not None:
         registry.register(WorkerMemory(workers))
+    if capture is not None:
+        registry.register(CaptureMetrics(capture))
 
     @app.get(
         "/metrics",

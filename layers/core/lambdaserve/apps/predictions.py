@@ -20,6 +20,7 @@ from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol import torchserve
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.runtimes.torchserve.context import SEQUENCE_ID_HEADER
+from lambdaserve.serving.capture_offers import JSON, offer, offer_served
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import (
     RawRequest,
@@ -69,6 +70,11 @@ def install_predictions(
             answer = await plane.predict_raw(served, raw)
             # TorchServe answers a sequence's id, so a client can send the next step with it
             echoed = None if sequence is None else {SEQUENCE_ID_HEADER: sequence}
+            if answer.status < 300:
+                sent_type = content_type or "application/octet-stream"
+                offer_served(
+                    plane.capture, served, (body, sent_type), (answer.body, answer.content_type)
+                )
             return Response(
                 answer.body, answer.status, headers=echoed, media_type=answer.content_type
             )
@@ -76,6 +82,9 @@ def install_predictions(
         prediction = torchserve.parse_prediction(body, served.signature.inputs)
         inferred = await plane.infer(model, number, prediction.request)
         payload = torchserve.encode_prediction(inferred.outputs, prediction.single_instance)
+        if plane.capture is not None:
+            request = (body, content_type or JSON)
+            await offer(plane, model, inferred.version, request, (payload, JSON))
         return Response(payload, media_type="application/json")
 
     async def predictions(request: Request) -> Response:

@@ -18,6 +18,7 @@ from lambdaserve.protocol import tf_examples, tfserving
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.protocol.names import check_model_name, parse_version
 from lambdaserve.serving import signatures
+from lambdaserve.serving.capture_offers import JSON, offer_served
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 # {m}, {m}/versions/{v} or {m}/labels/{l}, then /metadata or :verb
@@ -68,7 +69,8 @@ def install_tfserving(
         if verb not in ("predict", "classify", "regress"):
             raise ModelNotFound(f"POST /v1/models/{target}: use .../{match['model']}:predict")
         model, number = match["model"], await version_of(match)
-        document = json_document(await body())
+        sent = await body()
+        document = json_document(sent)
         name = tfserving.signature_name(document)
         if verb == "predict":
             served, named = await named_signature(plane, model, number, name)
@@ -79,10 +81,12 @@ def install_tfserving(
             answer = tfserving.encode_predict(outputs, parsed.format, parsed.added_dims)
         else:
             examples = tf_examples.serialized_examples(document)
-            *_, answer = await examples_results(
+            served, _, answer = await examples_results(
                 plane, model, number, name=name, verb=verb, examples=examples
             )
-        return Response(orjson.dumps(answer), media_type="application/json")
+        encoded = orjson.dumps(answer)
+        offer_served(plane.capture, served, (sent, JSON), (encoded, JSON))
+        return Response(encoded, media_type=JSON)
 
     @app.post("/v1/models/{target:path}")
     async def predict(target: str, request: Request) -> Response:

@@ -29,7 +29,7 @@ from lambdaserve.protocol.v2 import (
     encode_infer_response,
     parse_infer_request,
 )
-from lambdaserve.serving.data_capture import Exchange, capture_setting_of
+from lambdaserve.serving.capture_offers import offer_served
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.version_resolver import ServedVersion
 
@@ -144,24 +144,13 @@ def v2_infer(
 def offer_capture(
     plane: InferenceDataPlane, served: ServedVersion, call: V2Call, answer: EncodedResponse
 ) -> None:
-    """The exchange to the plane's payload capture, where the version's config asks for it
-    (a setting that does not parse was refused at publish: here it captures nothing)."""
-    assert plane.capture is not None
-    try:
-        setting = capture_setting_of(served.config.parameters)
-    except LambdaServeError:
-        return
+    """The exchange to the plane's payload capture, where the version's config asks for it."""
     request_type = "application/octet-stream" if call.header_length is not None else JSON
-    plane.capture.offer(
-        setting,
-        Exchange(
-            served.model,
-            served.version,
-            call.body,
-            request_type,
-            answer.body,
-            answer.headers.get("content-type", JSON),
-        ),
+    offer_served(
+        plane.capture,
+        served,
+        (call.body, request_type),
+        (answer.body, answer.headers.get("content-type", JSON)),
     )
 
 

@@ -54,6 +54,7 @@ def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, An
     process = current()
     process.metrics.begin()
     try:
-        return {"results": answer_envelopes(process.server(), process.payloads, event)}
+        answers = answer_envelopes(process.server(), process.payloads, event, process.data_capture)
+        return {"results": answers}
     finally:
         process.metrics.flush()

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 import orjson
@@ -70,6 +71,15 @@ class InvocationMetrics:
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0, 0, 0.0, 0, 0])
         self._custom: dict[tuple[str, tuple[str, ...], tuple[str, ...]], _Custom] = {}
+        # payload capture's counts (``watch_capture``) and what the last line reported
+        self._capture: Callable[[], Mapping[str, int]] | None = None
+        self._capture_seen: dict[str, int] = {}
+
+    def watch_capture(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        """Report payload capture's losses (records dropped or failed since the last line):
+        Lambda has no ``/metrics``, and capture never fails an answer, so this is where its
+        losses show."""
+        self._capture = counts
 
     def record_custom(self, recorded: Recorded) -> None:
         """A custom metric's value (``CustomMetrics`` listener): summed for a counter, the last
@@ -115,7 +125,8 @@ class InvocationMetrics:
             pending, self._pending = self._pending, defaultdict(lambda: [0, 0, 0.0, 0, 0])
             custom, self._custom = self._custom, {}
         began, self._began = self._began, None
-        if not pending and not custom:
+        losses = self._capture_losses()
+        if not pending and not custom and not losses:
             return
         timestamp = int(time.time() * 1000)
         shares = _compute_shares(pending, self._memory_gb, began)
@@ -131,9 +142,35 @@ class InvocationMetrics:
             orjson.dumps(_custom_line(timestamp, self._service, key, entry))
             for key, entry in custom.items()
         ]
+        if losses:
+            lines.append(orjson.dumps(_capture_line(timestamp, self._service, losses)))
         stream = self._stream or sys.stdout
         stream.write(b"\n".join(lines).decode() + "\n")
         stream.flush()
+
+    def _capture_losses(self) -> dict[str, int]:
+        if self._capture is None:
+            return {}
+        counts = self._capture()
+        losses = {
+            name: counts.get(key, 0) - self._capture_seen.get(key, 0)
+            for name, key in (("CaptureDropped", "dropped"), ("CaptureFailed", "failed"))
+        }
+        self._capture_seen = dict(counts)
+        return losses if any(losses.values()) else {}
+
+
+def _capture_line(timestamp: int, service: str, losses: Mapping[str, int]) -> dict[str, Any]:
+    directive = {
+        "Namespace": NAMESPACE,
+        "Dimensions": [["service"]],
+        "Metrics": [{"Name": name, "Unit": "Count"} for name in losses],
+    }
+    return {
+        "_aws": {"Timestamp": timestamp, "CloudWatchMetrics": [directive]},
+        "service": service,
+        **losses,
+    }
 
 
 def _compute_shares(

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import orjson
@@ -24,6 +25,7 @@ from lambdaserve.errors import InvalidInput, LambdaServeError, StorageUnavailabl
 from lambdaserve.protocol.http_status import status_for
 from lambdaserve.protocol.v2 import (
     HEADER_LENGTH,
+    EncodedResponse,
     encode_infer_response,
     parse_infer_document,
     parse_infer_request,
@@ -38,6 +40,8 @@ from lambdaserve.queued.results import (
     parse_envelope,
     request_key,
 )
+from lambdaserve.serving.capture_offers import JSON, Payload, offer_served
+from lambdaserve.serving.data_capture import DataCapture
 from lambdaserve.serving.model_server import BatchItem, ModelServer
 
 logger = logging.getLogger(__name__)
@@ -72,24 +76,33 @@ class Invoker(Protocol):
 
 
 def run_envelopes(
-    server: ModelServer, payloads: PayloadStore, envelopes: Sequence[RequestEnvelope]
+    server: ModelServer,
+    payloads: PayloadStore,
+    envelopes: Sequence[RequestEnvelope],
+    capture: DataCapture | None = None,
 ) -> list[Outcome]:
-    """N envelopes in, N outcomes out, in order; compatible requests run in batches."""
+    """N envelopes in, N outcomes out, in order; compatible requests run in batches. Each
+    answered exchange goes to ``capture`` where its version's config asks for it."""
     outcomes: list[Outcome | None] = [None] * len(envelopes)
-    items, positions = [], []
+    items, positions, sent = [], [], []
     for index, envelope in enumerate(envelopes):
         try:
-            items.append(_item(payloads, envelope))
+            item, body = _item(payloads, envelope)
+            items.append(item)
+            sent.append(body)
             positions.append(index)
         except LambdaServeError as exc:
             retry = isinstance(exc, StorageUnavailable)
             outcomes[index] = Outcome(status_for(exc), error=exc.message, retry=retry)
-    for index, item, result in zip(positions, items, server.infer_batch(items), strict=True):
+    answered = zip(positions, items, sent, server.infer_batch(items), strict=True)
+    for index, item, body, result in answered:
         if result.error is not None or result.outputs is None or result.version is None:
             error = result.error or LambdaServeError("no result")
             outcomes[index] = Outcome(status_for(error), error=error.message)
             continue
         encoded = encode_infer_response(item.model, result.version, item.request, result.outputs)
+        if capture is not None:
+            _offer(capture, server, item, result.version, body=body, encoded=encoded)
         length = encoded.headers.get(HEADER_LENGTH)
         outcomes[index] = Outcome(
             200, body=encoded.body, header_length=int(length) if length else None
@@ -99,7 +112,28 @@ def run_envelopes(
     return done
 
 
-def _item(payloads: PayloadStore, envelope: RequestEnvelope) -> BatchItem:
+def _offer(
+    capture: DataCapture,
+    server: ModelServer,
+    item: BatchItem,
+    version: int,
+    *,
+    body: tuple[Payload, str],
+    encoded: EncodedResponse,
+) -> None:
+    try:
+        served = server.resolver.resolve(item.model, version)  # cached: it just ran
+    except LambdaServeError:
+        return
+    answer = (encoded.body, encoded.headers.get("content-type", JSON))
+    offer_served(capture, served, body, answer)
+
+
+def _item(
+    payloads: PayloadStore, envelope: RequestEnvelope
+) -> tuple[BatchItem, tuple[Payload, str]]:
+    """The envelope's request, and its body as sent: the stored bytes of a large (or
+    binary) request, else the v2 document the envelope carries (serialized if captured)."""
     if envelope.payload_key:
         if envelope.payload_key != request_key(envelope.id):
             # A request may only name its own stored body, never another client's.
@@ -109,20 +143,29 @@ def _item(payloads: PayloadStore, envelope: RequestEnvelope) -> BatchItem:
             )
         body = payloads.get(envelope.payload_key)
         request = parse_infer_request(body, envelope.header_length)
-    else:
-        request = parse_infer_document(envelope.request_document(), memoryview(b""))
-    return BatchItem(envelope.model_name, envelope.model_version, request)
+        kind = JSON if envelope.header_length is None else "application/octet-stream"
+        return BatchItem(envelope.model_name, envelope.model_version, request), (body, kind)
+    document = envelope.request_document()
+    request = parse_infer_document(document, memoryview(b""))
+    sent: tuple[Payload, str] = (partial(orjson.dumps, envelope.request), JSON)
+    return BatchItem(envelope.model_name, envelope.model_version, request), sent
 
 
 class InProcessInvoker:
     """Locally (and in ECS workers) the batch runs in the same process."""
 
-    def __init__(self, server: Callable[[], ModelServer], payloads: PayloadStore) -> None:
+    def __init__(
+        self,
+        server: Callable[[], ModelServer],
+        payloads: PayloadStore,
+        capture: DataCapture | None = None,
+    ) -> None:
         self._server = server
         self._payloads = payloads
+        self._capture = capture
 
     def invoke(self, envelopes: Sequence[RequestEnvelope]) -> list[Outcome]:
-        return run_envelopes(self._server(), self._payloads, envelopes)
+        return run_envelopes(self._server(), self._payloads, envelopes, self._capture)
 
 
 @dataclass(frozen=True)

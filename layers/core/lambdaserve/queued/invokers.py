@@ -18,6 +18,7 @@ from lambdaserve.errors import InvalidInput, LambdaServeError
 from lambdaserve.protocol.http_status import status_for
 from lambdaserve.queued.inference import Outcome, RetryableError, run_envelopes
 from lambdaserve.queued.results import PayloadStore, RequestEnvelope, parse_envelope
+from lambdaserve.serving.data_capture import DataCapture
 from lambdaserve.serving.model_server import ModelServer
 
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024
@@ -184,7 +185,10 @@ def runtime_json_size(compact: bytes) -> int:
 
 
 def answer_envelopes(
-    server: ModelServer, payloads: PayloadStore, event: dict[str, Any]
+    server: ModelServer,
+    payloads: PayloadStore,
+    event: dict[str, Any],
+    capture: DataCapture | None = None,
 ) -> list[dict[str, Any]]:
     """The infer function's batch call: ``{"requests": [envelope, ...]}`` -> N results, in
     order. An envelope is a v2 request plus ``model_name`` (and optional ``model_version``,
@@ -203,7 +207,7 @@ def answer_envelopes(
             answers.append(None)
         except LambdaServeError as exc:
             answers.append({"status": status_for(exc), "error": exc.message})
-    outcomes = iter(run_envelopes(server, payloads, envelopes))
+    outcomes = iter(run_envelopes(server, payloads, envelopes, capture))
     pending = iter(envelopes)
     filled: list[Answered] = [
         answer if answer is not None else (next(pending).id, next(outcomes)) for answer in answers

@@ -8,7 +8,8 @@ set through the management API's ``PUT /models/{m}`` like any config field), a J
 ``text_content_types`` (kept as text; every other type base64), ``kms_key_id`` (SSE-KMS).
 
 Never in the way of an answer: a captured pair is queued (bounded by ``max_pending``
-records; what does not fit is dropped and counted) and written by a thread of its own, one
+records; what does not fit is dropped and counted) and written by a thread of its own (every
+``interval_s``, or as soon as the backlog is half full), one
 JSONL object per model version and hour per flush
 (``<prefix>/<model>/<version>/yyyy/mm/dd/hh/<time>-<id>.jsonl``); a write that fails is
 logged and counted, never raised.
@@ -163,6 +164,7 @@ class DataCapture:
         max_pending: int = 1000,
         interval_s: float = 5.0,
         sample: Callable[[], float] = random.random,
+        writer: bool = True,
     ) -> None:
         self._put = put
         self._prefix = prefix.rstrip("/")
@@ -175,21 +177,49 @@ class DataCapture:
         self._writing = threading.Lock()
         self.counts = CaptureCounts()
         self._thread: threading.Thread | None = None
+        self._writer = writer  # False: only ``flush`` writes (a caller that owns the timing)
 
     def offer(self, setting: CaptureSetting | None, exchange: Exchange) -> None:
         """Queue the exchange when the model captures and the sample takes it; never raises."""
-        if setting is None or self._sample() * 100 >= setting.sampling_percentage:
-            return
+        if self.takes(setting):
+            assert setting is not None
+            self.queue(setting, exchange)
+
+    def takes(self, setting: CaptureSetting | None) -> bool:
+        """Whether this request is captured (the model captures, and the sample takes it):
+        asked before a door builds the exchange's bytes, so an unsampled request pays
+        nothing for them."""
+        return setting is not None and self._sample() * 100 < setting.sampling_percentage
+
+    def queue(self, setting: CaptureSetting, exchange: Exchange) -> None:
+        """Queue a sampled exchange (``takes``); a full backlog drops it, counted."""
         with self._lock:
             if len(self._pending) >= self._max_pending:
                 self.counts.dropped += 1
                 return
             self._pending.append((setting, exchange, datetime.now(UTC)))
             self.counts.captured += 1
+            # a busy model fills the backlog faster than the interval: write it early
+            early = len(self._pending) >= self._max_pending // 2
         self._start()
+        if early:
+            self._wake.set()
+
+    def count_failed(self, records: int = 1) -> None:
+        """Records that were sampled and will never be written (their write or their bytes
+        failed): counted, never raised."""
+        with self._lock:
+            self.counts.failed += records
+
+    def snapshot(self) -> dict[str, int]:
+        """The records captured, dropped (backlog full) and failed (write failed) so far: what
+        ``/metrics`` and the EMF lines report."""
+        with self._lock:
+            counts = self.counts
+            return {"captured": counts.captured, "dropped": counts.dropped, "failed": counts.failed}
 
     def _start(self) -> None:
-        if self._thread is None:
+        if self._thread is None and self._writer:
             with self._lock:
                 if self._thread is None:
                     self._thread = threading.Thread(
@@ -223,8 +253,7 @@ class DataCapture:
                     logger.warning(
                         "data capture: %d records to %s not written: %s", len(records), key, error
                     )
-                    with self._lock:
-                        self.counts.failed += len(records)
+                    self.count_failed(len(records))
 
 
 def s3_put(s3: Callable[[], Any], bucket: str) -> Callable[[str, bytes, str], None]:

@@ -113,7 +113,14 @@ class Process:
 
         # the S3 client on the first write: no invocation's cold start pays for it
         put = s3_put(lambda: self.clients.s3, self.settings.bucket)
-        return self._once("data_capture", lambda: DataCapture(put, "captures"))
+        metrics = self.metrics
+
+        def build() -> DataCapture:
+            capture = DataCapture(put, "captures")
+            metrics.watch_capture(capture.snapshot)  # Lambda's EMF lines report its losses
+            return capture
+
+        return self._once("data_capture", build)
 
     def serving_plane(
         self, *, batching: bool = True, readiness: bool = False
@@ -227,9 +234,12 @@ class Process:
         names the infer function."""
         from lambdaserve.wiring.queues import build_consumer_services
 
+        capture = self.data_capture  # built first: _once holds its lock while building
         return self._once(
             "consumer",
-            lambda: build_consumer_services(self.settings, self.queue, self.server, self.clients),
+            lambda: build_consumer_services(
+                self.settings, self.queue, self.server, self.clients, capture
+            ),
         )
 
     # -- the management side --------------------------------------------------------------

@@ -16,6 +16,7 @@ from lambdaserve.wiring.aws import AwsClients
 
 if TYPE_CHECKING:  # imported where the batcher's path is built: not on the async submit path
     from lambdaserve.queued.delivery import TopUp, VisibilityLease
+    from lambdaserve.serving.data_capture import DataCapture
 
 
 @dataclass(frozen=True)
@@ -51,13 +52,14 @@ def build_queued_inference(
     queue: QueueServices,
     server: Callable[[], ModelServer],
     clients: AwsClients | None = None,
+    capture: DataCapture | None = None,
 ) -> QueuedInference:
     """The batcher's domain: Lambda invoke of the infer function when one is configured."""
     clients = clients or AwsClients(settings)
     invoker: Invoker = (
         LambdaInvoker(clients.client("lambda"), settings.infer_function)
         if settings.infer_function
-        else InProcessInvoker(server, queue.payloads)
+        else InProcessInvoker(server, queue.payloads, capture)
     )
     return QueuedInference(
         queue.results,
@@ -85,6 +87,7 @@ def build_consumer_services(
     queue: QueueServices,
     server: Callable[[], ModelServer],
     clients: AwsClients,
+    capture: DataCapture | None = None,
 ) -> ConsumerServices:
     """The batcher function's (and ``lambdaserve worker``'s) path over ``queue``."""
     from lambdaserve.queued.delivery import TopUp, VisibilityLease
@@ -97,5 +100,5 @@ def build_consumer_services(
         settings.retry_delay_s,
     )
     lease = VisibilityLease(queue.sqs, queue.requests_queue_url, settings.visibility_lease_s)
-    queued = build_queued_inference(settings, queue, server, clients)
+    queued = build_queued_inference(settings, queue, server, clients, capture)
     return ConsumerServices(queued, topup, lease)

@@ -32,6 +32,7 @@ from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.grpc import kserve
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import ModelManager
+from lambdaserve.serving.capture_offers import GRPC, offer
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.tracing.frontend import FRONTEND
 from lambdaserve.tracing.otel import CALLER
@@ -192,9 +193,18 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
         shared = self._plane.shared_memory
         decoded = kserve.infer_request(request, shared)
         inferred = await self._plane.infer(model, number, decoded)
-        return kserve.infer_response(
+        response = kserve.infer_response(
             model, inferred.version, decoded.id, inferred.outputs, decoded, shared=shared
         )
+        if self._plane.capture is not None:  # the messages as they travel, when sampled
+            await offer(
+                self._plane,
+                model,
+                inferred.version,
+                (request.SerializeToString, GRPC),
+                (response.SerializeToString, GRPC),
+            )
+        return response
 
     @unary
     async def RepositoryIndex(self, request: pb.RepositoryIndexRequest, context: Context) -> Any:
