@@ -118,7 +118,7 @@ parameters { key: "data_capture" value { string_value: "{\\"sampling_percentage\
 """
 
 
-def test_a_capturing_models_exchange_reaches_s3_under_the_infer_functions_role(
+def test_a_capturing_models_exchanges_reach_s3_under_the_functions_roles(
     stack: DeployedStack,
 ):
     # Given a model whose config asks for payload capture, published through the stack
@@ -142,4 +142,16 @@ def test_a_capturing_models_exchange_reaches_s3_under_the_infer_functions_role(
     assert answer["statusCode"] == 200, answer
     assert record["captureData"]["endpointInput"]["data"].encode() == body
     assert record["captureData"]["endpointOutput"]["data"] == answer["body"]
+    # And when the same request is queued, the batch path captures it too, under its roles
+    event = http_api_event("POST", "/v2/models/captured/infer", body)
+    event["headers"]["prefer"] = "respond-async"
+    accepted = stack.invoke("InferFunction", event)
+    assert accepted["statusCode"] == 202, accepted
+    stack.pump("BatcherFunction", lambda: len(keys()) >= 2)
+    queued = [
+        json.loads(line)
+        for key in keys()
+        for line in s3.get_object(Bucket=bucket, Key=key)["Body"].read().splitlines()
+    ]
+    assert len(queued) == 2 and all(r["captureData"]["endpointOutput"]["data"] for r in queued)
     stack.assert_no_denials()
