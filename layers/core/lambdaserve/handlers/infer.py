@@ -71,10 +71,12 @@ def _record_batch(event: dict[str, Any], times: tuple[float, float]) -> None:
     """The batch run as a span of each traced request's trace, under the batcher's span its
     envelope carries: one invoke serves requests of many traces."""
     requests = event.get("requests")
-    for envelope in requests if isinstance(requests, list) else ():
-        caller = (
-            from_traceparent(envelope.get("traceparent")) if isinstance(envelope, dict) else None
-        )
+    envelopes = [e for e in requests if isinstance(e, dict)] if isinstance(requests, list) else []
+    for envelope in envelopes:
+        caller = from_traceparent(envelope.get("traceparent"))
         if caller is not None:
-            annotations = {"model": str(envelope.get("model_name")), "batch_size": len(requests)}
+            annotations: dict[str, str | int] = {
+                "model": str(envelope.get("model_name")),
+                "batch_size": len(envelopes),
+            }
             record("lambdaserve-infer", caller.child(), caller.span_id, times, annotations)
