@@ -137,3 +137,19 @@ def test_the_forwarded_request_carries_the_hops_traceparent():
         CURRENT.reset(token)
     # Then serve hears the hop's span as the parent
     assert client.headers["traceparent"] == f"00-{TRACE}-{SPAN}-01"
+
+
+def test_opentelemetrys_own_variables_name_the_endpoint_when_the_flags_do_not(monkeypatch):
+    from lambdaserve.tracing.config import OTLP_DEFAULT_URL, trace_config
+
+    # Given no endpoint variable: Triton's default; then OpenTelemetry's variables, the
+    # traces one first; and a flag over both
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    assert trace_config(["mode=opentelemetry"]).otel_url == OTLP_DEFAULT_URL
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/")
+    assert trace_config(["mode=opentelemetry"]).otel_url == "http://collector:4318/v1/traces"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://tempo:4318/v1/traces")
+    assert trace_config(["mode=opentelemetry"]).otel_url == "http://tempo:4318/v1/traces"
+    flag = ["mode=opentelemetry", "opentelemetry,url=http://jaeger:4318/v1/traces"]
+    assert trace_config(flag).otel_url == "http://jaeger:4318/v1/traces"
