@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import random
 import re
 import threading
 import time
@@ -38,17 +39,19 @@ def parse_traceparent(header: str | None) -> tuple[str, str] | None:
 
 
 class OtlpExporter:
-    """Spans through the OpenTelemetry SDK: a ``TracerProvider`` of its own (not the global
-    one: a model's own OpenTelemetry use keeps its provider), its ``BatchSpanProcessor``
-    with Triton's bsp defaults, and the OTLP/HTTP (protobuf) span exporter."""
+    """Spans through the OpenTelemetry SDK: its ``BatchSpanProcessor`` (Triton's bsp
+    defaults) and OTLP/HTTP (protobuf) span exporter. Triton's spans are finished when they
+    are made (their times are the trace's stamps), so each is made as the SDK's finished
+    span (``ReadableSpan``) and handed to the processor: a tracer's start/end machinery
+    (contexts, sampler) costs ~4x as much for nothing (scripts/bench_trace.py). This
+    process's own provider: a model's own OpenTelemetry use keeps the global one."""
 
     def __init__(self, url: str, resources: tuple[tuple[str, str], ...]) -> None:
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
             from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import TracerProvider
             from opentelemetry.sdk.trace.export import BatchSpanProcessor
-            from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+            from opentelemetry.sdk.util.instrumentation import InstrumentationScope
         except ImportError as exc:
             raise InvalidInput(
                 "--trace-config mode=opentelemetry needs the OpenTelemetry SDK: "
@@ -57,20 +60,17 @@ class OtlpExporter:
             ) from None
         self.url = url
         attributes = {"service.name": "triton-inference-server", **dict(resources)}
-        # ALWAYS_ON: Triton's rate and count chose this request; the SDK samples no further
-        self._provider = TracerProvider(resource=Resource.create(attributes), sampler=ALWAYS_ON)
-        self._provider.add_span_processor(
-            BatchSpanProcessor(
-                OTLPSpanExporter(endpoint=url),
-                max_queue_size=_QUEUE,
-                max_export_batch_size=_BATCH,
-                schedule_delay_millis=_DELAY_S * 1000,
-            )
+        self._resource = Resource.create(attributes)
+        self._scope = InstrumentationScope("lambdaserve")
+        self._processor: Any = BatchSpanProcessor(
+            OTLPSpanExporter(endpoint=url),
+            max_queue_size=_QUEUE,
+            max_export_batch_size=_BATCH,
+            schedule_delay_millis=_DELAY_S * 1000,
         )
-        self._tracer = self._provider.get_tracer("lambdaserve")
         self._offset = time.time_ns() - time.perf_counter_ns()  # monotonic -> wall clock
-        # The SDK's spans cost ~30 us each to make: made on a thread of their own, off the
-        # request's path (a bounded queue; what it drops is counted in the log)
+        # spans are made on a thread of their own, off the request's path (a bounded queue;
+        # what it drops is counted in the log)
         self._traces: queue.Queue[tuple[RequestTrace, tuple[str, str] | None] | None]
         self._traces = queue.Queue(_QUEUE)
         self.dropped = 0
@@ -87,37 +87,24 @@ class OtlpExporter:
             if self.dropped in (1, 1000, 100000):
                 log.warning("%d traces dropped: the OTLP exporter is behind", self.dropped)
 
-    def _make_spans(self) -> None:
-        while (item := self._traces.get()) is not None:
-            try:
-                self._export(*item)
-            except Exception:  # a trace never stops the others
-                log.exception("the spans of trace %d could not be made", item[0].id)
-
-    def _export(self, trace: RequestTrace, context: tuple[str, str] | None) -> None:
-        from opentelemetry import trace as api
-        from opentelemetry.context import Context
-
-        parent = Context()  # a root: the SDK makes a new trace id
-        if context is not None:
-            caller = api.SpanContext(
-                int(context[0], 16),
-                int(context[1], 16),
-                is_remote=True,
-                trace_flags=api.TraceFlags(api.TraceFlags.SAMPLED),
-            )
-            parent = api.set_span_in_context(api.NonRecordingSpan(caller))
-        self._spans(trace, parent, root=True)
-
     def close(self) -> None:
         """Shutdown: what is queued is made and sent, then the threads end."""
         self._traces.put(None)
         self._thread.join(timeout=10)
-        self._provider.shutdown()
+        self._processor.shutdown()
 
-    def _spans(self, trace: RequestTrace, parent: Any, root: bool) -> None:
-        from opentelemetry import trace as api
+    def _make_spans(self) -> None:
+        while (item := self._traces.get()) is not None:
+            trace, context = item
+            try:
+                if context is None:  # a root: a new trace
+                    self._spans(trace, random.getrandbits(128), None, root=True)
+                else:
+                    self._spans(trace, int(context[0], 16), int(context[1], 16), root=True)
+            except Exception:  # a trace never stops the others
+                log.exception("the spans of trace %d could not be made", trace.id)
 
+    def _spans(self, trace: RequestTrace, trace_id: int, parent: int | None, root: bool) -> None:
         stamps = [e for e in trace.events if isinstance(e, tuple)]
         if not stamps:
             return
@@ -125,8 +112,7 @@ class OtlpExporter:
         compute = [(n, ns) for n, ns in stamps if n in COMPUTE]
         outer = [(n, ns) for n, ns in stamps if n not in COMPUTE and (n, ns) not in door]
         if root:  # the door's stamps are the root's events, as Triton's frontends add them
-            request_span = self._span("InferRequest", parent, stamps, door, {})
-            parent = api.set_span_in_context(request_span)
+            parent = self._span("InferRequest", (trace_id, parent), stamps, door, {})
         attributes: dict[str, Any] = {
             "triton.model_name": trace.model,
             "triton.model_version": trace.version,
@@ -134,32 +120,41 @@ class OtlpExporter:
             "triton.trace_parent_id": trace.parent_id,
             "triton.request_id": trace.request_id,
         }
-        model_span = self._span(trace.model, parent, outer or stamps, outer, attributes)
+        model = self._span(trace.model, (trace_id, parent), outer or stamps, outer, attributes)
         if compute:
-            span = self._span("compute", api.set_span_in_context(model_span), compute, compute, {})
+            span = self._span("compute", (trace_id, model), compute, compute, {})
             for child in trace.children:
-                self._spans(child, api.set_span_in_context(span), root=False)
+                self._spans(child, trace_id, span, root=False)
 
     def _span(
         self,
         name: str,
-        parent: Any,
+        ids: tuple[int, int | None],
         bounds: list[tuple[str, int]],
         events: list[tuple[str, int]],
         attributes: dict[str, Any],
-    ) -> Any:
-        """A finished span from the first to the last of ``bounds``, ``events`` on it."""
-        from opentelemetry.trace import SpanKind
+    ) -> int:
+        """A finished span of trace ``ids[0]`` under span ``ids[1]``, from the first to the
+        last of ``bounds``, ``events`` on it, to the processor; its id."""
+        from opentelemetry.sdk.trace import Event, ReadableSpan
+        from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
-        kept = {k: v for k, v in attributes.items() if v is not None and v != ""}
-        span = self._tracer.start_span(
+        trace_id, parent = ids
+        flags = TraceFlags(TraceFlags.SAMPLED)
+        span_id = random.getrandbits(64)  # as the SDK's RandomIdGenerator makes them
+        span = ReadableSpan(
             name,
-            context=parent,
+            context=SpanContext(trace_id, span_id, is_remote=False, trace_flags=flags),
+            parent=None
+            if parent is None
+            else SpanContext(trace_id, parent, is_remote=False, trace_flags=flags),
+            resource=self._resource,
+            attributes={k: v for k, v in attributes.items() if v is not None and v != ""},
+            events=[Event(event, timestamp=ns + self._offset) for event, ns in events],
             kind=SpanKind.SERVER,  # as Triton's spans are
-            attributes=kept,
             start_time=bounds[0][1] + self._offset,
+            end_time=bounds[-1][1] + self._offset,
+            instrumentation_scope=self._scope,
         )
-        for event, ns in events:
-            span.add_event(event, timestamp=ns + self._offset)
-        span.end(end_time=bounds[-1][1] + self._offset)
-        return span
+        self._processor.on_end(span)
+        return span_id
