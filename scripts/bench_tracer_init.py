@@ -62,7 +62,9 @@ def _shipped_envs():  # type: ignore[no-untyped-def]
     return module
 
 
-def timed(command: list[str], code: str, environment: dict[str, str], runs: int) -> dict[str, float]:
+def timed(
+    command: list[str], code: str, environment: dict[str, str], runs: int
+) -> dict[str, float]:
     times = []
     for _ in range(runs):
         done = subprocess.run(
