@@ -85,8 +85,14 @@ DEV_EXTRAS = $(if $(filter 1,$(TORCH)),install-torch) $(if $(filter 1,$(TORCHSER
 	$(if $(filter 1,$(PADDLE)),install-paddle) $(if $(filter 1,$(OPENVINO)),install-openvino) \
 	$(if $(filter 1,$(TENSORFLOW)),install-tensorflow)
 DEPLOYED ?= 0
-dev: install-dev $(DEV_EXTRAS) ## run the whole system locally (Ctrl-C stops it); DEPLOYED=1: as template.yaml deploys it
-	$(BIN)/lambdaserve dev $(if $(filter 1,$(DEPLOYED)),--deployed) $(ARGS)
+# OTLP_ENDPOINT=http://host:4318: every request's spans (OpenTelemetry mode, rate 1) to that
+# OTLP/HTTP collector (Jaeger, Tempo, an OpenTelemetry Collector; /v1/traces is added)
+comma := ,
+TRACE_FLAGS = $(if $(OTLP_ENDPOINT),--trace-config mode=opentelemetry \
+	--trace-config opentelemetry$(comma)url=$(OTLP_ENDPOINT)/v1/traces --trace-config level=TIMESTAMPS \
+	--trace-config rate=1)
+dev: install-dev $(DEV_EXTRAS) ## run the whole system locally (Ctrl-C stops it); DEPLOYED=1: as template.yaml deploys it; OTLP_ENDPOINT=URL: traces to that collector
+	$(BIN)/lambdaserve dev $(if $(filter 1,$(DEPLOYED)),--deployed) $(TRACE_FLAGS) $(ARGS)
 
 # The response cache's tests run a real redis-server: Debian's package, installed when missing.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)

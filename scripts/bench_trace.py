@@ -1,13 +1,15 @@
 """Triton's tracing: the latency a request gains when it is traced, one run.
 
-``lambdaserve serve`` twice against one ``lambdaserve dev`` stack, the same small ONNX model
-(the demo MLP 784 -> 256 -> 10, one JSON row per request): one server with tracing OFF
-(Triton's default), one tracing every request (``--trace-config rate=1``,
-``level=TIMESTAMPS``, a trace file written every 1,000 traces). Sequential requests from one
-client, alternating between the servers in rounds of 100 (each first in every other round)
-so drift hits both; p50 and the mean per server, and the difference. Beside it, in this
-process, the tracing work alone per request (start, QUEUE_START, the compute stamps,
-REQUEST_END and the record written), best of 5.
+``lambdaserve serve`` three times against one ``lambdaserve dev`` stack, the same small ONNX
+model (the demo MLP 784 -> 256 -> 10, one JSON row per request): one server with tracing OFF
+(Triton's default), one tracing every request in Triton mode (``--trace-config rate=1``,
+``level=TIMESTAMPS``, a trace file written every 1,000 traces), one tracing every request in
+OpenTelemetry mode (the OpenTelemetry SDK's spans over OTLP/HTTP to a receiver in this
+process). Sequential requests from one client, alternating between the servers in rounds of
+100 (the order turned each round) so drift hits all; p50 and the mean per server, and the
+differences. Beside it, in this process, the tracing work alone per request (start,
+QUEUE_START, the compute stamps, REQUEST_END and the record written or the spans handed to
+the SDK), best of 5.
 
     python scripts/bench_trace.py [--requests 3000]
 """
@@ -22,7 +24,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import boto3
@@ -33,6 +37,28 @@ from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.emulator import free_port, wait_for_port
 
 HEADERS = {"Content-Type": "application/json"}
+
+
+class Receiver(BaseHTTPRequestHandler):
+    """An OTLP/HTTP endpoint that takes the spans and answers 200 (what a collector does
+    first), counting the exports."""
+
+    exports = 0
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        Receiver.exports += 1
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def otlp_receiver() -> tuple[ThreadingHTTPServer, str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_port}/v1/traces"
 
 
 def start_serve(endpoint: str, work: str, *flags: str) -> tuple[subprocess.Popen[bytes], int]:
@@ -58,9 +84,10 @@ def timed(connection: http.client.HTTPConnection, body: bytes) -> float:
     return elapsed
 
 
-def hook_cost_ns(directory: str, count: int = 20000) -> dict[str, float]:
+def hook_cost_ns(directory: str, url: str, count: int = 20000) -> dict[str, float]:
     """ns per request of what the data plane and the serving code do for a trace, OFF and
-    at rate 1 (TIMESTAMPS, records written every 1,000 traces)."""
+    at rate 1 (TIMESTAMPS; Triton mode: records written every 1,000 traces; OpenTelemetry
+    mode: the spans to the SDK's batch processor, exported to ``url``)."""
     from lambdaserve.protocol.v2 import InferInput, InferRequest
     from lambdaserve.tracing.config import trace_config
     from lambdaserve.tracing.request_trace import computed
@@ -74,6 +101,10 @@ def hook_cost_ns(directory: str, count: int = 20000) -> dict[str, float]:
         "rate_1": Tracer(
             trace_config([f"triton,file={file}", "level=TIMESTAMPS", "rate=1",
                           "triton,log-frequency=1000"])
+        ),
+        "otel_rate_1": Tracer(
+            trace_config(["mode=opentelemetry", f"opentelemetry,url={url}", "level=TIMESTAMPS",
+                          "rate=1"])
         ),
     }  # fmt: skip
     best: dict[str, float] = {}
@@ -106,6 +137,7 @@ def main() -> None:
     tensor = {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 784]}
     body = json.dumps({"inputs": [{**tensor, "data": row.ravel().tolist()}]}).encode()
     stack, endpoint = start_stack()
+    receiver, url = otlp_receiver()
     try:
         s3 = boto3.client(
             "s3",
@@ -128,6 +160,11 @@ def main() -> None:
                     "--trace-config", f"triton,file={trace}", "--trace-config", "level=TIMESTAMPS",
                     "--trace-config", "rate=1", "--trace-config", "triton,log-frequency=1000",
                 ),
+                "otel_rate_1": (
+                    "--trace-config", "mode=opentelemetry", "--trace-config",
+                    f"opentelemetry,url={url}", "--trace-config", "level=TIMESTAMPS",
+                    "--trace-config", "rate=1",
+                ),
             }  # fmt: skip
             servers = {name: start_serve(endpoint, work, *f) for name, f in flags.items()}
             try:
@@ -139,9 +176,10 @@ def main() -> None:
                     for _ in range(200):
                         timed(connection, body)
                 times: dict[str, list[float]] = {name: [] for name in servers}
+                order = list(connections.items())
                 for round_ in range(args.requests // 100):
-                    order = list(connections.items())  # each first in every other round
-                    for name, connection in order[:: 1 if round_ % 2 else -1]:
+                    turned = order[round_ % len(order) :] + order[: round_ % len(order)]
+                    for name, connection in turned:
                         times[name] += [timed(connection, body) for _ in range(100)]
             finally:
                 for process, _ in servers.values():
@@ -158,11 +196,15 @@ def main() -> None:
         }
         for name, values in times.items()
     }
-    report["added_p50_us"] = round(report["rate_1"]["p50_us"] - report["off"]["p50_us"], 1)  # type: ignore[assignment]
-    report["added_mean_us"] = round(report["rate_1"]["mean_us"] - report["off"]["mean_us"], 1)  # type: ignore[assignment]
+    off = report["off"]
+    for mode in ("rate_1", "otel_rate_1"):
+        added = {k: round(report[mode][k] - off[k], 1) for k in ("p50_us", "mean_us")}
+        report[f"{mode}_added"] = added
     report["trace_records_written"] = written  # type: ignore[assignment]
+    report["otlp_exports_received"] = Receiver.exports  # type: ignore[assignment]
     with tempfile.TemporaryDirectory() as directory:
-        report["hook_ns_per_request"] = hook_cost_ns(directory)  # type: ignore[assignment]
+        report["hook_ns_per_request"] = hook_cost_ns(directory, url)  # type: ignore[assignment]
+    receiver.shutdown()
     print(json.dumps(report, indent=2))
 
 

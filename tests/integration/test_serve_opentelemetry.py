@@ -1,17 +1,17 @@
 """`lambdaserve serve --trace-config mode=opentelemetry`: a request's spans reach an OTLP/HTTP
-collector (a small local receiver here) under the caller's W3C traceparent, as Triton's
-OpenTelemetry mode sends them: InferRequest, the model's span with Triton's timestamps as
-events, and compute."""
+collector (a small local receiver here, reading OTLP's protobuf as collectors do) under the
+caller's W3C traceparent, as Triton's OpenTelemetry mode sends them: InferRequest, the
+model's span with Triton's timestamps as events, and compute."""
 
 from __future__ import annotations
 
-import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from tests import builders
 from tests.integration.grpc_support import lambdaserve_serve
@@ -21,19 +21,38 @@ CALLER_SPAN = "00f067aa0ba902b7"
 
 
 class Collector(BaseHTTPRequestHandler):
+    """An OTLP/HTTP receiver: each exported span as a dict, ids in hex."""
+
     received: list[dict] = []
+    resources: list[dict] = []
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        assert self.path == "/v1/traces" and self.headers["Content-Type"] == "application/json"
-        for resource in json.loads(body)["resourceSpans"]:
-            for scope in resource["scopeSpans"]:
-                Collector.received.extend(scope["spans"])
+        assert self.path == "/v1/traces"
+        assert self.headers["Content-Type"] == "application/x-protobuf"
+        export = ExportTraceServiceRequest.FromString(body)
+        for resource in export.resource_spans:
+            attributes = {a.key: a.value.string_value for a in resource.resource.attributes}
+            Collector.resources.append(attributes)
+            for scope in resource.scope_spans:
+                Collector.received.extend(_span(span) for span in scope.spans)
         self.send_response(200)
         self.end_headers()
 
     def log_message(self, *args: object) -> None:
         pass
+
+
+def _span(span) -> dict:
+    return {
+        "traceId": span.trace_id.hex(),
+        "spanId": span.span_id.hex(),
+        "parentSpanId": span.parent_span_id.hex(),
+        "name": span.name,
+        "events": [{"name": e.name} for e in span.events],
+        "startTimeUnixNano": span.start_time_unix_nano,
+        "endTimeUnixNano": span.end_time_unix_nano,
+    }
 
 
 def _inputs(module, rows: int) -> list:
@@ -47,7 +66,7 @@ def _inputs(module, rows: int) -> list:
 
 def test_spans_reach_an_otlp_collector_under_the_callers_traceparent(stack):
     # Given a collector, a model, and serve in OpenTelemetry mode tracing every 1000th request
-    Collector.received = []
+    Collector.received, Collector.resources = [], []
     collector = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
     threading.Thread(target=collector.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{collector.server_port}/v1/traces"
@@ -70,6 +89,8 @@ def test_spans_reach_an_otlp_collector_under_the_callers_traceparent(stack):
         collector.shutdown()
     # Then (sent at shutdown at the latest) both traced requests' spans are the caller's
     spans = Collector.received
+    assert {r["service.name"] for r in Collector.resources} == {"triton-inference-server"}
+    assert all(r["a"] == "b" for r in Collector.resources)
     roots = [s for s in spans if s["name"] == "InferRequest"]
     assert len(roots) == 2
     assert {s["traceId"] for s in spans} == {CALLER_TRACE}

@@ -81,7 +81,7 @@ def test_the_transform_produces_every_function_with_its_role(cfn):
     }
     for name, function in functions.items():
         assert function["Properties"]["Role"] == {"Fn::GetAtt": [f"{name}Role", "Arn"]}
-        assert function["Properties"]["TracingConfig"] == {"Mode": "Active"}
+        assert function["Properties"]["TracingConfig"] == {"Mode": {"Ref": "Tracing"}}
 
 
 def test_queues_feed_their_functions_with_partial_batch_failures(cfn):

@@ -30,6 +30,7 @@ import urllib3
 
 from lambdaserve.protocol.v2 import HEADER_LENGTH
 from lambdaserve.queued.results import ResultRecord
+from lambdaserve.tracing.propagation import CURRENT
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +117,10 @@ class ServerModeRouter:
     def _forward(self, call: HttpCall) -> HttpAnswer | None:
         url = self._url + call.path + (f"?{call.query}" if call.query else "")
         headers = {k: v for k, v in call.headers.items() if k.lower() not in _DROPPED}
+        context = CURRENT.get()
+        if context is not None:  # serve's spans join the request's trace (W3C traceparent)
+            headers = {k: v for k, v in headers.items() if k.lower() != "traceparent"}
+            headers["traceparent"] = context.traceparent
         try:
             response = self._client.request(
                 call.method, url, body=call.body, headers=headers, redirect=False

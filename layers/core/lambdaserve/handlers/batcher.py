@@ -8,10 +8,13 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.data_classes import SQSEvent
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from lambdaserve.handlers import xray
 from lambdaserve.queued.consumer import Delivered, consume
-from lambdaserve.queued.inference import QueueMessage
+from lambdaserve.queued.inference import QueueMessage, message_trace
+from lambdaserve.tracing.propagation import TraceContext
 from lambdaserve.wiring.process import current
 
 logger = Logger(service="lambdaserve-batcher")
@@ -21,13 +24,19 @@ metrics = Metrics(namespace="lambdaserve", service="lambdaserve-batcher")
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
+@xray.capture
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """SQS event source mapping of the requests queue (partial batch failures, DLQ)."""
     process = current()
     services = process.consumer
     delivered = [
         Delivered(
-            QueueMessage(r.message_id, r.body, int(r.attributes.approximate_receive_count)),
+            QueueMessage(
+                r.message_id,
+                r.body,
+                int(r.attributes.approximate_receive_count),
+                _trace_of(r),
+            ),
             r.receipt_handle,
         )
         for r in SQSEvent(event).records
@@ -39,3 +48,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="ToppedUp", unit=MetricUnit.Count, value=done.topped_up)
     metrics.add_metric(name="Retried", unit=MetricUnit.Count, value=done.retried)
     return {"batchItemFailures": [{"itemIdentifier": i} for i in sorted(done.retry)]}
+
+
+def _trace_of(record: SQSRecord) -> TraceContext | None:
+    """The queued request's trace: its ``traceparent`` attribute, else ``AWSTraceHeader``."""
+    attribute = (record.get("messageAttributes") or {}).get("traceparent") or {}
+    traceparent = attribute.get("stringValue")
+    return message_trace(traceparent, record.attributes.aws_trace_header)

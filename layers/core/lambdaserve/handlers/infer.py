@@ -5,13 +5,16 @@ process's objects (``wiring.process``) and shapes the answer."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
+from lambdaserve.handlers import xray
 from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.serving.check_event import EVENT_KEY as CHECK_EVENT
+from lambdaserve.tracing.propagation import from_traceparent, record, recording
 from lambdaserve.wiring.process import current
 
 if TYPE_CHECKING:
@@ -23,6 +26,7 @@ copy_config_to_registered_loggers(source_logger=logger, include={"lambdaserve"})
 CUSTOM_METRICS.add_listener(lambda *args, **kw: current().metrics.record_custom(*args, **kw))  # noqa: PLW0108 (per call: tests install their own process)
 
 
+@xray.capture
 def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """API Gateway (HTTP API) events, and the manage function's load check (direct invoke)."""
     process = current()
@@ -46,6 +50,7 @@ def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
         process.metrics.flush()
 
 
+@xray.capture
 def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     """``{"requests": [envelope, ...]}`` -> ``{"results": [...]}``, the batcher's call: N in,
     N out, in order, errors per item (``queued.invokers.answer_envelopes`` says the shapes)."""
@@ -53,8 +58,26 @@ def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, An
 
     process = current()
     process.metrics.begin()
+    started = time.time()
     try:
         answers = answer_envelopes(process.server(), process.payloads, event, process.data_capture)
         return {"results": answers}
     finally:
         process.metrics.flush()
+        if recording():
+            _record_batch(event, (started, time.time()))
+
+
+def _record_batch(event: dict[str, Any], times: tuple[float, float]) -> None:
+    """The batch run as a span of each traced request's trace, under the batcher's span its
+    envelope carries: one invoke serves requests of many traces."""
+    requests = event.get("requests")
+    envelopes = [e for e in requests if isinstance(e, dict)] if isinstance(requests, list) else []
+    for envelope in envelopes:
+        caller = from_traceparent(envelope.get("traceparent"))
+        if caller is not None:
+            annotations: dict[str, str | int] = {
+                "model": str(envelope.get("model_name")),
+                "batch_size": len(envelopes),
+            }
+            record("lambdaserve-infer", caller.child(), caller.span_id, times, annotations)

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.errors import LambdaServeError
+from lambdaserve.local import lambda_tracing
 from lambdaserve.local.emulator import free_port
 from lambdaserve.local.function_process import FunctionProcess, base_environment
 from lambdaserve.local.http_routes import HttpRoute, choose
@@ -81,6 +82,9 @@ class DeployedStack:
     _credentials: dict[str, Credentials] = field(default_factory=dict)
     ports: dict[int, int] = field(default_factory=dict)  # container port -> this host's
     routes: tuple[HttpRoute, ...] = ()  # the HTTP API's
+    # where functions send X-Ray segments (Lambda's AWS_XRAY_DAEMON_ADDRESS): a journey's
+    # listener; unset, a closed port (UDP: nothing waits on it)
+    xray_daemon: str = "127.0.0.1:2000"
     _exits: ExitStack = field(default_factory=ExitStack)
 
     def function(self, logical: str) -> FunctionProcess:
@@ -156,14 +160,29 @@ class DeployedStack:
         handler = shape.handler.rsplit(".", 1)[-1]
         log = self.work / f"{logical}-2.log"
         with self.launcher.function(shape, environment, log) as process:
-            yield lambda event: process.invoke(handler, event)
+            yield lambda event: process.invoke(
+                handler, event, lambda_tracing.begin(shape.tracing, None).header
+            )
 
-    def invoke(self, logical: str, event: dict[str, Any]) -> Any:
-        """``event`` to function ``logical``'s handler (the one the template names)."""
+    def invoke(self, logical: str, event: dict[str, Any], trace: str | None = None) -> Any:
+        """``event`` to function ``logical``'s handler (the one the template names);
+        ``trace``: the caller's X-Ray trace header, which Lambda continues."""
         handler = self.shape.function(logical).handler.rsplit(".", 1)[-1]
-        answer = self.function(logical).invoke(handler, event)
+        answer = self._invoked(logical, handler, event, trace)
         self.assert_no_denials()  # a denied call fails the journey by name, not by its effect
         return answer
+
+    def _invoked(self, logical: str, handler: str, event: dict[str, Any], trace: str | None) -> Any:
+        """One invocation as Lambda runs it: its trace header made from the function's
+        tracing mode, and (sampled) the function's own segment sent to the daemon."""
+        shape = self.shape.function(logical)
+        invocation = lambda_tracing.begin(shape.tracing, trace)
+        try:
+            return self.function(logical).invoke(handler, event, invocation.header)
+        finally:
+            if shape.tracing != "Disabled":
+                name = f"{STACK}-{logical}"
+                lambda_tracing.send_function_segment(self.xray_daemon, name, invocation)
 
     def http(self, event: dict[str, Any]) -> Any:
         """An HTTP API request (a payload 2.0 event) through the route API Gateway picks, to
@@ -173,9 +192,14 @@ class DeployedStack:
         if chosen is None:
             return {"statusCode": 404, "body": '{"message":"Not Found"}'}
         route, parameters = chosen
-        event = {**event, "routeKey": route.key, "pathParameters": parameters}
+        # API Gateway's trace header on the request it passes on (the client's, else new)
+        headers = dict(event.get("headers") or {})
+        if not any(name.lower() == "x-amzn-trace-id" for name in headers):
+            headers["x-amzn-trace-id"] = f"Root={lambda_tracing.new_root()}"
+        trace = next(v for k, v in headers.items() if k.lower() == "x-amzn-trace-id")
+        event = {**event, "routeKey": route.key, "pathParameters": parameters, "headers": headers}
         handler = self.shape.function(route.function).handler.rsplit(".", 1)[-1]
-        return self.function(route.function).invoke(handler, event)
+        return self._invoked(route.function, handler, event, trace)
 
     def environment_of(
         self, shape: FunctionShape, credentials: Credentials, instance: str = ""
@@ -194,6 +218,10 @@ class DeployedStack:
             "TMPDIR": str(scratch),
             # EMF metric lines are CloudWatch's; here they would only bury the logs
             "POWERTOOLS_METRICS_DISABLED": "true",
+            # what Lambda sets for X-Ray (the SDK and Powertools' Tracer read them)
+            "LAMBDA_TASK_ROOT": "/var/task",
+            "AWS_XRAY_DAEMON_ADDRESS": self.xray_daemon,
+            "AWS_XRAY_CONTEXT_MISSING": "LOG_ERROR",
         }
 
     def pumps(self, logical: str, **config: Any) -> list[EventPump]:
@@ -207,7 +235,11 @@ class DeployedStack:
         sqs = MappingClient(
             self.enforcement.client("sqs", self.credentials(logical)), self.clients.sqs
         )
-        handler = self.function(logical).handler(shape.handler.rsplit(".", 1)[-1])
+        name = shape.handler.rsplit(".", 1)[-1]
+
+        def handler(event: dict[str, Any], _context: Any) -> Any:
+            return self._invoked(logical, name, event, None)  # Lambda starts the trace
+
         made = []
         for source in shape.sources:
             queue = self.queue(source.queue)
@@ -254,15 +286,19 @@ class DeployedStack:
 
         self.pump("ManageEventsFunction", reached)
 
-    def route(self, name: str, qualifier: str | None, payload: bytes) -> bytes:
+    def route(
+        self, name: str, qualifier: str | None, payload: bytes, trace: str | None = None
+    ) -> bytes:
         """A Lambda invoke of one of the stack's functions (by name or ARN, any qualifier:
-        the alias runs the code as deployed here), answered by that function."""
+        the alias runs the code as deployed here), answered by that function (``trace``:
+        the invoke's X-Amzn-Trace-Id, the caller's X-Ray context)."""
         function = name.rsplit(":function:", 1)[-1].split(":", 1)[0]
         logical = function.removeprefix(f"{STACK}-")
         if logical not in self.shape.functions:
             raise FunctionFailed(f"no function {name} in the deployed stack")
         try:
-            return json.dumps(self.invoke(logical, json.loads(payload or b"{}"))).encode()
+            answer = self.invoke(logical, json.loads(payload or b"{}"), trace)
+            return json.dumps(answer).encode()
         except FunctionFailed as error:
             raise FunctionFailed(str(error)[-2000:]) from error
 

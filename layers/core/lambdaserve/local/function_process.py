@@ -21,13 +21,17 @@ from lambdaserve.local.lambda_service import FunctionFailed
 _MARK = "HANDLER-RESULT "
 # The runtime loop: Lambda's bootstrap reduced to what a handler sees (event, context).
 RUNTIME = f"""
-import json, sys, traceback
+import json, os, sys, traceback
 sys.path[:0] = json.loads(sys.argv[1])
 import app
 from lambdaserve.processes.event_pump import LocalContext
 
 for line in sys.stdin:
     call = json.loads(line)
+    if call.get("trace"):  # Lambda's runtime: the invocation's X-Ray trace header
+        os.environ["_X_AMZN_TRACE_ID"] = call["trace"]
+    else:
+        os.environ.pop("_X_AMZN_TRACE_ID", None)
     try:
         result = getattr(app, call["handler"])(call["event"], LocalContext(call["function"]))
         answer = {{"result": result}}
@@ -78,16 +82,17 @@ class FunctionProcess:
         """The execution environment's process (model-code workers are its children)."""
         return self._process.pid
 
-    def invoke(self, handler: str, event: dict[str, Any]) -> Any:
+    def invoke(self, handler: str, event: dict[str, Any], trace: str | None = None) -> Any:
+        """``event`` to ``handler``; ``trace``: the invocation's X-Ray trace header, as
+        Lambda's runtime hands it over (``_X_AMZN_TRACE_ID``)."""
         with self._one_at_a_time:  # one execution environment: one event at a time
-            return self._invoke(handler, event)
+            return self._invoke(handler, event, trace)
 
-    def _invoke(self, handler: str, event: dict[str, Any]) -> Any:
+    def _invoke(self, handler: str, event: dict[str, Any], trace: str | None) -> Any:
         assert self._process.stdin is not None and self._process.stdout is not None
+        call = {"handler": handler, "event": event, "function": self.name, "trace": trace}
         try:
-            self._process.stdin.write(
-                json.dumps({"handler": handler, "event": event, "function": self.name}) + "\n"
-            )
+            self._process.stdin.write(json.dumps(call) + "\n")
             self._process.stdin.flush()
         except BrokenPipeError:
             raise FunctionFailed(f"{self.name} exited:\n{self.log_tail()}") from None

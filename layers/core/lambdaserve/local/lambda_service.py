@@ -3,7 +3,8 @@
 Deployed, the manage function checks a new version by invoking the infer function's alias,
 and the batcher invokes the batch function: calls through Lambda's API, under the caller's
 role. moto's Lambda would start the function's image in Docker; here each invoke is handed
-to ``route`` (the function's physical name or ARN, its qualifier, the payload), which runs
+to ``route`` (the function's physical name or ARN, its qualifier, the payload, the caller's
+X-Ray trace header), which runs
 the function where the stack runs it and returns its answer, or raises ``FunctionFailed``
 for what Lambda reports as a function error.
 """
@@ -18,7 +19,8 @@ from urllib.parse import unquote
 
 from lambdaserve.errors import LambdaServeError
 
-Route = Callable[[str, str | None, bytes], bytes]
+# (name or ARN, qualifier, payload, the invoke's X-Amzn-Trace-Id) -> the answer
+Route = Callable[[str, str | None, bytes, str | None], bytes]
 
 
 class FunctionFailed(LambdaServeError):
@@ -46,7 +48,8 @@ def lambda_invokes(route: Route) -> Iterator[None]:
         body = handler.body if isinstance(handler.body, bytes) else str(handler.body).encode()
         headers = {"content-type": "application/json"}
         try:
-            return 200, headers, route(name, qualifier, body)
+            trace = handler.headers.get("X-Amzn-Trace-Id")  # the caller's X-Ray context
+            return 200, headers, route(name, qualifier, body, trace)
         except FunctionFailed as error:
             failure = {"errorMessage": str(error), "errorType": "Unhandled"}
             return (

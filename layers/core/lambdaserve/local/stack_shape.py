@@ -53,6 +53,7 @@ class FunctionShape:
     sources: tuple[QueueSource, ...]
     role: Role
     literal: frozenset[str] = frozenset()  # variables the template writes as plain text
+    tracing: str = "PassThrough"  # Lambda's TracingConfig mode (PassThrough when unset)
 
 
 @dataclass(frozen=True)
@@ -257,6 +258,7 @@ def _function(
             for name, value in raw.get("Environment", {}).get("Variables", {}).items()
             if isinstance(value, str)
         ),
+        tracing=str(properties.get("TracingConfig", {}).get("Mode", "PassThrough")),
     )
 
 

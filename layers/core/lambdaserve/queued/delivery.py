@@ -11,7 +11,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from lambdaserve.queued.inference import QueueMessage
+from lambdaserve.queued.inference import QueueMessage, message_trace
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +48,22 @@ class TopUp:
                 MaxNumberOfMessages=min(10, self._limit - len(taken)),
                 WaitTimeSeconds=0,
                 AttributeNames=["ApproximateReceiveCount"],
+                MessageSystemAttributeNames=["ApproximateReceiveCount", "AWSTraceHeader"],
+                MessageAttributeNames=["traceparent"],
             )
             batch = response.get("Messages", [])
             if not batch:
                 break
             for message in batch:
-                count = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+                attributes = message.get("Attributes", {})
+                count = int(attributes.get("ApproximateReceiveCount", "1"))
+                traceparent = message.get("MessageAttributes", {}).get("traceparent", {})
+                trace = message_trace(
+                    traceparent.get("StringValue"), attributes.get("AWSTraceHeader")
+                )
                 taken.append(
                     (
-                        QueueMessage(message["MessageId"], message["Body"], count),
+                        QueueMessage(message["MessageId"], message["Body"], count, trace),
                         message["ReceiptHandle"],
                     )
                 )

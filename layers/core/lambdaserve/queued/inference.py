@@ -43,6 +43,8 @@ from lambdaserve.queued.results import (
 from lambdaserve.serving.capture_offers import JSON, Payload, offer_served
 from lambdaserve.serving.data_capture import DataCapture
 from lambdaserve.serving.model_server import BatchItem, ModelServer
+from lambdaserve.tracing import propagation
+from lambdaserve.tracing.propagation import TraceContext
 
 logger = logging.getLogger(__name__)
 
@@ -175,12 +177,30 @@ class QueueMessage:
     message_id: str
     body: str
     receive_count: int = 1
+    # the sender's trace context (its ``traceparent`` attribute, else ``AWSTraceHeader``)
+    trace: TraceContext | None = None
 
 
 @dataclass(frozen=True)
 class Accepted:
     message: QueueMessage
     envelope: RequestEnvelope
+
+
+def message_trace(traceparent: str | None, aws_trace_header: str | None) -> TraceContext | None:
+    """A queued request's trace context, from its message's ``traceparent`` attribute, else
+    its ``AWSTraceHeader`` system attribute (``queued.submit`` sets both)."""
+    return propagation.from_traceparent(traceparent) or propagation.from_xray(aws_trace_header)
+
+
+def _batcher_span(entry: Accepted) -> tuple[str, TraceContext, str] | None:
+    """The batcher's span of a request that carries a trace: (the traceparent the batch
+    invoke carries, the span, its parent); None for an untraced request."""
+    sender = entry.message.trace or propagation.from_traceparent(entry.envelope.traceparent)
+    if sender is None:
+        return None
+    span = sender.child()
+    return span.traceparent, span, sender.span_id
 
 
 class QueuedInference:
@@ -244,8 +264,29 @@ class QueuedInference:
         return Accepted(message, envelope)
 
     def _run(self, accepted: list[Accepted]) -> set[str]:
+        started = self._clock()
+        spans = [_batcher_span(a) for a in accepted]
+        envelopes = [
+            a.envelope if span is None else a.envelope.model_copy(update={"traceparent": span[0]})
+            for a, span in zip(accepted, spans, strict=True)
+        ]
         try:
-            outcomes = self._invoker.invoke([a.envelope for a in accepted])
+            return self._run_traced(accepted, envelopes)
+        finally:
+            ended = self._clock()
+            for span in spans:
+                if span is not None:
+                    propagation.record(
+                        "lambdaserve-batcher",
+                        span[1],
+                        span[2],
+                        (started, ended),
+                        {"batch_size": len(accepted)},
+                    )
+
+    def _run_traced(self, accepted: list[Accepted], envelopes: list[RequestEnvelope]) -> set[str]:
+        try:
+            outcomes = self._invoker.invoke(envelopes)
         except Exception as exc:  # throttling, timeouts, the infer function failing
             logger.warning("invoking inference failed: %s", exc)
             return self._retry_or_give_up(accepted, f"inference failed: {exc}")
@@ -264,6 +305,7 @@ class QueuedInference:
         return retry
 
     def _deliver(self, entry: Accepted, outcome: Outcome) -> None:
+        """The result written (and replied): the end of the request's trace."""
         if outcome.succeeded:
             self._finish(
                 entry.envelope,

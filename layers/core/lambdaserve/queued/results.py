@@ -33,6 +33,7 @@ _ROUTING = (
     "deadline_ms",
     "payload_key",
     "header_length",
+    "traceparent",
 )
 
 
@@ -53,6 +54,8 @@ class RequestEnvelope(BaseModel):
     deadline_ms: int | None = None
     payload_key: str | None = None
     header_length: int | None = None
+    # the W3C trace context of the hop that runs it (the batcher's span, set as it invokes)
+    traceparent: str | None = Field(default=None, max_length=64)
     request: dict[str, Any] = Field(default_factory=dict)
 
     def request_document(self) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from lambdaserve.queued.results import (
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.version_resolver import ServedVersion
+from lambdaserve.tracing.propagation import CURRENT, TraceContext
 
 REPLY_TO = "reply_to"
 
@@ -107,7 +108,9 @@ class AsyncSubmitter:
             queue_url = self._gpu_queue_url
         try:
             self._sqs.send_message(
-                QueueUrl=queue_url(), MessageBody=orjson.dumps(envelope.to_message()).decode()
+                QueueUrl=queue_url(),
+                MessageBody=orjson.dumps(envelope.to_message()).decode(),
+                **_trace_attributes(CURRENT.get()),
             )
         except Exception as exc:
             self._results.complete(request_id, ERROR, 503, None, f"could not enqueue: {exc}")
@@ -163,6 +166,22 @@ class AsyncSubmitter:
                 "(LAMBDASERVE_REPLY_TO_ALLOWED); leave it out and poll status_url"
             )
         return reply_to
+
+
+def _trace_attributes(context: TraceContext | None) -> dict[str, Any]:
+    """The request's trace context on its message, for the batcher to continue: as X-Ray's
+    ``AWSTraceHeader`` system attribute (what X-Ray's SQS integration reads) and as a W3C
+    ``traceparent`` message attribute (what OpenTelemetry consumers read)."""
+    if context is None:
+        return {}
+    return {
+        "MessageSystemAttributes": {
+            "AWSTraceHeader": {"DataType": "String", "StringValue": context.xray_header}
+        },
+        "MessageAttributes": {
+            "traceparent": {"DataType": "String", "StringValue": context.traceparent}
+        },
+    }
 
 
 def _deadline_ms(parameters: dict[str, Any]) -> int | None:

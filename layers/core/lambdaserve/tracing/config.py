@@ -46,8 +46,11 @@ def trace_config(
     trace_levels: Sequence[str] = (),
     trace_rate: int | None = None,
 ) -> TraceConfig:
-    """The flags as one config; InvalidInput naming the flag and the fix for a bad one."""
-    config = TraceConfig()
+    """The flags as one config; InvalidInput naming the flag and the fix for a bad one.
+    Without ``opentelemetry,url=``, OpenTelemetry's own variables name the endpoint
+    (``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, else ``OTEL_EXPORTER_OTLP_ENDPOINT`` +
+    ``/v1/traces``), else Triton's default."""
+    config = TraceConfig(otel_url=_otlp_url_from_env())
     if trace_file is not None:
         config = replace(config, file=trace_file)
     if trace_rate is not None:
@@ -70,6 +73,14 @@ def trace_config(
         levels = []  # an explicit OFF disables tracing, as Triton's parser decides
     ordered = tuple(level for level in (TIMESTAMPS, TENSORS) if level in levels)
     return replace(config, levels=ordered, otel_resources=tuple(resources))
+
+
+def _otlp_url_from_env() -> str:
+    traces = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+    if traces:
+        return traces
+    return base.rstrip("/") + "/v1/traces" if base else OTLP_DEFAULT_URL
 
 
 def _set(config: TraceConfig, mode: str, setting: str, value: str, where: str) -> TraceConfig:

@@ -4,29 +4,28 @@ caller's span when the request carried a W3C ``traceparent``), the model's span 
 with Triton's request timestamps as events, and ``compute`` under that with the compute
 timestamps; a model a traced model calls hangs under its caller's compute span.
 
-Spans leave in batches over OTLP/HTTP (its JSON encoding, which collectors take beside
-protobuf) from a background thread, as the SDK's BatchSpanProcessor sends them: a bounded
-queue (what it drops is counted in the log), every 5 s or 512 spans, and at shutdown. The
-OpenTelemetry SDK is not in the image, so this module speaks the protocol itself."""
+Spans leave through the OpenTelemetry SDK over OTLP/HTTP: its BatchSpanProcessor sends them
+from a background thread (a bounded queue of 2048, every 5 s or 512 spans, and at shutdown)
+with the OTLP/HTTP protobuf exporter. The SDK is imported in this mode only: tracing off or in
+Triton mode costs nothing of it."""
 
 from __future__ import annotations
 
-import json
 import logging
 import queue
+import random
 import re
-import secrets
 import threading
 import time
-import urllib.request
 from contextvars import ContextVar
 from typing import Any
 
+from lambdaserve.errors import InvalidInput
 from lambdaserve.tracing.request_trace import COMPUTE, RequestTrace
 
 log = logging.getLogger(__name__)
 _TRACEPARENT = re.compile(r"^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
-_QUEUE, _BATCH, _DELAY_S = 2048, 512, 5.0  # Triton's bsp_* defaults
+_QUEUE, _BATCH, _DELAY_S = 2048, 512, 5  # Triton's bsp_* defaults
 # the W3C traceparent of the request being answered, set by the door it came in by
 CALLER: ContextVar[str | None] = ContextVar("lambdaserve_traceparent", default=None)
 
@@ -40,146 +39,122 @@ def parse_traceparent(header: str | None) -> tuple[str, str] | None:
 
 
 class OtlpExporter:
+    """Spans through the OpenTelemetry SDK: its ``BatchSpanProcessor`` (Triton's bsp
+    defaults) and OTLP/HTTP (protobuf) span exporter. Triton's spans are finished when they
+    are made (their times are the trace's stamps), so each is made as the SDK's finished
+    span (``ReadableSpan``) and handed to the processor: a tracer's start/end machinery
+    (contexts, sampler) costs ~4x as much for nothing (scripts/bench_trace.py). This
+    process's own provider: a model's own OpenTelemetry use keeps the global one."""
+
     def __init__(self, url: str, resources: tuple[tuple[str, str], ...]) -> None:
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.sdk.resources import Resource
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor
+            from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+        except ImportError as exc:
+            raise InvalidInput(
+                "--trace-config mode=opentelemetry needs the OpenTelemetry SDK: "
+                "pip install 'lambdaserve[local]' (opentelemetry-sdk, "
+                f"opentelemetry-exporter-otlp-proto-http); {exc}"
+            ) from None
         self.url = url
-        self._resource = {"attributes": [_attribute("service.name", "triton-inference-server")]}
-        for key, value in resources:
-            self._resource["attributes"].append(_attribute(key, value))
-        self._queue: queue.Queue[dict[str, Any] | None] = queue.Queue(_QUEUE)
+        attributes = {"service.name": "triton-inference-server", **dict(resources)}
+        self._resource = Resource.create(attributes)
+        self._scope = InstrumentationScope("lambdaserve")
+        self._processor: Any = BatchSpanProcessor(
+            OTLPSpanExporter(endpoint=url),
+            max_queue_size=_QUEUE,
+            max_export_batch_size=_BATCH,
+            schedule_delay_millis=_DELAY_S * 1000,
+        )
         self._offset = time.time_ns() - time.perf_counter_ns()  # monotonic -> wall clock
+        # spans are made on a thread of their own, off the request's path (a bounded queue;
+        # what it drops is counted in the log)
+        self._traces: queue.Queue[tuple[RequestTrace, tuple[str, str] | None] | None]
+        self._traces = queue.Queue(_QUEUE)
         self.dropped = 0
-        self._thread = threading.Thread(target=self._send_loop, name="otlp-export", daemon=True)
+        self._thread = threading.Thread(target=self._make_spans, name="otel-spans", daemon=True)
         self._thread.start()
 
     def export(self, trace: RequestTrace, context: tuple[str, str] | None) -> None:
-        """The spans of ``trace`` (and of its children) onto the queue."""
-        trace_id, parent = context or (secrets.token_hex(16), "")
-        for span in self._spans(trace, trace_id, parent, root=True):
-            try:
-                self._queue.put_nowait(span)
-            except queue.Full:
-                self.dropped += 1
-                if self.dropped in (1, 1000, 100000):
-                    log.warning("%d trace spans dropped: the OTLP endpoint is behind", self.dropped)
+        """The spans of ``trace`` (and of its children) to be made and sent, under the
+        caller's span if any."""
+        try:
+            self._traces.put_nowait((trace, context))
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped in (1, 1000, 100000):
+                log.warning("%d traces dropped: the OTLP exporter is behind", self.dropped)
 
     def close(self) -> None:
-        """Shutdown: what is queued is sent, then the thread ends."""
-        self._queue.put(None)
+        """Shutdown: what is queued is made and sent, then the threads end."""
+        self._traces.put(None)
         self._thread.join(timeout=10)
+        self._processor.shutdown()
 
-    def _spans(
-        self, trace: RequestTrace, trace_id: str, parent: str, root: bool
-    ) -> list[dict[str, Any]]:
+    def _make_spans(self) -> None:
+        while (item := self._traces.get()) is not None:
+            trace, context = item
+            try:
+                if context is None:  # a root: a new trace
+                    self._spans(trace, random.getrandbits(128), None, root=True)
+                else:
+                    self._spans(trace, int(context[0], 16), int(context[1], 16), root=True)
+            except Exception:  # a trace never stops the others
+                log.exception("the spans of trace %d could not be made", trace.id)
+
+    def _spans(self, trace: RequestTrace, trace_id: int, parent: int | None, root: bool) -> None:
         stamps = [e for e in trace.events if isinstance(e, tuple)]
         if not stamps:
-            return []
-        spans = []
+            return
         door = [(n, ns) for n, ns in stamps if n.startswith(("HTTP_", "GRPC_"))]
         compute = [(n, ns) for n, ns in stamps if n in COMPUTE]
         outer = [(n, ns) for n, ns in stamps if n not in COMPUTE and (n, ns) not in door]
         if root:  # the door's stamps are the root's events, as Triton's frontends add them
-            times = (stamps[0][1], stamps[-1][1])
-            request_span = self._span(
-                trace_id, parent, "InferRequest", times=times, events=door, attributes={}
-            )
-            spans.append(request_span)
-            parent = request_span["spanId"]
-        start, end = (outer or stamps)[0][1], (outer or stamps)[-1][1]
-        attributes = {
+            parent = self._span("InferRequest", (trace_id, parent), stamps, door, {})
+        attributes: dict[str, Any] = {
             "triton.model_name": trace.model,
             "triton.model_version": trace.version,
             "triton.trace_id": trace.id,
             "triton.trace_parent_id": trace.parent_id,
+            "triton.request_id": trace.request_id,
         }
-        if trace.request_id:
-            attributes["triton.request_id"] = trace.request_id
-        model_span = self._span(
-            trace_id, parent, trace.model, times=(start, end), events=outer, attributes=attributes
-        )
-        spans.append(model_span)
+        model = self._span(trace.model, (trace_id, parent), outer or stamps, outer, attributes)
         if compute:
-            span = self._span(
-                trace_id,
-                model_span["spanId"],
-                "compute",
-                times=(compute[0][1], compute[-1][1]),
-                events=compute,
-                attributes={},
-            )
-            spans.append(span)
+            span = self._span("compute", (trace_id, model), compute, compute, {})
             for child in trace.children:
-                spans += self._spans(child, trace_id, span["spanId"], root=False)
-        return spans
+                self._spans(child, trace_id, span, root=False)
 
     def _span(
         self,
-        trace_id: str,
-        parent: str,
         name: str,
-        *,
-        times: tuple[int, int],
+        ids: tuple[int, int | None],
+        bounds: list[tuple[str, int]],
         events: list[tuple[str, int]],
         attributes: dict[str, Any],
-    ) -> dict[str, Any]:
-        start, end = times
-        span: dict[str, Any] = {
-            "traceId": trace_id,
-            "spanId": secrets.token_hex(8),
-            "name": name,
-            "kind": 2,  # SERVER, as Triton's spans are
-            "startTimeUnixNano": str(start + self._offset),
-            "endTimeUnixNano": str(end + self._offset),
-            "events": [{"name": n, "timeUnixNano": str(ns + self._offset)} for n, ns in events],
-            "attributes": [_attribute(k, v) for k, v in attributes.items()],
-        }
-        if parent:
-            span["parentSpanId"] = parent
-        return span
+    ) -> int:
+        """A finished span of trace ``ids[0]`` under span ``ids[1]``, from the first to the
+        last of ``bounds``, ``events`` on it, to the processor; its id."""
+        from opentelemetry.sdk.trace import Event, ReadableSpan
+        from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
-    def _send_loop(self) -> None:
-        batch: list[dict[str, Any]] = []
-        deadline = time.monotonic() + _DELAY_S
-        while True:
-            try:
-                span = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                span = {}
-            if span is None:
-                self._send(batch)
-                return
-            if span:
-                batch.append(span)
-            if len(batch) >= _BATCH or time.monotonic() >= deadline:
-                self._send(batch)
-                batch, deadline = [], time.monotonic() + _DELAY_S
-
-    def _send(self, spans: list[dict[str, Any]]) -> None:
-        if not spans:
-            return
-        body = {
-            "resourceSpans": [
-                {
-                    "resource": self._resource,
-                    "scopeSpans": [{"scope": {"name": "lambdaserve"}, "spans": spans}],
-                }
-            ]
-        }
-        request = urllib.request.Request(
-            self.url,
-            json.dumps(body).encode(),
-            {"Content-Type": "application/json"},
-            method="POST",
+        trace_id, parent = ids
+        flags = TraceFlags(TraceFlags.SAMPLED)
+        span_id = random.getrandbits(64)  # as the SDK's RandomIdGenerator makes them
+        span = ReadableSpan(
+            name,
+            context=SpanContext(trace_id, span_id, is_remote=False, trace_flags=flags),
+            parent=None
+            if parent is None
+            else SpanContext(trace_id, parent, is_remote=False, trace_flags=flags),
+            resource=self._resource,
+            attributes={k: v for k, v in attributes.items() if v is not None and v != ""},
+            events=[Event(event, timestamp=ns + self._offset) for event, ns in events],
+            kind=SpanKind.SERVER,  # as Triton's spans are
+            start_time=bounds[0][1] + self._offset,
+            end_time=bounds[-1][1] + self._offset,
+            instrumentation_scope=self._scope,
         )
-        try:
-            with urllib.request.urlopen(request, timeout=10) as answer:
-                answer.read()
-        except OSError as exc:  # traces never fail serving; the log says where they went
-            log.warning("%d trace spans not exported to %s: %s", len(spans), self.url, exc)
-
-
-def _attribute(key: str, value: object) -> dict[str, Any]:
-    if isinstance(value, bool):
-        return {"key": key, "value": {"boolValue": value}}
-    if isinstance(value, int):
-        return {"key": key, "value": {"intValue": str(value)}}
-    return {"key": key, "value": {"stringValue": str(value)}}
+        self._processor.on_end(span)
+        return span_id
