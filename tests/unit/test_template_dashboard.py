@@ -8,13 +8,14 @@ import json
 import re
 
 from lambdaserve.local.template import load_template
-from lambdaserve.metrics import emf
+from lambdaserve.metrics import cpu_cost, emf
 
 PER_MODEL = {
     "Requests and errors per model": {"Inferences", "InferenceErrors"},
     "Inference time per model, p50 and p99 (ms)": {"InferenceMs"},
     "Response cache hits and misses per model": {"CacheHits", "CacheMisses"},
     "Cost per model: Lambda compute (GB-seconds)": {"ComputeGbSeconds"},
+    "Cost per model: serve tasks' CPU seconds": {"CpuSeconds"},
 }
 
 
@@ -29,8 +30,8 @@ def dashboard() -> dict:
 def test_the_dashboard_shows_each_per_model_view_on_a_metric_the_functions_write():
     # Given the dashboard as CloudFormation renders it
     widgets = {w["properties"]["title"]: w["properties"] for w in dashboard()["widgets"]}
-    # The metrics the infer function's EMF lines carry
-    written = emf.VERSION_METRICS
+    # The metrics the infer function's and serve's EMF lines carry
+    written = emf.VERSION_METRICS | {cpu_cost.EMF_METRIC}
     for title, metrics in PER_MODEL.items():
         # Then each per-model view searches the model dimensions for metrics that exist
         assert title in widgets, sorted(widgets)

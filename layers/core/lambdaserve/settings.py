@@ -121,6 +121,10 @@ class Settings:
     # A Lambda function's memory (AWS_LAMBDA_FUNCTION_MEMORY_SIZE), 0 elsewhere: what its
     # invocations are billed by, split per model in the EMF metrics
     lambda_memory_mb: int = 0
+    # How often a long-running server writes its CPU seconds per model as EMF lines
+    # (metrics/cpu_cost.py): every minute in an ECS task (its logs reach CloudWatch), 0 (off)
+    # elsewhere unless LAMBDASERVE_COST_INTERVAL_S asks
+    cost_interval_s: float = 0.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -213,6 +217,10 @@ class Settings:
             lambda_memory_mb=int(env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "") or 0)
             if env.get("AWS_LAMBDA_FUNCTION_NAME")
             else 0,
+            cost_interval_s=float(
+                env.get("LAMBDASERVE_COST_INTERVAL_S", "")
+                or (60 if env.get("ECS_CONTAINER_METADATA_URI_V4") else 0)
+            ),
             **_response_cache(env, defaults),
         )
 

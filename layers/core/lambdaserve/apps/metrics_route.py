@@ -13,6 +13,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from lambdaserve.batching.dynamic_batcher import TensorBatcher
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.metrics.capture_counts import CaptureMetrics
+from lambdaserve.metrics.cpu_cost import CpuCost, CpuCostMetrics
 from lambdaserve.metrics.prometheus import LABELS, Pending, exposition, metrics_registry
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.serving.data_plane import InferenceDataPlane
@@ -40,6 +41,7 @@ def install_metrics(
         registry.register(WorkerMemory(workers))
     if capture is not None:
         registry.register(CaptureMetrics(capture))
+    registry.register(CpuCostMetrics(CpuCost(stats)))  # cost per model (long-running servers)
 
     @app.get(
         "/metrics",

@@ -7,7 +7,7 @@ the demo model (``demo``); and the stack as deployed: each function's and task's
 from template.yaml through SAM's translator (``sam_translation``, ``stack_shape``), IAM
 enforced in the emulator (``iam``, ``moto_authorization``), Lambda's Invoke answered by
 the stack's functions (``lambda_service``), each function in an execution environment of
-its own (``function_process``), the stack itself (``deployed_stack``, started by
+its own (``function_process``) with Lambda's part of X-Ray (``lambda_tracing``), the stack itself (``deployed_stack``, started by
 ``deploy_locally``, on ``stack_plumbing``), the HTTP API's routes (``http_routes``), and
 ``dev --deployed`` running it (``deployed_dev``).
 

@@ -64,11 +64,13 @@ def build_serving_app(
     group = siblings.from_env()
     if group is not None:  # one replica of several: /metrics answers for them all
         from lambdaserve.apps.metrics_route import queued_in
+        from lambdaserve.metrics.cpu_cost import CpuCost, CpuCostMetrics
         from lambdaserve.metrics.prometheus import metrics_registry
         from lambdaserve.processes.asgi.shared_metrics import SharedMetrics
 
         pending = queued_in(plane.batcher, plane) if plane.batcher else None
         own = metrics_registry(lambda: process.server().stats, pending)
+        own.register(CpuCostMetrics(CpuCost(lambda: process.server().stats)))
         app = SharedMetrics(app, own, group)
     return with_lifespan(app, plane, grpc, own_process)
 
@@ -161,6 +163,28 @@ def with_lifespan(
         )
         start.append(runner.start)
         stop.append(runner.stop)  # stopped first: in-flight calls drain, then models unload
+    interval_s = get_settings().cost_interval_s
+    if interval_s > 0:  # cost per model as EMF lines (an ECS task's logs reach CloudWatch)
+        from lambdaserve.metrics.cpu_cost import CpuCost, emf_lines
+
+        cost = CpuCost(lambda: plane.server().stats)
+        writing: list[asyncio.Task[None]] = []
+
+        async def write_cost() -> None:
+            while True:
+                await asyncio.sleep(interval_s)
+                emf_lines(cost.update(), "lambdaserve-serve")
+
+        async def start_cost() -> None:
+            writing.append(asyncio.create_task(write_cost()))
+
+        async def stop_cost() -> None:
+            for task in writing:
+                task.cancel()
+            emf_lines(cost.update(), "lambdaserve-serve")  # the last period's share
+
+        start.append(start_cost)
+        stop.insert(0, stop_cost)
     if group is not None:  # last: the supervisor counts a replica that got here as started
 
         async def started() -> None:

@@ -8,7 +8,9 @@ tensors; the compute stamps the serving code leaves), ``tensor_text`` (a tensor 
 TENSORS level writes it), ``tracer`` (start, stamp and finish a request's trace), ``wire``
 (the settings API's values and errors, as Triton's HTTP and gRPC doors read and answer them),
 ``otel`` (OpenTelemetry mode: spans under the caller's traceparent, sent over OTLP/HTTP),
-``frontend`` (a door's HTTP and gRPC stamps of a traced request, as Triton's frontends add them).
+``frontend`` (a door's HTTP and gRPC stamps of a traced request, as Triton's frontends add them),
+``propagation`` (one trace across the serverless path: W3C traceparent and X-Ray's header
+carried from hop to hop).
 
 Imports ``tensors`` and ``errors``; nothing of HTTP frameworks, gRPC or AWS (the OTLP
 exporter posts with the standard library).
