@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,7 +28,7 @@ from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tensors.shared_memory import SystemSharedMemory
-from lambdaserve.tensors.signature import TensorSpec
+from lambdaserve.tensors.signature import Signature, TensorSpec
 
 if TYPE_CHECKING:  # the infer function's cold path imports this module: no batching, no handlers
     from lambdaserve.batching.dynamic_batcher import TensorBatcher
@@ -347,6 +347,13 @@ def autocompleted_config(served: ServedVersion) -> dict[str, Any]:
     for tensor in document["input"]:  # Triton always writes it; image clients read it
         tensor["format"] = formats.get(tensor["name"], "FORMAT_NONE")
     return document
+
+
+def client_signature(served: ServedVersion) -> Signature:
+    """The signature a client's request is checked against (``client_inputs``)."""
+    if served.config.sequence_batching is None:
+        return served.signature
+    return replace(served.signature, inputs=client_inputs(served))
 
 
 def client_inputs(served: ServedVersion) -> tuple[TensorSpec, ...]:
