@@ -170,11 +170,17 @@ def test_a_sequence_idle_past_its_limit_is_released(aws, server):
         answer(server, "simple_sequence", step(1, 9))
 
 
-def test_the_state_output_is_returned_when_the_request_names_it(server):
+def test_a_state_output_the_config_does_not_list_is_refused_as_triton_refuses_it(server):
+    # Given the accumulator whose config lists OUTPUT only (its state ACC_OUT is not)
     model = "simple_string_dyna_sequence"
-    outputs = answer(server, model, step(6, "61", start=True, outputs=("OUTPUT", "ACC_OUT")))
-    assert sorted(outputs) == ["ACC_OUT", "OUTPUT"]
-    assert int(outputs["ACC_OUT"][0][0]) == 6
+    # When a request names the state output
+    with pytest.raises(InvalidInput) as caught:
+        answer(server, model, step(6, "61", start=True, outputs=("OUTPUT", "ACC_OUT")))
+    # Then Triton's words (qa/L0_implicit_state), and no step was applied
+    assert caught.value.message.startswith(
+        "unexpected inference output 'ACC_OUT' for model 'simple_string_dyna_sequence'"
+    )
+    assert int(answer(server, model, step(6, "61", start=True))["OUTPUT"][0][0]) == 6
 
 
 def test_statistics_count_one_execution_per_step(server):
