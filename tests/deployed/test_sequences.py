@@ -1,7 +1,8 @@
 """Triton's sequence batcher as template.yaml deploys it: one sequence whose steps go through
 the HTTP API by turns synchronously (the infer function) and queued (Prefer: respond-async:
 the batcher, then the infer batch function), each under its role, the running sum kept in
-the sequence's record in the catalog table between them (SequenceStore=dynamodb)."""
+the sequence's record in the catalog table between them (SequenceStore=dynamodb); and a
+state over a DynamoDB item's 400 KB, kept in the bucket's sequence-state/ behind a pointer."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests import sequence_models
 from tests.deployed.stack import DeployedStack, deployed
 
 MODEL = "accumulator"
+WIDE = "wide_accumulator"  # its state: 480 KB
 PATH = f"/v2/models/{MODEL}/infer"
 
 
@@ -24,6 +26,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedStack]:
     # Given the stack with the template's defaults, an accumulator (implicit state) published
     with deployed(tmp_path_factory.mktemp("sequences")) as running:
         running.publish(MODEL, sequence_models.simple_string_dyna_sequence(MODEL))
+        running.publish(WIDE, sequence_models.wide_accumulator(WIDE))
         yield running
 
 
@@ -45,14 +48,14 @@ def output_of(answer: dict[str, Any]) -> int:
     return int(output["data"][0])
 
 
-def synchronously(stack: DeployedStack, body: bytes) -> int:
-    answer = stack.http(http_api_event("POST", PATH, body))
+def synchronously(stack: DeployedStack, body: bytes, path: str = PATH) -> int:
+    answer = stack.http(http_api_event("POST", path, body))
     assert answer["statusCode"] == 200, answer
     return output_of(json.loads(answer["body"]))
 
 
-def queued(stack: DeployedStack, body: bytes) -> int:
-    event = http_api_event("POST", PATH, body)
+def queued(stack: DeployedStack, body: bytes, path: str = PATH) -> int:
+    event = http_api_event("POST", path, body)
     event["headers"]["prefer"] = "respond-async"
     accepted = stack.http(event)
     assert accepted["statusCode"] == 202, accepted
@@ -89,3 +92,19 @@ def test_a_sequences_steps_alternate_between_the_sync_and_queued_paths(stack: De
     refused = stack.http(http_api_event("POST", PATH, step_body(5, "42")))
     assert refused["statusCode"] == 400, refused
     assert "must specify the START flag" in refused["body"]
+
+
+def test_a_state_over_400_kb_crosses_the_paths_through_the_bucket(stack: DeployedStack):
+    # When a sequence of the model whose state is 480 KB goes sync, queued, sync (END)
+    path = f"/v2/models/{WIDE}/infer"
+    got = [synchronously(stack, step_body(5, "w", start=True), path)]
+    got.append(queued(stack, step_body(7, "w"), path))
+    s3, bucket = stack.clients.s3, stack.settings.bucket
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix="sequence-state/").get("Contents", [])
+    got.append(synchronously(stack, step_body(11, "w", end=True), path))
+    # Then the running sum carried across (the state in S3 under each role's grant), one
+    # object held the state between steps, and the END removed it
+    assert got == [5, 12, 23]
+    assert [o["Key"].split("/")[:3] for o in listed] == [["sequence-state", WIDE, "1"]]
+    assert not s3.list_objects_v2(Bucket=bucket, Prefix="sequence-state/").get("Contents")
+    stack.assert_no_denials()

@@ -240,8 +240,8 @@ def test_racing_steps_are_each_applied_once(aws, server, shared):
         thread.start()
     for thread in threads:
         thread.join()
-    # When the running sum is read
-    total = int(answer(server, model, step(0, "4242", outputs=("ACC_OUT",)))["ACC_OUT"][0][0])
+    # When the running sum is read (the END step adds its id to it)
+    total = int(answer(server, model, step(0, "4242", end=True))["OUTPUT"][0][0]) - 4242
     # Then every step that succeeded is in it exactly once and no other (each value is its
     # own bit), and a step that gave up was told it lost a race
     assert total == sum(applied)
@@ -400,3 +400,49 @@ def test_a_sequence_model_is_never_answered_from_the_response_cache(aws, server)
 
     # Then the second sequence's second step ran on its own state, not from the cache
     assert asyncio.run(run()) == [5, 10 + 9, 1, 6 + 9]
+
+
+def _state_objects(aws) -> list[str]:
+    listed = aws.clients.s3.list_objects_v2(Bucket=aws.settings.bucket, Prefix="sequence-state/")
+    return [entry["Key"] for entry in listed.get("Contents", [])]
+
+
+def test_a_state_over_a_dynamodb_item_lives_in_s3_behind_a_pointer(aws):
+    # Given a model whose implicit state is 480 KB (over DynamoDB's 400 KB item), two
+    # servers (two instances) over the catalog table
+    publish(aws, "wide_accumulator", sequence_models.wide_accumulator())
+    one, other = (build_model_server(aws.settings, aws.clients) for _ in range(2))
+    model, key = (
+        "wide_accumulator",
+        {"pk": {"S": "SEQUENCE#wide_accumulator#1"}, "sk": {"S": "S:w"}},
+    )
+    # When its steps alternate between the two
+    got = [int(answer(one, model, step(5, "w", start=True))["OUTPUT"][0][0])]
+    got.append(int(answer(other, model, step(7, "w"))["OUTPUT"][0][0]))
+    item = aws.clients.dynamodb.get_item(TableName=aws.settings.table, Key=key)["Item"]
+    kept = _state_objects(aws)
+    got.append(int(answer(one, model, step(11, "w", end=True))["OUTPUT"][0][0]))
+    # Then the running sum crossed instances through the state in S3: the item holds only
+    # the object's key, the object the step before left was removed, and END removed the last
+    assert got == [5, 12, 23]
+    assert "state" not in item and kept == [item["state_key"]["S"]]
+    assert kept[0].startswith("sequence-state/wide_accumulator/1/S:w/")
+    assert _state_objects(aws) == []
+
+
+def test_a_large_state_written_by_a_step_that_lost_its_race_is_not_kept(aws):
+    # Given a record in the table, and a writer whose read has gone stale
+    store = sequence_steps_from(aws.settings, aws.clients.dynamodb, lambda: aws.clients.s3).store
+    from lambdaserve.serving.sequences.records import SequenceRecord
+
+    key, large = SequenceKey("m", 1, 9), b"x" * 500_000
+    first = SequenceRecord(1, 1, large, "a")
+    store.write(key, first, None)
+    store.write(key, SequenceRecord(2, 2, large, "b"), store.read(key))
+    # When the stale writer writes its own large state
+    with pytest.raises(SequenceConflict):
+        store.write(key, SequenceRecord(2, 3, b"y" * 500_000, "c"), first)
+    # Then only the winner's state is in S3, and it is what a read gets
+    winner = store.read(key)
+    assert winner is not None and winner.state == large and winner.token == "b"
+    assert _state_objects(aws) == [winner.state_ref]
