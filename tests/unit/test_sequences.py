@@ -446,3 +446,52 @@ def test_a_large_state_written_by_a_step_that_lost_its_race_is_not_kept(aws):
     winner = store.read(key)
     assert winner is not None and winner.state == large and winner.token == "b"
     assert _state_objects(aws) == [winner.state_ref]
+
+
+ENSEMBLE = b"""
+name: "acc_ensemble"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+ensemble_scheduling { step [ {
+  model_name: "simple_string_dyna_sequence" model_version: -1
+  input_map { key: "INPUT" value: "IN" } output_map { key: "OUTPUT" value: "OUT" }
+} ] }
+"""
+
+
+def ensemble_step(value: int, sequence_id: str, start=False, end=False) -> InferRequest:
+    data = np.full((1, 1), value, np.int32)
+    parameters = {"sequence_id": sequence_id, "sequence_start": start, "sequence_end": end}
+    return InferRequest((InferInput("IN", "INT32", data.shape, data),), parameters=parameters)
+
+
+def test_an_ensemble_passes_its_requests_sequence_to_its_sequence_model(aws, server):
+    # Given an ensemble whose step is the accumulator (implicit state)
+    publish(aws, "acc_ensemble", {"config.pbtxt": ENSEMBLE})
+    inputs = [20, -11, -7, -1]
+    # When a sequence's steps go through the ensemble
+    got = [
+        int(answer(server, "acc_ensemble", ensemble_step(v, "31", i == 0, i == 3))["OUT"][0][0])
+        for i, v in enumerate(inputs)
+    ]
+    # Then the composing model ran them as one sequence's steps (END adds the id 31), and a
+    # step of no started sequence gets Triton's message from the step
+    assert got == [20, 9, 2, 1 + 31]
+    with pytest.raises(InvalidInput) as caught:
+        answer(server, "acc_ensemble", ensemble_step(1, "32"))
+    assert "must specify the START flag on the first request" in caught.value.message
+
+
+def test_an_ensembles_requests_of_two_sequences_in_one_batch_keep_their_sequences(aws, server):
+    # Given the ensemble, and two sequences' steps arriving together (a batcher's lane)
+    publish(aws, "acc_ensemble", {"config.pbtxt": ENSEMBLE})
+
+    def together(*requests):
+        results = server.infer_many("acc_ensemble", None, list(requests))
+        return [int(r.outputs["OUT"][0][0]) if r.outputs else r.error for r in results]
+
+    # When each pair runs as one call / Then each step continued its own sequence
+    assert together(ensemble_step(5, "71", True), ensemble_step(100, "72", True)) == [5, 100]
+    assert together(ensemble_step(1, "71"), ensemble_step(2, "72")) == [6, 102]
