@@ -7,7 +7,8 @@ and the ``ModelServer`` that holds loaded versions (``model_server``, ``loaded_v
 preload and prefetch (``preload``, ``prefetch``, ``progress``); a version with code loaded
 before READY (``load_check``; its event's key: ``check_event``); the dynamic batcher
 wired to a server (``server_batcher``);
-TorchServe raw-body predictions (``raw_predictions``); payload capture (``data_capture``);
+TorchServe raw-body predictions (``raw_predictions``) and its handlers' sequences
+(``handler_sequences``); payload capture (``data_capture``);
 the data plane every door talks to
 (``data_plane``) and a server's readiness (``readiness``); Triton's response cache
 (``response_cache``, a package); Triton's sequence batcher with the state kept outside the
