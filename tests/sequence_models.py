@@ -133,6 +133,29 @@ def simple_string_dyna_sequence(
     return files
 
 
+def wide_accumulator(name: str = "wide_accumulator", width: int = 120_000) -> dict[str, bytes]:
+    """A running sum held ``width`` times over in its implicit state (ACC_IN -> ACC_OUT,
+    int32 [width]: 480 KB at the default, over a DynamoDB item's 400 KB), OUTPUT its
+    largest element: a state that must live outside the item to carry the sum."""
+    wide = helper.make_tensor_value_info
+    model = _onnx(
+        name,
+        [
+            helper.make_node("Add", ["ACC_IN", "INPUT"], ["ACC_OUT"]),
+            helper.make_node("ReduceMax", ["ACC_OUT"], ["OUTPUT"], axes=[1], keepdims=1),
+        ],
+        [_tensor("INPUT"), _tensor("START"), wide("ACC_IN", INT, ["batch", width])],
+        [_tensor("OUTPUT"), wide("ACC_OUT", INT, ["batch", width])],
+    )
+    state = (
+        '  state [ { input_name: "ACC_IN" output_name: "ACC_OUT" data_type: TYPE_INT32 '
+        f"dims: [ {width} ] initial_state {{ data_type: TYPE_INT32 dims: [ {width} ] "
+        'zero_data: true name: "zero" } } ]\n'
+    )
+    config = _config(name, [_control("START", "START")], state)
+    return {"config.pbtxt": config, "1/model.onnx": model}
+
+
 def every_model() -> dict[str, dict[str, bytes]]:
     return {
         "simple_sequence": simple_sequence(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import numpy as np
@@ -13,7 +14,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from lambdaserve.local.http_api_event import http_api_event
-from tests import builders
+from tests import builders, sequence_models
 from tests.deployed.stack import DeployedStack, deployed
 
 MLP = builders.onnx_mlp(4, 3)
@@ -95,3 +96,35 @@ def test_the_serve_task_answers_torchserves_metrics_api_where_the_template_opens
     assert scraped.status_code == 200, scraped.text
     assert "ts_inference_requests_total" in scraped.text
     assert 'model_name="gpu"' in scraped.text
+
+
+def test_a_sequences_steps_alternate_between_the_infer_function_and_the_serve_task(
+    stack: DeployedStack,
+):
+    # Given an accumulator (implicit state) published to the server-mode stack
+    stack.publish("accumulator", sequence_models.simple_string_dyna_sequence("accumulator"))
+    http = f"http://127.0.0.1:{stack.ports[8000]}/v2/models/accumulator/infer"
+
+    def body(value: int, start: bool = False, end: bool = False) -> dict[str, Any]:
+        return {
+            "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [value]}],
+            "parameters": {"sequence_id": "7", "sequence_start": start, "sequence_end": end},
+        }
+
+    def by_function(sent: dict[str, Any]) -> int:
+        event = http_api_event("POST", "/v2/models/accumulator/infer", json.dumps(sent).encode())
+        answer = stack.invoke("InferFunction", event)
+        assert answer["statusCode"] == 200, answer
+        return int(json.loads(answer["body"])["outputs"][0]["data"][0])
+
+    def by_task(sent: dict[str, Any]) -> int:
+        answer = httpx.post(http, json=sent, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return int(answer.json()["outputs"][0]["data"][0])
+
+    # When its steps go by turns to the infer function and to the serve task
+    got = [by_function(body(20, start=True)), by_task(body(-11)), by_function(body(-7))]
+    got.append(by_task(body(-1, end=True)))
+    # Then the running sums are one process's (END adds the id 7), under both roles
+    assert got == [20, 9, 2, 1 + 7]
+    stack.assert_no_denials()

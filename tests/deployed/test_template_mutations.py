@@ -76,6 +76,26 @@ def without_policy_template(function: str, name: str) -> Callable[[Template], No
     return mutate
 
 
+def without_statement(function: str, comment_marker: str) -> Callable[[Template], None]:
+    """``function``'s statement that grants ``comment_marker`` (a condition's value)."""
+
+    def mutate(template: Template) -> None:
+        policies = template["Resources"][function]["Properties"]["Policies"]
+        kept = [p for p in policies if comment_marker not in json.dumps(p)]
+        assert len(kept) == len(policies) - 1, f"{function} has no {comment_marker} statement"
+        template["Resources"][function]["Properties"]["Policies"] = kept
+
+    return mutate
+
+
+def sequence_steps_sync_and_queued(stack: DeployedStack) -> None:
+    from tests.deployed.test_sequences import MODEL, alternate
+    from tests.sequence_models import simple_string_dyna_sequence
+
+    stack.publish(MODEL, simple_string_dyna_sequence(MODEL))
+    alternate(stack)
+
+
 def without_variable(name: str) -> Callable[[Template], None]:
     def mutate(template: Template) -> None:
         del template["Globals"]["Function"]["Environment"]["Variables"][name]
@@ -122,6 +142,12 @@ MUTATIONS = [
         without_policy_template("ManageEventsFunction", "EventBridgePutEventsPolicy"),
         publish_and_infer,
         "ManageEventsFunction was denied events:PutEvents",
+    ),
+    Mutation(
+        "batch-no-sequence-records",
+        without_statement("InferBatchFunction", "SEQUENCE#*"),
+        sequence_steps_sync_and_queued,
+        "InferBatchFunction was denied dynamodb:PutItem",
     ),
     Mutation(
         "no-table-variable",

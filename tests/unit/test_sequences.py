@@ -170,11 +170,17 @@ def test_a_sequence_idle_past_its_limit_is_released(aws, server):
         answer(server, "simple_sequence", step(1, 9))
 
 
-def test_the_state_output_is_returned_when_the_request_names_it(server):
+def test_a_state_output_the_config_does_not_list_is_refused_as_triton_refuses_it(server):
+    # Given the accumulator whose config lists OUTPUT only (its state ACC_OUT is not)
     model = "simple_string_dyna_sequence"
-    outputs = answer(server, model, step(6, "61", start=True, outputs=("OUTPUT", "ACC_OUT")))
-    assert sorted(outputs) == ["ACC_OUT", "OUTPUT"]
-    assert int(outputs["ACC_OUT"][0][0]) == 6
+    # When a request names the state output
+    with pytest.raises(InvalidInput) as caught:
+        answer(server, model, step(6, "61", start=True, outputs=("OUTPUT", "ACC_OUT")))
+    # Then Triton's words (qa/L0_implicit_state), and no step was applied
+    assert caught.value.message.startswith(
+        "unexpected inference output 'ACC_OUT' for model 'simple_string_dyna_sequence'"
+    )
+    assert int(answer(server, model, step(6, "61", start=True))["OUTPUT"][0][0]) == 6
 
 
 def test_statistics_count_one_execution_per_step(server):
@@ -234,8 +240,8 @@ def test_racing_steps_are_each_applied_once(aws, server, shared):
         thread.start()
     for thread in threads:
         thread.join()
-    # When the running sum is read
-    total = int(answer(server, model, step(0, "4242", outputs=("ACC_OUT",)))["ACC_OUT"][0][0])
+    # When the running sum is read (the END step adds its id to it)
+    total = int(answer(server, model, step(0, "4242", end=True))["OUTPUT"][0][0]) - 4242
     # Then every step that succeeded is in it exactly once and no other (each value is its
     # own bit), and a step that gave up was told it lost a race
     assert total == sum(applied)
@@ -394,3 +400,98 @@ def test_a_sequence_model_is_never_answered_from_the_response_cache(aws, server)
 
     # Then the second sequence's second step ran on its own state, not from the cache
     assert asyncio.run(run()) == [5, 10 + 9, 1, 6 + 9]
+
+
+def _state_objects(aws) -> list[str]:
+    listed = aws.clients.s3.list_objects_v2(Bucket=aws.settings.bucket, Prefix="sequence-state/")
+    return [entry["Key"] for entry in listed.get("Contents", [])]
+
+
+def test_a_state_over_a_dynamodb_item_lives_in_s3_behind_a_pointer(aws):
+    # Given a model whose implicit state is 480 KB (over DynamoDB's 400 KB item), two
+    # servers (two instances) over the catalog table
+    publish(aws, "wide_accumulator", sequence_models.wide_accumulator())
+    one, other = (build_model_server(aws.settings, aws.clients) for _ in range(2))
+    model, key = (
+        "wide_accumulator",
+        {"pk": {"S": "SEQUENCE#wide_accumulator#1"}, "sk": {"S": "S:w"}},
+    )
+    # When its steps alternate between the two
+    got = [int(answer(one, model, step(5, "w", start=True))["OUTPUT"][0][0])]
+    got.append(int(answer(other, model, step(7, "w"))["OUTPUT"][0][0]))
+    item = aws.clients.dynamodb.get_item(TableName=aws.settings.table, Key=key)["Item"]
+    kept = _state_objects(aws)
+    got.append(int(answer(one, model, step(11, "w", end=True))["OUTPUT"][0][0]))
+    # Then the running sum crossed instances through the state in S3: the item holds only
+    # the object's key, the object the step before left was removed, and END removed the last
+    assert got == [5, 12, 23]
+    assert "state" not in item and kept == [item["state_key"]["S"]]
+    assert kept[0].startswith("sequence-state/wide_accumulator/1/S:w/")
+    assert _state_objects(aws) == []
+
+
+def test_a_large_state_written_by_a_step_that_lost_its_race_is_not_kept(aws):
+    # Given a record in the table, and a writer whose read has gone stale
+    store = sequence_steps_from(aws.settings, aws.clients.dynamodb, lambda: aws.clients.s3).store
+    from lambdaserve.serving.sequences.records import SequenceRecord
+
+    key, large = SequenceKey("m", 1, 9), b"x" * 500_000
+    first = SequenceRecord(1, 1, large, "a")
+    store.write(key, first, None)
+    store.write(key, SequenceRecord(2, 2, large, "b"), store.read(key))
+    # When the stale writer writes its own large state
+    with pytest.raises(SequenceConflict):
+        store.write(key, SequenceRecord(2, 3, b"y" * 500_000, "c"), first)
+    # Then only the winner's state is in S3, and it is what a read gets
+    winner = store.read(key)
+    assert winner is not None and winner.state == large and winner.token == "b"
+    assert _state_objects(aws) == [winner.state_ref]
+
+
+ENSEMBLE = b"""
+name: "acc_ensemble"
+platform: "ensemble"
+max_batch_size: 8
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+ensemble_scheduling { step [ {
+  model_name: "simple_string_dyna_sequence" model_version: -1
+  input_map { key: "INPUT" value: "IN" } output_map { key: "OUTPUT" value: "OUT" }
+} ] }
+"""
+
+
+def ensemble_step(value: int, sequence_id: str, start=False, end=False) -> InferRequest:
+    data = np.full((1, 1), value, np.int32)
+    parameters = {"sequence_id": sequence_id, "sequence_start": start, "sequence_end": end}
+    return InferRequest((InferInput("IN", "INT32", data.shape, data),), parameters=parameters)
+
+
+def test_an_ensemble_passes_its_requests_sequence_to_its_sequence_model(aws, server):
+    # Given an ensemble whose step is the accumulator (implicit state)
+    publish(aws, "acc_ensemble", {"config.pbtxt": ENSEMBLE})
+    inputs = [20, -11, -7, -1]
+    # When a sequence's steps go through the ensemble
+    got = [
+        int(answer(server, "acc_ensemble", ensemble_step(v, "31", i == 0, i == 3))["OUT"][0][0])
+        for i, v in enumerate(inputs)
+    ]
+    # Then the composing model ran them as one sequence's steps (END adds the id 31), and a
+    # step of no started sequence gets Triton's message from the step
+    assert got == [20, 9, 2, 1 + 31]
+    with pytest.raises(InvalidInput) as caught:
+        answer(server, "acc_ensemble", ensemble_step(1, "32"))
+    assert "must specify the START flag on the first request" in caught.value.message
+
+
+def test_an_ensembles_requests_of_two_sequences_in_one_batch_keep_their_sequences(aws, server):
+    # Given the ensemble, and two sequences' steps arriving together (a batcher's lane)
+    publish(aws, "acc_ensemble", {"config.pbtxt": ENSEMBLE})
+
+    def together(*requests):
+        results = server.infer_many("acc_ensemble", None, list(requests))
+        return [int(r.outputs["OUT"][0][0]) if r.outputs else r.error for r in results]
+
+    # When each pair runs as one call / Then each step continued its own sequence
+    assert together(ensemble_step(5, "71", True), ensemble_step(100, "72", True)) == [5, 100]
+    assert together(ensemble_step(1, "71"), ensemble_step(2, "72")) == [6, 102]

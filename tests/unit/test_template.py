@@ -232,10 +232,12 @@ def test_each_function_reaches_only_this_stacks_resources(cfn):
     assert "sqs:" not in json.dumps(infer)
     writes = [s for s in infer if "s3:PutObject" in json.dumps(s["Action"])]
     # the batch path reads; it writes only answers too large for the invoke, under results/,
-    # and the payloads its models capture (data_capture), under captures/
+    # the payloads its models capture (data_capture), under captures/, and sequences' states
+    # too large for their DynamoDB item, under sequence-state/
     assert sorted(json.dumps(s["Resource"]) for s in writes) == [
         '{"Fn::Sub": "${ModelBucket.Arn}/captures/*"}',
         '{"Fn::Sub": "${ModelBucket.Arn}/results/*"}',
+        '{"Fn::Sub": "${ModelBucket.Arn}/sequence-state/*"}',
     ]
 
 
@@ -610,10 +612,12 @@ def test_the_server_mode_task_reads_models_and_the_catalog_only(cfn):
     assert "requests/" not in text and "results/" not in text and "sqs:" not in text
     assert "DeleteItem" not in text
     assert "models/*" in text
-    # its only writes to the bucket: the payloads its models capture (data_capture)
+    # its only writes to the bucket: sequences' states too large for their DynamoDB item,
+    # and the payloads its models capture (data_capture)
     writes = [s for s in serve["PolicyDocument"]["Statement"] if "s3:PutObject" in s["Action"]]
     assert [json.dumps(s["Resource"]) for s in writes] == [
-        '{"Fn::Sub": "${ModelBucket.Arn}/captures/*"}'
+        '{"Fn::Sub": "${ModelBucket.Arn}/sequence-state/*"}',
+        '{"Fn::Sub": "${ModelBucket.Arn}/captures/*"}',
     ]
     # Prefer: respond-async: the PENDING result, its body, and the two queues it may pick
     text = json.dumps(respond_async)

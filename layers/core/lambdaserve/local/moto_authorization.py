@@ -15,7 +15,8 @@ is entered:
   the queue it names, and as its single action (as AWS's SQS guide says);
 - S3: a presigned URL (no Authorization header) fails inside moto: here the signer's
   permission is checked (the URL's own signature is not);
-- EventBridge: a PutEvents is checked against ``*``: here on the event bus it names.
+- EventBridge: a PutEvents is checked against ``*``: here on the event bus it names;
+- a ``dynamodb:LeadingKeys`` condition, which moto ignores, is evaluated (moto_conditions).
 
 The switch and the patches are process-wide: enforce in a process of its own.
 """
@@ -31,6 +32,7 @@ from unittest import mock
 from urllib.parse import parse_qs, unquote, urlparse
 
 from lambdaserve.local.lambda_service import function_arn
+from lambdaserve.local.moto_conditions import leading_keys, mentions_leading_keys, permitted
 
 # IAM's action where it is not the API operation's name: SQS authorizes a batch call as
 # its single action (AWS's SQS developer guide), Lambda's Invoke is lambda:InvokeFunction
@@ -78,6 +80,7 @@ def aws_authorization(record: Callable[[Denial], None]) -> Iterator[None]:
         request._action = _IAM_ACTIONS.get(request._action, request._action)
         try:
             check(request, resource)
+            _check_leading_keys(request, resource)
         except Exception:
             record(Denial(str(getattr(request._access_key, "arn", "?")), request._action, resource))
             raise
@@ -181,7 +184,26 @@ def _per_item(handler: Any, resource: str = "*") -> None:
     for action, arn in dynamodb_authorizations(operation, body, table):
         request = _request(IAMRequest, handler, handler.headers, action)
         request.check_signature()
+        request.leading_keys = leading_keys(operation, body, _hash_key(handler, body))
         request.check_action_permitted(arn)
+
+
+def _hash_key(handler: Any, body: Mapping[str, Any]) -> str:
+    try:
+        return str(handler.dynamodb_backend.get_table(body.get("TableName", "")).hash_key_attr)
+    except Exception:
+        return ""  # no such table: DynamoDB itself answers that
+
+
+def _check_leading_keys(request: Any, resource: str) -> None:
+    """The item's partition key against the caller's dynamodb:LeadingKeys conditions
+    (moto_conditions), where the call names one item and a policy has such a condition."""
+    keys = getattr(request, "leading_keys", None)
+    if keys is None:
+        return
+    policies = request._access_key.collect_policies()
+    if mentions_leading_keys(policies) and not permitted(policies, request._action, resource, keys):
+        request._raise_access_denied()
 
 
 def dynamodb_authorizations(

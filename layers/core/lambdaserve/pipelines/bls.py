@@ -40,8 +40,10 @@ class PlaneCalls:
         inputs: Mapping[str, np.ndarray[Any, Any]],
         outputs: Sequence[str],
         timeout_us: int = 0,  # the caller keeps its own limit: this thread is the caller's
+        *,
+        parameters: Mapping[str, Any] | None = None,
     ) -> Arrays:
-        request = _request(inputs, outputs)
+        request = _request(inputs, outputs, parameters)
         child = start_child(model, request)  # the caller is traced: so is this call
         answered: list[int] = []
 
@@ -88,11 +90,16 @@ def install_bls(plane: InferenceDataPlane) -> None:
     model_calls.install(PlaneCalls(plane))
 
 
-def _request(inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> InferRequest:
+def _request(
+    inputs: Mapping[str, np.ndarray[Any, Any]],
+    outputs: Sequence[str],
+    parameters: Mapping[str, Any] | None = None,
+) -> InferRequest:
     return InferRequest(
         inputs=tuple(
             InferInput(name, encoding.v2_datatype(array), tuple(array.shape), array)
             for name, array in inputs.items()
         ),
         outputs=tuple(RequestedOutput(n) for n in outputs),
+        parameters=dict(parameters or {}),
     )

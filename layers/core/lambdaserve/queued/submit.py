@@ -34,7 +34,8 @@ from lambdaserve.queued.results import (
     ResultStore,
 )
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
-from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.serving.data_plane import InferenceDataPlane, client_signature
+from lambdaserve.serving.sequences.controls import flags_of
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tracing.propagation import CURRENT, TraceContext
 
@@ -80,7 +81,9 @@ class AsyncSubmitter:
         reply_to = self._reply_to(document)
         request = parse_infer_document(document, binary)  # a bad request is a 400 now
         served = self._plane.resolve_now(model, version)  # 404 / 503 now
-        inputs = bind_inputs(request, served.signature)  # wrong shapes or names: 400 now, too
+        inputs = bind_inputs(request, client_signature(served))  # wrong shapes or names: 400 now
+        if served.config.sequence_batching is not None:
+            flags_of(model, request.parameters)  # a step without a sequence id: 400 now
         check_batch_size(inputs, model, served.config.max_batch_size)
         select_outputs(request, served.signature)
         request_id = uuid.uuid4().hex

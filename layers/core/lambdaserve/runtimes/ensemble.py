@@ -21,11 +21,12 @@ from lambdaserve.config.runtime_names import ENSEMBLE_RUNTIME, RuntimeName
 from lambdaserve.errors import InferenceError, LambdaServeError, ModelNotReady, ModelRejected
 from lambdaserve.runtimes import model_calls
 from lambdaserve.runtimes.base import LoadOptions
+from lambdaserve.runtimes.sequence_requests import passed_sequence
 from lambdaserve.tensors.signature import Arrays, Signature, TensorSpec
 
 Arrays_ = dict[str, np.ndarray[Any, Any]]  # step tensors by name
-# (model, version or None, inputs, requested outputs) -> outputs: the process's port's infer
-StepRunner = Callable[[str, int | None, Arrays_, Sequence[str]], Arrays_]
+# the process's port's infer: (model, version or None, inputs, requested outputs) -> outputs
+StepRunner = Callable[..., Arrays_]
 
 
 @dataclass(frozen=True)
@@ -182,8 +183,17 @@ class EnsembleModel:
         step = self._steps[index]
         step_inputs = {inner: tensors[outer] for inner, outer in step.input_map}
         wanted = [inner for inner, _ in step.output_map]
+        # the ensemble's request's sequence goes on to each step's, as Triton passes it: a
+        # composing sequence model runs the step of that sequence
+        sequence = passed_sequence()
         try:
-            produced = self._runner(step.model_name, step_version(step), step_inputs, wanted)
+            produced = self._runner(
+                step.model_name,
+                step_version(step),
+                step_inputs,
+                wanted,
+                **({"parameters": sequence} if sequence else {}),
+            )
         except LambdaServeError as exc:
             raise type(exc)(f"ensemble step {index} ({step.model_name!r}): {exc.message}") from None
         return {outer: produced[inner] for inner, outer in step.output_map}

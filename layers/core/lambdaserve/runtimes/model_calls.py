@@ -31,10 +31,13 @@ class ModelCalls(Protocol):
         inputs: Mapping[str, np.ndarray[Any, Any]],
         outputs: Sequence[str],
         timeout_us: int = 0,
+        *,
+        parameters: Mapping[str, Any] | None = None,
     ) -> Arrays:
         """One answer (a BLS ``exec()``, an ensemble step). ``timeout_us`` is the caller's
         own limit, which the caller keeps; a side that relays the call passes it on, so the
-        side that answers stops waiting too (0: none)."""
+        side that answers stops waiting too (0: none). ``parameters``: the request's (an
+        ensemble step's: the sequence its own request belongs to)."""
         ...
 
     def stream(

@@ -7,8 +7,13 @@ and the ``ModelServer`` that holds loaded versions (``model_server``, ``loaded_v
 preload and prefetch (``preload``, ``prefetch``, ``progress``); a version with code loaded
 before READY (``load_check``; its event's key: ``check_event``); the dynamic batcher
 wired to a server (``server_batcher``);
+<<<<<<< HEAD
 TorchServe raw-body predictions (``raw_predictions``); payload capture (``data_capture``;
 every door's exchanges to it: ``capture_offers``);
+=======
+TorchServe raw-body predictions (``raw_predictions``) and its handlers' sequences
+(``handler_sequences``); payload capture (``data_capture``);
+>>>>>>> h/seq
 the data plane every door talks to
 (``data_plane``) and a server's readiness (``readiness``); Triton's response cache
 (``response_cache``, a package); Triton's sequence batcher with the state kept outside the

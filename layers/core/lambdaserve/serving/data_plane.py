@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -28,12 +28,14 @@ from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tensors.shared_memory import SystemSharedMemory
-from lambdaserve.tensors.signature import TensorSpec
+from lambdaserve.tensors.signature import Signature, TensorSpec
 
 if TYPE_CHECKING:  # the infer function's cold path imports this module: no batching, no handlers
     from lambdaserve.batching.dynamic_batcher import TensorBatcher
     from lambdaserve.runtimes.torchserve.context import Answer
+    from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
     from lambdaserve.serving.data_capture import DataCapture
+    from lambdaserve.serving.handler_sequences import HandlerSequences
     from lambdaserve.serving.raw_predictions import RawRequest
     from lambdaserve.serving.readiness import Readiness
     from lambdaserve.serving.response_cache.lookups import Lookup
@@ -84,6 +86,8 @@ class InferenceDataPlane:
         self.raw_batcher = raw_batcher
         # Triton's trace extension (long-running servers); None in Lambda
         self.tracer = tracer
+        # TorchServe's sequences of sequenceBatching handlers, as this process keeps them
+        self._handler_sequences: HandlerSequences | None = None
 
     def server_metadata(self) -> dict[str, Any]:
         # "triton": the protocol's server name, which Triton's clients check; ours beside it
@@ -297,17 +301,35 @@ class InferenceDataPlane:
     async def predict_raw(self, served: ServedVersion, raw: RawRequest) -> Answer:
         """A raw request (a handler's, or BYTES elements): batched with others for the same
         handler version where its archive sets batchSize and this server batches; else alone."""
-        from lambdaserve.serving.raw_predictions import handler_batching, predict_raw
+        from lambdaserve.serving.raw_predictions import handler_batching, handler_step
+
+        server = self.server()
+        asks = await self.call(
+            served.model, served.version, lambda: handler_batching(server, served)
+        )
+        step = handler_step(served, raw, asks)
+        if step is None:
+            return await self._predict_raw(served, raw, asks)
+        # a sequenceBatching handler's request: after its sequence's earlier ones
+        if self._handler_sequences is None:
+            from lambdaserve.serving.handler_sequences import HandlerSequences
+
+            self._handler_sequences = HandlerSequences()
+        async with self._handler_sequences.step(*step):
+            return await self._predict_raw(served, raw, asks)
+
+    async def _predict_raw(
+        self, served: ServedVersion, raw: RawRequest, asks: FrontendBatching
+    ) -> Answer:
+        from lambdaserve.serving.raw_predictions import predict_raw
 
         server = self.server()
         model, version = served.model, served.version
-        if self.raw_batcher is not None:
-            asks = await self.call(model, version, lambda: handler_batching(server, served))
-            if asks.batch_size > 1:
-                outcome = await self.raw_batcher.submit(model, version, raw)
-                if isinstance(outcome, LambdaServeError):
-                    raise outcome
-                return outcome
+        if self.raw_batcher is not None and asks.batch_size > 1:
+            outcome = await self.raw_batcher.submit(model, version, raw)
+            if isinstance(outcome, LambdaServeError):
+                raise outcome
+            return outcome
         return await self.call(
             model, version, lambda: predict_raw(server, model, version, raw), runs_model=True
         )
@@ -347,6 +369,13 @@ def autocompleted_config(served: ServedVersion) -> dict[str, Any]:
     for tensor in document["input"]:  # Triton always writes it; image clients read it
         tensor["format"] = formats.get(tensor["name"], "FORMAT_NONE")
     return document
+
+
+def client_signature(served: ServedVersion) -> Signature:
+    """The signature a client's request is checked against (``client_inputs``)."""
+    if served.config.sequence_batching is None:
+        return served.signature
+    return replace(served.signature, inputs=client_inputs(served))
 
 
 def client_inputs(served: ServedVersion) -> tuple[TensorSpec, ...]:

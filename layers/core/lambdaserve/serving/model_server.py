@@ -22,6 +22,7 @@ from lambdaserve.errors import LambdaServeError, ModelCodeFailed
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions
+from lambdaserve.runtimes.sequence_requests import passing_sequence, sequence_parameters
 from lambdaserve.serving.batch_runs import run_batch
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
 from lambdaserve.serving.cache import ArtifactCache
@@ -115,7 +116,11 @@ class ModelServer:
             check_batch_size(inputs, model, served.config.max_batch_size)
             names = select_outputs(request, served.signature)
             bound = time.perf_counter_ns()
-            with request_deadline(served.config, (request.parameters,)), parent_of((request,)):
+            with (
+                request_deadline(served.config, (request.parameters,)),
+                parent_of((request,)),
+                passing_sequence(request.parameters),
+            ):
                 outputs = classify(request, served, loaded.run(inputs, names))
             ran = time.perf_counter_ns()
             computed((request,), (started, bound, ran, time.perf_counter_ns()), (outputs,))
@@ -138,6 +143,8 @@ class ModelServer:
         sequence model never does: a step's answer depends on its sequence's state)."""
         if self.response_cache is None or served.config.sequence_batching is not None:
             return None
+        if sequence_parameters(request.parameters):
+            return None  # an ensemble's step of a sequence: its answer depends on the state
         return self.response_cache.lookup(served, request, self.stats)
 
     def cache_store(
@@ -178,7 +185,7 @@ class ModelServer:
         lookups: dict[int, Lookup] = {}
         try:
             served = self.resolver.resolve(model, version)
-            if served.config.sequence_batching is not None:
+            if served.config.sequence_batching is not None or _passes_sequences(served, requests):
                 return self._steps(served, model, version, requests)
             for index, request in enumerate(requests):
                 lookup = self.cache_lookup(served, request) if cached else None
@@ -236,10 +243,11 @@ class ModelServer:
         requests: Sequence[InferRequest],
     ) -> list[BatchResult]:
         """Steps of sequences: with ``oldest``, different sequences' steps in one execution;
-        with ``direct``, each alone, in order."""
+        with ``direct`` (and an ensemble's requests, which pass their sequences on to its
+        steps), each alone, in order."""
         sequences = served.config.sequence_batching
-        assert sequences is not None
-        if sequences.strategy == "oldest" and served.config.max_batch_size > 1 and requests[1:]:
+        oldest = sequences is not None and sequences.strategy == "oldest"
+        if oldest and served.config.max_batch_size > 1 and requests[1:]:
             return run_oldest(
                 self.sequences,
                 self.stats,
@@ -433,3 +441,9 @@ def _worker_count(loaded: LoadedModel | None) -> int:
     # a worker pool's count (workers.worker_model, not imported here: the Lambda cold path)
     count = getattr(loaded, "worker_count", 0)
     return count if isinstance(count, int) else 0
+
+
+def _passes_sequences(served: ServedVersion, requests: Sequence[InferRequest]) -> bool:
+    """An ensemble's requests that are steps of sequences: each runs alone, so that each
+    passes its own sequence on to the ensemble's steps."""
+    return served.config.is_ensemble and any(sequence_parameters(r.parameters) for r in requests)

@@ -21,7 +21,7 @@ from lambdaserve.errors import InferenceError, InvalidInput, LambdaServeError
 from lambdaserve.metrics.stats import Execution
 from lambdaserve.protocol.torchserve import encode_prediction
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.runtimes.torchserve.context import SEQUENCE_ID_HEADER, Answer
+from lambdaserve.runtimes.torchserve.context import SEQUENCE_END_HEADER, SEQUENCE_ID_HEADER, Answer
 from lambdaserve.runtimes.torchserve.handler import HandlerModel
 from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
 from lambdaserve.serving.model_server import ModelServer
@@ -122,6 +122,20 @@ def handler_sequence(
     if not handler_batching(server, served).sequences:
         return None
     return headers.get(SEQUENCE_ID_HEADER) or f"ts-seq-{uuid.uuid4()}"
+
+
+def handler_step(
+    served: ServedVersion, raw: RawRequest, asks: FrontendBatching
+) -> tuple[str, int, str, FrontendBatching, bool] | None:
+    """A sequenceBatching handler's request as its sequence's step: (model, version,
+    ts_request_sequence_id, the archive's limits, whether its ts_request_sequence_end closes
+    the sequence); None for other requests."""
+    sequence_id = raw.headers.get(SEQUENCE_ID_HEADER)
+    if not asks.sequences or not sequence_id:
+        return None
+    end = raw.headers.get(SEQUENCE_END_HEADER)
+    ends = end is not None and end.strip().lower() not in ("", "false", "0")
+    return served.model, served.version, sequence_id, asks, ends
 
 
 def predict_raw_many(

@@ -65,7 +65,7 @@ def build_model_server(
         ),
         max_loaded_bytes=settings.max_loaded_bytes,
         # sequences' records where every instance reads them: any instance serves any step
-        sequences=sequence_steps_from(settings, clients.dynamodb),
+        sequences=sequence_steps_from(settings, clients.dynamodb, lambda: clients.s3),
     )
     # the process's one model-to-model port, installed here: one model server a process
     install_bls(plane or InferenceDataPlane(lambda: server))

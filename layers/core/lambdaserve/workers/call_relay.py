@@ -130,7 +130,11 @@ class WorkerCalls:
         inputs: Mapping[str, np.ndarray[Any, Any]],
         outputs: Sequence[str],
         timeout_us: int = 0,
+        *,
+        parameters: Mapping[str, Any] | None = None,
     ) -> Arrays:
+        if parameters:  # only an ensemble passes them, and ensembles run where they serve
+            raise InferenceError("a call from a worker process carries no request parameters")
         [answer] = self._bls(
             BlsKind.ONE,
             model=model,

@@ -15,6 +15,7 @@ import signal
 import socket
 import sys
 import threading
+from dataclasses import astuple
 from pathlib import Path
 from typing import Any
 
@@ -100,9 +101,7 @@ class Worker:
             Path(spec.model_path), config, Signature.from_json(spec.signature), options
         )
         batching = getattr(self.model, "batching", None)
-        return messages.loaded(
-            (batching.batch_size, batching.max_delay_s, batching.sequences) if batching else None
-        )
+        return messages.loaded(astuple(batching) if batching else None)
 
     def run(self, message: messages.Message) -> messages.Message:
         from lambdaserve.runtimes.code_errors import request_ids

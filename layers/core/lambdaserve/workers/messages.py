@@ -120,8 +120,9 @@ def failed(exc: BaseException) -> Message:
 
 
 # -- the child's messages ----------------------------------------------------------------------
-def loaded(batching: tuple[int, float, bool] | None) -> Message:
-    """``batching``: a handler's batchSize, maxBatchDelay (s) and sequenceBatching."""
+def loaded(batching: tuple[Any, ...] | None) -> Message:
+    """``batching``: a handler's FrontendBatching, its fields in order (batchSize,
+    maxBatchDelay in s, sequenceBatching and its sequences' limits)."""
     return {"ok": True, BATCHING: list(batching) if batching else None}
 
 

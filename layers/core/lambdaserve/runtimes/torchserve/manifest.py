@@ -182,11 +182,17 @@ class FrontendBatching:
     """How TorchServe's frontend batches an archive's requests (model-config.yaml's
     ``batchSize`` and ``maxBatchDelay`` in ms); ``batch_size`` 0 when the archive sets none.
     ``sequences``: its ``sequenceBatching: true`` (each request carries, or is given, a
-    ``ts_request_sequence_id`` its handler reads with ``context.get_sequence_id``)."""
+    ``ts_request_sequence_id`` its handler reads with ``context.get_sequence_id``), with
+    ``sequenceMaxIdleMSec`` (``sequence_idle_s``; 60 s unless set), ``maxSequenceJobQueueSize``
+    (``sequence_queue``; TorchServe's 1 unless set) and ``maxNumSequence`` (``max_sequences``;
+    0, no cap, unless set: a sequence holds no worker here, see serving.handler_sequences)."""
 
     batch_size: int = 0
     max_delay_s: float = 0.0
     sequences: bool = False
+    sequence_idle_s: float = 60.0
+    sequence_queue: int = 1
+    max_sequences: int = 0
 
 
 def frontend_batching(manifest: Manifest, model_dir: Path) -> FrontendBatching:
@@ -198,10 +204,30 @@ def frontend_batching(manifest: Manifest, model_dir: Path) -> FrontendBatching:
     if not isinstance(document, dict):
         return FrontendBatching()
     size, delay = document.get("batchSize"), document.get("maxBatchDelay")
-    sequences = document.get("sequenceBatching") is True
+    sequences = _sequences(document)
     if not isinstance(size, int) or size < 1:
-        return FrontendBatching(sequences=sequences)
+        return FrontendBatching(0, 0.0, *sequences)
     delay_ms = (
         delay if isinstance(delay, int | float) and delay >= 0 else DEFAULT_MAX_BATCH_DELAY_MS
     )
-    return FrontendBatching(size, delay_ms / 1000, sequences)
+    return FrontendBatching(size, delay_ms / 1000, *sequences)
+
+
+def _sequences(document: dict[str, Any]) -> tuple[bool, float, int, int]:
+    """sequenceBatching, sequenceMaxIdleMSec (s), maxSequenceJobQueueSize, maxNumSequence;
+    a value that is not a positive integer keeps its default, as TorchServe warns and does."""
+
+    def positive(name: str, default: int) -> int:
+        value = document.get(name)
+        return (
+            value
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0
+            else default
+        )
+
+    return (
+        document.get("sequenceBatching") is True,
+        positive("sequenceMaxIdleMSec", 60_000) / 1000,
+        positive("maxSequenceJobQueueSize", 1),
+        positive("maxNumSequence", 0),
+    )

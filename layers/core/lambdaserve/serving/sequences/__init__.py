@@ -2,7 +2,8 @@
 or ``serve`` task may run any step of any sequence.
 
 A sequence's record (its step count, when it was last seen, its implicit state) lives in a
-``SequenceStore`` (``records``): the catalog's DynamoDB table (``dynamodb_store``), a Redis
+``SequenceStore`` (``records``): the catalog's DynamoDB table (``dynamodb_store``; a state
+too large for an item in S3, ``state_objects``), a Redis
 (``redis_store``), as the settings say (``from_settings``), or one process's memory
 (``memory_store``). Every write is conditional on the record the step read, so two
 instances racing on one sequence cannot both apply a step.

@@ -1,25 +1,33 @@
 """The sequence store a process's settings name (``LAMBDASERVE_SEQUENCE_STORE``): the
-catalog's DynamoDB table (the default), or the Redis endpoint of the response cache's
+catalog's DynamoDB table (the default; states too large for an item in the models bucket's
+``sequence-state/``), or the Redis endpoint of the response cache's
 settings (``LAMBDASERVE_REDIS_*``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lambdaserve.errors import InvalidInput
 from lambdaserve.serving.sequences.dynamodb_store import DynamoSequenceStore
 from lambdaserve.serving.sequences.records import SequenceStore
+from lambdaserve.serving.sequences.state_objects import StateObjects
 from lambdaserve.serving.sequences.steps import SequenceSteps
 from lambdaserve.settings import Settings
 
 
-def sequence_steps_from(settings: Settings, dynamodb: Any) -> SequenceSteps:
-    return SequenceSteps(_store(settings, dynamodb))
+def sequence_steps_from(
+    settings: Settings, dynamodb: Any, s3: Callable[[], Any] | None = None
+) -> SequenceSteps:
+    """``s3``: where a state too large for a DynamoDB item goes (the models bucket's
+    ``sequence-state/``); None refuses such a state."""
+    return SequenceSteps(_store(settings, dynamodb, s3))
 
 
-def _store(settings: Settings, dynamodb: Any) -> SequenceStore:
+def _store(settings: Settings, dynamodb: Any, s3: Callable[[], Any] | None) -> SequenceStore:
     if settings.sequence_store == "dynamodb":
-        return DynamoSequenceStore(dynamodb, settings.table)
+        objects = StateObjects(s3, settings.bucket) if s3 is not None else None
+        return DynamoSequenceStore(dynamodb, settings.table, objects=objects)
     if settings.sequence_store != "redis":
         raise InvalidInput(
             f"LAMBDASERVE_SEQUENCE_STORE={settings.sequence_store!r}: use dynamodb or redis"

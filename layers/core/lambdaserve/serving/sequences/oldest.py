@@ -68,6 +68,7 @@ def run_oldest(
                 batching=batching,
                 batched=True,
                 initial=served.initial_states,
+                declared_outputs=frozenset(t.name for t in config.outputs),
             )
         except LambdaServeError as exc:
             stats.record_failure(served.model, served.version, 0, exc)

@@ -29,13 +29,15 @@ class SequenceRecord:
     (wall clock, µs), its implicit state tensors encoded (``b""``: none), and ``token``, a
     fresh value every write, which the next write is conditional on. ``ended``: the record
     an END left where the store keeps one (a sequence no step continues; a START may reuse
-    its id, conditional on its token)."""
+    its id, conditional on its token). ``state_ref``: where a store keeps a state too large
+    for the record itself (an S3 key), as read; the store's own business."""
 
     step: int
     last_seen_us: int
     state: bytes
     token: str
     ended: bool = False
+    state_ref: str = ""
 
 
 class SequenceConflict(Conflict):

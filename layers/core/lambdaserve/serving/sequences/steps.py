@@ -74,7 +74,13 @@ class SequenceSteps:
         config also lists it under ``output`` (or the request names it)."""
         for attempt in range(1, ATTEMPTS + 1):
             step = self.prepare(
-                model, version, request, batching=batching, batched=batched, initial=initial
+                model,
+                version,
+                request,
+                batching=batching,
+                batched=batched,
+                initial=initial,
+                declared_outputs=declared_outputs,
             )
             try:
                 outputs = execute(step.request)
@@ -96,11 +102,14 @@ class SequenceSteps:
         batching: SequenceBatching,
         batched: bool,
         initial: Mapping[str, str] | None = None,
+        declared_outputs: frozenset[str] = frozenset(),
     ) -> PreparedStep:
         """Read the sequence's record and apply Triton's rules: the model's request.
-        ``initial``: the states' data files (base64), where the config names them."""
+        ``initial``: the states' data files (base64), where the config names them;
+        ``declared_outputs``: the config's outputs (a state output the client may ask for)."""
         flags = flags_of(model, request.parameters)
         _check_batch_size(model, request, batched)
+        _check_requested_outputs(model, request, batching, declared_outputs)
         key = SequenceKey(model, version, flags.sequence_id)
         now = self._clock_us()
         stored = self.store.read(key)
@@ -164,6 +173,20 @@ def visible(
         for name, value in outputs.items()
         if (name in asked if asked else name not in hidden)
     }
+
+
+def _check_requested_outputs(
+    model: str, request: InferRequest, batching: SequenceBatching, declared: frozenset[str]
+) -> None:
+    """A state output is the client's only where the config lists it under ``output``
+    (Triton's qa/L0_implicit_state: test_request_output_not_allowed)."""
+    hidden = {s.output_name for s in batching.states} - declared
+    for output in request.outputs:
+        if output.name in hidden:
+            raise InvalidInput(
+                f"unexpected inference output '{output.name}' for model '{model}': it is the "
+                "model's implicit state; list it under the config's output to return it"
+            )
 
 
 def _check_batch_size(model: str, request: InferRequest, batched: bool) -> None:
