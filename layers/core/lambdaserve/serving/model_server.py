@@ -18,7 +18,7 @@ import numpy as np
 
 from lambdaserve.batching.assembly import BatchResult, assemble, check_invariant
 from lambdaserve.catalog import version_policy
-from lambdaserve.errors import LambdaServeError, ModelCodeFailed
+from lambdaserve.errors import LambdaServeError, ModelCodeFailed, ModelNotReady, ModelTooLarge
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions
@@ -28,6 +28,7 @@ from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.classification import classify
 from lambdaserve.serving.loaded_versions import Key, LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
+from lambdaserve.serving.memory import import_runtime_library
 from lambdaserve.serving.response_cache.lookups import Lookup, ResponseCache
 from lambdaserve.serving.sequences.memory_store import MemorySequenceStore
 from lambdaserve.serving.sequences.oldest import run_oldest
@@ -81,8 +82,16 @@ class ModelServer:
         # when residency had to drop it anyway
         self._scales: dict[tuple[str, int], tuple[int, int | None]] = {}
         self._loaded = LoadedVersions(
-            max_loaded, max_loaded_bytes, lambda key: (key[0], key[1]) in self._scales
+            max_loaded,
+            max_loaded_bytes,
+            lambda key: (key[0], key[1]) in self._scales,
+            on_memory=stats.record_memory,
         )
+
+    @property
+    def max_loaded_bytes(self) -> int:
+        """The residency budget in bytes (LAMBDASERVE_MAX_LOADED_BYTES; 0: none)."""
+        return self._loaded.max_bytes
 
     @property
     def max_loaded(self) -> int:
@@ -313,7 +322,16 @@ class ModelServer:
     def load(self, served: ServedVersion) -> LoadedModel:
         """The loaded model for ``served``: from memory, or cache + runtime + warm-up."""
         key = (served.model, served.version, served.record.fingerprint)
-        return self._loaded.load(key, lambda: self._load(served), served.record.size)
+        try:
+            return self._loaded.load(
+                key,
+                lambda: self._load(served),
+                served.record.size,
+                prepare=lambda: import_runtime_library(served.record.runtime),
+            )
+        except ModelTooLarge as exc:
+            self._report_load_failure(served, exc, prefix="cannot be resident where it serves")
+            raise
 
     def scale(self, served: ServedVersion, min_workers: int, max_workers: int | None) -> Any:
         """TorchServe's scaling of a version's workers, remembered: the version stays
@@ -387,11 +405,12 @@ class ModelServer:
     def _report_load_failure(
         self,
         served: ServedVersion,
-        exc: ModelCodeFailed,
+        exc: ModelNotReady,
         prefix: str = "failed to load where it serves",
     ) -> None:
-        """READY means it answers: the version's own code failed here, so the catalog says
-        UNAVAILABLE with the code's error, and the next request fails fast with it."""
+        """READY means it answers: the version's own code failed here (or it cannot fit this
+        process's memory), so the catalog says UNAVAILABLE with the error, and the next
+        request fails fast with it."""
         reason = f"{prefix}: {exc.message}"
         logger.error("%s version %s %s", served.model, served.version, reason)
         try:
