@@ -118,6 +118,11 @@ class ModelConfig:
     sequence_batching: SequenceBatching | None = None
 
     @property
+    def optional_inputs(self) -> tuple[str, ...]:
+        """Triton's input.optional: inputs a request may leave out."""
+        return tuple(spec.name for spec in self.inputs if spec.optional)
+
+    @property
     def is_ensemble(self) -> bool:
         return self.platform == "ensemble"
 
@@ -178,7 +183,8 @@ def triton_data_type(datatype: str) -> str:
 
 def _tensor_json(spec: TensorSpec, batched: bool) -> dict[str, Any]:
     dims = list(spec.shape[1:] if batched else spec.shape)
-    return {"name": spec.name, "data_type": triton_data_type(spec.datatype), "dims": dims}
+    doc = {"name": spec.name, "data_type": triton_data_type(spec.datatype), "dims": dims}
+    return doc | ({"optional": True} if spec.optional else {})
 
 
 def build(document: ConfigDocument, model: str) -> ModelConfig:
@@ -261,7 +267,8 @@ def _tensor(spec: Any, batched: bool, role: str) -> TensorSpec:
         raise InvalidInput(f"{role} {spec.name!r}: dims are positive or -1 (dynamic), got {dims}")
     # With max_batch_size > 0, Triton's dims leave out the batch dimension.
     shape = (-1, *dims) if batched else dims
-    return TensorSpec(spec.name, _TRITON_TO_V2[data_type], shape)
+    optional = role == "input" and bool(spec.optional)
+    return TensorSpec(spec.name, _TRITON_TO_V2[data_type], shape, optional=optional)
 
 
 def _policy(message: Any) -> VersionPolicy:

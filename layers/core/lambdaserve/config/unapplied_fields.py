@@ -23,6 +23,8 @@ APPLIED = (
     "input.dims",
     "input.reshape",
     "input.format",
+    # a request may leave the input out; the model gets no tensor (serving/binding.py)
+    "input.optional",
     "output.name",
     "output.data_type",
     "output.dims",
@@ -92,7 +94,6 @@ _WHY = {
     "runtime": "the runtime is chosen by the model file (and backend: openvino)",
     "cc_model_filenames": "a model file per GPU compute capability does not apply here",
     "metric_tags": "metrics carry the model and version labels only",
-    "input.optional": "every declared input must be sent",
     "input.allow_ragged_batch": "requests are batched only with equal shapes",
     "parameters": (
         "they reach Python models (args['model_config']); Triton's ONNX Runtime, PyTorch and "

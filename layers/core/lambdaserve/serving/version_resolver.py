@@ -110,7 +110,8 @@ class VersionResolver:
                 number,
                 view.config,
                 record,
-                Signature.from_json(record.signature),
+                # the config's optional inputs: a request may leave them out
+                Signature.from_json(record.signature).with_optional(view.config.optional_inputs),
                 view.record.class_labels,
                 view.record.initial_states,
             )
