@@ -15,6 +15,7 @@ from google.protobuf import json_format
 
 from lambdaserve.config.documents import ConfigDocument, merge, parse_document, parse_overrides
 from lambdaserve.config.dynamic_batching import DynamicBatching, dynamic_batching_of
+from lambdaserve.config.ragged_batching import RaggedBatching, ragged_batching_of
 from lambdaserve.config.reshape import Reshape, reshapes_of
 from lambdaserve.config.sequence_batching import SequenceBatching, sequence_batching_of
 from lambdaserve.config.triton_proto import pb
@@ -116,6 +117,8 @@ class ModelConfig:
     response_cache: bool = False
     # Triton's sequence_batching: steps of a sequence, their state kept outside the instance
     sequence_batching: SequenceBatching | None = None
+    # Triton's allow_ragged_batch, batch_input and batch_output (config/ragged_batching.py)
+    ragged_batching: RaggedBatching | None = None
 
     @property
     def optional_inputs(self) -> tuple[str, ...]:
@@ -165,6 +168,11 @@ class ModelConfig:
             doc["response_cache"] = {"enable": True}
         if self.sequence_batching is not None:
             doc["sequence_batching"] = self.sequence_batching.to_document()
+        if self.ragged_batching is not None:
+            for entry in doc["input"]:
+                if entry["name"] in self.ragged_batching.ragged:
+                    entry["allow_ragged_batch"] = True
+            doc |= self.ragged_batching.to_document()
         return doc
 
 
@@ -225,6 +233,7 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         decoupled=bool(message.model_transaction_policy.decoupled),
         response_cache=bool(message.response_cache.enable),
         sequence_batching=sequence_batching_of(message, _TRITON_TO_V2),
+        ragged_batching=ragged_batching_of(message),
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from lambdaserve.batching.assembly import BatchResult, assemble, check_invariant
+from lambdaserve.batching.ragged import member_outputs, model_inputs
 from lambdaserve.catalog import version_policy
 from lambdaserve.errors import LambdaServeError, ModelCodeFailed, ModelNotReady, ModelTooLarge
 from lambdaserve.metrics.stats import Execution, StatsRegistry
@@ -125,7 +126,7 @@ class ModelServer:
             names = select_outputs(request, served.signature)
             bound = time.perf_counter_ns()
             with request_deadline(served.config, (request.parameters,)), parent_of((request,)):
-                outputs = classify(request, served, loaded.run(inputs, names))
+                outputs = classify(request, served, _run_one(served, loaded, inputs, names))
             ran = time.perf_counter_ns()
             computed((request,), (started, bound, ran, time.perf_counter_ns()), (outputs,))
             encoded = encode(served, outputs)
@@ -218,7 +219,10 @@ class ModelServer:
             if (served.config.dynamic_batching)
             else ()
         )
-        for batch in assemble([requests[i] for i in valid], limit, preferred):
+        ragged = served.config.ragged_batching
+        for batch in assemble(
+            [requests[i] for i in valid], limit, preferred, ragged.ragged if ragged else ()
+        ):
             members = [valid[j] for j in batch.members]
             waited = max((queued_ns or [0] * len(requests))[i] for i in members)
             outcomes = run_batch(
@@ -442,6 +446,23 @@ def _batch_size(inputs: Mapping[str, np.ndarray[Any, Any]], served: ServedVersio
     if batched and first is not None and first.ndim:
         return int(first.shape[0])
     return 1
+
+
+def _run_one(
+    served: ServedVersion,
+    loaded: LoadedModel,
+    inputs: dict[str, np.ndarray[Any, Any]],
+    names: list[str],
+) -> dict[str, np.ndarray[Any, Any]]:
+    """One request through the model: as a ragged batch of one where the config batches
+    ragged (the model takes its ragged inputs 1-D, and the batch inputs)."""
+    ragged = served.config.ragged_batching
+    if ragged is None:
+        return loaded.run(inputs, names)
+    rows = [_batch_size(inputs, served)]
+    return member_outputs(
+        ragged, loaded.run(model_inputs(ragged, [inputs]), names), [inputs], rows
+    )[0]
 
 
 def _key(served: ServedVersion) -> Key:
