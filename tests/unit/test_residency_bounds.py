@@ -31,7 +31,7 @@ def key(name: str) -> tuple[str, int, str]:
 def test_bytes_bound_residency_when_there_is_no_count_bound():
     """Given no count bound and 100 bytes, When versions of 40 bytes load, Then the least
     recently used leave once a third would pass 100."""
-    loaded = LoadedVersions(0, max_bytes=100)
+    loaded = LoadedVersions(0, max_bytes=100, resident=lambda: 0)
     models = {n: Model(n) for n in "abc"}
     for name in "abc":
         loaded.load(key(name), lambda n=name: models[n], size=40)
@@ -39,7 +39,7 @@ def test_bytes_bound_residency_when_there_is_no_count_bound():
 
 
 def test_workers_resident_memory_counts_where_it_is_more_than_the_files():
-    loaded = LoadedVersions(0, max_bytes=100)
+    loaded = LoadedVersions(0, max_bytes=100, resident=lambda: 0)
     worker = Model("w", resident=90)
     loaded.load(key("w"), lambda: worker, size=1)
     loaded.load(key("x"), lambda: Model("x"), size=20)

@@ -58,6 +58,12 @@ class ModelCodeFailed(ModelNotReady):
     fact about the version, reported back to the catalog so it is not READY."""
 
 
+class ModelTooLarge(ModelNotReady):
+    """The version needs more memory than this process's residency budget holds, even with
+    every other version unloaded: a fact about the version where it serves, reported back to
+    the catalog (UNAVAILABLE with its size and the budget) so it is not READY."""
+
+
 class Conflict(LambdaServeError):
     """The request is valid but contradicts the current state."""
 

@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 DEFAULT_MAX_MODEL_BYTES = 2 * 1024**3
@@ -42,7 +43,9 @@ class Settings:
     device: str = "auto"
     intra_op_threads: int = 0
     max_loaded_versions: int = 4
-    max_loaded_bytes: int = 0  # 0: residency bounded by the count alone
+    # Residency in bytes (LAMBDASERVE_MAX_LOADED_BYTES; 0: the count alone): by default sized
+    # from the function's memory, else the task's (cgroup), by ``resident_budget``
+    max_loaded_bytes: int = 0
     catalog_ttl_s: float = 2.0
     max_request_bytes: int = 6 * 1024**2
     # A synchronous answer's size on the wire: Lambda's 6 MB (0: none, as in `serve`)
@@ -154,9 +157,7 @@ class Settings:
             max_loaded_versions=int(
                 env.get("LAMBDASERVE_MAX_LOADED_VERSIONS", str(defaults.max_loaded_versions))
             ),
-            max_loaded_bytes=int(
-                env.get("LAMBDASERVE_MAX_LOADED_BYTES", str(defaults.max_loaded_bytes))
-            ),
+            max_loaded_bytes=_max_loaded_bytes(env),
             catalog_ttl_s=float(env.get("LAMBDASERVE_CATALOG_TTL_S", str(defaults.catalog_ttl_s))),
             max_request_bytes=int(
                 env.get("LAMBDASERVE_MAX_REQUEST_BYTES", str(defaults.max_request_bytes))
@@ -243,6 +244,48 @@ def _response_cache(env: Mapping[str, str], defaults: Settings) -> dict[str, Any
         "redis_timeout_ms": number("REDIS_TIMEOUT_MS", defaults.redis_timeout_ms),
         "sequence_store": env.get("LAMBDASERVE_SEQUENCE_STORE", "") or defaults.sequence_store,
     }
+
+
+# What a process holds besides its models: the interpreter, the runtimes' libraries, the
+# web servers (measured: ~250 MB with onnxruntime and uvicorn imported)
+RESERVED_BYTES = 256 * 1024**2
+CGROUP = Path("/sys/fs/cgroup")
+
+
+def _max_loaded_bytes(env: Mapping[str, str]) -> int:
+    said = env.get("LAMBDASERVE_MAX_LOADED_BYTES", "").strip()
+    if said:
+        return int(said)
+    if env.get("AWS_LAMBDA_FUNCTION_NAME") and env.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE"):
+        return resident_budget(int(env["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"]) * 1024**2)
+    return resident_budget(memory_limit())
+
+
+def resident_budget(limit: int) -> int:
+    """The bytes of loaded versions a process of ``limit`` bytes of memory holds: three
+    quarters of it less what the process itself needs (the rest is headroom for requests'
+    tensors and the runtimes' working memory), at least a quarter; 0 (no bound) for no
+    limit."""
+    if limit <= 0:
+        return 0
+    return max(limit // 4, limit * 3 // 4 - RESERVED_BYTES)
+
+
+def memory_limit(root: Path = CGROUP) -> int:
+    """The memory this process's container may use (an ECS task's, a docker run -m): the
+    cgroup's limit, v2 (memory.max) or v1 (memory.limit_in_bytes); 0 when unlimited or not
+    in a container (a v1 "no limit" is a number larger than the machine's memory)."""
+    for name in ("memory.max", "memory/memory.limit_in_bytes"):
+        try:
+            text = (root / name).read_text().strip()
+        except OSError:
+            continue
+        if not text.isdigit():
+            return 0  # "max": unlimited
+        limit = int(text)
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return limit if limit < physical else 0
+    return 0
 
 
 def _half_the_memory(env: Mapping[str, str]) -> int:

@@ -1,4 +1,5 @@
-"""How requests become batches: assembly and splitting (``assembly``), the plan of when
+"""How requests become batches: assembly and splitting (``assembly``), Triton's ragged
+batches with their batch inputs and outputs (``ragged``), the plan of when
 a batch runs (``plan``), and the in-process dynamic batcher with its per-version lanes
 (``dynamic_batcher``), generic over the function that runs a batch.
 

@@ -2,14 +2,15 @@
 
 Requests join one batch only when they can be concatenated along the batch dimension:
 the same input names, datatypes and inner shapes, and the same requested outputs.
-Ragged requests form separate batches. A batch never exceeds ``max_batch_size`` (the sum
+Requests of other shapes form separate batches, but for the inputs a config lets batch
+ragged (``allow_ragged_batch``). A batch never exceeds ``max_batch_size`` (the sum
 of the members' batch dimensions) and, like Triton's dynamic batcher, prefers the largest
 ``preferred_batch_size`` that the waiting rows can fill.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,9 +52,15 @@ def batch_dim(request: InferRequest) -> int | None:
     return first if first else None
 
 
-def compatibility_key(request: InferRequest) -> Hashable:
-    """Requests with equal keys can be concatenated."""
-    inputs = tuple(sorted((t.name, t.datatype, t.data.shape[1:]) for t in request.inputs))
+def compatibility_key(request: InferRequest, ragged: Collection[str] = ()) -> Hashable:
+    """Requests with equal keys can be concatenated (a ``ragged`` input whatever its shape:
+    Triton's allow_ragged_batch, joined in one dimension by ``batching.ragged``)."""
+    inputs = tuple(
+        sorted(
+            (t.name, t.datatype, None if t.name in ragged else t.data.shape[1:])
+            for t in request.inputs
+        )
+    )
     outputs = tuple(o.name for o in request.outputs)
     return inputs, outputs
 
@@ -62,6 +69,7 @@ def assemble(
     requests: Sequence[InferRequest],
     max_batch_size: int,
     preferred_sizes: Sequence[int] = (),
+    ragged: Collection[str] = (),
 ) -> list[Batch]:
     """Partition ``requests`` into batches; every request lands in exactly one."""
     batches: list[Batch] = []
@@ -71,7 +79,7 @@ def assemble(
         if max_batch_size <= 0 or size is None or size >= max_batch_size:
             batches.append(Batch((index,), (size or 1,)))
             continue
-        groups.setdefault(compatibility_key(request), []).append((index, size))
+        groups.setdefault(compatibility_key(request, ragged), []).append((index, size))
     preferred = sorted({p for p in preferred_sizes if 0 < p <= max_batch_size}, reverse=True)
     for members in groups.values():
         batches.extend(_fill(members, max_batch_size, preferred))

@@ -83,6 +83,14 @@ def check_tensors(config: ModelConfig, signature: Signature) -> None:
                     f"config declares {role} {spec.name!r} as {spec.datatype} but the model "
                     f"has {found.datatype}"
                 )
+            if role == "input" and _ragged(config, spec.name):
+                if len(found.shape) != 1:
+                    raise ModelRejected(
+                        f"input {spec.name!r} allows ragged batches: the model takes it as "
+                        f"one dimension (the requests' data joined), but its shape is "
+                        f"{list(found.shape)}"
+                    )
+                continue
             reshaped = model_side(config.reshapes, role, spec.name)
             model_spec = (
                 spec if reshaped is None else TensorSpec(spec.name, spec.datatype, reshaped)
@@ -98,6 +106,10 @@ def check_tensors(config: ModelConfig, signature: Signature) -> None:
                     f"dimension on input {spec.name!r}, but the model's shape is "
                     f"{list(spec.shape)}; set max_batch_size: 0 and give full dims"
                 )
+
+
+def _ragged(config: ModelConfig, name: str) -> bool:
+    return config.ragged_batching is not None and name in config.ragged_batching.ragged
 
 
 def _check_sequence_tensors(config: ModelConfig, signature: Signature) -> None:

@@ -15,6 +15,7 @@ from google.protobuf import json_format
 
 from lambdaserve.config.documents import ConfigDocument, merge, parse_document, parse_overrides
 from lambdaserve.config.dynamic_batching import DynamicBatching, dynamic_batching_of
+from lambdaserve.config.ragged_batching import RaggedBatching, ragged_batching_of
 from lambdaserve.config.reshape import Reshape, reshapes_of
 from lambdaserve.config.sequence_batching import SequenceBatching, sequence_batching_of
 from lambdaserve.config.triton_proto import pb
@@ -116,6 +117,13 @@ class ModelConfig:
     response_cache: bool = False
     # Triton's sequence_batching: steps of a sequence, their state kept outside the instance
     sequence_batching: SequenceBatching | None = None
+    # Triton's allow_ragged_batch, batch_input and batch_output (config/ragged_batching.py)
+    ragged_batching: RaggedBatching | None = None
+
+    @property
+    def optional_inputs(self) -> tuple[str, ...]:
+        """Triton's input.optional: inputs a request may leave out."""
+        return tuple(spec.name for spec in self.inputs if spec.optional)
 
     @property
     def is_ensemble(self) -> bool:
@@ -160,6 +168,11 @@ class ModelConfig:
             doc["response_cache"] = {"enable": True}
         if self.sequence_batching is not None:
             doc["sequence_batching"] = self.sequence_batching.to_document()
+        if self.ragged_batching is not None:
+            for entry in doc["input"]:
+                if entry["name"] in self.ragged_batching.ragged:
+                    entry["allow_ragged_batch"] = True
+            doc |= self.ragged_batching.to_document()
         return doc
 
 
@@ -178,7 +191,8 @@ def triton_data_type(datatype: str) -> str:
 
 def _tensor_json(spec: TensorSpec, batched: bool) -> dict[str, Any]:
     dims = list(spec.shape[1:] if batched else spec.shape)
-    return {"name": spec.name, "data_type": triton_data_type(spec.datatype), "dims": dims}
+    doc = {"name": spec.name, "data_type": triton_data_type(spec.datatype), "dims": dims}
+    return doc | ({"optional": True} if spec.optional else {})
 
 
 def build(document: ConfigDocument, model: str) -> ModelConfig:
@@ -219,6 +233,7 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         decoupled=bool(message.model_transaction_policy.decoupled),
         response_cache=bool(message.response_cache.enable),
         sequence_batching=sequence_batching_of(message, _TRITON_TO_V2),
+        ragged_batching=ragged_batching_of(message),
     )
 
 
@@ -261,7 +276,8 @@ def _tensor(spec: Any, batched: bool, role: str) -> TensorSpec:
         raise InvalidInput(f"{role} {spec.name!r}: dims are positive or -1 (dynamic), got {dims}")
     # With max_batch_size > 0, Triton's dims leave out the batch dimension.
     shape = (-1, *dims) if batched else dims
-    return TensorSpec(spec.name, _TRITON_TO_V2[data_type], shape)
+    optional = role == "input" and bool(spec.optional)
+    return TensorSpec(spec.name, _TRITON_TO_V2[data_type], shape, optional=optional)
 
 
 def _policy(message: Any) -> VersionPolicy:

@@ -17,8 +17,6 @@ _IGNORED = {
     "optimization": "optimization settings are not applied (ONNX Runtime uses its defaults)",
     "rate_limiter": "rate_limiter is not applied (Lambda concurrency limits apply instead)",
     "model_repository_agents": "model_repository_agents are not applied (no agent runs)",
-    "batch_input": "batch_input is not applied",
-    "batch_output": "batch_output is not applied",
     "model_operations": "model_operations are not applied",
     "model_metrics": "model_metrics are not applied (see /metrics for what is exposed)",
 }

@@ -23,6 +23,12 @@ APPLIED = (
     "input.dims",
     "input.reshape",
     "input.format",
+    # a request may leave the input out; the model gets no tensor (serving/binding.py)
+    "input.optional",
+    # ragged batches: config/ragged_batching.py, batching/ragged.py
+    "input.allow_ragged_batch",
+    "batch_input",
+    "batch_output",
     "output.name",
     "output.data_type",
     "output.dims",
@@ -61,8 +67,6 @@ SAID_ELSEWHERE = (
     "optimization",
     "rate_limiter",
     "model_repository_agents",
-    "batch_input",
-    "batch_output",
     "model_operations",
     "model_metrics",
     "dynamic_batching.priority_queue_policy",
@@ -92,8 +96,6 @@ _WHY = {
     "runtime": "the runtime is chosen by the model file (and backend: openvino)",
     "cc_model_filenames": "a model file per GPU compute capability does not apply here",
     "metric_tags": "metrics carry the model and version labels only",
-    "input.optional": "every declared input must be sent",
-    "input.allow_ragged_batch": "requests are batched only with equal shapes",
     "parameters": (
         "they reach Python models (args['model_config']); Triton's ONNX Runtime, PyTorch and "
         "OpenVINO backend parameters (thread counts, execution modes, EXECUTION_ENV_PATH) "

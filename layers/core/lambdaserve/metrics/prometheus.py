@@ -127,6 +127,13 @@ TOO_LARGE_DOC = (
     "(LAMBDASERVE_RESPONSE_CACHE_MAX_ENTRY_BYTES)"
 )
 
+MEMORY = "lambdaserve_model_memory_bytes"
+MEMORY_DOC = (
+    "Memory a loaded model version holds, measured at its load (this process's resident set "
+    "before and after, plus its worker processes'), in bytes: what residency counts against "
+    "LAMBDASERVE_MAX_LOADED_BYTES"
+)
+
 
 class TritonMetrics:
     """A prometheus_client collector: Triton's families, one series per model version."""
@@ -141,6 +148,7 @@ class TritonMetrics:
             UnknownMetricFamily(FAILURE, FAILURE_DOC, labels=(*LABELS, "reason")),
             GaugeMetricFamily(PENDING, PENDING_DOC, labels=LABELS),
             UnknownMetricFamily(TOO_LARGE, TOO_LARGE_DOC, labels=LABELS),
+            GaugeMetricFamily(MEMORY, MEMORY_DOC, labels=LABELS),
         ]
 
     def collect(self) -> Iterable[Metric]:
@@ -165,6 +173,10 @@ class TritonMetrics:
         for (model, version), count in registry.cache_too_large().items():
             too_large.add_metric([model, str(version)], float(count))
         yield too_large
+        memory = GaugeMetricFamily(MEMORY, MEMORY_DOC, labels=LABELS)
+        for (model, version), size in registry.memory().items():
+            memory.add_metric([model, str(version)], float(size))
+        yield memory
 
 
 def metrics_registry(

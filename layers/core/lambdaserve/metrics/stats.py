@@ -114,6 +114,8 @@ class StatsRegistry:
     ) -> None:
         self._lock = threading.Lock()
         self._versions: dict[tuple[str, int], VersionStats] = {}
+        # a loaded version's memory, measured at its load (serving.loaded_versions)
+        self._memory: dict[tuple[str, int], int] = {}
         self.listener = listener
         self.cache_listener = cache_listener
 
@@ -184,6 +186,21 @@ class StatsRegistry:
         with self._lock:
             self._versions.setdefault((model, version), VersionStats()).cache_too_large += 1
 
+    def record_memory(self, model: str, version: int, size: int) -> None:
+        """The version's memory as measured at its load (0: it left memory). A loaded version
+        is listed in the stats, as Triton lists each loaded version, with ``memory_usage``."""
+        with self._lock:
+            if size:
+                self._memory[(model, version)] = size
+                self._versions.setdefault((model, version), VersionStats())
+            else:
+                self._memory.pop((model, version), None)
+
+    def memory(self) -> dict[tuple[str, int], int]:
+        """Per loaded version, its memory measured at load, in bytes."""
+        with self._lock:
+            return dict(sorted(self._memory.items()))
+
     def cache_too_large(self) -> dict[tuple[str, int], int]:
         """Per version, answers not cached for their size."""
         with self._lock:
@@ -203,14 +220,14 @@ class StatsRegistry:
             items = sorted(self._versions.items())
             return {
                 "model_stats": [
-                    _to_json(name, number, stats)
+                    _to_json(name, number, stats, self._memory.get((name, number), 0))
                     for (name, number), stats in items
                     if (model is None or name == model) and (version is None or number == version)
                 ]
             }
 
 
-def _to_json(name: str, version: int, stats: VersionStats) -> dict[str, Any]:
+def _to_json(name: str, version: int, stats: VersionStats, memory: int) -> dict[str, Any]:
     return {
         "name": name,
         "version": str(version),
@@ -236,4 +253,6 @@ def _to_json(name: str, version: int, stats: VersionStats) -> dict[str, Any]:
             }
             for size, batch in sorted(stats.batches.items())
         ],
+        # Triton's ModelStatistics.memory_usage: what the version holds while loaded
+        "memory_usage": [{"type": "CPU", "id": 0, "byte_size": memory}] if memory else [],
     }

@@ -181,7 +181,9 @@ class EnsembleModel:
 
     def _run_step(self, index: int, tensors: Arrays_) -> Arrays_:
         step = self._steps[index]
-        step_inputs = {inner: tensors[outer] for inner, outer in step.input_map}
+        # an optional input the request left out (or a step did not produce) is left out of
+        # the step too, as Triton's ensembles do; a required one is refused by the step model
+        step_inputs = {inner: tensors[outer] for inner, outer in step.input_map if outer in tensors}
         wanted = [inner for inner, _ in step.output_map]
         # the ensemble's request's sequence goes on to each step's, as Triton passes it: a
         # composing sequence model runs the step of that sequence
@@ -196,4 +198,4 @@ class EnsembleModel:
             )
         except LambdaServeError as exc:
             raise type(exc)(f"ensemble step {index} ({step.model_name!r}): {exc.message}") from None
-        return {outer: produced[inner] for inner, outer in step.output_map}
+        return {outer: produced[inner] for inner, outer in step.output_map if inner in produced}

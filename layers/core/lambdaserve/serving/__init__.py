@@ -3,7 +3,8 @@ through the artifact cache (``cache``, ``loading``, ``reshaped_model``), warm it
 (``warmup``), bind requests to its signature (``binding``), a version's named signatures
 (``signatures``: TF Serving's signature_name), run batches (``batch_runs``),
 classification (``classification``), every response of a decoupled model (``streaming``),
-and the ``ModelServer`` that holds loaded versions (``model_server``, ``loaded_versions``);
+and the ``ModelServer`` that holds loaded versions (``model_server``, ``loaded_versions``,
+bounded in bytes by their memory measured at load: ``memory``);
 preload and prefetch (``preload``, ``prefetch``, ``progress``); a version with code loaded
 before READY (``load_check``; its event's key: ``check_event``); the dynamic batcher
 wired to a server (``server_batcher``);

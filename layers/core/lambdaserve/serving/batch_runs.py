@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lambdaserve.batching.assembly import Batch, BatchResult, concatenate, split
+from lambdaserve.batching.ragged import member_outputs, model_inputs
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
@@ -40,9 +41,14 @@ def run_batch(
     if isinstance(loaded, RequestsModel):
         return _run_requests(stats, served, loaded, members, batch=batch, queued_ns=queued_ns)
     started = time.perf_counter_ns()
+    ragged = served.config.ragged_batching
     try:
-        merged = concatenate(members)
-        inputs = bind_inputs(merged, served.signature)
+        if ragged is None:
+            merged = concatenate(members)
+            inputs = bind_inputs(merged, served.signature)
+        else:  # Triton's ragged batch: inputs joined in 1-D, and the batch inputs
+            bound_members = [bind_inputs(m, served.signature) for m in members]
+            merged, inputs = members[0], model_inputs(ragged, bound_members)
         names = select_outputs(merged, served.signature)
         bound = time.perf_counter_ns()
         with (
@@ -51,7 +57,10 @@ def run_batch(
         ):
             outputs = loaded.run(inputs, names)
         ran = time.perf_counter_ns()
-        parts = split(outputs, batch.sizes) if len(members) > 1 else [outputs]
+        if ragged is not None:
+            parts = member_outputs(ragged, outputs, bound_members, batch.sizes)
+        else:
+            parts = split(outputs, batch.sizes) if len(members) > 1 else [outputs]
         computed(members, (started, bound, ran, time.perf_counter_ns()), parts)
     except LambdaServeError as exc:
         if len(members) > 1:  # find the member that fails; the others still succeed

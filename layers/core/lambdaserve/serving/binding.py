@@ -25,6 +25,8 @@ def bind_inputs(request: InferRequest, signature: Signature) -> dict[str, np.nda
     bound = {}
     for spec in signature.inputs:
         tensor = provided.get(spec.name)
+        if tensor is None and spec.optional:
+            continue  # Triton's input.optional: the model gets no tensor, as its backends do
         if tensor is None:
             raise InvalidInput(f"missing input {spec.name!r} ({spec.datatype} {list(spec.shape)})")
         if tensor.datatype != spec.datatype:

@@ -7,8 +7,9 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from lambdaserve.batching.ragged import model_inputs
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import CODE_FILES
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions, RequestsModel
@@ -18,7 +19,7 @@ from lambdaserve.serving.environments import environment_file
 from lambdaserve.serving.progress import human_bytes
 from lambdaserve.serving.reshaped_model import ReshapedModel
 from lambdaserve.serving.sequences.controls import warmup_inputs
-from lambdaserve.serving.warmup import warm_up
+from lambdaserve.serving.warmup import warm_up, zero_inputs
 from lambdaserve.workers.options import WorkerOptions
 
 if TYPE_CHECKING:  # serving imports this module
@@ -83,11 +84,7 @@ def load_version(
         batched,
         zeros=not code,
         label=f"{served.model} version {served.version}",
-        fixed=(
-            warmup_inputs(config.sequence_batching, batched, served.initial_states)
-            if config.sequence_batching is not None
-            else None
-        ),
+        fixed=_fixed_warmup_inputs(served),
     )
     done = time.perf_counter()
     logger.info(
@@ -112,6 +109,20 @@ def load_version(
             else f"{runtime.name} found no CUDA device here (the GPU service runs it on one)",
         )
     return loaded
+
+
+def _fixed_warmup_inputs(served: ServedVersion) -> dict[str, Any] | None:
+    """What warm-up feeds besides zeros: a sequence model's controls and states; a ragged
+    model's zeros joined as a ragged batch of one, with its batch inputs."""
+    config = served.config
+    if config.sequence_batching is not None:
+        return warmup_inputs(
+            config.sequence_batching, config.max_batch_size > 0, served.initial_states
+        )
+    if config.ragged_batching is not None:
+        zeros = zero_inputs(served.signature.inputs)
+        return None if zeros is None else model_inputs(config.ragged_batching, [zeros])
+    return None
 
 
 def _in_workers(

@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from lambdaserve.batching.assembly import BatchResult, assemble, check_invariant
+from lambdaserve.batching.ragged import member_outputs, model_inputs
 from lambdaserve.catalog import version_policy
-from lambdaserve.errors import LambdaServeError, ModelCodeFailed
+from lambdaserve.errors import LambdaServeError, ModelCodeFailed, ModelNotReady, ModelTooLarge
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions
@@ -29,6 +30,7 @@ from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.classification import classify
 from lambdaserve.serving.loaded_versions import Key, LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
+from lambdaserve.serving.memory import import_runtime_library
 from lambdaserve.serving.response_cache.lookups import Lookup, ResponseCache
 from lambdaserve.serving.sequences.memory_store import MemorySequenceStore
 from lambdaserve.serving.sequences.oldest import run_oldest
@@ -82,8 +84,16 @@ class ModelServer:
         # when residency had to drop it anyway
         self._scales: dict[tuple[str, int], tuple[int, int | None]] = {}
         self._loaded = LoadedVersions(
-            max_loaded, max_loaded_bytes, lambda key: (key[0], key[1]) in self._scales
+            max_loaded,
+            max_loaded_bytes,
+            lambda key: (key[0], key[1]) in self._scales,
+            on_memory=stats.record_memory,
         )
+
+    @property
+    def max_loaded_bytes(self) -> int:
+        """The residency budget in bytes (LAMBDASERVE_MAX_LOADED_BYTES; 0: none)."""
+        return self._loaded.max_bytes
 
     @property
     def max_loaded(self) -> int:
@@ -121,7 +131,7 @@ class ModelServer:
                 parent_of((request,)),
                 passing_sequence(request.parameters),
             ):
-                outputs = classify(request, served, loaded.run(inputs, names))
+                outputs = classify(request, served, _run_one(served, loaded, inputs, names))
             ran = time.perf_counter_ns()
             computed((request,), (started, bound, ran, time.perf_counter_ns()), (outputs,))
             encoded = encode(served, outputs)
@@ -216,7 +226,10 @@ class ModelServer:
             if (served.config.dynamic_batching)
             else ()
         )
-        for batch in assemble([requests[i] for i in valid], limit, preferred):
+        ragged = served.config.ragged_batching
+        for batch in assemble(
+            [requests[i] for i in valid], limit, preferred, ragged.ragged if ragged else ()
+        ):
             members = [valid[j] for j in batch.members]
             waited = max((queued_ns or [0] * len(requests))[i] for i in members)
             outcomes = run_batch(
@@ -321,7 +334,16 @@ class ModelServer:
     def load(self, served: ServedVersion) -> LoadedModel:
         """The loaded model for ``served``: from memory, or cache + runtime + warm-up."""
         key = (served.model, served.version, served.record.fingerprint)
-        return self._loaded.load(key, lambda: self._load(served), served.record.size)
+        try:
+            return self._loaded.load(
+                key,
+                lambda: self._load(served),
+                served.record.size,
+                prepare=lambda: import_runtime_library(served.record.runtime),
+            )
+        except ModelTooLarge as exc:
+            self._report_load_failure(served, exc, prefix="cannot be resident where it serves")
+            raise
 
     def scale(self, served: ServedVersion, min_workers: int, max_workers: int | None) -> Any:
         """TorchServe's scaling of a version's workers, remembered: the version stays
@@ -395,11 +417,12 @@ class ModelServer:
     def _report_load_failure(
         self,
         served: ServedVersion,
-        exc: ModelCodeFailed,
+        exc: ModelNotReady,
         prefix: str = "failed to load where it serves",
     ) -> None:
-        """READY means it answers: the version's own code failed here, so the catalog says
-        UNAVAILABLE with the code's error, and the next request fails fast with it."""
+        """READY means it answers: the version's own code failed here (or it cannot fit this
+        process's memory), so the catalog says UNAVAILABLE with the error, and the next
+        request fails fast with it."""
         reason = f"{prefix}: {exc.message}"
         logger.error("%s version %s %s", served.model, served.version, reason)
         try:
@@ -431,6 +454,23 @@ def _batch_size(inputs: Mapping[str, np.ndarray[Any, Any]], served: ServedVersio
     if batched and first is not None and first.ndim:
         return int(first.shape[0])
     return 1
+
+
+def _run_one(
+    served: ServedVersion,
+    loaded: LoadedModel,
+    inputs: dict[str, np.ndarray[Any, Any]],
+    names: list[str],
+) -> dict[str, np.ndarray[Any, Any]]:
+    """One request through the model: as a ragged batch of one where the config batches
+    ragged (the model takes its ragged inputs 1-D, and the batch inputs)."""
+    ragged = served.config.ragged_batching
+    if ragged is None:
+        return loaded.run(inputs, names)
+    rows = [_batch_size(inputs, served)]
+    return member_outputs(
+        ragged, loaded.run(model_inputs(ragged, [inputs]), names), [inputs], rows
+    )[0]
 
 
 def _key(served: ServedVersion) -> Key:

@@ -15,6 +15,7 @@ from lambdaserve.catalog.configs import effective_config
 from lambdaserve.catalog.store import Catalog, ModelRecord, VersionRecord
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import OPENVINO_PLATFORMS
+from lambdaserve.config.ragged_batching import client_view
 from lambdaserve.config.runtime_names import (
     OPENVINO_RUNTIME,
     PADDLE_INFERENCE_RUNTIME,
@@ -110,7 +111,12 @@ class VersionResolver:
                 number,
                 view.config,
                 record,
-                Signature.from_json(record.signature),
+                # the config's optional inputs: a request may leave them out
+                client_view(
+                    Signature.from_json(record.signature),
+                    view.config.ragged_batching,
+                    {spec.name: spec for spec in view.config.inputs},
+                ).with_optional(view.config.optional_inputs),
                 view.record.class_labels,
                 view.record.initial_states,
             )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,8 @@ class TensorSpec:
     name: str
     datatype: str
     shape: tuple[int, ...]
+    # Triton's input.optional: a request may leave it out, and the model then gets no tensor
+    optional: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "datatype": self.datatype, "shape": list(self.shape)}
@@ -50,6 +52,15 @@ class Signature:
             )
 
         return cls(specs(data.get("inputs", [])), specs(data.get("outputs", [])))
+
+    def with_optional(self, names: Sequence[str]) -> Signature:
+        """This signature with the inputs ``names`` optional (a config's input.optional)."""
+        if not names:
+            return self
+        inputs = tuple(
+            replace(spec, optional=True) if spec.name in names else spec for spec in self.inputs
+        )
+        return replace(self, inputs=inputs)
 
 
 @dataclass(frozen=True)

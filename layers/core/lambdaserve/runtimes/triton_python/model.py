@@ -182,10 +182,11 @@ def _answer(response: Any, outputs: Sequence[str]) -> Arrays | LambdaServeError:
         kind = InvalidInput if error.code() == pb_utils.TritonError.INVALID_ARG else InferenceError
         return kind(error.message())
     produced = {t.name(): t.as_numpy() for t in response.output_tensors()}
-    missing = [name for name in outputs if name not in produced]
-    if missing:
-        return InferenceError(f"the model's response has no output {missing[0]!r}")
-    return {name: np.asarray(produced[name]) for name in outputs}
+    if not produced and outputs:
+        return InferenceError(f"the model's response has no output {outputs[0]!r}")
+    # an output the response leaves out is left out of the answer, as Triton's Python
+    # backend does (a model with optional inputs answers only for those it was given)
+    return {name: np.asarray(produced[name]) for name in outputs if name in produced}
 
 
 def _run_coroutine(coroutine: Any) -> Any:
