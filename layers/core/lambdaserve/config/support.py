@@ -64,15 +64,4 @@ def warnings_for(document: dict[str, Any]) -> list[str]:
                 "service, `lambdaserve serve` on a GPU host): the infer function and `lambdaserve "
                 "dev` without CUDA run it on CPU, and log so when they load it"
             )
-        count = int(group.get("count", 1) or 1)
-        if count > 1 and document.get("backend") == "python":
-            warnings.append(
-                f"instance_group count {count} is {count} worker processes in `serve` and "
-                "`dev`; the infer function runs one per version (concurrency scales instances)"
-            )
-        elif count > 1:
-            warnings.append(
-                f"instance_group count {count} is not applied: one instance per process "
-                "(deployed, concurrency scales instances; `lambdaserve serve --workers`)"
-            )
     return warnings + unapplied(document)

@@ -34,6 +34,11 @@ APPLIED = (
     "dynamic_batching.default_queue_policy",
     "instance_group.name",
     "instance_group.kind",
+    # serving/instances.py: N instances a process (model code: N workers); Lambda: one
+    "instance_group.count",
+    # serving/rate_limiter.py, under `serve --rate-limit execution_count` (off: ignored, as
+    # in Triton)
+    "instance_group.rate_limiter",
     "ensemble_scheduling",
     "model_warmup",
     "default_model_filename",
@@ -57,7 +62,6 @@ APPLIED = (
 APPLIED_WHEN_EMPTY = ("sequence_batching.direct",)
 # Said in their own words elsewhere (config/support.py)
 SAID_ELSEWHERE = (
-    "instance_group.count",
     "optimization",
     "rate_limiter",
     "model_repository_agents",
@@ -81,7 +85,6 @@ _WHY = {
     ),
     "sequence_batching.state.use_growable_memory": "a state's dims are fixed",
     "instance_group.gpus": "a process uses the one device it was given (LAMBDASERVE_DEVICE)",
-    "instance_group.rate_limiter": "Lambda concurrency and the dynamic batcher limit instead",
     "instance_group.secondary_devices": "one device per process",
     "instance_group.profile": "TensorRT profiles do not apply to these runtimes",
     "instance_group.passive": "every instance here takes requests",

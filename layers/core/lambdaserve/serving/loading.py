@@ -11,10 +11,17 @@ from typing import TYPE_CHECKING
 
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import CODE_FILES
+from lambdaserve.config.runtime_names import (
+    ONNX_RUNTIME,
+    OPENVINO_RUNTIME,
+    PADDLE_INFERENCE_RUNTIME,
+    TORCHSCRIPT_RUNTIME,
+)
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions, RequestsModel
 from lambdaserve.runtimes.registry import runtime_named
 from lambdaserve.serving.cache import ArtifactCache, CachedFile
 from lambdaserve.serving.environments import environment_file
+from lambdaserve.serving.instances import InstancePool
 from lambdaserve.serving.progress import human_bytes
 from lambdaserve.serving.reshaped_model import ReshapedModel
 from lambdaserve.serving.sequences.controls import warmup_inputs
@@ -22,9 +29,13 @@ from lambdaserve.serving.warmup import warm_up
 from lambdaserve.workers.options import WorkerOptions
 
 if TYPE_CHECKING:  # serving imports this module
+    from lambdaserve.serving.rate_limiter import RateLimiter
     from lambdaserve.serving.version_resolver import ServedVersion
 
 logger = logging.getLogger(__name__)
+# the runtimes whose instances are sessions of their own (a TF SavedModel is one session,
+# run by up to N executions at once; model code has a worker per instance)
+POOLED = frozenset({ONNX_RUNTIME, OPENVINO_RUNTIME, TORCHSCRIPT_RUNTIME, PADDLE_INFERENCE_RUNTIME})
 
 
 def version_files(served: ServedVersion) -> list[CachedFile]:
@@ -43,9 +54,13 @@ def load_version(
     options: LoadOptions,
     workers: WorkerOptions | None = None,
     on_broken: Callable[[str], None] | None = None,
+    *,
+    limiter: RateLimiter | None = None,
 ) -> LoadedModel:
     """Load ``served``: in this process, or (model code, where ``workers`` enables them) in
-    its worker processes; ``on_broken`` hears when those keep crashing."""
+    its worker processes; ``on_broken`` hears when those keep crashing. A tensor runtime's
+    version in a long-running server is ``instance_group`` count instances
+    (``serving.instances``), each waiting on ``limiter`` where the rate limiter is on."""
     started = time.perf_counter()
     files = version_files(served)
     directory = cache.materialize(files)
@@ -75,20 +90,42 @@ def load_version(
         loaded = ReshapedModel(loaded, config.reshapes, batched)
     created = time.perf_counter()
     code = served.record.model_file in CODE_FILES
-    warm_up(
-        loaded,
-        served.signature,
-        directory,
-        config.warmup,
-        batched,
-        zeros=not code,
-        label=f"{served.model} version {served.version}",
-        fixed=(
-            warmup_inputs(config.sequence_batching, batched, served.initial_states)
-            if config.sequence_batching is not None
-            else None
-        ),
-    )
+    label = f"{served.model} version {served.version}"
+
+    def warmed(model: LoadedModel) -> LoadedModel:
+        warm_up(
+            model,
+            served.signature,
+            directory,
+            config.warmup,
+            batched,
+            zeros=not code,
+            label=label,
+            fixed=(
+                warmup_inputs(config.sequence_batching, batched, served.initial_states)
+                if config.sequence_batching is not None
+                else None
+            ),
+        )
+        return model
+
+    warmed(loaded)
+    if pooled(runtime.name, workers):
+
+        def another() -> LoadedModel:
+            made = runtime.load(model_path, config, served.signature, options)
+            if config.reshapes:
+                made = ReshapedModel(made, config.reshapes, batched)
+            return warmed(made)
+
+        loaded = InstancePool(
+            another,
+            config.instance_count,
+            first=loaded,
+            label=label,
+            limiter=limiter,
+            group=config.rate_limits,
+        )
     done = time.perf_counter()
     logger.info(
         "loaded %s version %s on %s in %.0f ms (files %s: %.0f ms, %s: %.0f ms, warm-up: %.0f ms)",
@@ -112,6 +149,12 @@ def load_version(
             else f"{runtime.name} found no CUDA device here (the GPU service runs it on one)",
         )
     return loaded
+
+
+def pooled(runtime: str, workers: WorkerOptions | None) -> bool:
+    """Whether the version's instances are a pool: a tensor runtime in a long-running server
+    (in Lambda each execution environment runs one request at a time: one instance)."""
+    return runtime in POOLED and workers is not None and not workers.per_version
 
 
 def _in_workers(

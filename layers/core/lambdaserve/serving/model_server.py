@@ -18,6 +18,7 @@ import numpy as np
 
 from lambdaserve.batching.assembly import BatchResult, assemble, check_invariant
 from lambdaserve.catalog import version_policy
+from lambdaserve.config.runtime_names import TENSORFLOW_RUNTIME
 from lambdaserve.errors import LambdaServeError, ModelCodeFailed
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
@@ -28,6 +29,7 @@ from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.classification import classify
 from lambdaserve.serving.loaded_versions import Key, LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
+from lambdaserve.serving.rate_limiter import RateLimiter
 from lambdaserve.serving.response_cache.lookups import Lookup, ResponseCache
 from lambdaserve.serving.sequences.memory_store import MemorySequenceStore
 from lambdaserve.serving.sequences.oldest import run_oldest
@@ -67,11 +69,13 @@ class ModelServer:
         workers: WorkerOptions | None = None,
         max_loaded_bytes: int = 0,
         sequences: SequenceSteps | None = None,
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
         self.resolver = resolver
         # Triton's sequence batcher: records in a store every instance shares (wiring's)
         self.sequences = sequences or SequenceSteps(MemorySequenceStore())
         self.workers = workers
+        self.rate_limiter = rate_limiter  # `serve --rate-limit execution_count`; None: off
         self.stats = stats
         self.response_cache = response_cache
         self._default_max_batch_size = default_max_batch_size
@@ -293,6 +297,15 @@ class ModelServer:
         loaded = self._loaded.get((served.model, served.version, served.record.fingerprint))
         return _worker_count(loaded)
 
+    def executions_at_once(self, served: ServedVersion) -> int:
+        """How many executions of the version may run at once: its worker processes or its
+        instances where it is loaded, else what its config's instance_group asks."""
+        loaded = self._loaded.get(_key(served))
+        if loaded is None or served.record.runtime == TENSORFLOW_RUNTIME:
+            return served.config.instance_count  # a SavedModel: one session, N runs at once
+        count = _worker_count(loaded) or getattr(loaded, "instance_count", 1)
+        return count if isinstance(count, int) and count > 0 else 1
+
     def loaded_versions(self) -> list[tuple[str, int]]:
         return [(model, version) for (model, version, _), _loaded in self._loaded.items()]
 
@@ -366,6 +379,7 @@ class ModelServer:
                 replace(self._options, version=served.version),
                 self.workers,
                 lambda reason: self._report_broken(served, reason),
+                limiter=self.rate_limiter,
             )
         except ModelCodeFailed as exc:
             self._report_load_failure(served, exc)

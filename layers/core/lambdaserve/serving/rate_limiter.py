@@ -1,0 +1,203 @@
+"""Triton's rate limiter (``--rate-limit execution_count``) across a process's instance pools.
+
+An instance runs only when the resources its ``instance_group.rate_limiter`` names are free:
+a global resource is one pool for the process, a per-device one a pool per device (a process
+here serves on one device, 0). Among the requests waiting with a free instance, the one whose
+instance has the lowest executions x priority goes first, and only it: as Triton's
+``AttemptAllocation`` tries the top of its staged queue alone, a lower one never overtakes it.
+
+How much of a resource there is: what ``--rate-limit-resource NAME:COUNT[:DEVICE]`` gives,
+else the most any one instance needs. A model needing more than what is given refuses to
+load with Triton's reason, word for word (core ``src/rate_limiter.cc``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from lambdaserve.config.instance_groups import RateLimits
+from lambdaserve.errors import InvalidInput, LoadRefused
+
+GLOBAL = "global"
+PER_DEVICE = "per-device"  # a flag without a device: the count on every device
+DEVICE = "0"  # the one device a process serves on
+EXECUTION_COUNT = "execution_count"
+OFF = "off"
+
+
+class Pool(Protocol):
+    """What the limiter asks of an instance pool (``serving.instances.InstancePool``)."""
+
+    def free_instances(self) -> list[tuple[int, int]]:
+        """(index, executions) of the instances not running now."""
+        ...
+
+    def claim(self, index: int) -> None:
+        """Mark instance ``index`` running (called with the limiter's lock held)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One instance's resources, held for one execution."""
+
+    pool: int
+    instance: int
+    needs: tuple[tuple[tuple[str, str], int], ...]
+
+
+@dataclass
+class _Ticket:
+    pool: Pool
+    limits: RateLimits
+    order: int
+
+
+@dataclass
+class _Registered:
+    limits: RateLimits
+    needs: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+def parse_resources(specs: Iterable[str]) -> dict[tuple[str, str], int]:
+    """``--rate-limit-resource`` values, as tritonserver spells them: ``NAME:COUNT`` (on every
+    device) or ``NAME:COUNT:DEVICE``; keyed by (name, device or per-device)."""
+    given: dict[tuple[str, str], int] = {}
+    for spec in specs:
+        parts = spec.split(":")
+        if len(parts) not in (2, 3) or not parts[0] or not parts[1].isdigit():
+            raise InvalidInput(
+                f"--rate-limit-resource {spec!r}: write <name>:<count> or "
+                "<name>:<count>:<device> (a whole count, a device number), e.g. R1:10 or R2:5:0"
+            )
+        device = parts[2] if len(parts) == 3 else PER_DEVICE
+        if device != PER_DEVICE and not device.isdigit():
+            raise InvalidInput(f"--rate-limit-resource {spec!r}: the device must be a number")
+        given[(parts[0], device)] = int(parts[1])
+    return given
+
+
+def check_mode(mode: str) -> str:
+    if mode not in (EXECUTION_COUNT, OFF):
+        raise InvalidInput(f"--rate-limit {mode!r}: use execution_count or off")
+    return mode
+
+
+class RateLimiter:
+    """Resources and priorities of every registered pool in this process."""
+
+    def __init__(self, given: Mapping[tuple[str, str], int] | None = None) -> None:
+        self._given = dict(given or {})
+        self._lock = threading.Condition()
+        self._pools: dict[int, _Registered] = {}
+        self._limit: dict[tuple[str, str], int] = {}
+        self._held: dict[tuple[str, str], int] = {}
+        self._waiting: list[_Ticket] = []
+        self._order = itertools.count()
+
+    def register(self, pool: Any, limits: RateLimits | None) -> None:
+        """Count ``pool``'s needs in; LoadRefused, and nothing registered, when a resource it
+        needs is given in a smaller count than an instance needs."""
+        limits = limits or RateLimits()
+        needs: dict[tuple[str, str], int] = {}
+        for resource in limits.resources:
+            needs[(resource.name, GLOBAL if resource.global_ else DEVICE)] = resource.count
+        with self._lock:
+            before = self._pools.get(id(pool))
+            self._pools[id(pool)] = _Registered(limits, needs)
+            try:
+                self._limit = self._limits()
+            except LoadRefused:
+                if before is None:
+                    del self._pools[id(pool)]
+                else:
+                    self._pools[id(pool)] = before
+                raise
+            self._lock.notify_all()
+
+    def unregister(self, pool: Any) -> None:
+        with self._lock:
+            self._pools.pop(id(pool), None)
+            self._limit = self._limits()
+            self._lock.notify_all()
+
+    def acquire(self, pool: Pool) -> Grant:
+        """Wait until ``pool`` has a free instance, its resources are free, and no waiting
+        request's instance comes before it; then hold them and that instance."""
+        with self._lock:
+            registered = self._pools[id(pool)]
+            ticket = _Ticket(pool, registered.limits, next(self._order))
+            self._waiting.append(ticket)
+            try:
+                while True:
+                    chosen = self._first()
+                    if chosen is not None and chosen[0] is ticket and self._fits(registered):
+                        index = chosen[1]
+                        pool.claim(index)
+                        for key, count in registered.needs.items():
+                            self._held[key] = self._held.get(key, 0) + count
+                        return Grant(id(pool), index, tuple(registered.needs.items()))
+                    self._lock.wait()
+            finally:
+                self._waiting.remove(ticket)
+                self._lock.notify_all()  # the next in line may go now
+
+    def release(self, grant: Grant) -> None:
+        with self._lock:
+            for key, count in grant.needs:
+                self._held[key] = self._held.get(key, 0) - count
+            self._lock.notify_all()
+
+    def _first(self) -> tuple[_Ticket, int] | None:
+        """The waiting request that goes first, with its instance: the lowest executions x
+        priority among instances free now (the earliest request among equals)."""
+        best: tuple[int, int, _Ticket, int] | None = None
+        for ticket in self._waiting:
+            for index, executions in ticket.pool.free_instances():
+                key = (executions * ticket.limits.weight, ticket.order)
+                if best is None or key < best[:2]:
+                    best = (*key, ticket, index)
+        return None if best is None else (best[2], best[3])
+
+    def _fits(self, registered: _Registered) -> bool:
+        return all(
+            self._held.get(key, 0) + count <= self._limit.get(key, 0)
+            for key, count in registered.needs.items()
+        )
+
+    def _limits(self) -> dict[tuple[str, str], int]:
+        """How much of each resource there is: what an instance needs at most, raised to what
+        the flags give, refused where they give less (core's UpdateResourceLimits)."""
+        most: dict[tuple[str, str], int] = {}
+        for registered in self._pools.values():
+            for key, count in registered.needs.items():
+                most[key] = max(most.get(key, 0), count)
+        global_names = {name for name, device in most if device == GLOBAL}
+        for name, device in most:
+            if device != GLOBAL and name in global_names:
+                raise LoadRefused(
+                    f'Resource "{name}" is present as both global and device-specific '
+                    "resource in the model configuration."
+                )
+        if not self._given:
+            return most
+        limits = {}
+        for (name, device), needed in most.items():
+            counts = [
+                count
+                for (given_name, given_device), count in self._given.items()
+                if given_name == name and (device == GLOBAL or given_device in (device, PER_DEVICE))
+            ]
+            available = max(counts, default=0)
+            if available < needed:
+                raise LoadRefused(
+                    f'Resource count for "{name}" is limited to {available} which will '
+                    "prevent scheduling of one or more model instances, the minimum required "
+                    f"count is {needed}"
+                )
+            limits[(name, device)] = available
+        return limits
