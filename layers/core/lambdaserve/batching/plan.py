@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lambdaserve.config.dynamic_batching import QueuePolicy
+from lambdaserve.config.dynamic_batching import DynamicBatching, QueuePolicy
 
 
 @dataclass(frozen=True)
@@ -21,8 +21,30 @@ class BatchPolicy:
     preferred_sizes: tuple[int, ...] = ()
     queue: QueuePolicy = field(default_factory=QueuePolicy)
     # batches that may run at once: model code in N worker processes takes N, as
-    # TorchServe's frontend gives each worker its own batch; else one after another
+    # TorchServe's frontend gives each worker its own batch; N instances take N; else one
     parallel: int = 1
+    # priority levels, their queue policies, preserve_ordering (None: one level, ``queue``)
+    batching: DynamicBatching | None = None
+
+    @property
+    def levels(self) -> int:
+        return self.batching.priority_levels if self.batching is not None else 0
+
+    @property
+    def preserve_ordering(self) -> bool:
+        return self.batching is not None and self.batching.preserve_ordering
+
+    def queue_of(self, level: int) -> QueuePolicy:
+        """The queue policy of a priority level (the default one without levels)."""
+        return self.batching.policy_of(level) if self.levels and self.batching else self.queue
+
+    @property
+    def times_out(self) -> bool:
+        """Whether any queued request may have a timeout under these policies."""
+        if self.queue.times_out:
+            return True
+        policies = self.batching.priority_policies if self.batching is not None else ()
+        return any(policy.times_out for _, policy in policies)
 
 
 @dataclass(frozen=True)

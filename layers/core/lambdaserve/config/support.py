@@ -50,13 +50,6 @@ def warnings_for(document: dict[str, Any]) -> list[str]:
             "response_cache is not applied to a sequence model: a step's answer depends on "
             "its sequence's state, not on its inputs alone"
         )
-    batching = document.get("dynamic_batching") or {}
-    for key in ("priority_queue_policy", "priority_levels"):
-        if batching.get(key):
-            warnings.append(
-                f"dynamic_batching {key} is not applied: one priority per model, whose "
-                "default_queue_policy applies to every request"
-            )
     for group in document.get("instance_group") or []:
         if group.get("kind") == "KIND_GPU":
             warnings.append(

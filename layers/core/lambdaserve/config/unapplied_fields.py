@@ -32,6 +32,11 @@ APPLIED = (
     "dynamic_batching.preferred_batch_size",
     "dynamic_batching.max_queue_delay_microseconds",
     "dynamic_batching.default_queue_policy",
+    # batching/priorities.py: a queue per level, its own policy; preserve_ordering
+    "dynamic_batching.priority_levels",
+    "dynamic_batching.default_priority_level",
+    "dynamic_batching.priority_queue_policy",
+    "dynamic_batching.preserve_ordering",
     "instance_group.name",
     "instance_group.kind",
     # serving/instances.py: N instances a process (model code: N workers); Lambda: one
@@ -69,8 +74,6 @@ SAID_ELSEWHERE = (
     "batch_output",
     "model_operations",
     "model_metrics",
-    "dynamic_batching.priority_queue_policy",
-    "dynamic_batching.priority_levels",
 )
 _WHY = {
     "sequence_batching.oldest.max_queue_delay_microseconds": (
@@ -89,9 +92,6 @@ _WHY = {
     "instance_group.profile": "TensorRT profiles do not apply to these runtimes",
     "instance_group.passive": "every instance here takes requests",
     "instance_group.host_policy": "one host policy: the process's",
-    "dynamic_batching.preserve_ordering": "responses are always sent as each request completes",
-    "dynamic_batching.default_priority_level": "one priority per model",
-    "dynamic_batching.default_queue_policy_per_priority": "one priority per model",
     "runtime": "the runtime is chosen by the model file (and backend: openvino)",
     "cc_model_filenames": "a model file per GPU compute capability does not apply here",
     "metric_tags": "metrics carry the model and version labels only",

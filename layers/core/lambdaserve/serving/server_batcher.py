@@ -45,6 +45,7 @@ def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: in
             preferred_sizes=batching.preferred_batch_size,
             queue=batching.queue_policy,
             parallel=parallel,
+            batching=batching,
         )
 
     def execute_one(model: str, version: int | None, request: InferRequest) -> BatchResult:
