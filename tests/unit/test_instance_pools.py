@@ -104,18 +104,31 @@ def test_scaling_a_pool_adds_and_drops_instances():
     assert len(pool.describe()) == 2
 
 
+def _limited(limiter: RateLimiter, key: str, log: list[str], gate: threading.Event):
+    """A thread running one execution of ``key`` under the limiter, logged when it runs."""
+
+    def one() -> None:
+        with limiter.execution(key):
+            log.append(key)
+            gate.wait(5)
+
+    thread = threading.Thread(target=one)
+    thread.start()
+    return thread
+
+
 def test_an_instance_runs_only_when_its_global_resource_is_free():
-    """Given two models of 2 instances, each instance needing 3 of global R1, and
+    """Given two versions of 2 instances, each instance needing 3 of global R1, and
     --rate-limit-resource R1:4,
-    When 4 runs are asked for,
-    Then one runs at a time (4 < 6), each after the one before releases R1."""
+    When 4 executions are asked for,
+    Then one runs at a time (two would need 6 > 4), each after the one before releases R1."""
     log: list[str] = []
     release = threading.Event()
     limiter = RateLimiter(parse_resources(["R1:4"]))
     needs = RateLimits((Resource("R1", 3, True),))
-    a = InstancePool(lambda: Gate(log, "a", release), 2, limiter=limiter, group=needs)
-    b = InstancePool(lambda: Gate(log, "b", release), 2, limiter=limiter, group=needs)
-    threads = _threads(a, 2) + _threads(b, 2)
+    limiter.register("a", 2, needs)
+    limiter.register("b", 2, needs)
+    threads = [_limited(limiter, key, log, release) for key in ("a", "a", "b", "b")]
     _wait(lambda: len(log) == 1)
     threading.Event().wait(0.2)  # the others stay waiting: R1 is held
     assert len(log) == 1
@@ -125,41 +138,42 @@ def test_an_instance_runs_only_when_its_global_resource_is_free():
     assert sorted(log) == ["a", "a", "b", "b"]
 
 
+def test_a_version_runs_no_more_executions_than_its_instances():
+    """Given a version of 2 instances needing no resource, When 3 executions are asked for,
+    Then 2 run at once."""
+    log: list[str] = []
+    release = threading.Event()
+    limiter = RateLimiter()
+    limiter.register("m", 2, None)
+    threads = [_limited(limiter, "m", log, release) for _ in range(3)]
+    _wait(lambda: len(log) == 2)
+    threading.Event().wait(0.2)
+    assert len(log) == 2
+    release.set()
+    for thread in threads:
+        thread.join(5)
+    assert len(log) == 3
+
+
 def test_the_lowest_executions_times_priority_goes_first():
-    """Given model a (priority 1) and model b (priority 4), one instance each, both needing
-    all of R, and a having run twice already,
-    When both wait for R, held by a third model's run,
+    """Given versions a (priority 1) and b (priority 4), one instance each, both needing
+    all of R, a having run twice already,
+    When both wait for R, held by a third version's execution,
     Then b goes first (0 executions x 4 = 0, below a's 2 x 1)."""
     log: list[str] = []
     hold, go = threading.Event(), threading.Event()
     limiter = RateLimiter()
-    a = InstancePool(
-        lambda: Gate(log, "a", go),
-        1,
-        limiter=limiter,
-        group=RateLimits((Resource("R", 1, True),), 1),
-    )
-    b = InstancePool(
-        lambda: Gate(log, "b", go),
-        1,
-        limiter=limiter,
-        group=RateLimits((Resource("R", 1, True),), 4),
-    )
-    holder = InstancePool(
-        lambda: Gate(log, "h", hold),
-        1,
-        limiter=limiter,
-        group=RateLimits((Resource("R", 1, True),)),
-    )
+    limiter.register("a", 1, RateLimits((Resource("R", 1, True),), 1))
+    limiter.register("b", 1, RateLimits((Resource("R", 1, True),), 4))
+    limiter.register("h", 1, RateLimits((Resource("R", 1, True),)))
     go.set()
     for _ in range(2):
-        a.run({}, ["y"])  # a: 2 executions, weighted 2; b: 0, weighted 0
+        _limited(limiter, "a", [], go).join(5)  # a: 2 executions, weighted 2; b: 0
     go.clear()
-    log.clear()
-    first = _threads(holder, 1)
+    first = [_limited(limiter, "h", log, hold)]
     _wait(lambda: log == ["h"])
-    waiting = _threads(a, 1) + _threads(b, 1)
-    threading.Event().wait(0.2)
+    waiting = [_limited(limiter, "a", log, go), _limited(limiter, "b", log, go)]
+    _wait(lambda: len(limiter._waiting) == 2)
     hold.set()
     go.set()
     for thread in first + waiting:
@@ -167,25 +181,19 @@ def test_the_lowest_executions_times_priority_goes_first():
     assert log == ["h", "b", "a"]
 
 
-def test_a_resource_given_short_refuses_the_model_with_tritons_reason():
+def test_a_resource_given_short_refuses_the_version_with_tritons_reason():
     """Given --rate-limit-resource R1:2 and an instance needing 3 of R1,
-    When its pool is made, Then LoadRefused with Triton's words; another model still loads."""
+    When it registers, Then LoadRefused with Triton's words; another version still loads."""
     limiter = RateLimiter(parse_resources(["R1:2"]))
-    release = threading.Event()
     with pytest.raises(LoadRefused) as refused:
-        InstancePool(
-            lambda: Gate([], "x", release),
-            1,
-            limiter=limiter,
-            group=RateLimits((Resource("R1", 3),)),
-        )
+        limiter.register("big", 1, RateLimits((Resource("R1", 3),)))
     assert refused.value.message == (
         'Resource count for "R1" is limited to 2 which will prevent scheduling of one or more '
         "model instances, the minimum required count is 3"
     )
-    InstancePool(
-        lambda: Gate([], "x", release), 1, limiter=limiter, group=RateLimits((Resource("R1", 2),))
-    )
+    limiter.register("small", 1, RateLimits((Resource("R1", 2),)))
+    with pytest.raises(LoadRefused, match='Resource "R1" is present as both global'):
+        limiter.register("mixed", 1, RateLimits((Resource("R1", 1, True),)))
 
 
 def test_bad_resource_flags_say_how_to_write_them():

@@ -2,9 +2,9 @@
 serving process (an ONNX Runtime or OpenVINO session, a TorchScript module, a Paddle
 predictor each), every execution on an instance of its own, so up to N run at once.
 
-The pool is a ``LoadedModel``: a run takes a free instance (the one with the fewest
-executions, or, under the rate limiter, the free one whose resources are free with the
-lowest executions x priority), runs, and gives it back. TorchServe's scaling
+The pool is a ``LoadedModel``: a run takes the free instance with the fewest executions,
+runs, and gives it back (the rate limiter, ``serving.rate_limiter``, admits no more
+executions at once than there are instances). TorchServe's scaling
 (``PUT /models/m?min_worker=``) sets the count, as it sets a handler's workers.
 """
 
@@ -16,16 +16,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from lambdaserve.config.instance_groups import RateLimits
 from lambdaserve.runtimes.base import LoadedModel
 from lambdaserve.tensors.signature import Arrays
-
-if TYPE_CHECKING:
-    from lambdaserve.serving.rate_limiter import Grant, RateLimiter
 
 
 @dataclass
@@ -52,13 +48,9 @@ class InstancePool:
         *,
         first: LoadedModel | None = None,
         label: str = "",
-        limiter: RateLimiter | None = None,
-        group: RateLimits | None = None,
     ) -> None:
         self._make = make
         self._label = label
-        self._limiter = limiter
-        self._group = group  # the instance_group's rate_limiter settings (resources, priority)
         self._changed = threading.Condition()
         self._instances: list[Instance] = []
         self._next = 0
@@ -69,9 +61,6 @@ class InstancePool:
             self._next = 1
         self._grow(self.target - len(self._instances))
         self.device = self._instances[0].model.device
-        if limiter is not None:
-            # Triton refuses the model at load when a resource it needs is not given
-            limiter.register(self, group)
 
     @property
     def instance_count(self) -> int:
@@ -80,15 +69,15 @@ class InstancePool:
 
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
         instances = self._instances
-        if self._limiter is None and len(instances) == 1:
+        if len(instances) == 1:
             # one instance (no count written): the batcher runs one execution at a time, as
             # before pools; the instance's own runtime is thread-safe for the other callers
             return instances[0].model.run(inputs, outputs)
-        instance, grant = self._take()
+        instance = self._take()
         try:
             return instance.model.run(inputs, outputs)
         finally:
-            self._give(instance, grant)
+            self._give(instance)
 
     def scale(self, min_workers: int, max_workers: int | None = None) -> None:
         """Bring the pool to ``min_workers`` instances (TorchServe's scaling; its
@@ -120,8 +109,6 @@ class InstancePool:
         ]
 
     def close(self) -> None:
-        if self._limiter is not None:
-            self._limiter.unregister(self)
         with self._changed:
             instances, self._instances = self._instances, []
         for instance in instances:
@@ -148,37 +135,21 @@ class InstancePool:
             else:
                 _close(instance.model)
 
-    def _take(self) -> tuple[Instance, Grant | None]:
-        if self._limiter is not None:
-            # the rate limiter chooses among this pool's free instances, across every model
-            grant = self._limiter.acquire(self)
-            with self._changed:
-                return next(i for i in self._instances if i.index == grant.instance), grant
+    def _take(self) -> Instance:
         with self._changed:
             while True:
                 free = [i for i in self._instances if not i.busy]
                 if free:
                     chosen = min(free, key=lambda i: i.executions)
                     chosen.busy = True
-                    return chosen, None
+                    return chosen
                 self._changed.wait()
 
-    def free_instances(self) -> list[tuple[int, int]]:
-        """(index, executions) of the instances not running now (the rate limiter asks)."""
-        with self._changed:
-            return [(i.index, i.executions) for i in self._instances if not i.busy]
-
-    def claim(self, index: int) -> None:
-        with self._changed:
-            next(i for i in self._instances if i.index == index).busy = True
-
-    def _give(self, instance: Instance, grant: Grant | None) -> None:
+    def _give(self, instance: Instance) -> None:
         with self._changed:
             instance.busy = False
             instance.executions += 1
             self._changed.notify()
-        if grant is not None and self._limiter is not None:
-            self._limiter.release(grant)
         if instance.retired:
             _close(instance.model)
 

@@ -29,7 +29,6 @@ from lambdaserve.serving.warmup import warm_up
 from lambdaserve.workers.options import WorkerOptions
 
 if TYPE_CHECKING:  # serving imports this module
-    from lambdaserve.serving.rate_limiter import RateLimiter
     from lambdaserve.serving.version_resolver import ServedVersion
 
 logger = logging.getLogger(__name__)
@@ -54,13 +53,11 @@ def load_version(
     options: LoadOptions,
     workers: WorkerOptions | None = None,
     on_broken: Callable[[str], None] | None = None,
-    *,
-    limiter: RateLimiter | None = None,
 ) -> LoadedModel:
     """Load ``served``: in this process, or (model code, where ``workers`` enables them) in
     its worker processes; ``on_broken`` hears when those keep crashing. A tensor runtime's
     version in a long-running server is ``instance_group`` count instances
-    (``serving.instances``), each waiting on ``limiter`` where the rate limiter is on."""
+    (``serving.instances``)."""
     started = time.perf_counter()
     files = version_files(served)
     directory = cache.materialize(files)
@@ -118,14 +115,7 @@ def load_version(
                 made = ReshapedModel(made, config.reshapes, batched)
             return warmed(made)
 
-        loaded = InstancePool(
-            another,
-            config.instance_count,
-            first=loaded,
-            label=label,
-            limiter=limiter,
-            group=config.rate_limits,
-        )
+        loaded = InstancePool(another, config.instance_count, first=loaded, label=label)
     done = time.perf_counter()
     logger.info(
         "loaded %s version %s on %s in %.0f ms (files %s: %.0f ms, %s: %.0f ms, warm-up: %.0f ms)",

@@ -19,11 +19,11 @@ import numpy as np
 from lambdaserve.batching.assembly import BatchResult, assemble, check_invariant
 from lambdaserve.catalog import version_policy
 from lambdaserve.config.runtime_names import TENSORFLOW_RUNTIME
-from lambdaserve.errors import LambdaServeError, ModelCodeFailed
+from lambdaserve.errors import LambdaServeError, LoadRefused, ModelCodeFailed
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions
-from lambdaserve.serving.batch_runs import run_batch
+from lambdaserve.serving.batch_runs import executing, run_batch
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.classification import classify
@@ -119,7 +119,11 @@ class ModelServer:
             check_batch_size(inputs, model, served.config.max_batch_size)
             names = select_outputs(request, served.signature)
             bound = time.perf_counter_ns()
-            with request_deadline(served.config, (request.parameters,)), parent_of((request,)):
+            with (
+                request_deadline(served.config, (request.parameters,)),
+                parent_of((request,)),
+                executing(self.rate_limiter, served),
+            ):
                 outputs = classify(request, served, loaded.run(inputs, names))
             ran = time.perf_counter_ns()
             computed((request,), (started, bound, ran, time.perf_counter_ns()), (outputs,))
@@ -223,6 +227,7 @@ class ModelServer:
                 [requests[i] for i in members],
                 batch=batch,
                 queued_ns=waited,
+                limiter=self.rate_limiter,
             )
             for index, outcome in zip(members, outcomes, strict=True):
                 results[index] = outcome
@@ -334,6 +339,7 @@ class ModelServer:
         self._scales[(served.model, served.version)] = (min_workers, max_workers)
         loaded = self.load(served)
         loaded.scale(min_workers, max_workers)  # type: ignore[attr-defined]
+        self._limit(served, loaded, min_workers)
         return loaded
 
     def unload(self, model: str) -> int:
@@ -379,8 +385,8 @@ class ModelServer:
                 replace(self._options, version=served.version),
                 self.workers,
                 lambda reason: self._report_broken(served, reason),
-                limiter=self.rate_limiter,
             )
+            self._limit(served, loaded)
         except ModelCodeFailed as exc:
             self._report_load_failure(served, exc)
             raise
@@ -392,7 +398,23 @@ class ModelServer:
                 *(served.model, served.version, scale[0]),
             )
             rescale(*scale)
+            self._limit(served, loaded, scale[0])
         return loaded
+
+    def _limit(self, served: ServedVersion, loaded: LoadedModel, scaled: int = 0) -> None:
+        """Under the rate limiter, the version's instances and what each needs; a version
+        needing more than is given is let go and refused (LoadRefused, Triton's reason)."""
+        if self.rate_limiter is None or served.config.is_ensemble:
+            return  # an ensemble's steps are limited as their own models
+        count = _worker_count(loaded) or getattr(loaded, "instance_count", 0)
+        instances = scaled or (count if isinstance(count, int) and count > 0 else 1)
+        try:
+            self.rate_limiter.register(_key(served), instances, served.config.rate_limits)
+        except LoadRefused:
+            close = getattr(loaded, "close", None)
+            if close is not None:
+                close()
+            raise
 
     def _report_broken(self, served: ServedVersion, reason: str) -> None:
         """The version's workers keep crashing: UNAVAILABLE with the reason, as a failed load."""

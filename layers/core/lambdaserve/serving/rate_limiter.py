@@ -1,4 +1,6 @@
-"""Triton's rate limiter (``--rate-limit execution_count``) across a process's instance pools.
+"""Triton's rate limiter (``--rate-limit execution_count``) across a process's loaded versions,
+whatever their runtime: each execution holds one of its version's instances (a session of an
+instance pool, a model-code worker) and the resources they need.
 
 An instance runs only when the resources its ``instance_group.rate_limiter`` names are free:
 a global resource is one pool for the process, a per-device one a pool per device (a process
@@ -15,9 +17,9 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
 
 from lambdaserve.config.instance_groups import RateLimits
 from lambdaserve.errors import InvalidInput, LoadRefused
@@ -29,31 +31,18 @@ EXECUTION_COUNT = "execution_count"
 OFF = "off"
 
 
-class Pool(Protocol):
-    """What the limiter asks of an instance pool (``serving.instances.InstancePool``)."""
-
-    def free_instances(self) -> list[tuple[int, int]]:
-        """(index, executions) of the instances not running now."""
-        ...
-
-    def claim(self, index: int) -> None:
-        """Mark instance ``index`` running (called with the limiter's lock held)."""
-        ...
-
-
 @dataclass(frozen=True)
 class Grant:
     """One instance's resources, held for one execution."""
 
-    pool: int
+    key: Hashable
     instance: int
     needs: tuple[tuple[tuple[str, str], int], ...]
 
 
 @dataclass
 class _Ticket:
-    pool: Pool
-    limits: RateLimits
+    key: Hashable
     order: int
 
 
@@ -61,6 +50,8 @@ class _Ticket:
 class _Registered:
     limits: RateLimits
     needs: dict[tuple[str, str], int] = field(default_factory=dict)
+    busy: list[bool] = field(default_factory=list)  # per instance
+    executions: list[int] = field(default_factory=list)
 
 
 def parse_resources(specs: Iterable[str]) -> dict[tuple[str, str], int]:
@@ -88,59 +79,81 @@ def check_mode(mode: str) -> str:
 
 
 class RateLimiter:
-    """Resources and priorities of every registered pool in this process."""
+    """Resources, instances and priorities of every loaded version in this process."""
 
     def __init__(self, given: Mapping[tuple[str, str], int] | None = None) -> None:
         self._given = dict(given or {})
         self._lock = threading.Condition()
-        self._pools: dict[int, _Registered] = {}
+        self._versions: dict[Hashable, _Registered] = {}
         self._limit: dict[tuple[str, str], int] = {}
         self._held: dict[tuple[str, str], int] = {}
         self._waiting: list[_Ticket] = []
         self._order = itertools.count()
 
-    def register(self, pool: Any, limits: RateLimits | None) -> None:
-        """Count ``pool``'s needs in; LoadRefused, and nothing registered, when a resource it
-        needs is given in a smaller count than an instance needs."""
+    def register(self, key: Hashable, instances: int, limits: RateLimits | None) -> None:
+        """Count a version's ``instances`` in (again after a scaling: their executions kept);
+        LoadRefused, and nothing registered, when a resource it needs is given in a smaller
+        count than an instance needs."""
         limits = limits or RateLimits()
         needs: dict[tuple[str, str], int] = {}
         for resource in limits.resources:
             needs[(resource.name, GLOBAL if resource.global_ else DEVICE)] = resource.count
+        count = max(1, instances)
         with self._lock:
-            before = self._pools.get(id(pool))
-            self._pools[id(pool)] = _Registered(limits, needs)
+            before = self._versions.get(key)
+            registered = _Registered(limits, needs, [False] * count, [0] * count)
+            if before is not None:  # a scaling: the instances that stay keep their state
+                kept = min(count, len(before.busy))
+                registered.busy[:kept] = before.busy[:kept]
+                registered.executions[:kept] = before.executions[:kept]
+            self._versions[key] = registered
             try:
                 self._limit = self._limits()
             except LoadRefused:
                 if before is None:
-                    del self._pools[id(pool)]
+                    del self._versions[key]
                 else:
-                    self._pools[id(pool)] = before
+                    self._versions[key] = before
                 raise
             self._lock.notify_all()
 
-    def unregister(self, pool: Any) -> None:
+    def unregister(self, key: Hashable) -> None:
         with self._lock:
-            self._pools.pop(id(pool), None)
+            self._versions.pop(key, None)
             self._limit = self._limits()
             self._lock.notify_all()
 
-    def acquire(self, pool: Pool) -> Grant:
-        """Wait until ``pool`` has a free instance, its resources are free, and no waiting
+    @contextmanager
+    def execution(self, key: Hashable) -> Iterator[None]:
+        """Hold one of the version's instances and its resources for one execution (a
+        version not registered, such as an ensemble's, runs unlimited)."""
+        if key not in self._versions:
+            yield
+            return
+        grant = self.acquire(key)
+        try:
+            yield
+        finally:
+            self.release(grant)
+
+    def acquire(self, key: Hashable) -> Grant:
+        """Wait until the version has a free instance, its resources are free, and no waiting
         request's instance comes before it; then hold them and that instance."""
         with self._lock:
-            registered = self._pools[id(pool)]
-            ticket = _Ticket(pool, registered.limits, next(self._order))
+            ticket = _Ticket(key, next(self._order))
             self._waiting.append(ticket)
             try:
                 while True:
                     chosen = self._first()
+                    registered = self._versions.get(key)
+                    if registered is None:
+                        raise LoadRefused(f"{key!r} was unloaded while its request waited")
                     if chosen is not None and chosen[0] is ticket and self._fits(registered):
                         index = chosen[1]
-                        pool.claim(index)
-                        for key, count in registered.needs.items():
-                            self._held[key] = self._held.get(key, 0) + count
-                        return Grant(id(pool), index, tuple(registered.needs.items()))
+                        registered.busy[index] = True
+                        for need, count in registered.needs.items():
+                            self._held[need] = self._held.get(need, 0) + count
+                        return Grant(key, index, tuple(registered.needs.items()))
                     self._lock.wait()
             finally:
                 self._waiting.remove(ticket)
@@ -148,8 +161,12 @@ class RateLimiter:
 
     def release(self, grant: Grant) -> None:
         with self._lock:
-            for key, count in grant.needs:
-                self._held[key] = self._held.get(key, 0) - count
+            for need, count in grant.needs:
+                self._held[need] = self._held.get(need, 0) - count
+            registered = self._versions.get(grant.key)
+            if registered is not None and grant.instance < len(registered.busy):
+                registered.busy[grant.instance] = False
+                registered.executions[grant.instance] += 1
             self._lock.notify_all()
 
     def _first(self) -> tuple[_Ticket, int] | None:
@@ -157,10 +174,15 @@ class RateLimiter:
         priority among instances free now (the earliest request among equals)."""
         best: tuple[int, int, _Ticket, int] | None = None
         for ticket in self._waiting:
-            for index, executions in ticket.pool.free_instances():
-                key = (executions * ticket.limits.weight, ticket.order)
-                if best is None or key < best[:2]:
-                    best = (*key, ticket, index)
+            registered = self._versions.get(ticket.key)
+            if registered is None:
+                continue
+            for index, busy in enumerate(registered.busy):
+                if busy:
+                    continue
+                rank = (registered.executions[index] * registered.limits.weight, ticket.order)
+                if best is None or rank < best[:2]:
+                    best = (*rank, ticket, index)
         return None if best is None else (best[2], best[3])
 
     def _fits(self, registered: _Registered) -> bool:
@@ -173,7 +195,7 @@ class RateLimiter:
         """How much of each resource there is: what an instance needs at most, raised to what
         the flags give, refused where they give less (core's UpdateResourceLimits)."""
         most: dict[tuple[str, str], int] = {}
-        for registered in self._pools.values():
+        for registered in self._versions.values():
             for key, count in registered.needs.items():
                 most[key] = max(most.get(key, 0), count)
         global_names = {name for name, device in most if device == GLOBAL}
