@@ -11,7 +11,7 @@ import pytest
 
 from lambdaserve.batching.assembly import BatchResult
 from lambdaserve.batching.dynamic_batcher import DynamicBatcher
-from lambdaserve.batching.plan import BatchPolicy
+from lambdaserve.batching.plan import BatchPolicy, Take, Wait, plan
 from lambdaserve.config.dynamic_batching import QueuePolicy
 from lambdaserve.config.model_config import build
 from lambdaserve.errors import InvalidInput, QueueRejected
@@ -155,3 +155,15 @@ def test_preserve_ordering_answers_in_arrival_order_across_instances():
 
     run(scenario())
     assert answered == [0, 1]
+
+
+def test_a_preferred_size_is_a_head_of_the_queue_that_adds_up_to_it_exactly():
+    """Given preferred sizes 4 and 8 and a 10 s delay (Triton's L0_model_queue), When the
+    queue holds 1, 2, 2 rows, Then it waits (no head adds up to 4 or 8); 2, 2, 1 runs the
+    head of 4 now; 4, 4, 4 runs 8; and a head the next request would overflow runs."""
+    policy = BatchPolicy(32, max_queue_delay_s=10.0, preferred_sizes=(4, 8))
+    assert plan([1, 2, 2], 0.0, 0.0, policy) == Wait(10.0)
+    assert plan([2, 2, 1], 0.0, 0.0, policy) == Take(2)
+    assert plan([4, 4, 4], 0.0, 0.0, policy) == Take(2)
+    assert plan([3, 3, 3], 0.0, 0.0, policy) == Take(2)
+    assert plan([1, 2, 2], 0.0, 10.0, policy) == Take(3)

@@ -390,6 +390,7 @@ class ModelServer:
         except ModelCodeFailed as exc:
             self._report_load_failure(served, exc)
             raise
+        self.stats.record_loaded(served.model, served.version)
         scale = self._scales.get((served.model, served.version))
         rescale = getattr(loaded, "scale", None)
         if scale is not None and rescale is not None:
