@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from lambdaserve.batching.assembly import BatchResult, batch_dim, check_invariant
 from lambdaserve.batching.plan import BatchPolicy, Wait, plan
-from lambdaserve.batching.priorities import place, waiting_at
+from lambdaserve.batching.priorities import MORE_QUEUED, place, waiting_at
 from lambdaserve.errors import LambdaServeError, QueueRejected
 from lambdaserve.protocol.v2 import InferRequest
 
@@ -296,7 +296,11 @@ class DynamicBatcher(Generic[R, S]):
         def timed() -> tuple[list[S], float]:
             # the run alone: under load, a thread hop's wait would make any model look slow
             begun = self._clock()
-            ran = self._execute(model, version, requests, queued_ns)
+            token = MORE_QUEUED.set(lambda: bool(lane.pending))
+            try:
+                ran = self._execute(model, version, requests, queued_ns)
+            finally:
+                MORE_QUEUED.reset(token)
             return ran, self._clock() - begun
 
         lane.busy = True

@@ -6,7 +6,21 @@ arrival goes to the back, as before: nothing is searched."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Protocol, TypeVar
+
+# Set around a batch's execution: whether requests wait in its lane for the next one (the
+# rate limiter keeps the version's place for it, as Triton re-stages a busy instance)
+MORE_QUEUED: ContextVar[Callable[[], bool] | None] = ContextVar(
+    "lambdaserve_more_queued", default=None
+)
+
+
+def more_queued() -> bool:
+    """Whether the lane of the execution running in this context has requests waiting."""
+    probe = MORE_QUEUED.get()
+    return probe is not None and probe()
 
 
 class Queued(Protocol):

@@ -19,7 +19,7 @@ import numpy as np
 from lambdaserve.batching.assembly import BatchResult, assemble, check_invariant
 from lambdaserve.catalog import version_policy
 from lambdaserve.config.runtime_names import TENSORFLOW_RUNTIME
-from lambdaserve.errors import LambdaServeError, LoadRefused, ModelCodeFailed
+from lambdaserve.errors import LambdaServeError, ModelCodeFailed
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions
@@ -403,19 +403,10 @@ class ModelServer:
         return loaded
 
     def _limit(self, served: ServedVersion, loaded: LoadedModel, scaled: int = 0) -> None:
-        """Under the rate limiter, the version's instances and what each needs; a version
-        needing more than is given is let go and refused (LoadRefused, Triton's reason)."""
-        if self.rate_limiter is None or served.config.is_ensemble:
-            return  # an ensemble's steps are limited as their own models
-        count = _worker_count(loaded) or getattr(loaded, "instance_count", 0)
-        instances = scaled or (count if isinstance(count, int) and count > 0 else 1)
-        try:
-            self.rate_limiter.register(_key(served), instances, served.config.rate_limits)
-        except LoadRefused:
-            close = getattr(loaded, "close", None)
-            if close is not None:
-                close()
-            raise
+        """Under the rate limiter: the version's instances and their needs (LoadRefused)."""
+        if self.rate_limiter is not None and not served.config.is_ensemble:
+            limits = served.config.rate_limits  # an ensemble's steps are limited as theirs
+            self.rate_limiter.register_loaded(_key(served), loaded, limits, scaled)
 
     def _report_broken(self, served: ServedVersion, reason: str) -> None:
         """The version's workers keep crashing: UNAVAILABLE with the reason, as a failed load."""

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections.abc import Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from lambdaserve.batching.priorities import more_queued
 from lambdaserve.config.instance_groups import RateLimits
 from lambdaserve.errors import InvalidInput, LoadRefused
 
@@ -29,6 +31,8 @@ PER_DEVICE = "per-device"  # a flag without a device: the count on every device
 DEVICE = "0"  # the one device a process serves on
 EXECUTION_COUNT = "execution_count"
 OFF = "off"
+# how long a version's place is kept for its next execution (its batch forms in between)
+RESERVE_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,10 @@ class Grant:
 class _Ticket:
     key: Hashable
     order: int
+    # a version that released its instance with requests still queued behind it holds its
+    # place among the waiting until its next execution asks (Triton re-stages the instance
+    # at once); past this clock time, never claimed, the place is given up
+    reserved_until: float = 0.0
 
 
 @dataclass
@@ -117,6 +125,21 @@ class RateLimiter:
                 raise
             self._lock.notify_all()
 
+    def register_loaded(
+        self, key: Hashable, loaded: object, limits: RateLimits | None, scaled: int = 0
+    ) -> None:
+        """A version just loaded (or scaled to ``scaled``): its instances are its workers or
+        its pool's sessions. Refused, it is let go (its workers stop) before LoadRefused."""
+        count = getattr(loaded, "worker_count", 0) or getattr(loaded, "instance_count", 0)
+        instances = scaled or (count if isinstance(count, int) and count > 0 else 1)
+        try:
+            self.register(key, instances, limits)
+        except LoadRefused:
+            close = getattr(loaded, "close", None)
+            if close is not None:
+                close()
+            raise
+
     def unregister(self, key: Hashable) -> None:
         with self._lock:
             self._versions.pop(key, None)
@@ -134,13 +157,16 @@ class RateLimiter:
         try:
             yield
         finally:
-            self.release(grant)
+            self.release(grant, more_queued())
 
     def acquire(self, key: Hashable) -> Grant:
         """Wait until the version has a free instance, its resources are free, and no waiting
         request's instance comes before it; then hold them and that instance."""
         with self._lock:
             ticket = _Ticket(key, next(self._order))
+            for held in [t for t in self._waiting if t.key == key and t.reserved_until]:
+                self._waiting.remove(held)  # its place, kept since its last execution
+                ticket.order = min(ticket.order, held.order)
             self._waiting.append(ticket)
             try:
                 while True:
@@ -154,13 +180,18 @@ class RateLimiter:
                         for need, count in registered.needs.items():
                             self._held[need] = self._held.get(need, 0) + count
                         return Grant(key, index, tuple(registered.needs.items()))
-                    self._lock.wait()
+                    self._lock.wait(self._until_a_reservation_lapses())
             finally:
                 self._waiting.remove(ticket)
                 self._lock.notify_all()  # the next in line may go now
 
-    def release(self, grant: Grant) -> None:
+    def release(self, grant: Grant, more_queued: bool = False) -> None:
+        """Give the instance and its resources back; ``more_queued``: the version has
+        requests queued for its next execution, which keeps its place (``_Ticket``)."""
         with self._lock:
+            if more_queued:
+                reserved = _Ticket(grant.key, next(self._order), time.monotonic() + RESERVE_S)
+                self._waiting.append(reserved)
             for need, count in grant.needs:
                 self._held[need] = self._held.get(need, 0) - count
             registered = self._versions.get(grant.key)
@@ -169,9 +200,16 @@ class RateLimiter:
                 registered.executions[grant.instance] += 1
             self._lock.notify_all()
 
+    def _until_a_reservation_lapses(self) -> float | None:
+        ends = [t.reserved_until for t in self._waiting if t.reserved_until]
+        return max(0.0, min(ends) - time.monotonic()) + 0.001 if ends else None
+
     def _first(self) -> tuple[_Ticket, int] | None:
         """The waiting request that goes first, with its instance: the lowest executions x
         priority among instances free now (the earliest request among equals)."""
+        now = time.monotonic()
+        for lapsed in [t for t in self._waiting if 0 < t.reserved_until <= now]:
+            self._waiting.remove(lapsed)
         best: tuple[int, int, _Ticket, int] | None = None
         for ticket in self._waiting:
             registered = self._versions.get(ticket.key)
