@@ -10,8 +10,8 @@ here the version is UNAVAILABLE with the reason (every other model still serves)
 Left out, by design: test_cross_model_prioritization_limited_resource (it counts requests, and
 without a dynamic_batching block Triton runs one request an execution, where lambdaserve
 batches what queued, up to max_batch_size: the model run less often brings bigger batches,
-and the ratio measured 1.74 against the 1.8 it asks), test_single_model_dynamic_batching (it needs Triton's
-TRITONSERVER_DELAY_SCHEDULER hook, which holds requests in the scheduler) and
+and the ratio measured 1.74 against the 1.8 it asks), test_single_model_dynamic_batching (it
+needs Triton's TRITONSERVER_DELAY_SCHEDULER hook, which holds requests in the scheduler) and
 test_single_model_sequence_batching (Triton's C++ custom_sequence_int32; a sequence's steps
 here are not held by the rate limiter: their state lives outside the instance)."""
 

@@ -202,3 +202,24 @@ def test_bad_resource_flags_say_how_to_write_them():
     for bad in ("R1", "R1:x", ":3", "R1:3:gpu"):
         with pytest.raises(InvalidInput, match="rate-limit-resource"):
             parse_resources([bad])
+
+
+def test_serve_and_dev_take_tritonservers_rate_limit_flags_into_the_environment():
+    """Given `serve` and `dev` with tritonserver's spellings, When parsed, Then the settings
+    every process reads carry them; a bad mode or resource is refused before any start."""
+    from lambdaserve.cli import _parser
+    from lambdaserve.processes.rate_limit_flags import rate_limit_env
+    from lambdaserve.settings import Settings
+
+    for command in ("serve", "dev"):
+        flags = ["--rate-limit=execution_count", "--rate-limit-resource=R1:10"]
+        args = _parser().parse_args([command, *flags, "--rate-limit-resource", "R2:5:0"])
+        env = rate_limit_env(args)
+        settings = Settings.from_env(env)
+        assert (settings.rate_limit, settings.rate_limit_resources) == (
+            "execution_count",
+            ("R1:10", "R2:5:0"),
+        )
+    assert rate_limit_env(_parser().parse_args(["serve"])) == {}
+    with pytest.raises(InvalidInput, match="execution_count or off"):
+        rate_limit_env(_parser().parse_args(["serve", "--rate-limit", "always"]))
