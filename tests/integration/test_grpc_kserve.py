@@ -305,7 +305,7 @@ def test_errors_have_their_grpc_codes_and_the_server_keeps_serving(stack):
         started = time.monotonic()
         assert code_of(slow, timeout=0.5)[0] == grpc.StatusCode.DEADLINE_EXCEEDED
         assert time.monotonic() - started < 2.5
-        # a full queue (the model's queue policy): RESOURCE_EXHAUSTED, in Triton's words
+        # a full queue (the model's queue policy): UNAVAILABLE, in Triton's words
         queued = service_pb2.ModelInferRequest(model_name="slowq")
         queued.inputs.add(name="INPUT0", datatype="FP32", shape=[1, 1])
         queued.raw_input_contents.append(np.array([[2.0]], np.float32).tobytes())
@@ -318,7 +318,7 @@ def test_errors_have_their_grpc_codes_and_the_server_keeps_serving(stack):
         failures = [third.exception(30), running.exception(30), waiting.exception(30)]
         refused = [f for f in failures if f is not None]
         assert len(refused) == 1 and failures[0] is not None, failures
-        assert refused[0].code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert refused[0].code() == grpc.StatusCode.UNAVAILABLE
         assert "Exceeds maximum queue size" in refused[0].details()
         # And after all that the server answers as before
         answer = stub.ModelInfer(request())

@@ -80,6 +80,17 @@ APPLIED = {
     "instance_group",
     "instance_group.name",
     "instance_group.kind",
+    "instance_group.count",
+    "dynamic_batching.preserve_ordering",
+    "dynamic_batching.priority_levels",
+    "dynamic_batching.default_priority_level",
+    "dynamic_batching.priority_queue_policy",
+    "instance_group.rate_limiter",
+    "instance_group.rate_limiter.resources",
+    "instance_group.rate_limiter.resources.name",
+    "instance_group.rate_limiter.resources.global",
+    "instance_group.rate_limiter.resources.count",
+    "instance_group.rate_limiter.priority",
     "model_warmup",
     "model_warmup.name",
     "model_warmup.batch_size",
@@ -129,16 +140,6 @@ NOT_APPLIED = {
     "input.is_non_linear_format_io",
     "output.is_shape_tensor",
     "output.is_non_linear_format_io",
-    "dynamic_batching.preserve_ordering",
-    "dynamic_batching.priority_levels",
-    "dynamic_batching.default_priority_level",
-    "dynamic_batching.priority_queue_policy",
-    "instance_group.rate_limiter",
-    "instance_group.rate_limiter.resources",
-    "instance_group.rate_limiter.resources.name",
-    "instance_group.rate_limiter.resources.global",
-    "instance_group.rate_limiter.resources.count",
-    "instance_group.rate_limiter.priority",
     "instance_group.gpus",
     "instance_group.secondary_devices",
     "instance_group.secondary_devices.kind",
@@ -165,8 +166,8 @@ NOT_APPLIED = {
 # Everything inside an optimization block: ONNX Runtime's, TorchScript's and OpenVINO's own
 # defaults apply.
 NOT_APPLIED_UNDER = ("optimization.",)
-# A Python model's count is its worker processes (serve, dev); another runtime's is not.
-PYTHON_ONLY = {"instance_group.count", "parameters"}
+# Python models read the parameters (args["model_config"]); another runtime's does not.
+PYTHON_ONLY = {"parameters"}
 
 
 def field_paths(descriptor: Any, prefix: str = "") -> Iterator[str]:

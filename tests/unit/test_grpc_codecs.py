@@ -193,7 +193,7 @@ def test_classify_and_regress_results_are_tf_servings_messages():
         (RuntimeMissing("x"), grpc.StatusCode.INVALID_ARGUMENT),
         (ModelNotFound("x"), grpc.StatusCode.NOT_FOUND),
         (ModelNotReady("x"), grpc.StatusCode.UNAVAILABLE),
-        (QueueRejected("x"), grpc.StatusCode.RESOURCE_EXHAUSTED),
+        (QueueRejected("x"), grpc.StatusCode.UNAVAILABLE),
         (InferenceError("x"), grpc.StatusCode.INTERNAL),
     ],
 )

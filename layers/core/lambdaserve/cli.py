@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lambdaserve.errors import LambdaServeError
+from lambdaserve.processes.rate_limit_flags import add_rate_limit_flags, rate_limit_env
 from lambdaserve.processes.trace_flags import add_trace_flags, trace_env
 
 _FORMAT = argparse.ArgumentDefaultsHelpFormatter
@@ -128,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     _logging_flags(dev, access_log_default=True)
     _model_control_flag(dev)
     add_trace_flags(dev)
+    add_rate_limit_flags(dev)
 
     reconcile = commands.add_parser(
         "reconcile",
@@ -196,6 +198,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _logging_flags(serve, access_log_default=False)
     add_trace_flags(serve)
+    add_rate_limit_flags(serve)
 
     worker = commands.add_parser(
         "worker", help="consume the requests queue in this process (ECS)", formatter_class=_FORMAT
@@ -247,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command in ("dev", "serve"):  # read with the plane (every process)
             os.environ.update(trace_env(args, getattr(args, "workers", 1)))
+            os.environ.update(rate_limit_env(args))
         if args.command == "dev":
             from lambdaserve.local.dev import run_dev
             from lambdaserve.local.dev_options import DevOptions

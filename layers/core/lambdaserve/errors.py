@@ -64,6 +64,11 @@ class ModelTooLarge(ModelNotReady):
     the catalog (UNAVAILABLE with its size and the budget) so it is not READY."""
 
 
+class LoadRefused(ModelCodeFailed):
+    """The version cannot load where it serves as its config asks (Triton's rate limiter:
+    an instance needs more of a resource than ``--rate-limit-resource`` gives)."""
+
+
 class Conflict(LambdaServeError):
     """The request is valid but contradicts the current state."""
 

@@ -69,6 +69,10 @@ class Settings:
     # this process (no isolation; docs/benchmarks.md says when that is faster). The timeout
     # where a model sets none is TorchServe's default responseTimeout.
     code_workers: bool = True
+    # Triton's rate limiter (`serve`/`dev` --rate-limit, --rate-limit-resource): "off" or
+    # "execution_count", and the NAME:COUNT[:DEVICE] resources given
+    rate_limit: str = "off"
+    rate_limit_resources: tuple[str, ...] = ()
     worker_timeout_s: float = 120.0
     # In a Lambda function (AWS_LAMBDA_FUNCTION_NAME set): one worker per version, no scaling.
     in_lambda: bool = False
@@ -196,6 +200,10 @@ class Settings:
             model_control_mode=_model_control_mode(env),
             code_workers=env.get("LAMBDASERVE_CODE_WORKERS", "1").lower()
             not in ("0", "false", "no", "off"),
+            rate_limit=env.get("LAMBDASERVE_RATE_LIMIT", "off"),
+            rate_limit_resources=tuple(
+                r for r in env.get("LAMBDASERVE_RATE_LIMIT_RESOURCES", "").split(",") if r
+            ),
             worker_timeout_s=float(
                 env.get("LAMBDASERVE_WORKER_TIMEOUT_S", str(defaults.worker_timeout_s))
             ),

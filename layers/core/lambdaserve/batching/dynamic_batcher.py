@@ -24,6 +24,7 @@ from typing import Any, Generic, TypeVar
 
 from lambdaserve.batching.assembly import BatchResult, batch_dim, check_invariant
 from lambdaserve.batching.plan import BatchPolicy, Wait, plan
+from lambdaserve.batching.priorities import MORE_QUEUED, place, waiting_at
 from lambdaserve.errors import LambdaServeError, QueueRejected
 from lambdaserve.protocol.v2 import InferRequest
 
@@ -45,6 +46,7 @@ class _Pending(Generic[R, S]):
     rows: int
     expires: float = 0.0  # clock seconds after which it may not wait any longer; 0: never
     overdue: bool = False  # past ``expires`` under timeout_action DELAY: runs behind the rest
+    level: int = 0  # its priority level (1 the highest; 0: the model has no levels)
 
 
 @dataclass
@@ -58,6 +60,8 @@ class _Lane(Generic[R, S]):
     busy: bool = False
     arriving: int = 0
     running: set[asyncio.Task[None]] = field(default_factory=set)  # batches run side by side
+    # preserve_ordering: the delivery of the batch taken last (the next one's answers wait)
+    delivered: asyncio.Future[None] | None = None
 
 
 class DynamicBatcher(Generic[R, S]):
@@ -127,20 +131,28 @@ class DynamicBatcher(Generic[R, S]):
         now = self._clock()
         timeout = 0.0
         _forget_abandoned(lane)
+        level = 0
         if policy is not None:
-            limit = policy.queue.max_queue_size
-            if limit and len(lane.pending) >= limit:
+            parameters = getattr(request, "parameters", {})
+            level = policy.batching.level_of(parameters) if policy.batching is not None else 0
+            queue = policy.queue_of(level)
+            limit = queue.max_queue_size
+            waiting = waiting_at(lane.pending, level, policy.levels)
+            if limit and waiting >= limit:
+                where = f"priority level {level}'s" if policy.levels else "default_queue_policy"
                 raise await self._refusal(
                     model,
                     version,
-                    f"Exceeds maximum queue size: model '{model}' already has {len(lane.pending)}"
-                    f" request(s) waiting, its dynamic_batching default_queue_policy "
-                    f"max_queue_size is {limit}; retry later, or raise max_queue_size",
+                    f"Exceeds maximum queue size: model '{model}' already has {waiting} "
+                    f"request(s) waiting, its dynamic_batching {where} max_queue_size is "
+                    f"{limit}; retry later, or raise max_queue_size",
                 )
-            timeout = policy.queue.timeout_for(getattr(request, "parameters", {}))
+            timeout = queue.timeout_for(parameters)
         future: asyncio.Future[S] = asyncio.get_running_loop().create_future()
         expires = now + timeout if timeout else 0.0
-        lane.pending.append(_Pending(request, future, now, self._rows(request), expires))
+        place(
+            lane.pending, _Pending(request, future, now, self._rows(request), expires, False, level)
+        )
         lane.wakeup.set()
         return await future
 
@@ -186,25 +198,26 @@ class DynamicBatcher(Generic[R, S]):
                     lane.pending.popleft() for _ in range(min(decision.count, len(lane.pending)))
                 ]
                 limit = policy.parallel  # each of several from a thread
+                order = _in_order(lane) if policy.preserve_ordering else None
                 if limit <= 1 and not lane.running:
-                    await self._run(model, version, taken, lane)
+                    await self._run(model, version, taken, lane, order=order)
                     continue
-                await self._run_beside(model, version, taken, lane, limit)
+                await self._run_beside(model, version, taken, lane, limit, order=order)
 
     async def _expire(
         self, model: str, version: int | None, lane: _Lane[R, S], policy: BatchPolicy
     ) -> None:
         """Requests past their queue timeout: refused (REJECT), or moved behind the ones
         still within theirs (DELAY), as Triton's queue policy does."""
-        if not policy.queue.times_out:
+        if not policy.times_out:
             return
         now = self._clock()
         expired = [p for p in lane.pending if p.expires and not p.overdue and p.expires <= now]
         for pending in expired:
             lane.pending.remove(pending)
-            if not policy.queue.reject_on_timeout:
-                pending.overdue = True
-                lane.pending.append(pending)
+            if not policy.queue_of(pending.level).reject_on_timeout:
+                pending.overdue = True  # behind the ones of its level still within theirs
+                place(lane.pending, pending)
                 continue
             error = await self._refusal(
                 model,
@@ -231,11 +244,13 @@ class DynamicBatcher(Generic[R, S]):
         taken: list[_Pending[R, S]],
         lane: _Lane[R, S],
         limit: int,
+        *,
+        order: _Order | None = None,
     ) -> None:
         """Start this batch beside the ones running; return once fewer than ``limit`` run
         (the next batch forms from what queued meanwhile)."""
         # in a thread whatever its speed: a batch run from the loop would hold the others
-        run = self._run(model, version, taken, lane, inline=False)
+        run = self._run(model, version, taken, lane, inline=False, order=order)
         task = asyncio.get_running_loop().create_task(run)
         lane.running.add(task)
 
@@ -254,7 +269,25 @@ class DynamicBatcher(Generic[R, S]):
         version: int | None,
         taken: list[_Pending[R, S]],
         lane: _Lane[R, S],
+        *,
         inline: bool = True,
+        order: _Order | None = None,
+    ) -> None:
+        try:
+            await self._run_batch(model, version, taken, lane, inline=inline, order=order)
+        finally:
+            if order is not None and not order[1].done():
+                order[1].set_result(None)  # the next batch's answers may leave now
+
+    async def _run_batch(
+        self,
+        model: str,
+        version: int | None,
+        taken: list[_Pending[R, S]],
+        lane: _Lane[R, S],
+        *,
+        inline: bool,
+        order: _Order | None,
     ) -> None:
         started = self._clock()
         queued_ns = [int((started - p.enqueued) * 1e9) for p in taken]
@@ -263,7 +296,11 @@ class DynamicBatcher(Generic[R, S]):
         def timed() -> tuple[list[S], float]:
             # the run alone: under load, a thread hop's wait would make any model look slow
             begun = self._clock()
-            ran = self._execute(model, version, requests, queued_ns)
+            token = MORE_QUEUED.set(lambda: bool(lane.pending))
+            try:
+                ran = self._execute(model, version, requests, queued_ns)
+            finally:
+                MORE_QUEUED.reset(token)
             return ran, self._clock() - begun
 
         lane.busy = True
@@ -278,14 +315,32 @@ class DynamicBatcher(Generic[R, S]):
             lane.busy = False
         except Exception as exc:  # a bug or an outage: every waiting request hears of it
             lane.busy = False
+            await _after_earlier(order)
             for pending in taken:
                 if not pending.future.done():
                     pending.future.set_exception(exc)
             return
         self.executions = [*self.executions[-999:], sum(p.rows for p in taken)]
+        await _after_earlier(order)
         for pending, result in zip(taken, results, strict=True):
             if not pending.future.done():
                 pending.future.set_result(result)
+
+
+# preserve_ordering: (the delivery of the batch taken before this one, this one's delivery)
+_Order = tuple["asyncio.Future[None] | None", "asyncio.Future[None]"]
+
+
+def _in_order(lane: _Lane[Any, Any]) -> _Order:
+    """The batch about to run delivers its answers after the one taken before it."""
+    earlier = lane.delivered
+    lane.delivered = asyncio.get_running_loop().create_future()
+    return earlier, lane.delivered
+
+
+async def _after_earlier(order: _Order | None) -> None:
+    if order is not None and order[0] is not None:
+        await asyncio.shield(order[0])
 
 
 def _tensor_rows(request: Any) -> int:

@@ -15,6 +15,7 @@ from google.protobuf import json_format
 
 from lambdaserve.config.documents import ConfigDocument, merge, parse_document, parse_overrides
 from lambdaserve.config.dynamic_batching import DynamicBatching, dynamic_batching_of
+from lambdaserve.config.instance_groups import RateLimits, instance_count_of, rate_limits_of
 from lambdaserve.config.ragged_batching import RaggedBatching, ragged_batching_of
 from lambdaserve.config.reshape import Reshape, reshapes_of
 from lambdaserve.config.sequence_batching import SequenceBatching, sequence_batching_of
@@ -99,8 +100,11 @@ class ModelConfig:
     version_policy: VersionPolicy = field(default_factory=VersionPolicy)
     dynamic_batching: DynamicBatching | None = None
     instance_kind: str = "AUTO"
-    # instance_group's counts summed: how many worker processes a Python model gets in serve
+    # instance_group's counts summed (Triton's defaults): instances of the version in `serve`
+    # and `dev`, worker processes for model code (config.instance_groups)
     instance_count: int = 1
+    # the instance_group's rate_limiter (Triton's rate limiter, `serve --rate-limit`)
+    rate_limits: RateLimits | None = None
     ensemble_steps: tuple[EnsembleStep, ...] = ()
     # (output name, file name) for outputs with Triton's ``label_filename``.
     label_files: tuple[tuple[str, str], ...] = ()
@@ -220,7 +224,8 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         version_policy=_policy(message),
         dynamic_batching=dynamic_batching_of(message),
         instance_kind=_instance_kind(message),
-        instance_count=max(1, sum(max(1, g.count) for g in message.instance_group)),
+        instance_count=instance_count_of(message),
+        rate_limits=rate_limits_of(message),
         ensemble_steps=_ensemble_steps(message),
         label_files=_label_files(message),
         parameters=tuple(sorted((k, v.string_value) for k, v in message.parameters.items())),

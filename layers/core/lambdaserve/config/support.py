@@ -48,29 +48,11 @@ def warnings_for(document: dict[str, Any]) -> list[str]:
             "response_cache is not applied to a sequence model: a step's answer depends on "
             "its sequence's state, not on its inputs alone"
         )
-    batching = document.get("dynamic_batching") or {}
-    for key in ("priority_queue_policy", "priority_levels"):
-        if batching.get(key):
-            warnings.append(
-                f"dynamic_batching {key} is not applied: one priority per model, whose "
-                "default_queue_policy applies to every request"
-            )
     for group in document.get("instance_group") or []:
         if group.get("kind") == "KIND_GPU":
             warnings.append(
                 "instance_group KIND_GPU runs on a GPU only where there is one (the ECS GPU "
                 "service, `lambdaserve serve` on a GPU host): the infer function and `lambdaserve "
                 "dev` without CUDA run it on CPU, and log so when they load it"
-            )
-        count = int(group.get("count", 1) or 1)
-        if count > 1 and document.get("backend") == "python":
-            warnings.append(
-                f"instance_group count {count} is {count} worker processes in `serve` and "
-                "`dev`; the infer function runs one per version (concurrency scales instances)"
-            )
-        elif count > 1:
-            warnings.append(
-                f"instance_group count {count} is not applied: one instance per process "
-                "(deployed, concurrency scales instances; `lambdaserve serve --workers`)"
             )
     return warnings + unapplied(document)

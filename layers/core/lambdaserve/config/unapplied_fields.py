@@ -38,8 +38,18 @@ APPLIED = (
     "dynamic_batching.preferred_batch_size",
     "dynamic_batching.max_queue_delay_microseconds",
     "dynamic_batching.default_queue_policy",
+    # batching/priorities.py: a queue per level, its own policy; preserve_ordering
+    "dynamic_batching.priority_levels",
+    "dynamic_batching.default_priority_level",
+    "dynamic_batching.priority_queue_policy",
+    "dynamic_batching.preserve_ordering",
     "instance_group.name",
     "instance_group.kind",
+    # serving/instances.py: N instances a process (model code: N workers); Lambda: one
+    "instance_group.count",
+    # serving/rate_limiter.py, under `serve --rate-limit execution_count` (off: ignored, as
+    # in Triton)
+    "instance_group.rate_limiter",
     "ensemble_scheduling",
     "model_warmup",
     "default_model_filename",
@@ -63,14 +73,11 @@ APPLIED = (
 APPLIED_WHEN_EMPTY = ("sequence_batching.direct",)
 # Said in their own words elsewhere (config/support.py)
 SAID_ELSEWHERE = (
-    "instance_group.count",
     "optimization",
     "rate_limiter",
     "model_repository_agents",
     "model_operations",
     "model_metrics",
-    "dynamic_batching.priority_queue_policy",
-    "dynamic_batching.priority_levels",
 )
 _WHY = {
     "sequence_batching.oldest.max_queue_delay_microseconds": (
@@ -85,14 +92,10 @@ _WHY = {
     ),
     "sequence_batching.state.use_growable_memory": "a state's dims are fixed",
     "instance_group.gpus": "a process uses the one device it was given (LAMBDASERVE_DEVICE)",
-    "instance_group.rate_limiter": "Lambda concurrency and the dynamic batcher limit instead",
     "instance_group.secondary_devices": "one device per process",
     "instance_group.profile": "TensorRT profiles do not apply to these runtimes",
     "instance_group.passive": "every instance here takes requests",
     "instance_group.host_policy": "one host policy: the process's",
-    "dynamic_batching.preserve_ordering": "responses are always sent as each request completes",
-    "dynamic_batching.default_priority_level": "one priority per model",
-    "dynamic_batching.default_queue_policy_per_priority": "one priority per model",
     "runtime": "the runtime is chosen by the model file (and backend: openvino)",
     "cc_model_filenames": "a model file per GPU compute capability does not apply here",
     "metric_tags": "metrics carry the model and version labels only",

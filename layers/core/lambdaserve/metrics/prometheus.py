@@ -32,6 +32,8 @@ from lambdaserve.metrics.stats import StatsRegistry
 
 LABELS = ("model", "version")
 FAILURE = "nv_inference_request_failure"
+# in Triton's order (its exposition sorts them): clients match the series line as a string
+FAILURE_LABELS = ("model", "reason", "version")
 FAILURE_DOC = (
     "Inference requests that failed, by Triton's reason (REJECTED, CANCELED, BACKEND, OTHER)"
 )
@@ -145,7 +147,7 @@ class TritonMetrics:
     def describe(self) -> Iterable[Metric]:
         return [
             *(UnknownMetricFamily(f.name, f.documentation, labels=LABELS) for f in FAMILIES),
-            UnknownMetricFamily(FAILURE, FAILURE_DOC, labels=(*LABELS, "reason")),
+            UnknownMetricFamily(FAILURE, FAILURE_DOC, labels=FAILURE_LABELS),
             GaugeMetricFamily(PENDING, PENDING_DOC, labels=LABELS),
             UnknownMetricFamily(TOO_LARGE, TOO_LARGE_DOC, labels=LABELS),
             GaugeMetricFamily(MEMORY, MEMORY_DOC, labels=LABELS),
@@ -159,10 +161,10 @@ class TritonMetrics:
             for entry in entries:
                 metric.add_metric([entry["name"], entry["version"]], family.read(entry))
             yield metric
-        failures = UnknownMetricFamily(FAILURE, FAILURE_DOC, labels=(*LABELS, "reason"))
+        failures = UnknownMetricFamily(FAILURE, FAILURE_DOC, labels=FAILURE_LABELS)
         for (model, version), reasons in registry.failures_by_reason().items():
             for reason, count in reasons.items():
-                failures.add_metric([model, str(version), reason], float(count))
+                failures.add_metric([model, reason, str(version)], float(count))
         yield failures
         waiting = dict(self._pending())
         pending = GaugeMetricFamily(PENDING, PENDING_DOC, labels=LABELS)

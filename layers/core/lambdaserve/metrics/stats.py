@@ -119,6 +119,12 @@ class StatsRegistry:
         self.listener = listener
         self.cache_listener = cache_listener
 
+    def record_loaded(self, model: str, version: int) -> None:
+        """A version loaded here: its series exist from now on, zeros until it serves (as
+        Triton reports every loaded model's, so a client can read them before sending)."""
+        with self._lock:
+            self._versions.setdefault((model, version), VersionStats())
+
     def record_success(self, model: str, version: int, execution: Execution) -> None:
         if _WARMING_UP.get():
             return

@@ -8,6 +8,7 @@ take them as they came, in one call, each answered (or failed) alone.
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from lambdaserve.tracing.request_trace import computed, parent_of
 from lambdaserve.workers.deadline import request_deadline
 
 if TYPE_CHECKING:
+    from lambdaserve.serving.rate_limiter import RateLimiter
     from lambdaserve.serving.version_resolver import ServedVersion
 
 
@@ -36,10 +38,14 @@ def run_batch(
     *,
     batch: Batch,
     queued_ns: int,
+    limiter: RateLimiter | None = None,
 ) -> list[BatchResult]:
-    """Run ``members`` as one execution; N requests in, N results out."""
+    """Run ``members`` as one execution; N requests in, N results out. Under the rate
+    limiter the execution waits for one of the version's instances and its resources."""
     if isinstance(loaded, RequestsModel):
-        return _run_requests(stats, served, loaded, members, batch=batch, queued_ns=queued_ns)
+        return _run_requests(
+            stats, served, loaded, members, batch=batch, queued_ns=queued_ns, limiter=limiter
+        )
     started = time.perf_counter_ns()
     ragged = served.config.ragged_batching
     try:
@@ -54,6 +60,7 @@ def run_batch(
         with (
             request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
             parent_of(members),  # the models it calls are traced as its children
+            executing(limiter, served),
         ):
             outputs = loaded.run(inputs, names)
         ran = time.perf_counter_ns()
@@ -66,7 +73,13 @@ def run_batch(
         if len(members) > 1:  # find the member that fails; the others still succeed
             return [
                 run_batch(
-                    stats, served, loaded, [m], batch=Batch((0,), (size,)), queued_ns=queued_ns
+                    stats,
+                    served,
+                    loaded,
+                    [m],
+                    batch=Batch((0,), (size,)),
+                    queued_ns=queued_ns,
+                    limiter=limiter,
                 )[0]
                 for m, size in zip(members, batch.sizes, strict=True)
             ]
@@ -88,6 +101,13 @@ def run_batch(
         _result(_classified(m, served, part), served)
         for m, part in zip(members, parts, strict=True)
     ]
+
+
+def executing(limiter: RateLimiter | None, served: ServedVersion) -> AbstractContextManager[None]:
+    """One execution of ``served`` under the rate limiter (nothing held where it is off)."""
+    if limiter is None:
+        return nullcontext()
+    return limiter.execution((served.model, served.version, served.record.fingerprint))
 
 
 def _result(
@@ -115,6 +135,7 @@ def _run_requests(
     *,
     batch: Batch,
     queued_ns: int,
+    limiter: RateLimiter | None,
 ) -> list[BatchResult]:
     started = time.perf_counter_ns()
     calls = []
@@ -127,6 +148,7 @@ def _run_requests(
         request_ids([member.id for member in members]),  # for model code's failure log
         request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
         parent_of(members),
+        executing(limiter, served),
     ):
         answers = loaded.run_requests(calls)
     ran = time.perf_counter_ns()

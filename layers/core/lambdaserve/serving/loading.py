@@ -12,10 +12,17 @@ from typing import TYPE_CHECKING, Any
 from lambdaserve.batching.ragged import model_inputs
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import CODE_FILES
+from lambdaserve.config.runtime_names import (
+    ONNX_RUNTIME,
+    OPENVINO_RUNTIME,
+    PADDLE_INFERENCE_RUNTIME,
+    TORCHSCRIPT_RUNTIME,
+)
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions, RequestsModel
 from lambdaserve.runtimes.registry import runtime_named
 from lambdaserve.serving.cache import ArtifactCache, CachedFile
 from lambdaserve.serving.environments import environment_file
+from lambdaserve.serving.instances import InstancePool
 from lambdaserve.serving.progress import human_bytes
 from lambdaserve.serving.reshaped_model import ReshapedModel
 from lambdaserve.serving.sequences.controls import warmup_inputs
@@ -26,6 +33,9 @@ if TYPE_CHECKING:  # serving imports this module
     from lambdaserve.serving.version_resolver import ServedVersion
 
 logger = logging.getLogger(__name__)
+# the runtimes whose instances are sessions of their own (a TF SavedModel is one session,
+# run by up to N executions at once; model code has a worker per instance)
+POOLED = frozenset({ONNX_RUNTIME, OPENVINO_RUNTIME, TORCHSCRIPT_RUNTIME, PADDLE_INFERENCE_RUNTIME})
 
 
 def version_files(served: ServedVersion) -> list[CachedFile]:
@@ -46,7 +56,9 @@ def load_version(
     on_broken: Callable[[str], None] | None = None,
 ) -> LoadedModel:
     """Load ``served``: in this process, or (model code, where ``workers`` enables them) in
-    its worker processes; ``on_broken`` hears when those keep crashing."""
+    its worker processes; ``on_broken`` hears when those keep crashing. A tensor runtime's
+    version in a long-running server is ``instance_group`` count instances
+    (``serving.instances``)."""
     started = time.perf_counter()
     files = version_files(served)
     directory = cache.materialize(files)
@@ -76,16 +88,31 @@ def load_version(
         loaded = ReshapedModel(loaded, config.reshapes, batched)
     created = time.perf_counter()
     code = served.record.model_file in CODE_FILES
-    warm_up(
-        loaded,
-        served.signature,
-        directory,
-        config.warmup,
-        batched,
-        zeros=not code,
-        label=f"{served.model} version {served.version}",
-        fixed=_fixed_warmup_inputs(served),
-    )
+    label = f"{served.model} version {served.version}"
+
+    def warmed(model: LoadedModel) -> LoadedModel:
+        warm_up(
+            model,
+            served.signature,
+            directory,
+            config.warmup,
+            batched,
+            zeros=not code,
+            label=label,
+            fixed=_fixed_warmup_inputs(served),
+        )
+        return model
+
+    warmed(loaded)
+    if pooled(runtime.name, workers):
+
+        def another() -> LoadedModel:
+            made = runtime.load(model_path, config, served.signature, options)
+            if config.reshapes:
+                made = ReshapedModel(made, config.reshapes, batched)
+            return warmed(made)
+
+        loaded = InstancePool(another, config.instance_count, first=loaded, label=label)
     done = time.perf_counter()
     logger.info(
         "loaded %s version %s on %s in %.0f ms (files %s: %.0f ms, %s: %.0f ms, warm-up: %.0f ms)",
@@ -123,6 +150,12 @@ def _fixed_warmup_inputs(served: ServedVersion) -> dict[str, Any] | None:
         zeros = zero_inputs(served.signature.inputs)
         return None if zeros is None else model_inputs(config.ragged_batching, [zeros])
     return None
+
+
+def pooled(runtime: str, workers: WorkerOptions | None) -> bool:
+    """Whether the version's instances are a pool: a tensor runtime in a long-running server
+    (in Lambda each execution environment runs one request at a time: one instance)."""
+    return runtime in POOLED and workers is not None and not workers.per_version
 
 
 def _in_workers(

@@ -19,18 +19,20 @@ import numpy as np
 from lambdaserve.batching.assembly import BatchResult, assemble, check_invariant
 from lambdaserve.batching.ragged import member_outputs, model_inputs
 from lambdaserve.catalog import version_policy
+from lambdaserve.config.runtime_names import TENSORFLOW_RUNTIME
 from lambdaserve.errors import LambdaServeError, ModelCodeFailed, ModelNotReady, ModelTooLarge
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions
 from lambdaserve.runtimes.sequence_requests import passing_sequence, sequence_parameters
-from lambdaserve.serving.batch_runs import run_batch
+from lambdaserve.serving.batch_runs import executing, run_batch
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.classification import classify
 from lambdaserve.serving.loaded_versions import Key, LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
 from lambdaserve.serving.memory import import_runtime_library
+from lambdaserve.serving.rate_limiter import RateLimiter
 from lambdaserve.serving.response_cache.lookups import Lookup, ResponseCache
 from lambdaserve.serving.sequences.memory_store import MemorySequenceStore
 from lambdaserve.serving.sequences.oldest import run_oldest
@@ -70,11 +72,13 @@ class ModelServer:
         workers: WorkerOptions | None = None,
         max_loaded_bytes: int = 0,
         sequences: SequenceSteps | None = None,
+        rate_limiter: RateLimiter | None = None,
     ) -> None:
         self.resolver = resolver
         # Triton's sequence batcher: records in a store every instance shares (wiring's)
         self.sequences = sequences or SequenceSteps(MemorySequenceStore())
         self.workers = workers
+        self.rate_limiter = rate_limiter  # `serve --rate-limit execution_count`; None: off
         self.stats = stats
         self.response_cache = response_cache
         self._default_max_batch_size = default_max_batch_size
@@ -130,6 +134,7 @@ class ModelServer:
                 request_deadline(served.config, (request.parameters,)),
                 parent_of((request,)),
                 passing_sequence(request.parameters),
+                executing(self.rate_limiter, served),
             ):
                 outputs = classify(request, served, _run_one(served, loaded, inputs, names))
             ran = time.perf_counter_ns()
@@ -239,6 +244,7 @@ class ModelServer:
                 [requests[i] for i in members],
                 batch=batch,
                 queued_ns=waited,
+                limiter=self.rate_limiter,
             )
             for index, outcome in zip(members, outcomes, strict=True):
                 results[index] = outcome
@@ -314,6 +320,15 @@ class ModelServer:
         loaded = self._loaded.get((served.model, served.version, served.record.fingerprint))
         return _worker_count(loaded)
 
+    def executions_at_once(self, served: ServedVersion) -> int:
+        """How many executions of the version may run at once: its worker processes or its
+        instances where it is loaded, else what its config's instance_group asks."""
+        loaded = self._loaded.get(_key(served))
+        if loaded is None or served.record.runtime == TENSORFLOW_RUNTIME:
+            return served.config.instance_count  # a SavedModel: one session, N runs at once
+        count = _worker_count(loaded) or getattr(loaded, "instance_count", 1)
+        return count if isinstance(count, int) and count > 0 else 1
+
     def loaded_versions(self) -> list[tuple[str, int]]:
         return [(model, version) for (model, version, _), _loaded in self._loaded.items()]
 
@@ -351,6 +366,7 @@ class ModelServer:
         self._scales[(served.model, served.version)] = (min_workers, max_workers)
         loaded = self.load(served)
         loaded.scale(min_workers, max_workers)  # type: ignore[attr-defined]
+        self._limit(served, loaded, min_workers)
         return loaded
 
     def unload(self, model: str) -> int:
@@ -397,9 +413,11 @@ class ModelServer:
                 self.workers,
                 lambda reason: self._report_broken(served, reason),
             )
+            self._limit(served, loaded)
         except ModelCodeFailed as exc:
             self._report_load_failure(served, exc)
             raise
+        self.stats.record_loaded(served.model, served.version)
         scale = self._scales.get((served.model, served.version))
         rescale = getattr(loaded, "scale", None)
         if scale is not None and rescale is not None:
@@ -408,7 +426,14 @@ class ModelServer:
                 *(served.model, served.version, scale[0]),
             )
             rescale(*scale)
+            self._limit(served, loaded, scale[0])
         return loaded
+
+    def _limit(self, served: ServedVersion, loaded: LoadedModel, scaled: int = 0) -> None:
+        """Under the rate limiter: the version's instances and their needs (LoadRefused)."""
+        if self.rate_limiter is not None and not served.config.is_ensemble:
+            limits = served.config.rate_limits  # an ensemble's steps are limited as theirs
+            self.rate_limiter.register_loaded(_key(served), loaded, limits, scaled)
 
     def _report_broken(self, served: ServedVersion, reason: str) -> None:
         """The version's workers keep crashing: UNAVAILABLE with the reason, as a failed load."""

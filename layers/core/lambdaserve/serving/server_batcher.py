@@ -36,7 +36,7 @@ def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: in
         served = current.resolver.resolve(model, version)
         limit = batch_limit(served, default_max_batch_size)
         batching = served.config.dynamic_batching
-        parallel = max(1, current.code_workers(served))
+        parallel = max(1, current.executions_at_once(served))
         if batching is None:
             return BatchPolicy(max_batch_size=limit, parallel=parallel)
         return BatchPolicy(
@@ -45,6 +45,7 @@ def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: in
             preferred_sizes=batching.preferred_batch_size,
             queue=batching.queue_policy,
             parallel=parallel,
+            batching=batching,
         )
 
     def execute_one(model: str, version: int | None, request: InferRequest) -> BatchResult:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from lambdaserve.errors import InvalidInput
+from lambdaserve.serving.instances import InstancePool
+from lambdaserve.serving.loading import pooled
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.workers.worker_model import WorkerModel
 
@@ -19,15 +21,28 @@ def worker_pools(server: ModelServer) -> dict[tuple[str, int], WorkerModel]:
     }
 
 
+def instance_pools(server: ModelServer) -> dict[tuple[str, int], InstancePool]:
+    return {
+        (model, version): loaded
+        for model, version, loaded in server.loaded_models()
+        if isinstance(loaded, InstancePool)
+    }
+
+
 def described_workers(server: ModelServer, model: str, version: int) -> list[dict[str, Any]] | None:
-    """The version's workers; None when it has none here (not loaded, or not model code)."""
-    pool = worker_pools(server).get((model, version))
+    """The version's workers (a tensor model's instances); None when it has none here."""
+    pool = worker_pools(server).get((model, version)) or instance_pools(server).get(
+        (model, version)
+    )
     return pool.describe() if pool is not None else None
 
 
 def worker_limits(server: ModelServer, model: str, version: int) -> tuple[int, int] | None:
     pool = worker_pools(server).get((model, version))
-    return (pool.spec.min_workers, pool.spec.max_workers) if pool is not None else None
+    if pool is not None:
+        return (pool.spec.min_workers, pool.spec.max_workers)
+    instances = instance_pools(server).get((model, version))
+    return (instances.target, instances.target) if instances is not None else None
 
 
 def worker_memory(server: ModelServer) -> dict[tuple[str, str], tuple[int, int]]:
@@ -40,15 +55,18 @@ def worker_memory(server: ModelServer) -> dict[tuple[str, str], tuple[int, int]]
 
 def scale_workers(
     server: ModelServer, model: str, version: int | None, min_worker: int, max_worker: int | None
-) -> WorkerModel | None:
+) -> WorkerModel | InstancePool | None:
     """TorchServe's scaling of the version (the default one when ``version`` is None): its
-    workers loaded if they were not, then brought to ``min_worker``. None when the version
-    is not model code in workers (the caller answers what it answered before)."""
+    workers (a tensor model's instances, its ``instance_group`` count) loaded if they were
+    not, then brought to ``min_worker``. None where the version has neither here (the caller
+    answers what it answered before)."""
     served = server.resolver.resolve(model, version)
-    if server.workers is None or not server.workers.enabled or server.workers.per_version:
+    if server.workers is None or server.workers.per_version:
+        return None
+    if not server.workers.enabled and not pooled(served.record.runtime, server.workers):
         return None
     loaded = server.load(served)
-    if not isinstance(loaded, WorkerModel):
+    if not isinstance(loaded, WorkerModel | InstancePool):
         return None
     if server.workers.shared_by > 1:
         raise InvalidInput(

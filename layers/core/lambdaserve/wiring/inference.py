@@ -14,6 +14,7 @@ from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.environments import EnvironmentDirectories
 from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.rate_limiter import EXECUTION_COUNT, RateLimiter, parse_resources
 from lambdaserve.serving.response_cache.from_settings import response_cache_from
 from lambdaserve.serving.sequences.from_settings import sequence_steps_from
 from lambdaserve.serving.version_resolver import VersionResolver
@@ -66,7 +67,16 @@ def build_model_server(
         max_loaded_bytes=settings.max_loaded_bytes,
         # sequences' records where every instance reads them: any instance serves any step
         sequences=sequence_steps_from(settings, clients.dynamodb, lambda: clients.s3),
+        rate_limiter=rate_limiter_from(settings),
     )
     # the process's one model-to-model port, installed here: one model server a process
     install_bls(plane or InferenceDataPlane(lambda: server))
     return server
+
+
+def rate_limiter_from(settings: Settings) -> RateLimiter | None:
+    """Triton's rate limiter where `serve`/`dev` --rate-limit execution_count asks for it
+    (never in Lambda: one request at a time per execution environment)."""
+    if settings.rate_limit != EXECUTION_COUNT or settings.in_lambda:
+        return None
+    return RateLimiter(parse_resources(settings.rate_limit_resources))

@@ -33,7 +33,7 @@ class Deadline:
 
 class RequestTimeoutExpired(QueueRejected):
     """The request's own ``timeout`` ran out while its model's code ran in a worker: the
-    same answer (503 / RESOURCE_EXHAUSTED, a REJECTED failure) as a request that waited
+    same answer (503 / UNAVAILABLE, a REJECTED failure) as a request that waited
     past it in the queue."""
 
 

@@ -30,8 +30,9 @@ _CODES: dict[type[LambdaServeError], grpc.StatusCode] = {
     InferenceError: grpc.StatusCode.INTERNAL,
     ModelCodeTimedOut: grpc.StatusCode.DEADLINE_EXCEEDED,
     ModelNotReady: grpc.StatusCode.UNAVAILABLE,
-    # the queue is full or the request waited past its timeout: try again later
-    QueueRejected: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    # the queue is full or the request waited past its timeout: try again later (Triton's
+    # PolicyQueue answers UNAVAILABLE, and clients' retry loops look for it)
+    QueueRejected: grpc.StatusCode.UNAVAILABLE,
     StorageUnavailable: grpc.StatusCode.UNAVAILABLE,
     SettingFixed: grpc.StatusCode.UNIMPLEMENTED,  # Triton's UNSUPPORTED
 }
