@@ -1,7 +1,8 @@
 """The long-running processes of ECS tasks: ``lambdaserve serve`` (``serve``, its banner
 ``serve_banner``, its garbage collector ``gc_tuning``, its drain on SIGTERM ``drain``; with
 ``--workers N``, N replicas: ``supervisor``, ``serve_replica``, what they agree on
-``replica_contract`` and share ``siblings``; the trace flags ``trace_flags``) and ``lambdaserve
+``replica_contract`` and share ``siblings``; the trace flags ``trace_flags``, the rate
+limiter's ``rate_limit_flags``) and ``lambdaserve
 worker``, the SQS consumer (``queue_consumer``); the SQS event pump with Lambda's event source
 mapping semantics (``event_pump``), background uvicorn servers (``background``), text logs
 (``logs``), and the ASGI middlewares only these servers use (``asgi``: front door, slow
