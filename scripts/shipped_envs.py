@@ -70,6 +70,8 @@ OPTIONAL = {
     "openvino": "lambdaserve[openvino]",
     "paddle": "lambdaserve[paddle]",
     "tensorflow": "lambdaserve[tensorflow]",
+    # --trace-config mode=opentelemetry (serve, dev): the SDK is the local extra's
+    "opentelemetry": "lambdaserve[local]",
     # /docs from local assets: the images answer /openapi.json only (apps/docs_page.py)
     "swagger_ui_bundle": "swagger-ui-bundle",
     # SnapStart's hooks: Lambda's runtime provides the module where SnapStart is on
