@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import boto3
 import numpy as np
@@ -155,6 +156,17 @@ def start_stack() -> tuple[subprocess.Popen[bytes], str]:
     # the APIs start after the template's resources are deployed
     wait_for_port("127.0.0.1", management_port, 90)
     return process, f"http://127.0.0.1:{aws_port}"
+
+
+def stack_s3(endpoint: str) -> Any:
+    """An S3 client of ``start_stack``'s emulator (its test credentials)."""
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
 
 
 def serve_environment(endpoint: str, work: str, **extra: str) -> dict[str, str]:

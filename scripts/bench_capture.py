@@ -23,9 +23,8 @@ import tempfile
 import time
 from types import SimpleNamespace
 
-import boto3
 import numpy as np
-from bench_batching import start_stack
+from bench_batching import stack_s3, start_stack
 from bench_trace import start_serve
 
 from lambdaserve.local.demo import demo_mlp_bytes
@@ -75,13 +74,7 @@ def main() -> None:
     body = json.dumps({"inputs": [{**tensor, "data": row.ravel().tolist()}]}).encode()
     stack, endpoint = start_stack()
     try:
-        s3 = boto3.client(
-            "s3",
-            endpoint_url=endpoint,
-            region_name="us-east-1",
-            aws_access_key_id="test",
-            aws_secret_access_key="test",
-        )
+        s3 = stack_s3(endpoint)
         model = demo_mlp_bytes(784, 256, 10)
         bucket = "lambdaserve-models"
         s3.put_object(Bucket=bucket, Key="models/captured/config.pbtxt", Body=CONFIG)
