@@ -19,8 +19,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SEQUENCE = (
     "this suite's stand-ins for the sequence models are identities without the control inputs "
-    "(UNAVAILABLE at publish, saying so); tests/integration/test_sequence_examples.py runs "
-    "these examples unchanged on real sequence models"
+    "(UNAVAILABLE at publish, saying so); tests/integration/test_sequence_clients.py drives "
+    "real sequence models with tritonclient as these examples do"
 )
 IMAGE_ARGS = ["-i", "http", "-m", "densenet_onnx", "-s", "INCEPTION", "-c", "1", "-b", "1"]
 SHM = "by design: CUDA shared memory is refused (no GPU IPC here)"

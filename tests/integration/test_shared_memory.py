@@ -1,24 +1,22 @@
-"""Triton's system shared memory against `lambdaserve serve`: tritonclient's own shm
-examples (tests/fixtures/tritonclient_examples, from triton-inference-server/client
-src/python/examples, unchanged) over HTTP and gRPC, on Triton's simple and simple_string
-models; and what a region refuses, in Triton's words."""
+"""Triton's system shared memory against `lambdaserve serve`, as tritonclient's shm
+examples use it: Triton's simple (INT32) and simple_string (BYTES) models, over HTTP and
+gRPC, inputs read from and outputs written into registered POSIX regions, the status listing
+them, unregistering all; and what a region refuses, in Triton's words."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
+import os
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
+from tritonclient import utils
 from tritonclient.utils import InferenceServerException
 
 from tests import builders
 from tests.integration.grpc_support import lambdaserve_serve
-
-EXAMPLES = Path(__file__).parents[1] / "fixtures" / "tritonclient_examples"
 
 
 def publish_simple_models(stack) -> None:
@@ -29,36 +27,92 @@ def publish_simple_models(stack) -> None:
         stack.wait_state(name, 1, "READY", timeout_s=60)
 
 
-def run_example(script: str, url: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(EXAMPLES / script), "-u", url],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+def as_sent(values: np.ndarray, datatype: str) -> np.ndarray:
+    """INT32 as is; BYTES as the decimal strings simple_string adds and subtracts."""
+    if datatype == "INT32":
+        return values.astype(np.int32)
+    return np.array([str(v).encode() for v in values.flatten()], dtype=object).reshape(values.shape)
 
 
-def test_tritonclients_shm_examples_pass_unchanged_over_http_and_grpc(stack):
+def serialized(values: np.ndarray, datatype: str) -> tuple[list[np.ndarray], int]:
+    """What a region holds and its size: raw INT32, or BYTES length-prefixed as tritonclient
+    serializes them."""
+    if datatype == "INT32":
+        return [values], values.nbytes
+    wire = utils.serialize_byte_tensor(values)
+    return [wire], utils.serialized_byte_size(wire)
+
+
+def shm_add_sub(client, module, model: str, datatype: str, tag: str) -> dict:
+    """One inference with both inputs in regions and both outputs written into regions, as
+    the examples make it; returns the outputs read back from the regions and the status."""
+    in0, in1 = np.arange(16).reshape(1, 16), np.ones((1, 16), np.int64)
+    sent = [as_sent(in0, datatype), as_sent(in1, datatype)]
+    expected = [as_sent(in0 + in1, datatype), as_sent(in0 - in1, datatype)]
+    sizes = [serialized(v, datatype)[1] for v in sent + expected]
+    names = [f"{tag}_{n}" for n in ("input0", "input1", "output0", "output1")]
+    keys = [f"/lambdaserve_{tag}_{os.getpid()}_{n}" for n in range(4)]
+    regions = [
+        shm.create_shared_memory_region(name, key, size)
+        for name, key, size in zip(names, keys, sizes, strict=True)
+    ]
+    try:
+        client.unregister_system_shared_memory()
+        for region, values in zip(regions[:2], sent, strict=True):
+            shm.set_shared_memory_region(region, serialized(values, datatype)[0])
+        for name, key, size in zip(names, keys, sizes, strict=True):
+            client.register_system_shared_memory(name, key, size)
+        inputs = [module.InferInput(f"INPUT{i}", [1, 16], datatype) for i in range(2)]
+        outputs = [module.InferRequestedOutput(f"OUTPUT{i}") for i in range(2)]
+        for i in range(2):
+            inputs[i].set_shared_memory(names[i], sizes[i])
+            outputs[i].set_shared_memory(names[2 + i], sizes[2 + i])
+        answer = client.infer(model, inputs, outputs=outputs)
+        read = []
+        for i in range(2):
+            told = answer.get_output(f"OUTPUT{i}")
+            assert told is not None
+            shape = told["shape"] if isinstance(told, dict) else list(told.shape)
+            dtype = told["datatype"] if isinstance(told, dict) else told.datatype
+            contents = shm.get_contents_as_numpy(
+                regions[2 + i], utils.triton_to_np_dtype(dtype), shape
+            )
+            read.append(contents.copy())  # a view of the region: copied before it is unmapped
+        status = client.get_system_shared_memory_status()
+        client.unregister_system_shared_memory()
+        after = client.get_system_shared_memory_status()
+    finally:
+        for region in regions:
+            shm.destroy_shared_memory_region(region)
+    return {"read": read, "expected": expected, "status": status, "after": after, "keys": keys}
+
+
+def registered_keys(status) -> set[str]:
+    if isinstance(status, list):
+        return {region["key"] for region in status}
+    return {region.key for region in status.regions.values()}
+
+
+def test_inputs_and_outputs_travel_in_shared_memory_over_http_and_grpc(stack):
     # Given Triton's simple and simple_string models behind `lambdaserve serve`
     publish_simple_models(stack)
     with lambdaserve_serve() as served:
-        http = f"127.0.0.1:{served.http}"
-        grpc = f"127.0.0.1:{served.grpc}"
-        # When tritonclient's shared-memory examples run against it, unchanged
+        http = httpclient.InferenceServerClient(f"127.0.0.1:{served.http}")
+        grpc = grpcclient.InferenceServerClient(served.grpc_url)
+        # When tritonclient puts both inputs in regions and asks for both outputs in
+        # regions, over each protocol, for each model
         runs = {
-            script: run_example(script, url)
-            for script, url in (
-                ("simple_http_shm_client.py", http),
-                ("simple_grpc_shm_client.py", grpc),
-                ("simple_http_shm_string_client.py", http),
-                ("simple_grpc_shm_string_client.py", grpc),
-            )
+            (door, model): shm_add_sub(client, module, model, datatype, f"{door}_{datatype}")
+            for door, client, module in (("http", http, httpclient), ("grpc", grpc, grpcclient))
+            for model, datatype in (("simple", "INT32"), ("simple_string", "BYTES"))
         }
-    # Then each passes: its inputs read from, and its outputs written to, shared memory
-    for script, done in runs.items():
-        assert done.returncode == 0, f"{script}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-        assert "PASS: system shared memory" in done.stdout, f"{script}:\n{done.stdout[-2000:]}"
+    # Then the outputs read from the regions are the sums and differences, the status
+    # listed the four regions, and unregistering all left none
+    for run, done in runs.items():
+        for read, expected in zip(done["read"], done["expected"], strict=True):
+            np.testing.assert_array_equal(read, expected, err_msg=str(run))
+        assert registered_keys(done["status"]) == set(done["keys"]), run
+        assert not registered_keys(done["after"]), run
 
 
 def test_a_region_is_refused_in_tritons_words_and_inputs_read_where_they_say(stack):

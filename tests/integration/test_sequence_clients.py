@@ -1,15 +1,16 @@
-"""tritonclient's sequence examples, unchanged (tests/fixtures/tritonclient_sequence), each
-run as a subprocess against a real `lambdaserve serve` (HTTP and gRPC, the stream too) and
-the HTTP one against the dev stack's inference app; and one sequence whose steps alternate
-between two `serve` processes sharing the catalog table (or between the infer function's
-direct path and a `serve` task) gives one process's answers."""
+"""Triton's sequence models driven with tritonclient as its sequence examples drive them
+(two interleaved integer sequences and one string-id sequence, over HTTP, gRPC and gRPC's
+stream) against a real `lambdaserve serve` and the dev stack's inference app; Triton's
+sequence errors word for word; and one sequence whose steps alternate between two `serve`
+processes sharing the catalog table (or between the infer function's direct path and a
+`serve` task) gives one process's answers."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
+import queue
+from collections.abc import Callable
+from functools import partial
 
 import httpx
 import numpy as np
@@ -19,7 +20,7 @@ import tritonclient.http as httpclient
 from tests import sequence_models
 from tests.integration.grpc_support import lambdaserve_serve
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "tritonclient_sequence"
+VALUES = [11, 7, 5, 3, 2, 0, 1]
 
 
 def publish(stack) -> None:
@@ -30,39 +31,107 @@ def publish(stack) -> None:
         stack.wait_state(name, 1, "READY")
 
 
-def run_example(script: str, url: str, *flags: str) -> str:
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / script), "-u", url, *flags],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
-
-
 @pytest.fixture
 def published(stack):
     publish(stack)
     return stack
 
 
-def test_tritonclients_sequence_examples_pass_against_serve(published):
+def three_sequences(dyna: bool, offset: int) -> list[tuple[str, int | str, list[int]]]:
+    """The examples' three sequences: two with integer ids on the integer-id model, one with
+    a string id on the running-sum model, each a first value then ``VALUES`` (signed)."""
+    int_model = "simple_dyna_sequence" if dyna else "simple_sequence"
+    return [
+        (int_model, 1000 + offset * 2, [0, *VALUES]),
+        (int_model, 1001 + offset * 2, [100, *(-v for v in VALUES)]),
+        ("simple_string_dyna_sequence", str(1002 + offset), [20, *(-v for v in VALUES)]),
+    ]
+
+
+def expected(model: str, sequence_id: int | str, values: list[int]) -> list[int]:
+    """What sequence_models says each model answers (its docstring's formulas)."""
+    last = len(values) - 1
+    if model == "simple_string_dyna_sequence":
+        sums = list(np.cumsum(values))
+        return [*sums[:-1], sums[-1] + int(sequence_id)]
+    end = int(sequence_id) if model == "simple_dyna_sequence" else 0
+    return [v + (i == 0) + (end if i == last else 0) for i, v in enumerate(values)]
+
+
+def one_input(module, value: int):
+    sent = module.InferInput("INPUT", [1, 1], "INT32")
+    sent.set_data_from_numpy(np.full((1, 1), value, np.int32))
+    return [sent]
+
+
+def interleaved(
+    client, module, sequences: list[tuple[str, int | str, list[int]]]
+) -> list[list[int]]:
+    """Each step of each sequence in turn, synchronously, as the sync examples send them."""
+    got: list[list[int]] = [[] for _ in sequences]
+    for step in range(len(VALUES) + 1):
+        for index, (model, sequence_id, values) in enumerate(sequences):
+            answer = client.infer(
+                model,
+                one_input(module, values[step]),
+                sequence_id=sequence_id,
+                sequence_start=step == 0,
+                sequence_end=step == len(values) - 1,
+            )
+            got[index].append(int(answer.as_numpy("OUTPUT")[0][0]))
+    return got
+
+
+def streamed(url: str, sequences: list[tuple[str, int | str, list[int]]]) -> list[list[int]]:
+    """Every step on one gRPC stream, each sequence sent whole before the next, the answers
+    told apart by their request ids, as the stream example does."""
+    import tritonclient.grpc as grpcclient
+
+    answers: queue.Queue = queue.Queue()
+    with grpcclient.InferenceServerClient(url) as client:
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        for index, (model, sequence_id, values) in enumerate(sequences):
+            for step, value in enumerate(values):
+                client.async_stream_infer(
+                    model,
+                    one_input(grpcclient, value),
+                    request_id=f"{index}_{step}",
+                    sequence_id=sequence_id,
+                    sequence_start=step == 0,
+                    sequence_end=step == len(values) - 1,
+                )
+        received = [answers.get(timeout=30) for _ in range(sum(len(s[2]) for s in sequences))]
+        client.stop_stream()
+    got: list[dict[int, int]] = [{} for _ in sequences]
+    for result, error in received:
+        assert error is None, error
+        index, step = map(int, result.get_response().id.split("_"))
+        got[index][step] = int(result.as_numpy("OUTPUT")[0][0])
+    return [[by_step[s] for s in sorted(by_step)] for by_step in got]
+
+
+def test_the_examples_sequences_are_answered_over_http_grpc_and_the_stream(published):
+    import tritonclient.grpc as grpcclient
+
     # Given the three sequence models, and `lambdaserve serve` over the stack's catalog
     with lambdaserve_serve() as served:
-        http, grpc = f"127.0.0.1:{served.http}", served.grpc_url
-        # When each example runs unchanged, for the plain and the dyna (-d) models
-        outputs = [
-            run_example("simple_http_sequence_sync_infer_client.py", http),
-            run_example("simple_http_sequence_sync_infer_client.py", http, "-d", "-o", "1"),
-            run_example("simple_grpc_sequence_sync_infer_client.py", grpc, "-o", "2"),
-            run_example("simple_grpc_sequence_sync_infer_client.py", grpc, "-d", "-o", "3"),
-            run_example("simple_grpc_sequence_stream_infer_client.py", grpc, "-o", "4"),
-            run_example("simple_grpc_sequence_stream_infer_client.py", grpc, "-d", "-o", "5"),
+        http = httpclient.InferenceServerClient(f"127.0.0.1:{served.http}")
+        grpc = grpcclient.InferenceServerClient(served.grpc_url)
+        doors: list[tuple[str, Callable]] = [
+            ("http", partial(interleaved, http, httpclient)),
+            ("grpc", partial(interleaved, grpc, grpcclient)),
+            ("stream", partial(streamed, served.grpc_url)),
         ]
-    # Then each says it passed (each checks every answer of its three sequences itself)
-    assert all("PASS: Sequence" in out for out in outputs), outputs
+        # When each door runs the examples' three sequences, plain and dyna
+        runs = {}
+        for offset, (door, run) in enumerate(doors):
+            for dyna in (False, True):
+                sequences = three_sequences(dyna, offset * 2 + dyna)
+                runs[door, dyna] = (sequences, run(sequences))
+    # Then every answer is the model's, for every sequence, on every door
+    for (door, dyna), (sequences, got) in runs.items():
+        want = [expected(*sequence) for sequence in sequences]
+        assert got == want, (door, dyna)
 
 
 def test_tritons_sequence_errors_reach_tritonclient_word_for_word(published):
@@ -100,10 +169,14 @@ def test_tritons_sequence_errors_reach_tritonclient_word_for_word(published):
     )
 
 
-def test_the_http_example_passes_against_the_dev_stack(published):
+def test_the_examples_sequences_are_answered_by_the_dev_stack(published):
+    # Given the dev stack's inference app, and tritonclient over HTTP
     url = str(published.inference.base_url).removeprefix("http://").rstrip("/")
-    out = run_example("simple_http_sequence_sync_infer_client.py", url, "-d", "-o", "6")
-    assert "PASS: Sequence" in out
+    sequences = three_sequences(dyna=True, offset=6)
+    # When the examples' three sequences run against it
+    got = interleaved(httpclient.InferenceServerClient(url), httpclient, sequences)
+    # Then every answer is the model's
+    assert got == [expected(*sequence) for sequence in sequences]
 
 
 def test_steps_alternating_between_two_serve_processes_give_one_process_answers(published):
