@@ -100,11 +100,7 @@ def build(root: Path, threads: int) -> dict[str, tuple[Path, Callable[[int], dic
             "ids",
         ),
         "TF Serving half_plus_two (TF1)": (
-            FIXTURES
-            / "tf_serving"
-            / "saved_model_half_plus_two_cpu"
-            / "00000123"
-            / "saved_model.pb",
+            FIXTURES / "half_plus_two" / "tf1" / "00000123" / "saved_model.pb",
             lambda n: {"x": rng.random((n, 1), dtype=np.float32)},
             "y",
         ),

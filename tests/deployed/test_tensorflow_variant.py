@@ -13,19 +13,13 @@ from lambdaserve.catalog.store import Catalog
 from lambdaserve.local.http_api_event import http_api_event
 from tests.deployed.stack import deployed
 
-HALF_PLUS_TWO = (
-    Path(__file__).parents[1]
-    / "fixtures"
-    / "tf_serving"
-    / "saved_model_half_plus_two_tf2_cpu"
-    / "00000123"
-)
+HALF_PLUS_TWO = Path(__file__).parents[1] / "fixtures" / "half_plus_two" / "tf2" / "00000123"
 
 
 def test_tf_servings_half_plus_two_answers_through_the_tensorflow_variant(tmp_path: Path):
     # Given the stack with the infer function built as VARIANT=tensorflow
     with deployed(tmp_path, InferFunction="infer-tensorflow") as stack:
-        # When TF Serving's half_plus_two is uploaded as its users have it
+        # When half_plus_two is uploaded as its users have it
         files = {
             f"1/{p.relative_to(HALF_PLUS_TWO).as_posix()}": p.read_bytes()
             for p in sorted(HALF_PLUS_TWO.rglob("*"))

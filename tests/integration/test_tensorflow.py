@@ -1,6 +1,7 @@
-"""TF Serving's users move in with their SavedModels: TF Serving's own test models
-(``saved_model_half_plus_two_cpu``, TF1, and ``saved_model_half_plus_two_tf2_cpu``, copied
-from tensorflow/serving's testdata) and SavedModels TensorFlow builds here (a lookup table
+"""TF Serving's users move in with their SavedModels: half_plus_two, the model of TF
+Serving's own tests, as TF1 and TF2 SavedModels (``tests/fixtures/half_plus_two``, built by
+``tf_builders/half_plus_two.py`` with the signatures TF Serving's tests call) and SavedModels
+TensorFlow builds here (a lookup table
 OpenVINO refuses, a second signature, TF Serving's warm-up file), uploaded as TF Serving's
 layout has them, served by TensorFlow, loaded where they serve before READY, answering TF
 Serving's REST API with TF Serving's own expected values
@@ -9,7 +10,6 @@ Serving's REST API with TF Serving's own expected values
 from __future__ import annotations
 
 import importlib.util
-import json
 import logging
 import subprocess
 import sys
@@ -28,9 +28,9 @@ pytestmark = [
         importlib.util.find_spec("tensorflow") is None, reason="tensorflow is not installed"
     ),
 ]
-TF_SERVING = Path(__file__).parent.parent / "fixtures" / "tf_serving"
+HALF = Path(__file__).parent.parent / "fixtures" / "half_plus_two"
 BUILDER = Path(__file__).parent.parent / "fixtures" / "tf_builders" / "savedmodels.py"
-HALF_PLUS_TWO = ["saved_model_half_plus_two_cpu", "saved_model_half_plus_two_tf2_cpu"]
+HALF_PLUS_TWO = ["tf1", "tf2"]
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +47,41 @@ def publish(stack, name: str, directory: Path, state: str = "READY", version: in
     return stack.wait_state(name, version, state, timeout_s=90)
 
 
+def tf_servings_metadata_of_half_plus_two(name: str, version: str) -> dict:
+    """TF Serving's REST metadata of the TF1 half_plus_two (testGetModelMetadataREST's
+    expectation): each signature's tensors by key, their dtype, shape and graph name."""
+    rows = {"dim": [{"size": "-1", "name": ""}, {"size": "1", "name": ""}], "unknown_rank": False}
+    examples = {
+        "dtype": "DT_STRING",
+        "tensor_shape": {"dim": [], "unknown_rank": True},
+        "name": "tf_example:0",
+    }
+
+    def floats(tensor: str) -> dict:
+        return {"dtype": "DT_FLOAT", "tensor_shape": rows, "name": tensor}
+
+    signatures = {
+        "serving_default": ("x", floats("x:0"), "y", "y:0", "predict"),
+        "classify_x_to_y": ("inputs", examples, "scores", "y:0", "classify"),
+        "regress_x_to_y": ("inputs", examples, "outputs", "y:0", "regress"),
+        "regress_x_to_y2": ("inputs", examples, "outputs", "y2:0", "regress"),
+        "regress_x2_to_y3": ("inputs", floats("x2:0"), "outputs", "y3:0", "regress"),
+    }
+    defs = {
+        key: {
+            "inputs": {input_key: tensor},
+            "outputs": {output_key: floats(output)},
+            "method_name": f"tensorflow/serving/{method}",
+            "defaults": {},
+        }
+        for key, (input_key, tensor, output_key, output, method) in signatures.items()
+    }
+    return {
+        "model_spec": {"name": name, "signature_name": "", "version": version},
+        "metadata": {"signature_def": {"signature_def": defs}},
+    }
+
+
 def post(stack, path: str, body: dict) -> dict:
     response = stack.inference.post(path, json=body)
     assert response.status_code == 200, response.text
@@ -55,13 +90,13 @@ def post(stack, path: str, body: dict) -> dict:
 
 @pytest.mark.parametrize("fixture", HALF_PLUS_TWO)
 def test_tf_servings_half_plus_two_answers_predict_classify_and_regress(stack, fixture, caplog):
-    """Given TF Serving's half_plus_two (y = 0.5x + 2), which OpenVINO refuses (TF1) or
+    """Given half_plus_two (y = 0.5x + 2), which OpenVINO refuses (TF1) or
     converts without its input (TF2),
     When it is uploaded as TF Serving's users have it,
     Then TensorFlow serves it, loaded where it serves before READY, and :classify and
     :regress answer TF Serving's values (testClassifyREST, testRegressREST)."""
     caplog.set_level(logging.INFO, logger="lambdaserve.publishing.registrar")
-    publish(stack, "default", TF_SERVING / fixture / "00000123")
+    publish(stack, "default", HALF / fixture / "00000123")
     assert stack.services.catalog.get_version("default", 1).runtime == "tensorflow"
     loaded = [r.getMessage() for r in caplog.records if r.name.endswith("registrar")]
     assert any(line.startswith("default version 1 loaded in") for line in loaded), loaded
@@ -72,15 +107,14 @@ def test_tf_servings_half_plus_two_answers_predict_classify_and_regress(stack, f
 
 
 def test_tf1_half_plus_two_predicts_and_describes_itself_as_tf_serving(stack):
-    """Given TF Serving's TF1 half_plus_two as version 123, whose x is [-1, 1],
+    """Given the TF1 half_plus_two as version 123, whose x is [-1, 1],
     When [2.0, 3.0, 4.0] is sent in the row and the columnar format, and its metadata read,
     Then the answers are TF Serving's (testPredictREST, testPredictColumnarREST): the rows
     reshaped to x's shape as TensorFlow does, the outputs as flat as the inputs; and the
-    metadata is TF Serving's half_plus_two_model_metadata.json (testGetModelMetadataREST)."""
-    publish(stack, "default", TF_SERVING / HALF_PLUS_TWO[0] / "00000123", version=123)
+    metadata is what TF Serving answers for it (testGetModelMetadataREST)."""
+    publish(stack, "default", HALF / HALF_PLUS_TWO[0] / "00000123", version=123)
     metadata = stack.inference.get("/v1/models/default/metadata").json()
-    expected = json.loads((TF_SERVING / "half_plus_two_model_metadata.json").read_text())
-    assert metadata == expected
+    assert metadata == tf_servings_metadata_of_half_plus_two("default", "123")
     rows = post(stack, "/v1/models/default:predict", {"instances": [2.0, 3.0, 4.0]})
     assert rows == {"predictions": [3.0, 3.5, 4.0]}
     columns = post(stack, "/v1/models/default:predict", {"inputs": [2.0, 3.0, 4.0]})
@@ -90,11 +124,11 @@ def test_tf1_half_plus_two_predicts_and_describes_itself_as_tf_serving(stack):
 
 
 def test_tf2_half_plus_two_predicts_and_every_signature_is_in_metadata(stack):
-    """Given TF Serving's TF2 half_plus_two (OpenVINO dropped its input: 'takes 0 inputs'),
+    """Given the TF2 half_plus_two (OpenVINO dropped its input: 'takes 0 inputs'),
     When it predicts and its metadata is read,
     Then predict answers 3.0 for 2.0 (testPredictSavedModel) and the metadata lists every
     signature with its method name."""
-    publish(stack, "default", TF_SERVING / HALF_PLUS_TWO[1] / "00000123")
+    publish(stack, "default", HALF / HALF_PLUS_TWO[1] / "00000123")
     assert post(stack, "/v1/models/default:predict", {"instances": [2.0]}) == {"predictions": [3.0]}
     metadata = stack.inference.get("/v1/models/default/metadata").json()
     defs = metadata["metadata"]["signature_def"]["signature_def"]
@@ -152,7 +186,7 @@ def test_the_warm_up_file_is_replayed_before_ready(stack, savedmodels):
 
 
 def test_classify_regress_and_multi_inference_warm_up_logs_are_replayed(stack, savedmodels):
-    """Given TF Serving's half_plus_two with regress, classify and multi-inference warm-up
+    """Given half_plus_two with regress, classify and multi-inference warm-up
     logs of tf.Examples, and another whose classify log names a signature taking no Examples,
     When both are published,
     Then the first is READY, and the second UNAVAILABLE naming its warm-up request and the
@@ -164,11 +198,11 @@ def test_classify_regress_and_multi_inference_warm_up_logs_are_replayed(stack, s
 
 def test_where_tensorflow_is_missing_it_is_unavailable_naming_the_fixes(stack, monkeypatch):
     """Given a serving side without TensorFlow,
-    When TF Serving's half_plus_two is published,
+    When half_plus_two is published,
     Then it is UNAVAILABLE, not READY, naming each fix; and once TensorFlow is there, a load
     checks again and it is READY."""
     monkeypatch.setitem(sys.modules, "tensorflow", None)
-    reason = publish(stack, "default", TF_SERVING / HALF_PLUS_TWO[0] / "00000123", "UNAVAILABLE")
+    reason = publish(stack, "default", HALF / HALF_PLUS_TWO[0] / "00000123", "UNAVAILABLE")
     for fix in (
         "make dev TENSORFLOW=1",
         "make build VARIANT=tensorflow",
@@ -183,14 +217,14 @@ def test_where_tensorflow_is_missing_it_is_unavailable_naming_the_fixes(stack, m
 
 @pytest.mark.parametrize("fixture", HALF_PLUS_TWO)
 def test_tf_servings_own_grpc_client_classifies_regresses_and_multi_infers(stack, fixture):
-    """Given TF Serving's half_plus_two served by `lambdaserve serve`,
+    """Given half_plus_two served by `lambdaserve serve`,
     When TF Serving's own client (tensorflow-serving-api) calls Predict, Classify, Regress
     and MultiInference as tensorflow_model_server_test.py does,
     Then each answers 3.0 for x = 2.0, naming the signature that answered, and
     GetModelMetadata and GetModelStatus answer version 123 (testGetModelMetadata,
     testGetModelStatus)."""
     needs("tensorflow_serving")
-    publish(stack, "default", TF_SERVING / fixture / "00000123", version=123)
+    publish(stack, "default", HALF / fixture / "00000123", version=123)
     example = {"model": "default", "examples": [{"x": 2.0}]}
     x = [[2.0]] if fixture == HALF_PLUS_TWO[0] else [2.0]
     with lambdaserve_serve() as served:

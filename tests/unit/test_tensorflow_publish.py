@@ -1,5 +1,5 @@
 """What the manage function knows of a SavedModel without TensorFlow: the signatures of
-TF Serving's half_plus_two read from ``saved_model.pb``'s protobuf, the runtime chosen for
+half_plus_two read from ``saved_model.pb``'s protobuf, the runtime chosen for
 it, the warm-up file checked, and TF Serving's ``examples`` and row habits encoded. Nothing
 here imports TensorFlow (one test proves it, in an interpreter of its own)."""
 
@@ -21,13 +21,13 @@ from lambdaserve.runtimes.tensorflow.runtime import read_checked
 from lambdaserve.runtimes.tensorflow.warmup import WARMUP_FILE, warmup_requests
 from lambdaserve.tensors.signature import Signature, TensorSpec
 
-TF_SERVING = Path(__file__).parent.parent / "fixtures" / "tf_serving"
-TF1 = TF_SERVING / "saved_model_half_plus_two_cpu" / "00000123"
-TF2 = TF_SERVING / "saved_model_half_plus_two_tf2_cpu" / "00000123"
+HALF = Path(__file__).parent.parent / "fixtures" / "half_plus_two"
+TF1 = HALF / "tf1" / "00000123"
+TF2 = HALF / "tf2" / "00000123"
 
 
 def test_tf1_half_plus_two_signatures_are_read_without_tensorflow():
-    # Given TF Serving's TF1 half_plus_two; When its saved_model.pb is read
+    # Given the TF1 half_plus_two; When its saved_model.pb is read
     signatures = {s.key: s for s in read_signatures((TF1 / "saved_model.pb").read_bytes())}
     # Then every signature is there, serving_default first, with its method and tensors
     assert next(iter(signatures)) == "serving_default"
@@ -61,7 +61,7 @@ def test_not_a_savedmodel_is_refused_naming_the_fix(tmp_path):
 
 def test_the_publish_path_imports_no_tensorflow():
     """Given a fresh interpreter (the manage function has no TensorFlow),
-    When TF Serving's half_plus_two goes through the runtime choice and TensorFlow's inspect,
+    When half_plus_two goes through the runtime choice and TensorFlow's inspect,
     Then TensorFlow serves it, with its signature, and no tensorflow module was imported."""
     pytest.importorskip("openvino")
     code = (

@@ -1,6 +1,6 @@
-"""TensorFlow's runtime on TF Serving's own half_plus_two: where TensorFlow is missing the
-load fails naming each fix, and a load after it is installed succeeds; every signature runs
-by name; bad inputs are a 400 naming the signature."""
+"""TensorFlow's runtime on half_plus_two (TF Serving's test model, built here): where
+TensorFlow is missing the load fails naming each fix, and a load after it is installed
+succeeds; every signature runs by name; bad inputs are a 400 naming the signature."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ pytestmark = [
 TF1 = (
     Path(__file__).parent.parent
     / "fixtures"
-    / "tf_serving"
-    / "saved_model_half_plus_two_cpu"
+    / "half_plus_two"
+    / "tf1"
     / "00000123"
     / "saved_model.pb"
 )
