@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +103,29 @@ def without_variable(name: str) -> Callable[[Template], None]:
     return mutate
 
 
+def queue_at_priority_2(stack: DeployedStack) -> None:
+    from tests.deployed.test_priority_queues import queue_at_priority_2 as journey
+
+    journey(stack)
+
+
+def without_queue_resource(function: str, condition: str) -> Callable[[Template], None]:
+    """``function``'s SQS grants less the conditional queue ``condition`` creates."""
+
+    def mutate(template: Template) -> None:
+        found = 0
+        for policy in template["Resources"][function]["Properties"]["Policies"]:
+            for statement in policy.get("Statement", []):
+                resources = statement.get("Resource")
+                if isinstance(resources, list):
+                    kept = [r for r in resources if condition not in json.dumps(r)]
+                    found += len(resources) - len(kept)
+                    statement["Resource"] = kept
+        assert found, f"{function} is granted nothing on {condition}'s queue"
+
+    return mutate
+
+
 def without_event(function: str, event: str) -> Callable[[Template], None]:
     def mutate(template: Template) -> None:
         del template["Resources"][function]["Properties"]["Events"][event]
@@ -116,6 +139,7 @@ class Mutation:
     mutate: Callable[[Template], None]
     journey: Callable[[DeployedStack], None]
     says: str  # what the failure must name
+    parameters: dict[str, str] = field(default_factory=dict)  # the stack's, else defaults
 
 
 MUTATIONS = [
@@ -161,6 +185,13 @@ MUTATIONS = [
         publish_and_infer,
         "template.yaml maps no queue to ManageEventsFunction",
     ),
+    Mutation(
+        "infer-no-priority-2-queue",
+        without_queue_resource("InferFunction", "PriorityLevel2"),
+        queue_at_priority_2,
+        "InferFunction was denied sqs:GetQueueUrl",
+        {"PriorityQueues": "2"},
+    ),
 ]
 
 
@@ -171,7 +202,10 @@ def test_a_journey_fails_naming_what_the_template_lacks(mutation: Mutation, tmp_
     mutation.mutate(template)
     # When the journey runs through the stack deployed from it
     # (a denial surfaces as the journey's assertion or as the harness's own SDK call's error)
-    with pytest.raises(Exception) as failure, deployed(tmp_path, template=template) as stack:
+    with (
+        pytest.raises(Exception) as failure,
+        deployed(tmp_path, mutation.parameters, template=template) as stack,
+    ):
         mutation.journey(stack)
     # Then it fails, naming what is missing
     assert mutation.says in str(failure.value), str(failure.value)[-3000:]

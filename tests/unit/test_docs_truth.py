@@ -116,6 +116,6 @@ def test_every_template_parameter_the_docs_name_exists_and_each_is_documented():
     text = _text(ROOT / "docs" / "configuration.md")
     table = text[text.index("## `template.yaml` parameters") : text.index("## Command line")]
     first_cells = [line.split("|")[1] for line in table.splitlines() if line.startswith("| `")]
-    named = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Za-z]+)`", cell)}
+    named = {name for cell in first_cells for name in re.findall(r"`([A-Z][A-Za-z0-9]+)`", cell)}
     assert named - parameters == set(), f"documented, not in template.yaml: {named - parameters}"
     assert parameters - named == set(), f"in template.yaml, not documented: {parameters - named}"

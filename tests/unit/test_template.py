@@ -218,7 +218,10 @@ def test_roles_are_least_privilege(cfn):
             for action in actions:
                 assert action != "*" and not action.endswith(":*"), (name, action)
             assert statement.get("Resource") not in ("*", ["*"]), (name, statement)
-            assert "Fn::If" not in json.dumps(statement) or "GpuService" in json.dumps(statement)
+            # a statement's only choices: whether a conditional queue exists (the GPU
+            # service's, priority levels 2 and 3)
+            chosen = set(re.findall(r'"Fn::If": \["(\w+)"', json.dumps(statement)))
+            assert chosen <= {"GpuService", "PriorityLevel2", "PriorityLevel3"}, (name, chosen)
 
 
 def test_each_function_reaches_only_this_stacks_resources(cfn):

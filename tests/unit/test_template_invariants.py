@@ -87,7 +87,12 @@ def test_every_queue_hides_a_message_for_six_times_its_consumers_timeout(cfn):
     function timeout or poller retries, and holds what it receives on a visibility lease; its
     queue hides a message for the worker's whole batch budget (900 s) instead."""
     mappings = _queue_mappings(cfn)
-    assert {q for q, _, _ in mappings} == {"RepositoryEventsQueue", "RequestsQueue"}
+    assert {q for q, _, _ in mappings} == {
+        "RepositoryEventsQueue",
+        "RequestsQueue",
+        "RequestsQueue2",  # priority levels 2 and 3 (PriorityQueues)
+        "RequestsQueue3",
+    }
     for queue, function, properties in mappings:
         visibility = _number(cfn, cfn["Resources"][queue]["Properties"]["VisibilityTimeout"])
         window = _number(cfn, properties.get("MaximumBatchingWindowInSeconds", 0), "MaxValue")

@@ -36,6 +36,9 @@ class Settings:
     repository_events_queue: str = "lambdaserve-repository-events"
     requests_queue: str = "lambdaserve-requests"
     gpu_requests_queue: str | None = None
+    # The queues of Triton's priority levels 2, 3 ... in order (template.yaml's PriorityQueues);
+    # level 1 is ``requests_queue``. Empty: one level.
+    priority_queues: tuple[str, ...] = ()
     models_prefix: str = "models/"
     max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
     work_dir: str = field(default_factory=default_work_dir)
@@ -148,6 +151,11 @@ class Settings:
             ),
             requests_queue=env.get("LAMBDASERVE_REQUESTS_QUEUE", defaults.requests_queue),
             gpu_requests_queue=env.get("LAMBDASERVE_GPU_REQUESTS_QUEUE") or None,
+            priority_queues=tuple(
+                name.strip()
+                for name in env.get("LAMBDASERVE_PRIORITY_QUEUES", "").split(",")
+                if name.strip()
+            ),
             models_prefix=env.get("LAMBDASERVE_MODELS_PREFIX", defaults.models_prefix),
             max_model_bytes=int(
                 env.get("LAMBDASERVE_MAX_MODEL_BYTES", str(defaults.max_model_bytes))

@@ -26,9 +26,13 @@ metrics = Metrics(namespace="lambdaserve", service="lambdaserve-batcher")
 @metrics.log_metrics
 @xray.capture
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    """SQS event source mapping of the requests queue (partial batch failures, DLQ)."""
+    """SQS event source mapping of a requests queue, one per priority level (partial batch
+    failures, DLQ). A mapping delivers one queue's messages: the top-up and the lease use
+    that queue (the records' ``eventSourceARN``)."""
     process = current()
     services = process.consumer
+    records = list(SQSEvent(event).records)
+    queue = services.delivery(records[0].event_source_arn if records else None)
     delivered = [
         Delivered(
             QueueMessage(
@@ -39,11 +43,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
             ),
             r.receipt_handle,
         )
-        for r in SQSEvent(event).records
+        for r in records
     ]
-    done = consume(
-        services.queued, services.topup, services.lease, delivered, process.metrics.flush
-    )
+    done = consume(services.queued, queue.topup, queue.lease, delivered, process.metrics.flush)
     metrics.add_metric(name="QueuedRequests", unit=MetricUnit.Count, value=done.total)
     metrics.add_metric(name="ToppedUp", unit=MetricUnit.Count, value=done.topped_up)
     metrics.add_metric(name="Retried", unit=MetricUnit.Count, value=done.retried)

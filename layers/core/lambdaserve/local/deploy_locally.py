@@ -23,7 +23,7 @@ from lambdaserve.local.stack_plumbing import (
     REGION,
     STACK,
     emulated_names,
-    with_gpu_queue,
+    with_conditional_queues,
 )
 from lambdaserve.local.stack_shape import read_shape
 from lambdaserve.local.template import load_template
@@ -79,11 +79,11 @@ def deployed(
         ports = {LOAD_BALANCED_PORT: free_port()}
         values = parameter_values(template, parameters or {})
         names = emulated_names(settings, resources, ports)
-        if values["EnableGpuService"] == "true":
-            names = with_gpu_queue(clients, names, template)
+        names, queues = with_conditional_queues(clients, names, template, values)
         translated = transformed(template, REGION)
         shape = read_shape(translated, values, names)
         stack = DeployedStack(shape, enforcement, resources, clients, settings, work, launcher)
+        stack.queues.update(queues)
         stack.routes = http_routes(translated)
         stack.ports.update(ports)
         with enforcement.enforced(), lambda_invokes(stack.route), stack:

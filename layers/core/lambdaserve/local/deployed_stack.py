@@ -31,7 +31,7 @@ from lambdaserve.local.function_process import FunctionProcess, base_environment
 from lambdaserve.local.http_routes import HttpRoute, choose
 from lambdaserve.local.iam import Credentials, Enforcement
 from lambdaserve.local.lambda_service import FunctionFailed
-from lambdaserve.local.resources import LocalResources
+from lambdaserve.local.resources import LocalResources, QueuePair
 from lambdaserve.local.stack_plumbing import (
     LOAD_BALANCED_PORT,
     REGION,
@@ -82,6 +82,8 @@ class DeployedStack:
     _credentials: dict[str, Credentials] = field(default_factory=dict)
     ports: dict[int, int] = field(default_factory=dict)  # container port -> this host's
     routes: tuple[HttpRoute, ...] = ()  # the HTTP API's
+    # the queues a condition creates (the GPU service's, priority levels 2 and 3) by logical id
+    queues: dict[str, QueuePair] = field(default_factory=dict)
     # where functions send X-Ray segments (Lambda's AWS_XRAY_DAEMON_ADDRESS): a journey's
     # listener; unset, a closed port (UDP: nothing waits on it)
     xray_daemon: str = "127.0.0.1:2000"
@@ -314,10 +316,11 @@ class DeployedStack:
         """Every function's environment and every task stopped."""
         self._exits.close()
 
-    def queue(self, logical: str) -> Any:
+    def queue(self, logical: str) -> QueuePair:
         pairs = {
             "RepositoryEventsQueue": self.resources.repository_events,
             "RequestsQueue": self.resources.requests,
+            **self.queues,
         }
         if logical not in pairs:
             raise StackError(f"the local stack has no queue {logical}")

@@ -12,8 +12,9 @@ from typing import Any
 
 import httpx
 
-from lambdaserve.local.resources import LocalResources
+from lambdaserve.local.resources import LocalResources, QueuePair
 from lambdaserve.local.stack_shape import Names
+from lambdaserve.local.template import Resolver
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.aws import AwsClients
 
@@ -35,30 +36,50 @@ class MappingClient:
         return getattr(self._role, name)
 
 
-def with_gpu_queue(clients: AwsClients, names: Names, template: Mapping[str, Any]) -> Names:
-    """The GPU service's queue and its DLQ (conditional, so not in the local stack's
-    stateful part): created with the template's attributes, named for the stack."""
-    queue = template["Resources"]["GpuRequestsQueue"]["Properties"]
+def with_conditional_queues(
+    clients: AwsClients,
+    names: Names,
+    template: Mapping[str, Any],
+    values: Mapping[str, str],
+) -> tuple[Names, dict[str, QueuePair]]:
+    """The queues whose condition ``values`` make true (the GPU service's, priority levels 2
+    and 3: not in the local stack's stateful part), each with its DLQ: created with the
+    template's attributes, named for the stack; with each queue's URL and ARN."""
+    resources = template["Resources"]
+    conditions = Resolver(template, values, {})
+    wanted = [
+        logical
+        for logical, resource in resources.items()
+        if resource["Type"] == "AWS::SQS::Queue"
+        and "Condition" in resource
+        and conditions.condition(resource["Condition"])
+    ]
+    # dead-letter queues first: a queue's redrive policy names its DLQ's ARN
+    wanted.sort(key=lambda logical: "RedrivePolicy" in resources[logical].get("Properties", {}))
     urls: dict[str, str] = {}
-    arns: dict[str, str] = {}
-    for logical, name in (
-        ("GpuRequestsDlq", "gpu-requests-dlq"),
-        ("GpuRequestsQueue", "gpu-requests"),
-    ):
-        attributes = {"VisibilityTimeout": str(queue["VisibilityTimeout"])}
-        if logical == "GpuRequestsQueue":
-            redrive = {"deadLetterTargetArn": arns["GpuRequestsDlq"], "maxReceiveCount": "3"}
-            attributes["RedrivePolicy"] = json.dumps(redrive)
-        urls[logical] = clients.sqs.create_queue(
-            QueueName=f"{STACK}-{name}", Attributes=attributes
-        )["QueueUrl"]
-        arns[logical] = f"arn:aws:sqs:{REGION}:{names.account}:{STACK}-{name}"
+    arns: dict[tuple[str, str], str] = {}
+    for logical in wanted:
+        name = f"{STACK}-{logical}"
+        resolver = Resolver(template, values, arns)
+        properties = resolver.resolve(resources[logical].get("Properties", {}))
+        attributes = {
+            key: json.dumps(value) if isinstance(value, dict) else str(value)
+            for key, value in properties.items()
+            if key in ("VisibilityTimeout", "MessageRetentionPeriod", "RedrivePolicy")
+        }
+        urls[logical] = clients.sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+        arns[(logical, "Arn")] = f"arn:aws:sqs:{REGION}:{names.account}:{name}"
+        arns[(logical, "QueueName")] = name
+    queues = {}
+    for logical in wanted:
+        redrive = resources[logical].get("Properties", {}).get("RedrivePolicy", {})
+        target = redrive.get("deadLetterTargetArn", {}).get("Fn::GetAtt", [""])[0]
+        dlq = urls.get(target, "")
+        queues[logical] = QueuePair(url=urls[logical], arn=arns[(logical, "Arn")], dlq_url=dlq)
     refs = dict(names.refs) | urls
-    named = dict(names.attributes)
-    for logical, arn in arns.items():
-        named[(logical, "Arn")] = arn
-        named[(logical, "QueueName")] = arn.rsplit(":", 1)[1]
-    return Names(names.stack, names.region, names.account, refs, named)
+    return Names(names.stack, names.region, names.account, refs, dict(names.attributes) | arns), (
+        queues
+    )
 
 
 def under_own_tmp(

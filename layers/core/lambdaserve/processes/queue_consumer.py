@@ -20,6 +20,8 @@ def consume_event(process: Process) -> Callable[[dict[str, Any], Any], dict[str,
 
     def handle(event: dict[str, Any], _: Any) -> dict[str, Any]:
         services = process.consumer
+        records = event["Records"]
+        queue = services.delivery(records[0]["eventSourceARN"] if records else None)
         delivered = [
             Delivered(
                 QueueMessage(
@@ -27,11 +29,9 @@ def consume_event(process: Process) -> Callable[[dict[str, Any], Any], dict[str,
                 ),
                 r["receiptHandle"],
             )
-            for r in event["Records"]
+            for r in records
         ]
-        done = consume(
-            services.queued, services.topup, services.lease, delivered, process.metrics.flush
-        )
+        done = consume(services.queued, queue.topup, queue.lease, delivered, process.metrics.flush)
         return {"batchItemFailures": [{"itemIdentifier": i} for i in sorted(done.retry)]}
 
     return handle

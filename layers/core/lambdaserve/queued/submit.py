@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from lambdaserve.config.dynamic_batching import DynamicBatching
 from lambdaserve.errors import InferenceError, InvalidInput, ModelNotFound
 from lambdaserve.protocol.v2 import (
     HEADER_LENGTH,
@@ -50,10 +51,20 @@ def reply_to_allowed(queue_url: str, allowed: Sequence[str]) -> bool:
     )
 
 
+def queue_level(batching: DynamicBatching | None, parameters: dict[str, Any], levels: int) -> int:
+    """The priority level's queue (1 to ``levels``) a request waits in: its level as
+    ``serve`` reads its ``priority`` parameter (0, absent or above the model's
+    ``priority_levels``: ``default_priority_level``; a model without levels: 1), and a level
+    below the deployment's last queue waits in that one."""
+    level = batching.level_of(parameters) if batching is not None else 0
+    return min(max(level, 1), max(levels, 1))
+
+
 class AsyncSubmitter:
     """Accepts async requests. Models whose config asks for a GPU (``instance_group
-    [{kind: KIND_GPU}]``) go to the GPU queue when there is one; the rest to the requests
-    queue."""
+    [{kind: KIND_GPU}]``) go to the GPU queue when there is one; the rest to the queue of
+    their priority level (``level_queue_urls``, level 1 first; one level: the requests
+    queue)."""
 
     def __init__(
         self,
@@ -64,6 +75,7 @@ class AsyncSubmitter:
         queue_url: Callable[[], str],
         *,
         gpu_queue_url: Callable[[], str] | None = None,
+        level_queue_urls: Sequence[Callable[[], str]] = (),
         reply_to_allowed: Sequence[str] = (),
     ) -> None:
         self._plane = plane
@@ -72,6 +84,7 @@ class AsyncSubmitter:
         self._sqs = sqs
         self._queue_url = queue_url
         self._gpu_queue_url = gpu_queue_url
+        self._level_queue_urls = tuple(level_queue_urls) or (queue_url,)
         self._reply_to_allowed = tuple(reply_to_allowed)
 
     def submit(
@@ -106,9 +119,7 @@ class AsyncSubmitter:
             fields = {k: v for k, v in document.items() if k in REQUEST_FIELDS and k != "id"}
             envelope = RequestEnvelope(**routing, request=fields)
         self._results.create_pending(envelope)
-        queue_url = self._queue_url
-        if served.config.instance_kind == "GPU" and self._gpu_queue_url is not None:
-            queue_url = self._gpu_queue_url
+        queue_url = self._queue_of(served, request.parameters)
         try:
             self._sqs.send_message(
                 QueueUrl=queue_url(),
@@ -119,6 +130,12 @@ class AsyncSubmitter:
             self._results.complete(request_id, ERROR, 503, None, f"could not enqueue: {exc}")
             raise InferenceError("the request could not be queued; retry") from exc
         return request_id
+
+    def _queue_of(self, served: ServedVersion, parameters: dict[str, Any]) -> Callable[[], str]:
+        if served.config.instance_kind == "GPU" and self._gpu_queue_url is not None:
+            return self._gpu_queue_url  # one level: the GPU service's own queue
+        levels = self._level_queue_urls
+        return levels[queue_level(served.config.dynamic_batching, parameters, len(levels)) - 1]
 
     def _answered_from_cache(
         self, request_id: str, served: ServedVersion, request: InferRequest

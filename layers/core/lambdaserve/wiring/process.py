@@ -160,6 +160,7 @@ class Process:
                 queue.sqs,
                 queue.requests_queue_url,
                 gpu_queue_url=queue.gpu_queue_url,
+                level_queue_urls=queue.level_queue_urls,
                 reply_to_allowed=self.settings.reply_to_allowed,
             )
 

@@ -28,6 +28,8 @@ class QueueServices:
     sqs: Any
     requests_queue_url: Callable[[], str]
     gpu_queue_url: Callable[[], str] | None = None
+    # Triton's priority levels' queues, level 1 (the requests queue) first
+    level_queue_urls: tuple[Callable[[], str], ...] = ()
 
 
 def build_queue_services(settings: Settings, clients: AwsClients | None = None) -> QueueServices:
@@ -36,14 +38,16 @@ def build_queue_services(settings: Settings, clients: AwsClients | None = None) 
     def url_of(name: str) -> Callable[[], str]:
         return cache(lambda: str(clients.sqs.get_queue_url(QueueName=name)["QueueUrl"]))
 
+    requests = url_of(settings.requests_queue)
     return QueueServices(
         ResultStore(
             clients.dynamodb, settings.table, clients.s3, settings.bucket, settings.results_ttl_s
         ),
         PayloadStore(clients.s3, settings.bucket),
         clients.sqs,
-        url_of(settings.requests_queue),
+        requests,
         url_of(settings.gpu_requests_queue) if settings.gpu_requests_queue else None,
+        (requests, *(url_of(name) for name in settings.priority_queues)),
     )
 
 
@@ -73,13 +77,22 @@ def build_queued_inference(
 
 
 @dataclass(frozen=True)
-class ConsumerServices:
-    """The queue consumer's services (the batcher function's path): queued inference, the
-    sub-second top-up and the visibility lease."""
+class QueueDelivery:
+    """The sub-second top-up and the visibility lease on one queue."""
 
-    queued: QueuedInference
     topup: TopUp
     lease: VisibilityLease
+
+
+@dataclass(frozen=True)
+class ConsumerServices:
+    """The queue consumer's services (the batcher function's path): queued inference, and
+    the delivery helpers of the queue a delivery came from (``delivery(eventSourceARN)``:
+    each priority level's mapping delivers its own queue's messages, which only that queue
+    can top up, delete or lease; ``None``: the requests queue)."""
+
+    queued: QueuedInference
+    delivery: Callable[[str | None], QueueDelivery]
 
 
 def build_consumer_services(
@@ -92,13 +105,21 @@ def build_consumer_services(
     """The batcher function's (and ``lambdaserve worker``'s) path over ``queue``."""
     from lambdaserve.queued.delivery import TopUp, VisibilityLease
 
-    topup = TopUp(
-        queue.sqs,
-        queue.requests_queue_url,
-        settings.topup_messages,
-        settings.topup_window_s,
-        settings.retry_delay_s,
-    )
-    lease = VisibilityLease(queue.sqs, queue.requests_queue_url, settings.visibility_lease_s)
+    def url_of(arn: str) -> Callable[[], str]:
+        name = arn.rsplit(":", 1)[-1]
+        return cache(lambda: str(queue.sqs.get_queue_url(QueueName=name)["QueueUrl"]))
+
+    @cache
+    def delivery(arn: str | None) -> QueueDelivery:
+        url = queue.requests_queue_url if arn is None else url_of(arn)
+        topup = TopUp(
+            queue.sqs,
+            url,
+            settings.topup_messages,
+            settings.topup_window_s,
+            settings.retry_delay_s,
+        )
+        return QueueDelivery(topup, VisibilityLease(queue.sqs, url, settings.visibility_lease_s))
+
     queued = build_queued_inference(settings, queue, server, clients, capture)
-    return ConsumerServices(queued, topup, lease)
+    return ConsumerServices(queued, delivery)
