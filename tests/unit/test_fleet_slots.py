@@ -5,6 +5,7 @@ queue policy refuses with Triton's words."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from dataclasses import replace
@@ -14,10 +15,14 @@ import pytest
 from lambdaserve.config.dynamic_batching import DynamicBatching, QueuePolicy
 from lambdaserve.config.model_config import ModelConfig, build, parse_document
 from lambdaserve.errors import QueueRejected
+from lambdaserve.handlers import infer
+from lambdaserve.local.http_api_event import http_api_event
+from lambdaserve.processes.event_pump import LocalContext
 from lambdaserve.protocol.http_status import status_for
 from lambdaserve.serving.fleet_slots.from_settings import fleet_slots_from
 from lambdaserve.serving.fleet_slots.gate import FleetSlots, SlotRefused, invocation_deadline
 from lambdaserve.serving.fleet_slots.records import Limits, SlotKey, Taken
+from tests import builders
 from tests.redis_server import redis_server
 
 KEY = SlotKey("m", 1)
@@ -182,3 +187,61 @@ def test_only_the_lambda_functions_count_slots(aws):
         fleet_slots_from(
             replace(aws.settings, in_lambda=True, inflight_store="redis"), aws.clients.dynamodb
         )
+
+
+BOUNDED = b"""
+max_batch_size: 8
+instance_group [{ count: 1, kind: KIND_CPU }]
+dynamic_batching { default_queue_policy { max_queue_size: 1 } }
+"""
+ROW = {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
+
+
+@pytest.fixture
+def lambda_process(aws):
+    """The infer function's process (in Lambda) over an MLP whose config states one
+    instance and a queue of one, and an unbounded twin."""
+    for name, config in (("bounded", BOUNDED), ("free", b"max_batch_size: 8\n")):
+        aws.put(f"models/{name}/1/model.onnx", builders.onnx_mlp(4, 3))
+        aws.put(f"models/{name}/config.pbtxt", config)
+        aws.services.registrar.reconcile_model(name)
+    aws.settings = replace(aws.settings, in_lambda=True)
+    return aws.use_process()
+
+
+def infer_event(model: str) -> dict:
+    body = json.dumps({"inputs": [ROW]}).encode()
+    return http_api_event("POST", f"/v2/models/{model}/infer", body)
+
+
+def test_the_direct_path_holds_a_slot_and_gives_it_back(lambda_process):
+    # Given the bounded model's one slot free
+    store = lambda_process.server().fleet_slots.store
+    # When two requests run one after the other / Then both answer (each gave its slot back)
+    for _ in range(2):
+        answer = infer.api_handler(infer_event("bounded"), LocalContext("infer"))
+        assert answer["statusCode"] == 200, answer
+    # and the slot is free: another execution takes it at once
+    assert store.take(SlotKey("bounded", 1), "x", Limits(1), later(), False) is Taken.RUNNING
+
+
+def test_a_full_queue_is_a_503_on_the_direct_path_and_per_item_in_a_batch(lambda_process):
+    # Given the bounded model's slot held elsewhere and its queue of one taken
+    store = lambda_process.server().fleet_slots.store
+    store.take(SlotKey("bounded", 1), "elsewhere", Limits(1, 1), later(), False)
+    store.take(SlotKey("bounded", 1), "waiting", Limits(1, 1), later(), False)
+    # When a request comes through the HTTP API / Then it is Triton's 503
+    answer = infer.api_handler(infer_event("bounded"), LocalContext("infer"))
+    assert answer["statusCode"] == 503, answer
+    assert "Exceeds maximum queue size" in answer["body"]
+    # When a batch of the bounded and the unbounded model comes to the batch entry point
+    bounded, free = (
+        {"model_name": "bounded", "inputs": [ROW]},
+        {"model_name": "free", "inputs": [ROW]},
+    )
+    results = infer.batch_handler({"requests": [bounded, free, bounded]}, LocalContext("infer"))[
+        "results"
+    ]
+    # Then the bounded model's requests are refused each, the other model's answered
+    assert [r["status"] for r in results] == [503, 200, 503]
+    assert "Exceeds maximum queue size" in results[0]["error"]

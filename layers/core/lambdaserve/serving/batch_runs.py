@@ -88,7 +88,7 @@ def run_batch(
                 for m, size in zip(members, batch.sizes, strict=True)
             ]
         stats.record_failure(served.model, served.version, time.perf_counter_ns() - started, exc)
-        return [BatchResult(error=exc)]
+        return [BatchResult(error=exc)] * len(members)
     stats.record_success(
         served.model,
         served.version,
@@ -155,13 +155,17 @@ def _run_requests(
             (bind_inputs(member, served.signature), select_outputs(member, served.signature))
         )
     bound = time.perf_counter_ns()
-    with (
-        request_ids([member.id for member in members]),  # for model code's failure log
-        request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
-        parent_of(members),
-        executing(limiter, served, (m.parameters for m in members)),
-    ):
-        answers = loaded.run_requests(calls)
+    try:
+        with (
+            request_ids([member.id for member in members]),  # for model code's failure log
+            request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
+            parent_of(members),
+            executing(limiter, served, (m.parameters for m in members)),
+        ):
+            answers = loaded.run_requests(calls)
+    except SlotRefused as exc:  # no slot on the Lambda path: every member hears why
+        stats.record_failure(served.model, served.version, time.perf_counter_ns() - started, exc)
+        return [BatchResult(error=exc)] * len(members)
     ran = time.perf_counter_ns()
     computed(members, (started, bound, ran, time.perf_counter_ns()))
     results = []
