@@ -17,6 +17,7 @@ slot is free takes it, a newcomer only when nobody waits.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 import uuid
@@ -30,6 +31,7 @@ from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import LambdaServeError, QueueRejected
 from lambdaserve.serving.fleet_slots.records import Limits, SlotKey, SlotStore, Taken
 
+_log = logging.getLogger(__name__)
 # When the invocation running in this context must have answered (epoch seconds; None:
 # outside an invocation, where FALLBACK_S bounds the wait and the lease)
 DEADLINE: ContextVar[float | None] = ContextVar("lambdaserve_invocation_deadline", default=None)
@@ -90,7 +92,10 @@ class FleetSlots:
         try:
             yield
         finally:
-            self.store.release(key, lease, waiting=False)
+            try:
+                self.store.release(key, lease, waiting=False)
+            except LambdaServeError as exc:  # the answer stands; the lease expires anyway
+                _log.warning("model '%s' keeps a slot until its lease expires: %s", model, exc)
 
     def _acquire(
         self,
