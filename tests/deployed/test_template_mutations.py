@@ -96,6 +96,14 @@ def sequence_steps_sync_and_queued(stack: DeployedStack) -> None:
     alternate(stack)
 
 
+def bounded_infer(stack: DeployedStack) -> None:
+    """The MLP with one instance stated: each execution takes a slot in the catalog table."""
+    stack.publish("mlp", {"1/model.onnx": MLP, "config.pbtxt": b"instance_group [{ count: 1 }]"})
+    event = json.loads((EVENTS / "apigw_v2_infer_json.json").read_text())
+    answer = stack.invoke("InferFunction", event)
+    assert answer["statusCode"] == 200, answer
+
+
 def without_variable(name: str) -> Callable[[Template], None]:
     def mutate(template: Template) -> None:
         del template["Globals"]["Function"]["Environment"]["Variables"][name]
@@ -172,6 +180,15 @@ MUTATIONS = [
         without_statement("InferBatchFunction", "SEQUENCE#*"),
         sequence_steps_sync_and_queued,
         "InferBatchFunction was denied dynamodb:PutItem",
+    ),
+    Mutation(
+        "infer-no-inflight-slots",
+        # the slot statement alone (the catalog statement excludes INFLIGHT# with NotLike)
+        without_statement(
+            "InferFunction", 'ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["INFLIGHT#*"]'
+        ),
+        bounded_infer,
+        "InferFunction was denied dynamodb:UpdateItem",
     ),
     Mutation(
         "no-table-variable",

@@ -39,3 +39,18 @@ def test_an_unconditioned_statement_still_grants_every_item():
     keys = leading_keys("GetItem", {"Key": {"pk": {"S": "MODEL#m"}}}, "pk")
     assert permitted([policy(SEQUENCES, plain)], "dynamodb:PutItem", TABLE, keys)
     assert leading_keys("Query", {"KeyConditionExpression": "pk = :p"}, "pk") is None
+
+
+def test_a_string_not_like_statement_grants_every_item_but_its_prefix():
+    # Given a role granted the catalog's items but the INFLIGHT# slots (template.yaml)
+    catalog = {
+        "Effect": "Allow",
+        "Action": "dynamodb:UpdateItem",
+        "Resource": TABLE,
+        "Condition": {"ForAllValues:StringNotLike": {"dynamodb:LeadingKeys": ["INFLIGHT#*"]}},
+    }
+    model = leading_keys("UpdateItem", {"Key": {"pk": {"S": "MODEL#m"}}}, "pk")
+    slots = leading_keys("UpdateItem", {"Key": {"pk": {"S": "INFLIGHT#m#1"}}}, "pk")
+    # Then a model's item is granted and a slot item is not
+    assert permitted([policy(catalog)], "dynamodb:UpdateItem", TABLE, model)
+    assert not permitted([policy(catalog)], "dynamodb:UpdateItem", TABLE, slots)

@@ -120,6 +120,9 @@ class Settings:
     # Triton's sequence batcher: where each sequence's record lives, "dynamodb" (the catalog
     # table) or "redis" (the endpoint above): every instance and task reads and writes it
     sequence_store: str = "dynamodb"
+    # instance_group.count on the Lambda path: where each version's executions in flight
+    # are counted fleet-wide, "dynamodb" (the catalog table) or "redis" (the endpoint above)
+    inflight_store: str = "dynamodb"
     # Model environments (requirements files) at publish: the package index the sandbox
     # installs wheels from (a URL, or a local directory of wheels: --no-index --find-links)
     # and the most an environment may unpack to.
@@ -259,6 +262,7 @@ def _response_cache(env: Mapping[str, str], defaults: Settings) -> dict[str, Any
         "redis_ttl_s": number("REDIS_TTL_S", defaults.redis_ttl_s),
         "redis_timeout_ms": number("REDIS_TIMEOUT_MS", defaults.redis_timeout_ms),
         "sequence_store": env.get("LAMBDASERVE_SEQUENCE_STORE", "") or defaults.sequence_store,
+        "inflight_store": env.get("LAMBDASERVE_INFLIGHT_STORE", "") or defaults.inflight_store,
     }
 
 

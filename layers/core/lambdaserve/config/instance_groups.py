@@ -40,6 +40,14 @@ def instance_count_of(message: Any) -> int:
     return max(1, sum(g.count if g.count > 0 else _default_count(g, message) for g in groups))
 
 
+def stated_count_of(message: Any) -> int:
+    """The instance count where the config states one in any group (``instance_count_of``),
+    else 0: on the Lambda path only a stated count bounds a version's executions."""
+    if not any(g.count > 0 for g in message.instance_group):
+        return 0
+    return instance_count_of(message)
+
+
 def rate_limits_of(message: Any) -> RateLimits | None:
     """The first group's ``rate_limiter`` (None where no group sets one)."""
     for group in message.instance_group:

@@ -15,7 +15,12 @@ from google.protobuf import json_format
 
 from lambdaserve.config.documents import ConfigDocument, merge, parse_document, parse_overrides
 from lambdaserve.config.dynamic_batching import DynamicBatching, dynamic_batching_of
-from lambdaserve.config.instance_groups import RateLimits, instance_count_of, rate_limits_of
+from lambdaserve.config.instance_groups import (
+    RateLimits,
+    instance_count_of,
+    rate_limits_of,
+    stated_count_of,
+)
 from lambdaserve.config.ragged_batching import RaggedBatching, ragged_batching_of
 from lambdaserve.config.reshape import Reshape, reshapes_of
 from lambdaserve.config.sequence_batching import SequenceBatching, sequence_batching_of
@@ -103,6 +108,9 @@ class ModelConfig:
     # instance_group's counts summed (Triton's defaults): instances of the version in `serve`
     # and `dev`, worker processes for model code (config.instance_groups)
     instance_count: int = 1
+    # the same where the config states a count itself, else 0: the Lambda path's fleet-wide
+    # bound on executions at once (serving.fleet_slots)
+    stated_instance_count: int = 0
     # the instance_group's rate_limiter (Triton's rate limiter, `serve --rate-limit`)
     rate_limits: RateLimits | None = None
     ensemble_steps: tuple[EnsembleStep, ...] = ()
@@ -148,7 +156,7 @@ class ModelConfig:
             ],
             "instance_group": [{"kind": f"KIND_{self.instance_kind}"}],
         }
-        if self.instance_count > 1:
+        if self.instance_count > 1 or self.stated_instance_count:
             doc["instance_group"][0]["count"] = self.instance_count
         if self.ensemble_steps:
             doc["ensemble_scheduling"] = {
@@ -225,6 +233,7 @@ def build(document: ConfigDocument, model: str) -> ModelConfig:
         dynamic_batching=dynamic_batching_of(message),
         instance_kind=_instance_kind(message),
         instance_count=instance_count_of(message),
+        stated_instance_count=stated_count_of(message),
         rate_limits=rate_limits_of(message),
         ensemble_steps=_ensemble_steps(message),
         label_files=_label_files(message),

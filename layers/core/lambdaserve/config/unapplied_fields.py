@@ -45,7 +45,8 @@ APPLIED = (
     "dynamic_batching.preserve_ordering",
     "instance_group.name",
     "instance_group.kind",
-    # serving/instances.py: N instances a process (model code: N workers); Lambda: one
+    # serving/instances.py: N instances a process (model code: N workers); Lambda: a stated
+    # count bounds the version's executions across the fleet (serving/fleet_slots)
     "instance_group.count",
     # serving/rate_limiter.py, under `serve --rate-limit execution_count` (off: ignored, as
     # in Triton)

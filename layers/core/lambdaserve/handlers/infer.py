@@ -14,6 +14,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from lambdaserve.handlers import xray
 from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.serving.check_event import EVENT_KEY as CHECK_EVENT
+from lambdaserve.serving.fleet_slots.gate import invocation_deadline
 from lambdaserve.tracing.propagation import from_traceparent, record, recording
 from lambdaserve.wiring.process import current
 
@@ -40,12 +41,13 @@ def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
 
     process.metrics.begin()
     try:
-        answer = http_api.answer_without_app(process, event)
-        return (
-            http_api.lambda_answer(answer)
-            if answer is not None
-            else dict(process.lambda_app(event, context))
-        )
+        with invocation_deadline(_remaining_ms(context)):
+            answer = http_api.answer_without_app(process, event)
+            return (
+                http_api.lambda_answer(answer)
+                if answer is not None
+                else dict(process.lambda_app(event, context))
+            )
     finally:
         process.metrics.flush()
 
@@ -60,12 +62,21 @@ def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, An
     process.metrics.begin()
     started = time.time()
     try:
-        answers = answer_envelopes(process.server(), process.payloads, event, process.data_capture)
+        with invocation_deadline(_remaining_ms(context)):
+            answers = answer_envelopes(
+                process.server(), process.payloads, event, process.data_capture
+            )
         return {"results": answers}
     finally:
         process.metrics.flush()
         if recording():
             _record_batch(event, (started, time.time()))
+
+
+def _remaining_ms(context: LambdaContext | None) -> int | None:
+    """How long this invocation may still run (None where the caller gave no context)."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    return int(remaining()) if callable(remaining) else None
 
 
 def _record_batch(event: dict[str, Any], times: tuple[float, float]) -> None:

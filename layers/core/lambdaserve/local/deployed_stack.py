@@ -154,13 +154,15 @@ class DeployedStack:
         return process
 
     @contextmanager
-    def another_instance(self, logical: str) -> Iterator[Callable[[dict[str, Any]], Any]]:
-        """A second execution environment of function ``logical`` (Lambda scaling out),
-        started cold; yields its invoke."""
+    def another_instance(
+        self, logical: str, number: int = 2
+    ) -> Iterator[Callable[[dict[str, Any]], Any]]:
+        """Execution environment ``number`` of function ``logical`` (Lambda scaling out),
+        started cold, with its own scratch and log; yields its invoke."""
         shape = self.shape.function(logical)
-        environment = self.environment_of(shape, self.credentials(logical), "-2")
+        environment = self.environment_of(shape, self.credentials(logical), f"-{number}")
         handler = shape.handler.rsplit(".", 1)[-1]
-        log = self.work / f"{logical}-2.log"
+        log = self.work / f"{logical}-{number}.log"
         with self.launcher.function(shape, environment, log) as process:
             yield lambda event: process.invoke(
                 handler, event, lambda_tracing.begin(shape.tracing, None).header

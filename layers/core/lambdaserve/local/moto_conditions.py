@@ -1,7 +1,8 @@
 """DynamoDB's ``dynamodb:LeadingKeys`` condition, which moto does not evaluate (it ignores
 any condition operator but ``StringEquals``, and knows no DynamoDB condition keys): checked
 here, so a policy that grants items by their partition key (the sequence records'
-``SEQUENCE#*``) is enforced as AWS enforces it, and a wrong pattern fails a journey.
+``SEQUENCE#*``; the catalog's items but the ``INFLIGHT#*`` slots, ``StringNotLike``) is
+enforced as AWS enforces it, and a wrong pattern fails a journey.
 
 AWS's rule: a statement whose conditions do not hold does not apply (it neither allows nor
 denies). A call moto permitted is denied here when no Allow statement that matches its
@@ -62,10 +63,12 @@ def _holds(conditions: Mapping[str, Mapping[str, Any]], keys: Sequence[str]) -> 
             continue
         expected = tests[LEADING_KEYS]
         patterns = [expected] if isinstance(expected, str) else list(expected)
-        like = operator.endswith("StringLike")
+        like = operator.endswith(("StringLike", "StringNotLike"))
+        negated = operator.endswith(("StringNotLike", "StringNotEquals"))
         if not operator.startswith("ForAllValues:") and not keys:
             return False  # a single-valued test of a key the request lacks fails in AWS
         for key in keys:
-            if not any(fnmatch.fnmatchcase(key, p) if like else key == p for p in patterns):
+            matched = any(fnmatch.fnmatchcase(key, p) if like else key == p for p in patterns)
+            if matched == negated:
                 return False
     return True

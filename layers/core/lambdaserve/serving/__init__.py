@@ -7,13 +7,13 @@ TF Serving's signature_name), run batches (``batch_runs``), classification
 in bytes by their memory measured at load: ``memory``); preload and prefetch (``preload``,
 ``prefetch``, ``progress``); a version with code loaded before READY (``load_check``; its
 event's key: ``check_event``); the dynamic batcher wired to a server (``server_batcher``);
-<<<<<<< HEAD TorchServe raw-body predictions (``raw_predictions``); payload capture
-(``data_capture``; every door's exchanges to it: ``capture_offers``); ======= TorchServe
-raw-body predictions (``raw_predictions``) and its handlers' sequences
-(``handler_sequences``); payload capture (``data_capture``); >>>>>>> h/seq the data plane
-every door talks to (``data_plane``) and a server's readiness (``readiness``); Triton's
-response cache (``response_cache``, a package); Triton's sequence batcher with the state
-kept outside the instance (``sequences``, a package); the loaded versions' worker pools
+TorchServe raw-body predictions (``raw_predictions``) and its handlers' sequences
+(``handler_sequences``); payload capture (``data_capture``; every door's exchanges to it:
+``capture_offers``); the data plane every door talks to (``data_plane``) and a server's
+readiness (``readiness``); Triton's response cache (``response_cache``, a package);
+Triton's sequence batcher with the state kept outside the instance (``sequences``, a
+package); instance counts and queue policy across the Lambda fleet (``fleet_slots``, a
+package); the loaded versions' worker pools
 (``worker_board``); a tensor runtime's N instances (``instances``) and Triton's rate limiter
 over them (``rate_limiter``); a version's Python environment, fetched with its files and
 unpacked for the processes that run its code (``environments``; built at publish by

@@ -8,6 +8,7 @@ take them as they came, in one call, each answered (or failed) alone.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ from lambdaserve.runtimes.base import LoadedModel, RequestsModel
 from lambdaserve.runtimes.code_errors import request_ids
 from lambdaserve.serving.binding import bind_inputs, select_outputs
 from lambdaserve.serving.classification import classify
+from lambdaserve.serving.fleet_slots.gate import FleetSlots, SlotRefused
 from lambdaserve.tracing.request_trace import computed, parent_of
 from lambdaserve.workers.deadline import request_deadline
 
@@ -38,7 +40,7 @@ def run_batch(
     *,
     batch: Batch,
     queued_ns: int,
-    limiter: RateLimiter | None = None,
+    limiter: RateLimiter | FleetSlots | None = None,
 ) -> list[BatchResult]:
     """Run ``members`` as one execution; N requests in, N results out. Under the rate
     limiter the execution waits for one of the version's instances and its resources."""
@@ -60,7 +62,7 @@ def run_batch(
         with (
             request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
             parent_of(members),  # the models it calls are traced as its children
-            executing(limiter, served),
+            executing(limiter, served, (m.parameters for m in members)),
         ):
             outputs = loaded.run(inputs, names)
         ran = time.perf_counter_ns()
@@ -70,7 +72,9 @@ def run_batch(
             parts = split(outputs, batch.sizes) if len(members) > 1 else [outputs]
         computed(members, (started, bound, ran, time.perf_counter_ns()), parts)
     except LambdaServeError as exc:
-        if len(members) > 1:  # find the member that fails; the others still succeed
+        # find the member that fails; the others still succeed (a refused slot: no member
+        # failed, each alone would wait again)
+        if len(members) > 1 and not isinstance(exc, SlotRefused):
             return [
                 run_batch(
                     stats,
@@ -84,7 +88,7 @@ def run_batch(
                 for m, size in zip(members, batch.sizes, strict=True)
             ]
         stats.record_failure(served.model, served.version, time.perf_counter_ns() - started, exc)
-        return [BatchResult(error=exc)]
+        return [BatchResult(error=exc)] * len(members)
     stats.record_success(
         served.model,
         served.version,
@@ -103,10 +107,17 @@ def run_batch(
     ]
 
 
-def executing(limiter: RateLimiter | None, served: ServedVersion) -> AbstractContextManager[None]:
-    """One execution of ``served`` under the rate limiter (nothing held where it is off)."""
+def executing(
+    limiter: RateLimiter | FleetSlots | None,
+    served: ServedVersion,
+    parameters: Iterable[Mapping[str, Any]] = (),
+) -> AbstractContextManager[None]:
+    """One execution of ``served`` under the rate limiter (``serve``), or holding one of the
+    version's slots fleet-wide (the Lambda path); nothing held where neither applies."""
     if limiter is None:
         return nullcontext()
+    if isinstance(limiter, FleetSlots):
+        return limiter.execution(served.model, served.version, served.config, parameters)
     return limiter.execution((served.model, served.version, served.record.fingerprint))
 
 
@@ -135,7 +146,7 @@ def _run_requests(
     *,
     batch: Batch,
     queued_ns: int,
-    limiter: RateLimiter | None,
+    limiter: RateLimiter | FleetSlots | None,
 ) -> list[BatchResult]:
     started = time.perf_counter_ns()
     calls = []
@@ -144,13 +155,17 @@ def _run_requests(
             (bind_inputs(member, served.signature), select_outputs(member, served.signature))
         )
     bound = time.perf_counter_ns()
-    with (
-        request_ids([member.id for member in members]),  # for model code's failure log
-        request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
-        parent_of(members),
-        executing(limiter, served),
-    ):
-        answers = loaded.run_requests(calls)
+    try:
+        with (
+            request_ids([member.id for member in members]),  # for model code's failure log
+            request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
+            parent_of(members),
+            executing(limiter, served, (m.parameters for m in members)),
+        ):
+            answers = loaded.run_requests(calls)
+    except SlotRefused as exc:  # no slot on the Lambda path: every member hears why
+        stats.record_failure(served.model, served.version, time.perf_counter_ns() - started, exc)
+        return [BatchResult(error=exc)] * len(members)
     ran = time.perf_counter_ns()
     computed(members, (started, bound, ran, time.perf_counter_ns()))
     results = []

@@ -29,6 +29,7 @@ from lambdaserve.serving.batch_runs import executing, run_batch
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.classification import classify
+from lambdaserve.serving.fleet_slots.gate import FleetSlots
 from lambdaserve.serving.loaded_versions import Key, LoadedVersions
 from lambdaserve.serving.loading import load_version, version_files
 from lambdaserve.serving.memory import import_runtime_library
@@ -73,12 +74,16 @@ class ModelServer:
         max_loaded_bytes: int = 0,
         sequences: SequenceSteps | None = None,
         rate_limiter: RateLimiter | None = None,
+        fleet_slots: FleetSlots | None = None,
     ) -> None:
         self.resolver = resolver
         # Triton's sequence batcher: records in a store every instance shares (wiring's)
         self.sequences = sequences or SequenceSteps(MemorySequenceStore())
         self.workers = workers
         self.rate_limiter = rate_limiter  # `serve --rate-limit execution_count`; None: off
+        # the Lambda path: stated instance counts bound executions fleet-wide (never with
+        # the rate limiter, which is serve's)
+        self.fleet_slots = fleet_slots
         self.stats = stats
         self.response_cache = response_cache
         self._default_max_batch_size = default_max_batch_size
@@ -93,6 +98,11 @@ class ModelServer:
             lambda key: (key[0], key[1]) in self._scales,
             on_memory=stats.record_memory,
         )
+
+    @property
+    def _executions(self) -> RateLimiter | FleetSlots | None:
+        """What each execution holds: an instance (serve's rate limiter) or a fleet slot."""
+        return self.rate_limiter or self.fleet_slots
 
     @property
     def max_loaded_bytes(self) -> int:
@@ -134,7 +144,7 @@ class ModelServer:
                 request_deadline(served.config, (request.parameters,)),
                 parent_of((request,)),
                 passing_sequence(request.parameters),
-                executing(self.rate_limiter, served),
+                executing(self._executions, served, (request.parameters,)),
             ):
                 outputs = classify(request, served, _run_one(served, loaded, inputs, names))
             ran = time.perf_counter_ns()
@@ -244,7 +254,7 @@ class ModelServer:
                 [requests[i] for i in members],
                 batch=batch,
                 queued_ns=waited,
-                limiter=self.rate_limiter,
+                limiter=self._executions,
             )
             for index, outcome in zip(members, outcomes, strict=True):
                 results[index] = outcome

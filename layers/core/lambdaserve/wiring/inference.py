@@ -13,6 +13,7 @@ from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.environments import EnvironmentDirectories
+from lambdaserve.serving.fleet_slots.from_settings import fleet_slots_from
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.rate_limiter import EXECUTION_COUNT, RateLimiter, parse_resources
 from lambdaserve.serving.response_cache.from_settings import response_cache_from
@@ -68,6 +69,8 @@ def build_model_server(
         # sequences' records where every instance reads them: any instance serves any step
         sequences=sequence_steps_from(settings, clients.dynamodb, lambda: clients.s3),
         rate_limiter=rate_limiter_from(settings),
+        # instance_group.count on the Lambda path: executions counted across the fleet
+        fleet_slots=fleet_slots_from(settings, clients.dynamodb),
     )
     # the process's one model-to-model port, installed here: one model server a process
     install_bls(plane or InferenceDataPlane(lambda: server))

@@ -32,17 +32,23 @@ def _store(settings: Settings, dynamodb: Any, s3: Callable[[], Any] | None) -> S
         raise InvalidInput(
             f"LAMBDASERVE_SEQUENCE_STORE={settings.sequence_store!r}: use dynamodb or redis"
         )
+    from lambdaserve.serving.sequences.redis_store import RedisSequenceStore
+
+    return RedisSequenceStore(redis_client_from(settings, "LAMBDASERVE_SEQUENCE_STORE"))
+
+
+def redis_client_from(settings: Settings, setting: str) -> Any:
+    """A ``redis.Redis`` on the response cache's endpoint settings, for ``setting``=redis
+    (named in the refusal where the host is missing)."""
     if not settings.redis_host:
         raise InvalidInput(
-            "LAMBDASERVE_SEQUENCE_STORE=redis needs LAMBDASERVE_REDIS_HOST (and its port, "
-            "user, password, TLS settings)"
+            f"{setting}=redis needs LAMBDASERVE_REDIS_HOST (and its port, user, password, "
+            "TLS settings)"
         )
     import redis
 
-    from lambdaserve.serving.sequences.redis_store import RedisSequenceStore
-
     timeout_s = settings.redis_timeout_ms / 1000
-    client = redis.Redis(
+    return redis.Redis(
         host=settings.redis_host,
         port=settings.redis_port,
         username=settings.redis_username or None,
@@ -51,4 +57,3 @@ def _store(settings: Settings, dynamodb: Any, s3: Callable[[], Any] | None) -> S
         socket_timeout=timeout_s,
         socket_connect_timeout=timeout_s,
     )
-    return RedisSequenceStore(client)
