@@ -1,8 +1,10 @@
-"""instance_group.count and max_queue_size on the Lambda path as template.yaml deploys them
-(InflightStore=dynamodb): three execution environments of the infer function take requests
-for a model whose config states one instance and a queue of one, all at once. The model
-stamps when each execution ran: one ran at a time (measured), one request waited for it,
-the third was refused with Triton's 503, and no role was denied a call."""
+"""instance_group.count and max_queue_size on the Lambda path as template.yaml deploys them,
+with each InflightStore (the catalog table, or a real redis-server): three execution
+environments of the infer function take requests for a model whose config states one
+instance and a queue of one, all at once. The model stamps when each execution ran: one ran
+at a time (measured), one request waited for it, the third was refused with Triton's 503,
+the slots were counted where the parameter says (the function reads it from the template's
+variable), and no role was denied a call."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 
 from lambdaserve.local.http_api_event import http_api_event
 from tests.deployed.stack import DeployedStack, deployed
+from tests.redis_server import redis_server
 
 MODEL = "stamped"
 CONFIG = b"""
@@ -52,11 +55,30 @@ class TritonPythonModel:
 """
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedStack]:
-    with deployed(tmp_path_factory.mktemp("instances"), {"EnablePythonModels": "true"}) as running:
+RUNNING_KEY = f"lambdaserve:inflight:{MODEL}:1:running"
+
+
+@pytest.fixture(scope="module", params=["dynamodb", "redis"])
+def stores(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[DeployedStack, Any]]:
+    """The stack with ``InflightStore`` set, and a Redis client where it is redis."""
+    parameters = {"EnablePythonModels": "true", "InflightStore": request.param}
+    with ExitStack() as scope:
+        client = None
+        if request.param == "redis":
+            import redis
+
+            server = scope.enter_context(redis_server())
+            parameters |= {
+                "ResponseCacheRedisHost": "127.0.0.1",
+                "ResponseCacheRedisPort": str(server.port),
+                "ResponseCacheRedisTls": "false",  # the local redis-server speaks plain TCP
+            }
+            client = redis.Redis(host="127.0.0.1", port=server.port)
+        running = scope.enter_context(deployed(tmp_path_factory.mktemp("instances"), parameters))
         running.publish(MODEL, {"config.pbtxt": CONFIG, "1/model.py": STAMPED})
-        yield running
+        yield running, client
 
 
 def request(sleep_s: float) -> dict[str, Any]:
@@ -71,8 +93,9 @@ def stamps(answer: dict[str, Any]) -> tuple[float, float]:
 
 
 def test_one_execution_at_a_time_across_instances_and_the_overflow_is_refused(
-    stack: DeployedStack,
-):
+    stores: tuple[DeployedStack, Any],
+) -> None:
+    stack, redis_client = stores
     # Given three execution environments of the infer function (Lambda scaled out), each
     # with the model loaded (a request that does not sleep)
     with ExitStack() as instances:
@@ -94,10 +117,7 @@ def test_one_execution_at_a_time_across_instances_and_the_overflow_is_refused(
             answers.append(invoke(request(2.0)))
 
         threads = [threading.Thread(target=call, args=(i,)) for i in invokes]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        seen_in_redis = watch_running_slots(redis_client, threads)
     # Then one ran, one waited for the instance and ran after it, and the third found the
     # queue of one full: Triton's 503, word for word
     statuses = sorted(a["statusCode"] for a in answers)
@@ -106,5 +126,28 @@ def test_one_execution_at_a_time_across_instances_and_the_overflow_is_refused(
     assert "Exceeds maximum queue size" in refused["body"], refused
     first, second = sorted(stamps(a) for a in answers if a["statusCode"] == 200)
     assert first[1] <= second[0], f"two executions overlapped: {first} and {second}"
+    # and the slots were counted in the store InflightStore names
+    if redis_client is not None:
+        assert seen_in_redis == 1, "the functions did not count their slots in Redis"
+    else:
+        item = stack.clients.dynamodb.get_item(
+            TableName=stack.settings.table,
+            Key={"pk": {"S": f"INFLIGHT#{MODEL}#1"}, "sk": {"S": "SLOTS"}},
+        )
+        assert "Item" in item, "the functions did not count their slots in the catalog table"
     # and no role was denied a call the slots made
     stack.assert_no_denials()
+
+
+def watch_running_slots(client: Any, threads: list[threading.Thread]) -> int:
+    """Start ``threads`` and wait for them; meanwhile, the most slots Redis held running."""
+    most = 0
+    for thread in threads:
+        thread.start()
+    while any(thread.is_alive() for thread in threads):
+        if client is not None:
+            most = max(most, int(client.zcard(RUNNING_KEY)))
+        threading.Event().wait(0.05)
+    for thread in threads:
+        thread.join()
+    return most
