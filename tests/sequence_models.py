@@ -34,10 +34,16 @@ def _control(name: str, kind: str) -> str:
     return f'{{ name: "{name}" control [ {{ {control} }} ] }}'
 
 
-def _config(name: str, controls: list[str], extra: str = "", strategy: str = "direct { }") -> bytes:
+def _config(
+    name: str,
+    controls: list[str],
+    extra: str = "",
+    strategy: str = "direct { }",
+    idle_us: int = 5_000_000,
+) -> bytes:
     return (
         f'name: "{name}"\nplatform: "onnxruntime_onnx"\nmax_batch_size: 8\n'
-        f"sequence_batching {{\n  max_sequence_idle_microseconds: 5000000\n  {strategy}\n"
+        f"sequence_batching {{\n  max_sequence_idle_microseconds: {idle_us}\n  {strategy}\n"
         f"  control_input [ {', '.join(controls)} ]\n{extra}}}\n"
         'input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
         'output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
@@ -96,9 +102,11 @@ def simple_string_dyna_sequence(
     name: str = "simple_string_dyna_sequence",
     strategy: str = "direct { }",
     start_at: int | None = None,
+    idle_us: int = 5_000_000,
 ) -> dict[str, bytes]:
     """``start_at``: the running sum's initial value from an initial_state data_file
-    (``initial_state/acc_start``, four bytes), instead of zero_data."""
+    (``initial_state/acc_start``, four bytes), instead of zero_data. ``idle_us``: how long
+    the sequence may wait between steps (a step through a cold function may take seconds)."""
     model = _onnx(
         name,
         [
@@ -127,7 +135,8 @@ def simple_string_dyna_sequence(
         f"dims: [ 1 ] initial_state {{ data_type: TYPE_INT32 dims: [ 1 ] {initial} "
         'name: "start" } } ]\n'
     )
-    files = {"config.pbtxt": _config(name, controls, state, strategy), "1/model.onnx": model}
+    config = _config(name, controls, state, strategy, idle_us)
+    files = {"config.pbtxt": config, "1/model.onnx": model}
     if start_at is not None:
         files["initial_state/acc_start"] = np.array([start_at], np.int32).tobytes()
     return files

@@ -17,6 +17,9 @@ from tests import sequence_models
 from tests.deployed.stack import DeployedStack, deployed
 
 MODEL = "accumulator"
+# a minute between steps: a queued step through a cold function under load takes seconds, and
+# an idle-released sequence would answer the START message instead of what a test looks for
+IDLE_US = 60_000_000
 WIDE = "wide_accumulator"  # its state: 480 KB
 PATH = f"/v2/models/{MODEL}/infer"
 
@@ -25,7 +28,7 @@ PATH = f"/v2/models/{MODEL}/infer"
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedStack]:
     # Given the stack with the template's defaults, an accumulator (implicit state) published
     with deployed(tmp_path_factory.mktemp("sequences")) as running:
-        running.publish(MODEL, sequence_models.simple_string_dyna_sequence(MODEL))
+        running.publish(MODEL, sequence_models.simple_string_dyna_sequence(MODEL, idle_us=IDLE_US))
         running.publish(WIDE, sequence_models.wide_accumulator(WIDE))
         yield running
 

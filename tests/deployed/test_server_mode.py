@@ -102,7 +102,10 @@ def test_a_sequences_steps_alternate_between_the_infer_function_and_the_serve_ta
     stack: DeployedStack,
 ):
     # Given an accumulator (implicit state) published to the server-mode stack
-    stack.publish("accumulator", sequence_models.simple_string_dyna_sequence("accumulator"))
+    stack.publish(
+        "accumulator",
+        sequence_models.simple_string_dyna_sequence("accumulator", idle_us=60_000_000),
+    )
     http = f"http://127.0.0.1:{stack.ports[8000]}/v2/models/accumulator/infer"
 
     def body(value: int, start: bool = False, end: bool = False) -> dict[str, Any]:

@@ -89,10 +89,10 @@ def without_statement(function: str, comment_marker: str) -> Callable[[Template]
 
 
 def sequence_steps_sync_and_queued(stack: DeployedStack) -> None:
-    from tests.deployed.test_sequences import MODEL, alternate
+    from tests.deployed.test_sequences import IDLE_US, MODEL, alternate
     from tests.sequence_models import simple_string_dyna_sequence
 
-    stack.publish(MODEL, simple_string_dyna_sequence(MODEL))
+    stack.publish(MODEL, simple_string_dyna_sequence(MODEL, idle_us=IDLE_US))
     alternate(stack)
 
 
