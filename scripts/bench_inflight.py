@@ -15,20 +15,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import statistics
-import subprocess
-import tempfile
 import time
-import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench_sequences import emulator_and_redis
+
 from lambdaserve.apps.v2_calls import v2_infer
 from lambdaserve.local.demo import demo_mlp_bytes
-from lambdaserve.local.emulator import Emulator, free_port
 from lambdaserve.local.resources import ensure_resources
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.settings import get_settings
@@ -93,37 +90,13 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--json", type=Path, help="write every number here")
     args = parser.parse_args()
-    logging.getLogger("moto").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", module="moto")
-    with tempfile.TemporaryDirectory(prefix="bench-inflight-") as tmp:
-        redis_port = free_port()
-        redis = subprocess.Popen(
-            ["redis-server", "--port", str(redis_port), "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-        )
-        emulator = Emulator("127.0.0.1", free_port()).start()
+    with emulator_and_redis("bench-inflight-") as (_, redis_port):
         os.environ.update(
-            AWS_ENDPOINT_URL=emulator.endpoint,
-            AWS_ACCESS_KEY_ID="test",
-            AWS_SECRET_ACCESS_KEY="test",
-            AWS_REGION="us-east-1",
-            AWS_DEFAULT_REGION="us-east-1",
-            POWERTOOLS_METRICS_DISABLED="true",
-            POWERTOOLS_LOG_LEVEL="WARNING",
-            LAMBDASERVE_WORK_DIR=str(Path(tmp) / "direct"),
-            LAMBDASERVE_REDIS_HOST="127.0.0.1",
-            LAMBDASERVE_REDIS_PORT=str(redis_port),
+            LAMBDASERVE_REDIS_HOST="127.0.0.1", LAMBDASERVE_REDIS_PORT=str(redis_port)
         )
         get_settings.cache_clear()
-        report = {}
-        try:
-            publish()
-            for store in ("dynamodb", "redis"):
-                report[store] = direct_path(store, args.requests)
-        finally:
-            emulator.stop()
-            redis.terminate()
-            redis.wait(timeout=30)
+        publish()
+        report = {store: direct_path(store, args.requests) for store in ("dynamodb", "redis")}
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 

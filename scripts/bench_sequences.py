@@ -30,7 +30,8 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -181,14 +182,13 @@ def publish() -> None:
         registrar.reconcile_model(name)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--requests", type=int, default=300)
-    parser.add_argument("--json", type=Path, help="write every number here")
-    args = parser.parse_args()
+@contextmanager
+def emulator_and_redis(prefix: str) -> Iterator[tuple[Path, int]]:
+    """The AWS emulator and a redis-server, this process's environment pointed at the
+    emulator, a scratch directory; yields the directory and Redis's port."""
     logging.getLogger("moto").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", module="moto")
-    with tempfile.TemporaryDirectory(prefix="bench-sequences-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         redis_port = free_port()
         redis = subprocess.Popen(
             ["redis-server", "--port", str(redis_port), "--save", "", "--appendonly", "no"],
@@ -206,25 +206,34 @@ def main() -> None:
             LAMBDASERVE_WORK_DIR=str(Path(tmp) / "direct"),
         )
         get_settings.cache_clear()
-        report = {}
         try:
-            publish()
-            for store in ("dynamodb", "redis"):
-                os.environ.update(
-                    LAMBDASERVE_SEQUENCE_STORE=store,
-                    LAMBDASERVE_REDIS_HOST="127.0.0.1",
-                    LAMBDASERVE_REDIS_PORT=str(redis_port),
-                )
-                get_settings.cache_clear()
-                print(f"-- records in {store}", flush=True)
-                report[store] = {
-                    "direct": direct_path(args.requests),
-                    "serve": served(args.requests, Path(tmp)),
-                }
+            yield Path(tmp), redis_port
         finally:
             emulator.stop()
             redis.terminate()
             redis.wait(timeout=30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--requests", type=int, default=300)
+    parser.add_argument("--json", type=Path, help="write every number here")
+    args = parser.parse_args()
+    with emulator_and_redis("bench-sequences-") as (tmp, redis_port):
+        report = {}
+        publish()
+        for store in ("dynamodb", "redis"):
+            os.environ.update(
+                LAMBDASERVE_SEQUENCE_STORE=store,
+                LAMBDASERVE_REDIS_HOST="127.0.0.1",
+                LAMBDASERVE_REDIS_PORT=str(redis_port),
+            )
+            get_settings.cache_clear()
+            print(f"-- records in {store}", flush=True)
+            report[store] = {
+                "direct": direct_path(args.requests),
+                "serve": served(args.requests, tmp),
+            }
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 
