@@ -69,3 +69,22 @@ def test_a_broken_version_is_built_again_on_its_next_load():
     first.broken = "its code crashed 5 times within 60 s"
     second = Model("m")
     assert loaded.load(key("m"), lambda: second) is second and first.closed
+
+
+def test_an_ensemble_neither_counts_nor_leaves_to_make_room_for_its_steps():
+    """Given a count of 2 and an ensemble over two steps (it holds no model of its own),
+    When the steps load, the ensemble loads, and the steps are used again in turn,
+    Then all three stay resident: the ensemble is not counted, and no step is pushed out
+    for it (else each step would push out the next one it calls, load after load)."""
+    loaded = LoadedVersions(2, resident=lambda: 0)
+    models = {n: Model(n) for n in ("a", "b", "pipe")}
+    for name in ("a", "b"):
+        loaded.load(key(name), lambda n=name: models[n])
+    loaded.load(key("pipe"), lambda: models["pipe"], counted=False)
+    for name in ("a", "b", "a", "b"):
+        loaded.load(key(name), lambda n=name: Model(f"{n} again"))
+    assert sorted(k[0] for k, _ in loaded.items()) == ["a", "b", "pipe"]
+    assert not any(model.closed for model in models.values())
+    # and a third counted version still makes the least recently used one leave
+    loaded.load(key("c"), lambda: Model("c"))
+    assert sorted(k[0] for k, _ in loaded.items()) == ["b", "c", "pipe"] and models["a"].closed

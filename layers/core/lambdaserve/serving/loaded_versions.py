@@ -8,9 +8,11 @@ memory is measured at load (this process's resident set before and after, plus i
 processes'), and before a version loads, the least recently used ones leave until its size
 (as last measured, else its files) fits, so a load never pushes the process past its memory.
 A version that cannot fit even alone is refused (``ModelTooLarge``) with its size and the
-budget. A count (LAMBDASERVE_MAX_LOADED_VERSIONS; 0: none) is a second bound. A version
-someone scaled (TorchServe's min_worker) is pinned: it leaves only when nothing unpinned is
-left to drop, and the log says so."""
+budget. A count (LAMBDASERVE_MAX_LOADED_VERSIONS; 0: none) is a second bound; an ensemble
+holds no model of its own (its steps are loaded versions), so it neither counts nor is
+dropped to make room: else an ensemble with as many steps as the count would push out the
+step it calls next, load after load. A version someone scaled (TorchServe's min_worker) is
+pinned: it leaves only when nothing unpinned is left to drop, and the log says so."""
 
 from __future__ import annotations
 
@@ -52,6 +54,7 @@ class LoadedVersions:
         self._sizes: dict[Key, int] = {}  # what each loaded version counts against the bound
         self._measured: dict[Key, int] = {}  # measured at its last load, kept after it left
         self._loaded: OrderedDict[Key, LoadedModel] = OrderedDict()
+        self._uncounted: set[Key] = set()  # ensembles: no model of their own
         self._lock = threading.Lock()
         self._loading: dict[Key, threading.Lock] = {}
 
@@ -68,10 +71,13 @@ class LoadedVersions:
         build: Callable[[], LoadedModel],
         size: int = 0,
         prepare: Callable[[], None] | None = None,
+        *,
+        counted: bool = True,
     ) -> LoadedModel:
         """The loaded model for ``key``: from memory, or ``build()`` once (concurrent
         callers for the same key wait for that one load). ``size``: its files; ``prepare``
-        runs before the load is measured (the runtime's library, shared by every version).
+        runs before the load is measured (the runtime's library, shared by every version);
+        ``counted``: False for an ensemble (it holds no model, and stays out of the bounds).
         A loaded model whose workers broke (they kept crashing) is dropped and built again:
         the catalog says READY only after a load, a reconcile or a re-upload recovered it,
         and that must answer. Raises ``ModelTooLarge`` when it cannot fit the byte bound."""
@@ -81,6 +87,8 @@ class LoadedVersions:
                 self._loaded.move_to_end(key)
                 return found
             loading = self._loading.setdefault(key, threading.Lock())
+            if not counted:
+                self._uncounted.add(key)
         with loading:
             with self._lock:
                 found = self._loaded.get(key)
@@ -168,11 +176,14 @@ class LoadedVersions:
             release_freed_memory()
 
     def _over_bound(self, kept: Key, incoming: int | None = None) -> Key | None:
-        """The version to drop while over a bound (never ``kept``, loaded or loading): the
-        least recently used unpinned one, else the least recently used; None within bounds.
-        ``incoming``: the bytes of ``kept`` about to load (it is not in ``_loaded`` yet)."""
-        others = [key for key in self._loaded if key != kept]
-        count = len(self._loaded) + (incoming is not None and kept not in self._loaded)
+        """The version to drop while over a bound (never ``kept``, loaded or loading, nor an
+        ensemble): the least recently used unpinned one, else the least recently used; None
+        within bounds. ``incoming``: the bytes of ``kept`` about to load (it is not in
+        ``_loaded`` yet)."""
+        counted = [key for key in self._loaded if key not in self._uncounted]
+        others = [key for key in counted if key != kept]
+        arriving = incoming is not None and kept not in self._loaded
+        count = len(counted) + (arriving and kept not in self._uncounted)
         over_count = bool(self.limit) and count > self.limit
         over_bytes = bool(self.max_bytes) and self._bytes() + (incoming or 0) > self.max_bytes
         if not others or not (over_count or over_bytes):
@@ -211,10 +222,12 @@ class LoadedVersions:
         taken = other.items()
         with other._lock:
             sizes, measured = dict(other._sizes), dict(other._measured)
+            uncounted = set(other._uncounted)
         with self._lock:
             self._loaded.update(taken)
             self._sizes.update(sizes)
             self._measured.update(measured)
+            self._uncounted |= uncounted
 
     def unload(self, model: str, keep: Callable[[int, str], bool] | None = None) -> int:
         """Drop every loaded version of ``model`` but those ``keep(version, fingerprint)``

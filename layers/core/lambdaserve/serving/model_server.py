@@ -19,7 +19,7 @@ import numpy as np
 from lambdaserve.batching.assembly import BatchResult, assemble, check_invariant
 from lambdaserve.batching.ragged import member_outputs, model_inputs
 from lambdaserve.catalog import version_policy
-from lambdaserve.config.runtime_names import TENSORFLOW_RUNTIME
+from lambdaserve.config.runtime_names import ENSEMBLE_RUNTIME, TENSORFLOW_RUNTIME
 from lambdaserve.errors import LambdaServeError, ModelCodeFailed, ModelNotReady, ModelTooLarge
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
@@ -365,6 +365,7 @@ class ModelServer:
                 lambda: self._load(served),
                 served.record.size,
                 prepare=lambda: import_runtime_library(served.record.runtime),
+                counted=served.record.runtime != ENSEMBLE_RUNTIME,
             )
         except ModelTooLarge as exc:
             self._report_load_failure(served, exc, prefix="cannot be resident where it serves")
