@@ -67,7 +67,19 @@ def test_a_lookup_table_is_told_where_it_can_serve_not_to_save_again(stack, save
     Then it is UNAVAILABLE saying OpenVINO does not convert lookup tables and that TensorFlow
     serves it, never to save it again with tf.saved_model.save."""
     publish(stack, "lookup", savedmodels / "lookup")
-    reason = stack.wait_state("lookup", 1, "UNAVAILABLE", timeout_s=60)
+    # the files' events come in any order: a validation that ran before saved_model.pb
+    # arrived says "no model file" until the next one sees it (the catalog converges)
+    reason = str(
+        wait_until(
+            lambda: (
+                (state := stack.state("lookup", 1)) is not None
+                and state[0] == "UNAVAILABLE"
+                and "no model file" not in str(state[1])
+                and state[1]
+            ),
+            60,
+        )
+    )
     assert "lookup tables (tf.lookup)" in reason and "let TensorFlow serve it" in reason
     assert "tf.saved_model.save(" not in reason
     assert stack.services.catalog.get_version("lookup", 1).runtime in ("", "openvino")
