@@ -11,11 +11,11 @@ import orjson
 import pytest
 
 from lambdaserve.config.dynamic_batching import DynamicBatching
-from lambdaserve.queued.submit import AsyncSubmitter, queue_level
-from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.queued.submit import queue_level
 from lambdaserve.settings import Settings
 from lambdaserve.wiring.aws import AwsClients
 from lambdaserve.wiring.inference import build_model_server
+from lambdaserve.wiring.process import Process
 from lambdaserve.wiring.queues import build_consumer_services, build_queue_services
 from tests import builders
 
@@ -73,18 +73,9 @@ def levels(aws):
 
 
 def test_an_async_request_is_queued_in_its_priority_levels_queue(aws, levels):
-    # Given the submitter over two level queues
+    # Given the process's submitter (its composition root) over two level queues
     sqs = aws.clients.sqs
-    services = build_queue_services(levels, aws.clients)
-    server = build_model_server(levels, aws.clients)
-    submitter = AsyncSubmitter(
-        InferenceDataPlane(lambda: server),
-        services.results,
-        services.payloads,
-        sqs,
-        services.requests_queue_url,
-        level_queue_urls=services.level_queue_urls,
-    )
+    submitter = Process(levels, clients=aws.clients).submitter()
     row = {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [0.0] * 4}
 
     def submit(parameters: dict) -> str:
