@@ -10,7 +10,7 @@ TENSORFLOW ?= 0
 OPENVINO ?= 0
 VARIANT ?= cpu
 
-.PHONY: help dev test install-redis test-localstack validate shipped-envs build gpu-image server-image lint install-dev install-test install-torch \
+.PHONY: help dev test install-redis test-localstack validate shipped-envs lock lock-upgrade lock-check test-latest build gpu-image server-image lint install-dev install-test install-torch \
 	install-torchserve install-paddle install-tensorflow install-openvino \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
 	bench-pipelines bench-validate bench-grpc bench-hot-path bench-server-mode bench-cache bench-envs \
@@ -23,55 +23,82 @@ help: ## this list
 $(BIN)/python:
 	@echo "make: creating the virtual environment $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+
+# Installs come from the locks (locks/*.txt, scripts/lock.sh): exact versions, every file's hash
+# checked, nothing resolved afresh; then lambdaserve itself, editable, built by the locked
+# setuptools. torch's CPU wheel (torch==2.13.0+cpu): /opt/wheels on these machines, else PyTorch's
+# CPU index.
+LOCKED  = $(BIN)/pip install -q --require-hashes $(if $(wildcard /opt/wheels/torch-*),,--extra-index-url https://download.pytorch.org/whl/cpu) -r
+EDITABLE = $(BIN)/pip install -q --no-deps --no-build-isolation -e .
 
 # Runtime + local stack only: torch stays optional (ONNX Runtime is the default runtime).
-$(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
-	@echo "make: installing lambdaserve (editable) with ONNX Runtime and the local stack (moto server, uvicorn) and Pillow for image pipelines into $(VENV) ..."
-	$(BIN)/pip install -q -e '.[local,images]'
+$(VENV)/.dev-installed: pyproject.toml locks/dev.txt | $(BIN)/python
+	@echo "make: installing lambdaserve (editable) with ONNX Runtime and the local stack (moto server, uvicorn) and Pillow for image pipelines into $(VENV), from locks/dev.txt ..."
+	$(LOCKED) locks/dev.txt
+	$(EDITABLE)
 	touch $@
 
 # Everything the tests need, TorchScript, OpenVINO and Paddle Inference included (torch==2.13.0
 # and paddlepaddle==3.3.1, the CPU wheels).
-$(VENV)/.test-installed: pyproject.toml | $(BIN)/python
-	@echo "make: installing lambdaserve with the test tools (pytest, schemathesis, ruff, mypy, cfn-lint, awscli), OpenVINO, torch==2.13.0 (CPU), paddlepaddle (CPU) and the peers' clients into $(VENV) ..."
-	$(BIN)/pip install -q -e '.[dev,torch,paddle]'
+$(VENV)/.test-installed: pyproject.toml locks/test.txt locks/peer-stubs.txt | $(BIN)/python
+	@echo "make: installing lambdaserve with the test tools (pytest, schemathesis, ruff, mypy, cfn-lint, awscli), OpenVINO, torch==2.13.0 (CPU), paddlepaddle (CPU) and the peers' clients into $(VENV), from locks/test.txt ..."
+	$(LOCKED) locks/test.txt
+	$(EDITABLE)
 	@# TF Serving's client stubs; their `tensorflow` requirement is met by tensorflow-cpu
-	$(BIN)/pip install -q --no-deps 'tensorflow-serving-api==2.20.*'
+	$(BIN)/pip install -q --require-hashes --no-deps -r locks/peer-stubs.txt
 	@# Paddle Serving's pipeline stubs (its wheel pins an old protobuf: only the file is used)
 	$(BIN)/pip download -q --no-deps -d $(VENV)/peer-wheels 'paddle-serving-server==0.9.0'
 	touch $@ $(VENV)/.dev-installed $(VENV)/.torch-installed $(VENV)/.torchserve-installed \
 	  $(VENV)/.paddle-installed $(VENV)/.openvino-installed $(VENV)/.tensorflow-installed
 
-$(VENV)/.torch-installed: | $(BIN)/python
-	@echo "make: installing torch==2.13.0 (CPU) into $(VENV) for TorchScript models ..."
-	$(BIN)/pip install -q 'torch==2.13.0'
+$(VENV)/.torch-installed: locks/dev-torch.txt | $(BIN)/python
+	@echo "make: installing torch==2.13.0 (CPU) into $(VENV) for TorchScript models, from locks/dev-torch.txt ..."
+	$(LOCKED) locks/dev-torch.txt
+	$(EDITABLE)
 	touch $@
 
 # What .mar archives and handlers import: TorchServe's `ts` (its BaseHandler, built-in
 # handlers and loader), torch, torchvision and captum (the `torchserve` extra).
-$(VENV)/.torchserve-installed: pyproject.toml | $(BIN)/python
-	@echo "make: installing TorchServe's handler code (torchserve==0.12.0, torch==2.13.0, torchvision, captum) into $(VENV) for .mar archives and handlers ..."
-	$(BIN)/pip install -q -e '.[local,images,torchserve]'
+$(VENV)/.torchserve-installed: pyproject.toml locks/dev-torchserve.txt | $(BIN)/python
+	@echo "make: installing TorchServe's handler code (torchserve==0.12.0, torch==2.13.0, torchvision, captum) into $(VENV) for .mar archives and handlers, from locks/dev-torchserve.txt ..."
+	$(LOCKED) locks/dev-torchserve.txt
+	$(EDITABLE)
 	touch $@ $(VENV)/.torch-installed
 
 # Paddle Inference for the Paddle models OpenVINO does not read (the `paddle` extra).
-$(VENV)/.paddle-installed: pyproject.toml | $(BIN)/python
-	@echo "make: installing Paddle Inference (paddlepaddle==3.3.1, CPU) into $(VENV) for Paddle 1.x models (__model__) and old operators ..."
-	$(BIN)/pip install -q -e '.[local,images,paddle]'
+$(VENV)/.paddle-installed: pyproject.toml locks/dev-paddle.txt | $(BIN)/python
+	@echo "make: installing Paddle Inference (paddlepaddle==3.3.1, CPU) into $(VENV) for Paddle 1.x models (__model__) and old operators, from locks/dev-paddle.txt ..."
+	$(LOCKED) locks/dev-paddle.txt
+	$(EDITABLE)
 	touch $@
 
 # TensorFlow for the SavedModels OpenVINO does not serve (the `tensorflow` extra).
-$(VENV)/.tensorflow-installed: pyproject.toml | $(BIN)/python
-	@echo "make: installing TensorFlow (tensorflow-cpu 2.20) into $(VENV) for SavedModels OpenVINO does not serve ..."
-	$(BIN)/pip install -q -e '.[local,images,tensorflow]'
+$(VENV)/.tensorflow-installed: pyproject.toml locks/dev-tensorflow.txt | $(BIN)/python
+	@echo "make: installing TensorFlow (tensorflow-cpu 2.20) into $(VENV) for SavedModels OpenVINO does not serve, from locks/dev-tensorflow.txt ..."
+	$(LOCKED) locks/dev-tensorflow.txt
+	$(EDITABLE)
 	touch $@
 
 # OpenVINO for OpenVINO IR, TF SavedModels, TFLite and Paddle models (the `openvino` extra).
-$(VENV)/.openvino-installed: pyproject.toml | $(BIN)/python
-	@echo "make: installing OpenVINO into $(VENV) for OpenVINO IR, TF SavedModels, TFLite and Paddle models ..."
-	$(BIN)/pip install -q -e '.[local,images,openvino]'
+$(VENV)/.openvino-installed: pyproject.toml locks/dev-openvino.txt | $(BIN)/python
+	@echo "make: installing OpenVINO into $(VENV) for OpenVINO IR, TF SavedModels, TFLite and Paddle models, from locks/dev-openvino.txt ..."
+	$(LOCKED) locks/dev-openvino.txt
+	$(EDITABLE)
 	touch $@
+
+# The locks (scripts/lock.sh, uv from locks/test.txt): lock after editing pyproject.toml or an
+# .in file; lock-upgrade moves every pin forward (then make test, and commit what passes);
+# lock-check fails when the locks and pyproject.toml disagree (.ci/run); test-latest runs the
+# unit tests and the deployed journeys against every package's newest release, no lock.
+lock: install-test ## re-lock locks/ after pyproject.toml or a locks/*.in file changed (uv)
+	UV=$(BIN)/uv scripts/lock.sh
+lock-upgrade: install-test ## move every pin in locks/ to the newest release pyproject.toml allows
+	UV=$(BIN)/uv scripts/lock.sh --upgrade
+lock-check: install-test ## fail when locks/ and pyproject.toml disagree
+	UV=$(BIN)/uv scripts/lock.sh --check
+LATEST := .cache/latest
+test-latest: install-test install-redis ## no lock: the newest release of everything, unit tests and deployed journeys, what moved
+	UV=$(BIN)/uv $(BIN)/python scripts/test_latest.py $(LATEST) $(ARGS)
 
 install-dev: $(VENV)/.dev-installed
 install-test: $(VENV)/.test-installed
@@ -144,24 +171,25 @@ $(SAM_VENV)/bin/sam:
 build: $(SAM_VENV)/bin/sam ## sam build of the Lambda images (Docker): VARIANT=cpu (default), torch, torchserve, paddle or tensorflow
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build -t $$($(PYTHON) scripts/image_variant.py $(VARIANT))
 
-GPU_TORCHSERVE_EXTRAS := local,images,torchserve
+GPU_TORCHSERVE_EXTRAS := server,images,torchserve
 gpu-image: ## docker build of the ECS GPU image (functions/infer/Dockerfile.gpu): push it, pass its URI as GpuImageUri; VARIANT=torchserve adds TorchServe's ts
 	docker build -f functions/infer/Dockerfile.gpu -t lambdaserve-infer-gpu \
 	  $(if $(filter torchserve,$(VARIANT)),--build-arg EXTRAS=$(GPU_TORCHSERVE_EXTRAS)) .
 
-SERVER_TORCHSERVE_ARGS := --build-arg EXTRAS=local,images,openvino,torchserve \
+SERVER_TORCHSERVE_ARGS := --build-arg EXTRAS=server,images,openvino,torchserve \
 	--build-arg TORCH_INDEX=https://download.pytorch.org/whl/cpu
 server-image: ## docker build of the CPU server-mode image (functions/infer/Dockerfile.cpu): push it, pass its URI as ServerModeImageUri with ServerModeKind=cpu; VARIANT=torchserve adds TorchServe's ts, VARIANT=tensorflow TensorFlow
 	docker build -f functions/infer/Dockerfile.cpu -t lambdaserve-serve-cpu \
 	  $(if $(filter torchserve,$(VARIANT)),$(SERVER_TORCHSERVE_ARGS)) \
-	  $(if $(filter tensorflow,$(VARIANT)),--build-arg EXTRAS=local,images,openvino,tensorflow) .
+	  $(if $(filter tensorflow,$(VARIANT)),--build-arg EXTRAS=server,images,openvino,tensorflow \
+	    --build-arg LOCK=serve-cpu-tensorflow) .
 
 # validate's tools stay out of .venv (the venv `make dev` runs from): SAM CLI has its own venv,
 # and manage_image_check.py's driver (the package and the emulator) gets this one.
 VALIDATE_VENV := .cache/validate-venv
-$(VALIDATE_VENV)/.installed: pyproject.toml
+$(VALIDATE_VENV)/.installed: pyproject.toml locks/dev.txt
 	$(PYTHON) -m venv $(VALIDATE_VENV)
-	$(VALIDATE_VENV)/bin/pip install -q -e '.[local]'
+	$(MAKE) VENV=$(VALIDATE_VENV) $(VALIDATE_VENV)/.dev-installed
 	touch $@
 
 validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## sam validate --lint, sam build of the zip function, the manage image's validation, the torchserve images' installs resolved

@@ -39,6 +39,13 @@ VARIANTS: dict[str, dict[str, str]] = {
     "paddle": {"functions/infer/Dockerfile": "images,openvino,paddle"},
     "tensorflow": {"functions/infer/Dockerfile": "images,openvino,tensorflow"},
 }
+# The lock each variant's image installs (locks/NAME.txt), where it is not the Dockerfile's own
+# default; the torch variants have none (PyTorch's CPU wheels are not on PyPI: the Dockerfiles
+# resolve them under the test lock's versions instead)
+LOCKS: dict[str, dict[str, str]] = {
+    "paddle": {"functions/infer/Dockerfile": "infer-paddle"},
+    "tensorflow": {"functions/infer/Dockerfile": "infer-tensorflow"},
+}
 # Variants whose wheels come from PyTorch's CPU index (the others need no extra index)
 TORCH_VARIANTS = frozenset({"torch", "torchserve"})
 _METADATA = re.compile(
@@ -60,6 +67,8 @@ def variant_template(variant: str, template: str) -> str:
             return match[0]
         indent, tag = match["indent"], match["tag"]
         index = f"{indent}  TORCH_INDEX: {TORCH_INDEX}\n" if variant in TORCH_VARIANTS else ""
+        lock = LOCKS.get(variant, {}).get(match["dockerfile"])
+        index += f"{indent}  LOCK: {lock}\n" if lock else ""
         return (
             match[0].replace(f"DockerTag: {tag}", f"DockerTag: {tag}-{variant}")
             + f"{indent}DockerBuildArgs:\n"

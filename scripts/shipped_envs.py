@@ -71,7 +71,7 @@ OPTIONAL = {
     "paddle": "lambdaserve[paddle]",
     "tensorflow": "lambdaserve[tensorflow]",
     # --trace-config mode=opentelemetry (serve, dev): the SDK is the local extra's
-    "opentelemetry": "lambdaserve[local]",
+    "opentelemetry": "lambdaserve[server]",
     # /docs from local assets: the images answer /openapi.json only (apps/docs_page.py)
     "swagger_ui_bundle": "swagger-ui-bundle",
     # SnapStart's hooks: Lambda's runtime provides the module where SnapStart is on
@@ -82,7 +82,7 @@ OPTIONAL = {
 _REQUIREMENTS = ROOT / "layers/core/requirements.txt"
 # The Makefile's rules that make dev's venv runs: variables they use, then each rule's lines
 _MAKE_RULE = re.compile(
-    r"^(?:(?:PYTHON|VENV|BIN) .*|\$\((?:BIN)\)/python:.*(?:\n\t.*)*"
+    r"^(?:(?:PYTHON|VENV|BIN|LOCKED|EDITABLE) .*|\$\((?:BIN)\)/python:.*(?:\n\t.*)*"
     r"|\$\(VENV\)/\.(?:dev|torch)-installed:.*(?:\n\t.*)*)$",
     re.M,
 )
@@ -108,6 +108,8 @@ class Env:
             recipe = ""
         for text in (recipe, (ROOT / "pyproject.toml").read_text(), _REQUIREMENTS.read_text()):
             digest.update(text.encode())
+        for lock in sorted((ROOT / "locks").glob("*")):  # what every recipe installs from
+            digest.update(lock.read_bytes())
         digest.update(repr(self.build_args).encode())
         return digest.hexdigest()[:12]
 
@@ -121,7 +123,8 @@ def _variant(name: str, dockerfile: str) -> tuple[tuple[str, str], ...]:
     if not extras:
         return ()
     if name not in _VARIANTS.TORCH_VARIANTS:
-        return (("EXTRAS", extras),)
+        lock = _VARIANTS.LOCKS.get(name, {}).get(dockerfile)
+        return (("EXTRAS", extras), *((("LOCK", lock),) if lock else ()))
     return (("EXTRAS", extras), ("TORCH_INDEX", TORCH_INDEX))
 
 
@@ -143,7 +146,7 @@ ENVS = {
         Env(
             "serve-cpu-torchserve",
             SERVE_CPU,
-            (("EXTRAS", "local,images,openvino,torchserve"), ("TORCH_INDEX", TORCH_INDEX)),
+            (("EXTRAS", "server,images,openvino,torchserve"), ("TORCH_INDEX", TORCH_INDEX)),
             ("module:lambdaserve.cli",),
         ),
         Env("batcher", "template.yaml", entries=("functions/batcher/app.py",), layer=True),

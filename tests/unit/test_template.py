@@ -449,7 +449,7 @@ def test_the_layer_installs_what_the_package_needs_and_no_more():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     layer = [
         line
-        for line in (ROOT / "layers/core/requirements.txt").read_text().splitlines()
+        for line in (ROOT / "locks/layer.in").read_text().splitlines()
         if line.strip() and not line.startswith("#")
     ]
     assert names(layer) == names(project) - {"boto3"}  # the Lambda runtime ships boto3
@@ -747,7 +747,8 @@ def test_one_argument_chooses_the_images_variant():
                 continue
             args = resource["Metadata"].get("DockerBuildArgs", {})
             if resource["Metadata"]["Dockerfile"] == "functions/infer/Dockerfile":
-                assert args == {"EXTRAS": f"images,openvino,{variant}"}, name  # no PyTorch index
+                # no PyTorch index; the variant's own lock
+                assert args == {"EXTRAS": f"images,openvino,{variant}", "LOCK": f"infer-{variant}"}
             else:
                 assert not args, name
 

@@ -9,10 +9,11 @@ is entered:
   a transaction as one action, where AWS authorizes each item (``TransactWriteItems`` needs
   ``ConditionCheckItem``, ``UpdateItem``... on its table): checked here item by item on the
   table's (or index's) ARN, with moto's own policy evaluation;
-- Lambda: an Invoke is checked against ``*`` and named ``lambda:Invoke``: here
-  ``lambda:InvokeFunction`` on the function's ARN, with its qualifier;
-- SQS: a GetQueueUrl is checked against ``*``, and a batch call as its own action: here on
-  the queue it names, and as its single action (as AWS's SQS guide says);
+- every call's action as AWS's Service Authorization Reference names it, whatever moto calls
+  it (iam_actions: ``s3:ListObjectsV2`` is ``s3:ListBucket``, a DeleteObjects is
+  ``s3:DeleteObject`` on each key, ``lambda:Invoke`` is ``lambda:InvokeFunction``...);
+- Lambda: an Invoke is checked against ``*``: here on the function's ARN, with its qualifier;
+- SQS: a GetQueueUrl is checked against ``*``: here on the queue it names;
 - S3: a presigned URL (no Authorization header) fails inside moto: here the signer's
   permission is checked (the URL's own signature is not);
 - EventBridge: a PutEvents is checked against ``*``: here on the event bus it names;
@@ -31,17 +32,10 @@ from typing import Any
 from unittest import mock
 from urllib.parse import parse_qs, unquote, urlparse
 
+from lambdaserve.local.iam_actions import authorizations
 from lambdaserve.local.lambda_service import function_arn
 from lambdaserve.local.moto_conditions import leading_keys, mentions_leading_keys, permitted
 
-# IAM's action where it is not the API operation's name: SQS authorizes a batch call as
-# its single action (AWS's SQS developer guide), Lambda's Invoke is lambda:InvokeFunction
-_IAM_ACTIONS = {
-    "lambda:Invoke": "lambda:InvokeFunction",
-    "sqs:DeleteMessageBatch": "sqs:DeleteMessage",
-    "sqs:SendMessageBatch": "sqs:SendMessage",
-    "sqs:ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
-}
 _ITEM_ACTIONS = {
     "ConditionCheck": "ConditionCheckItem",
     "Put": "PutItem",
@@ -77,13 +71,16 @@ def aws_authorization(record: Callable[[Denial], None]) -> Iterator[None]:
     queue_of = SQSResponse._determine_resource
 
     def recorded(request: Any, resource: str) -> None:
-        request._action = _IAM_ACTIONS.get(request._action, request._action)
-        try:
-            check(request, resource)
-            _check_leading_keys(request, resource)
-        except Exception:
-            record(Denial(str(getattr(request._access_key, "arn", "?")), request._action, resource))
-            raise
+        # each action AWS authorizes for the call (iam_actions' table), on its own resource
+        pairs = authorizations(request._action, resource, request._headers, request._body)
+        for action, arn in pairs:
+            request._action = action
+            try:
+                check(request, arn)
+                _check_leading_keys(request, arn)
+            except Exception:
+                record(Denial(str(getattr(request._access_key, "arn", "?")), action, arn))
+                raise
 
     def named_queue(handler: Any) -> str:
         name = handler._get_param("QueueName")

@@ -19,10 +19,9 @@ _FORMAT = "%(asctime)s %(levelname)-7s %(name)s  %(message)s"
 def use_text_logs(level: str = "info") -> None:
     """Route every lambdaserve logger to one text handler at ``level``."""
     handler: logging.Handler
-    if sys.stderr.isatty():
-        from rich.logging import RichHandler
-
-        handler = RichHandler(show_path=False, rich_tracebacks=False, log_time_format="%H:%M:%S")
+    rich_handler = _rich_handler() if sys.stderr.isatty() else None
+    if rich_handler is not None:
+        handler = rich_handler
         handler.setFormatter(logging.Formatter("%(name)s  %(message)s"))
     else:
         handler = logging.StreamHandler(sys.stderr)
@@ -58,3 +57,13 @@ def quiet_third_parties() -> None:
     warnings.filterwarnings("ignore", module=r"moto(\..*)?")
     warnings.filterwarnings("ignore", module=r"torch(\..*)?")
     warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+def _rich_handler() -> logging.Handler | None:
+    """rich's coloured handler where rich is installed (the `local` extra: dev); the server
+    images install `server`, without it, and log plain text on a terminal too."""
+    try:
+        from rich.logging import RichHandler
+    except ImportError:
+        return None
+    return RichHandler(show_path=False, rich_tracebacks=False, log_time_format="%H:%M:%S")

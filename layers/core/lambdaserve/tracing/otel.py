@@ -55,7 +55,7 @@ class OtlpExporter:
         except ImportError as exc:
             raise InvalidInput(
                 "--trace-config mode=opentelemetry needs the OpenTelemetry SDK: "
-                "pip install 'lambdaserve[local]' (opentelemetry-sdk, "
+                "pip install 'lambdaserve[server]' (opentelemetry-sdk, "
                 f"opentelemetry-exporter-otlp-proto-http); {exc}"
             ) from None
         self.url = url
