@@ -7,8 +7,6 @@
 #                              that still satisfies them (make lock)
 #   scripts/lock.sh --upgrade  move every pin to the newest release allowed (make lock-upgrade)
 #   scripts/lock.sh --check    exit 1, naming the files, when the locks and pyproject.toml disagree
-#   scripts/lock.sh --latest D no lock at all: resolve every environment afresh into D
-#                              (make test-latest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 UV="${UV:-uv}"
@@ -20,12 +18,6 @@ case "$mode" in
     out="$(mktemp -d)"
     cp locks/*.txt "$out"/
     cp "$layer_out" "$out/layer.txt"
-    layer_out="$out/layer.txt"
-    ;;
-  --latest)
-    out="${2:?--latest needs a directory}"
-    mkdir -p "$out"
-    rm -f "$out"/*.txt
     layer_out="$out/layer.txt"
     ;;
 esac
@@ -61,10 +53,8 @@ compile() {
 
 # The master: the dev and test venv (make test, make lint), python3.11 as on these machines.
 compile test 3.11 dev,torch,paddle pyproject.toml locks/build.in
-if [ "$mode" != --latest ]; then
-  # Every other lock takes the master's versions (no hashes in a constraint).
-  sed -n 's/^\([A-Za-z0-9._-]*\(\[[^]]*\]\)\?==[^ ]*\).*/\1/p' "$out/test.txt" >"$pins"
-fi
+# Every other lock takes the master's versions (no hashes in a constraint).
+sed -n 's/^\([A-Za-z0-9._-]*\(\[[^]]*\]\)\?==[^ ]*\).*/\1/p' "$out/test.txt" >"$pins"
 under=(--constraint "$pins")
 
 # make dev's venv and its optional runtimes (TORCH=1, TORCHSERVE=1, ...): python3.11
@@ -83,9 +73,8 @@ compile serve-cpu 3.12 server,images,openvino pyproject.toml "${under[@]}"
 compile serve-cpu-tensorflow 3.12 server,images,openvino,tensorflow pyproject.toml "${under[@]}"
 compile gpu 3.12 server,images pyproject.toml "${under[@]}"
 # CoreLayer (sam build, BuildMethod python3.12) reads layers/core/requirements.txt; boto3 is the
-# Lambda runtime's own.
-compile layer 3.12 - locks/layer.in --no-emit-package boto3 --no-emit-package botocore \
-  --no-emit-package s3transfer --no-emit-package jmespath "${under[@]}"
+# Lambda runtime's own (locks/layer.in does not name it; botocore comes for aws-xray-sdk).
+compile layer 3.12 - locks/layer.in "${under[@]}"
 
 if [ "$mode" = --check ]; then
   status=0
