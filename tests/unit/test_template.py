@@ -937,3 +937,10 @@ def test_jwt_without_an_issuer_creates_a_pool_and_a_machine_client(cfn):
         ]
     }
     assert {"InferenceTokenUrl", "InferenceClientId"} <= set(cfn["Outputs"])
+
+
+def test_the_deploy_guide_counts_the_templates_parameters(cfn):
+    # docs/deploy.md says how many questions `sam deploy --guided` asks: one per parameter
+    said = re.search(r"asks (\d+) questions", (ROOT / "docs/deploy.md").read_text())
+    assert said, "docs/deploy.md no longer says how many questions --guided asks"
+    assert int(said[1]) == len(cfn["Parameters"])

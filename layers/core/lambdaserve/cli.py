@@ -248,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "model_control_mode", None):  # read with the settings (every process)
         os.environ["LAMBDASERVE_MODEL_CONTROL_MODE"] = args.model_control_mode
     try:
+        if args.command == "serve":  # the task definition's variables (template.yaml)
+            from lambdaserve.processes.flags_from_env import fill_from_environment
+
+            fill_from_environment(args, os.environ)
         if args.command in ("dev", "serve"):  # read with the plane (every process)
             os.environ.update(trace_env(args, getattr(args, "workers", 1)))
             os.environ.update(rate_limit_env(args))
