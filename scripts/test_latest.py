@@ -80,7 +80,9 @@ def main() -> int:
         results.append(run("install", ["make", "install-test", "install-redis"], tree, log))
         unit = [".venv/bin/pytest", "tests/unit", "-q", "-m", "not own_process and not tensorflow"]
         results.append(run("unit tests", [*unit, *pytest_args], tree, log))
-        results.append(run("test-deployed", ["make", "test-deployed", f"ARGS=-q {args}"], tree, log))
+        results.append(
+            run("test-deployed", ["make", "test-deployed", f"ARGS=-q {args}"], tree, log)
+        )
     failures = re.findall(r"^(?:FAILED|ERROR) .*$", log.read_text(), re.M)
     report = [
         f"# make test-latest, {time.strftime('%Y-%m-%d %H:%M')}",
@@ -89,7 +91,10 @@ def main() -> int:
         *(lines or ["- none"]),
         "",
         "## Results",
-        *(f"- {step}: {'ok' if rc == 0 else f'FAILED (exit {rc})'}, {s:.0f} s" for step, rc, s in results),
+        *(
+            f"- {step}: {'ok' if rc == 0 else f'FAILED (exit {rc})'}, {s:.0f} s"
+            for step, rc, s in results
+        ),
         "",
         f"## What broke ({len(failures)})",
         *(f"- {line}" for line in failures[:200]),

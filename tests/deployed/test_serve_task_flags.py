@@ -83,7 +83,9 @@ def test_the_trace_parameter_traces_every_request(served):
     deadline, ours, traces = time.monotonic() + 30, [], []
     while not ours and time.monotonic() < deadline:
         time.sleep(0.2)
-        traces = [t for f in sorted(trace_file.parent.glob(f"{trace_file.name}.*")) for t in read(f)]
+        traces = [
+            t for f in sorted(trace_file.parent.glob(f"{trace_file.name}.*")) for t in read(f)
+        ]
         ours = [t for t in traces if t.get("request_id") == "deployed-0"]
     assert ours, f"no trace of the request in {sorted(trace_file.parent.iterdir())}"
     assert ours[0]["model_name"] == "plain"

@@ -283,9 +283,13 @@ def test_every_field_a_config_sets_is_applied_or_named(aws):
     warnings = aws.services.catalog.get_model("mlp").config_warnings
     for field in ("instance_group.gpus", "metric_tags"):
         assert field in " | ".join(warnings), field
-    # and the ones it applies (instances, the rate limiter, preserve_ordering) are not
-    for applied in ("count", "rate_limiter", "preserve_ordering"):
-        assert applied not in " | ".join(warnings), applied
+    # and the ones it applies (instances, preserve_ordering) are not
+    joined = " | ".join(warnings)
+    for applied in ("instance_group.count", "preserve_ordering", "rate_limiter is not applied"):
+        assert applied not in joined, applied
+    # and the rate limiter, applied by serve and dev and not by the infer function, says so
+    assert "instance_group rate_limiter is applied by `serve` and `dev`" in joined
+    assert "not by the infer function" in joined
     assert states(aws, "mlp")[1][0] == version_policy.READY
 
 

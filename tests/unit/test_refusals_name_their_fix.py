@@ -100,4 +100,5 @@ def test_openvinos_absence_names_make_dev_openvino_which_exists():
         text=True,
         check=True,
     )
-    assert "pip install -q -e '.[local,images,openvino]'" in dry.stdout
+    assert "-r locks/dev-openvino.txt" in dry.stdout  # the openvino extra's lock
+    assert "openvino==" in (ROOT / "locks/dev-openvino.txt").read_text()

@@ -59,9 +59,11 @@ def test_the_gpu_image_builds_its_venv_then_swaps_onnxruntime_for_the_gpu_wheel(
     assert first.endswith(f"python3 -m venv {venv}")
     assert "pip() {" not in second
     assert environment["PATH"].startswith(f"{venv}/bin:")
-    # And the package's extras, then onnxruntime-gpu in place of onnxruntime, as written
-    assert "[${EXTRAS}]" in command and environment["EXTRAS"] == "local,images"
-    assert "pip uninstall -y onnxruntime && pip install onnxruntime-gpu" in command
+    # And its lock (hashes required), the package's extras (the server's, never the
+    # emulator's), then onnxruntime-gpu at the locked onnxruntime's version, as written
+    assert '--require-hashes -r "' in command and environment["LOCK"] == "gpu"
+    assert "[${EXTRAS}]" in command and environment["EXTRAS"] == "server,images"
+    assert 'pip uninstall -y onnxruntime && pip install "onnxruntime-gpu==${ort}"' in command
 
 
 def test_a_dockerfile_line_the_reader_does_not_know_stops_the_build(tmp_path: Path, monkeypatch):

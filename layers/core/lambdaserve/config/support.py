@@ -2,8 +2,9 @@
 
 Refused (the model cannot serve as its config says, so it never becomes READY and fails
 later): decoupled transactions outside Python models, and the parts of sequence batching
-that are not served (``config.sequence_batching`` says which). Accepted but not applied:
-said in the catalog entry as warnings, so nothing is silently ignored.
+that are not served (``config.sequence_batching`` says which). Accepted but not applied, or
+applied on some paths only (``serve`` and ``dev``, not the infer function): said in the catalog
+entry as warnings.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from lambdaserve.errors import InvalidInput
 
 _IGNORED = {
     "optimization": "optimization settings are not applied (ONNX Runtime uses its defaults)",
-    "rate_limiter": "rate_limiter is not applied (Lambda concurrency limits apply instead)",
     "model_repository_agents": "model_repository_agents are not applied (no agent runs)",
     "model_operations": "model_operations are not applied",
     "model_metrics": "model_metrics are not applied (see /metrics for what is exposed)",
@@ -48,6 +48,7 @@ def warnings_for(document: dict[str, Any]) -> list[str]:
             "response_cache is not applied to a sequence model: a step's answer depends on "
             "its sequence's state, not on its inputs alone"
         )
+    warnings += _not_on_the_lambda_path(document)
     for group in document.get("instance_group") or []:
         if group.get("kind") == "KIND_GPU":
             warnings.append(
@@ -56,3 +57,23 @@ def warnings_for(document: dict[str, Any]) -> list[str]:
                 "dev` without CUDA run it on CPU, and log so when they load it"
             )
     return warnings + unapplied(document)
+
+
+def _not_on_the_lambda_path(document: dict[str, Any]) -> list[str]:
+    """Fields `serve` and `dev` apply and the infer function does not (docs/from-triton.md):
+    said where the version is recorded, so a deployed stack's configWarnings name them."""
+    warnings = []
+    if any("rate_limiter" in group for group in document.get("instance_group") or []):
+        warnings.append(
+            "instance_group rate_limiter is applied by `serve` and `dev` under --rate-limit "
+            "execution_count (server mode: ServerModeRateLimit), not by the infer function: "
+            "each Lambda execution environment runs one execution at a time, and a stated "
+            "instance_group count bounds them across the fleet"
+        )
+    if (document.get("dynamic_batching") or {}).get("priority_levels"):
+        warnings.append(
+            "dynamic_batching priority_levels orders requests in `serve` and `dev`, and queued "
+            "work by its level's queue (PriorityQueues); the infer function's synchronous "
+            "requests each run in their own execution environment, in no priority order"
+        )
+    return warnings

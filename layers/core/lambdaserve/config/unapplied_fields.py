@@ -75,7 +75,6 @@ APPLIED_WHEN_EMPTY = ("sequence_batching.direct",)
 # Said in their own words elsewhere (config/support.py)
 SAID_ELSEWHERE = (
     "optimization",
-    "rate_limiter",
     "model_repository_agents",
     "model_operations",
     "model_metrics",

@@ -2,7 +2,8 @@
 ``serve_banner``, its garbage collector ``gc_tuning``, its drain on SIGTERM ``drain``; with
 ``--workers N``, N replicas: ``supervisor``, ``serve_replica``, what they agree on
 ``replica_contract`` and share ``siblings``; the trace flags ``trace_flags``, the rate
-limiter's ``rate_limit_flags``) and ``lambdaserve
+limiter's ``rate_limit_flags``, both read from a task definition's variables by
+``flags_from_env``) and ``lambdaserve
 worker``, the SQS consumer (``queue_consumer``); the SQS event pump with Lambda's event source
 mapping semantics (``event_pump``), background uvicorn servers (``background``), text logs
 (``logs``), and the ASGI middlewares only these servers use (``asgi``: front door, slow
