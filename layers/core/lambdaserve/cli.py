@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lambdaserve.errors import LambdaServeError
+from lambdaserve.processes.flags_from_env import fill_from_environment
 from lambdaserve.processes.rate_limit_flags import add_rate_limit_flags, rate_limit_env
 from lambdaserve.processes.trace_flags import add_trace_flags, trace_env
 
@@ -248,10 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "model_control_mode", None):  # read with the settings (every process)
         os.environ["LAMBDASERVE_MODEL_CONTROL_MODE"] = args.model_control_mode
     try:
-        if args.command == "serve":  # the task definition's variables (template.yaml)
-            from lambdaserve.processes.flags_from_env import fill_from_environment
-
-            fill_from_environment(args, os.environ)
+        fill_from_environment(args, os.environ)  # serve's, from a task definition's variables
         if args.command in ("dev", "serve"):  # read with the plane (every process)
             os.environ.update(trace_env(args, getattr(args, "workers", 1)))
             os.environ.update(rate_limit_env(args))

@@ -26,8 +26,10 @@ RATE_LIMIT_RESOURCES = "LAMBDASERVE_RATE_LIMIT_RESOURCES"
 
 
 def fill_from_environment(args: argparse.Namespace, env: Mapping[str, str]) -> None:
-    """Set each flag of ``args`` not given on the command line from ``env``, where it names
-    one."""
+    """Set each flag of ``serve``'s ``args`` not given on the command line from ``env``, where
+    it names one (other commands' flags are left as given)."""
+    if getattr(args, "command", None) != "serve":
+        return
     tracing = args.trace_config or args.trace_file or args.trace_level or args.trace_rate
     if not tracing:
         args.trace_config = shlex.split(env.get(TRACE_CONFIG_FLAGS, ""))
