@@ -72,6 +72,8 @@ OPTIONAL = {
     "tensorflow": "lambdaserve[tensorflow]",
     # --trace-config mode=opentelemetry (serve, dev): the SDK is the local extra's
     "opentelemetry": "lambdaserve[server]",
+    # dev's coloured log (processes/logs.py): plain text without it
+    "rich": "lambdaserve[local]",
     # /docs from local assets: the images answer /openapi.json only (apps/docs_page.py)
     "swagger_ui_bundle": "swagger-ui-bundle",
     # SnapStart's hooks: Lambda's runtime provides the module where SnapStart is on
@@ -104,8 +106,8 @@ class Env:
         recipe = (ROOT / self.recipe).read_text()
         if self.recipe == "Makefile":
             recipe = "\n".join(_MAKE_RULE.findall(recipe))
-        elif self.layer:  # template.yaml: the layer is its requirements.txt, hashed below
-            recipe = ""
+        elif self.layer:  # the layer is its Makefile and its requirements.txt, hashed below
+            recipe = (ROOT / "layers/core/Makefile").read_text()
         for text in (recipe, (ROOT / "pyproject.toml").read_text(), _REQUIREMENTS.read_text()):
             digest.update(text.encode())
         for lock in sorted((ROOT / "locks").glob("*")):  # what every recipe installs from
@@ -159,7 +161,8 @@ ENVS = {
 # (make shipped-envs ARGS="infer-torchserve gpu"): each pulls PyTorch and its CUDA libraries
 # (~3 GB) where PyTorch's CPU index cannot be reached, minutes CI's budget does not have;
 # infer-paddle and infer-tensorflow too (paddlepaddle's wheel is 195 MB, tensorflow-cpu's 250).
-DEFAULT = ("dev", "infer", "manage", "batcher", "dev-torch")
+# serve-cpu is CI's too: the deployed journeys run every ECS task (`serve`, `worker`) from it.
+DEFAULT = ("dev", "infer", "manage", "batcher", "dev-torch", "serve-cpu")
 ON_REQUEST = (
     "infer-torch",
     "infer-torchserve",
@@ -167,7 +170,6 @@ ON_REQUEST = (
     "infer-tensorflow",
     "manage-torch",
     "gpu",
-    "serve-cpu",
     "serve-cpu-torchserve",
 )
 
@@ -234,12 +236,15 @@ def _reachable(url: str) -> bool:
 
 
 def build_layer(target: Path) -> None:
-    """`sam build` of CoreLayer (BuildMethod python3.12, ContentUri layers/core): its
-    requirements.txt into python/, then the package; boto3 as the Lambda runtime has it."""
+    """`sam build` of CoreLayer (BuildMethod makefile, ContentUri layers/core): its Makefile's
+    build-CoreLayer target into ``target`` (python/), then boto3 as the Lambda runtime has it."""
     python = python312()
+    subprocess.run(
+        ["make", "-C", str(ROOT / "layers/core"), "build-CoreLayer"],
+        check=True,
+        env={**os.environ, "ARTIFACTS_DIR": str(target), "PYTHON": python},
+    )
     pip = [python, "-m", "pip", "install", "-q", "--target"]
-    requirements = ROOT / "layers/core/requirements.txt"
-    subprocess.run([*pip, str(target / "python"), "-r", str(requirements)], check=True)
     subprocess.run([*pip, str(target / "runtime"), "boto3"], check=True)
 
 
@@ -283,10 +288,18 @@ def fresh(env: Env, target: Path) -> None:
     site = target / "python" if env.layer else _site(target)
     shutil.rmtree(site / "lambdaserve", ignore_errors=True)
     package = ROOT / "layers/core/lambdaserve"
-    shutil.copytree(package, site / "lambdaserve", ignore=shutil.ignore_patterns("__pycache__"))
+    # as the images and the layer ship it: without the emulator (lambdaserve/local)
+    shutil.copytree(package, site / "lambdaserve", ignore=_not_shipped)
     for entry in env.entries:
         if entry.startswith("functions/"):
             shutil.copy2(ROOT / entry, target / "app.py" if not env.layer else target)
+
+
+def _not_shipped(directory: str, names: list[str]) -> set[str]:
+    ignored = {name for name in names if name == "__pycache__"}
+    if Path(directory) == ROOT / "layers/core/lambdaserve" and "local" in names:
+        ignored.add("local")
+    return ignored
 
 
 def _site(target: Path) -> Path:

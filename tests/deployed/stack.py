@@ -1,10 +1,10 @@
 """The deployed stack (``lambdaserve.local.deployed_stack``) with each function started from
-the shipped environment its image or zip builds (``scripts/shipped_envs.py``), and each task
-under the test venv's interpreter (which holds what the GPU and server images install)."""
+the shipped environment its image or zip builds (``scripts/shipped_envs.py``), and each ECS
+task from the CPU server image's (``serve-cpu``: functions/infer/Dockerfile.cpu), never the
+test venv's."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,7 +34,7 @@ class ShippedLauncher:
     function, as a profile's image variant builds it)."""
 
     variants: Mapping[str, str] = field(default_factory=dict)
-    task_python: tuple[str, ...] = (sys.executable,)
+    task_python: tuple[str, ...] = ()
 
     def function(
         self, shape: FunctionShape, environment: Mapping[str, str], log: Path
@@ -59,9 +59,18 @@ def deployed(
     parameters: Mapping[str, str] | None = None,
     *,
     template: Mapping[str, Any] | None = None,
+    tasks: str = "serve-cpu",
     **variants: str,
 ) -> Iterator[DeployedStack]:
     """The deployed stack for ``parameters`` (``template``: a changed template.yaml), its
-    functions from their shipped environments (``variants``: by logical id)."""
-    with deployed_here(work, ShippedLauncher(variants), parameters, template=template) as stack:
+    functions from their shipped environments (``variants``: by logical id; ``tasks``: the
+    environment every task runs from, ``serve-cpu`` unless named)."""
+    launcher = ShippedLauncher(variants, task_python=task_interpreter(tasks))
+    with deployed_here(work, launcher, parameters, template=template) as stack:
         yield stack
+
+
+def task_interpreter(name: str) -> tuple[str, ...]:
+    """The interpreter of shipped environment ``name``, built (or reused) for the tasks."""
+    module = shipped_envs()
+    return tuple(module.interpreter(module.ENVS[name], built(name)))

@@ -244,6 +244,20 @@ def _logging_flags(command: argparse.ArgumentParser, access_log_default: bool) -
     )
 
 
+def _emulator_installed() -> None:
+    """`dev` runs the emulator (lambdaserve.local and the `local` extra), which the images, the
+    layer and `pip install lambdaserve[server]` do not ship."""
+    import importlib.util
+
+    for module, what in (("lambdaserve.local", "lambdaserve/local"), ("moto", "moto")):
+        if importlib.util.find_spec(module) is None:
+            raise LambdaServeError(
+                f"`lambdaserve dev` runs the local AWS emulator, and {what} is not installed "
+                "here (the images and the layer ship without it): pip install "
+                "'lambdaserve[local]' from a checkout, or run `make dev`"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if getattr(args, "model_control_mode", None):  # read with the settings (every process)
@@ -254,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.update(trace_env(args, getattr(args, "workers", 1)))
             os.environ.update(rate_limit_env(args))
         if args.command == "dev":
+            _emulator_installed()
             from lambdaserve.local.dev import run_dev
             from lambdaserve.local.dev_options import DevOptions
 

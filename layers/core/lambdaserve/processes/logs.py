@@ -60,8 +60,8 @@ def quiet_third_parties() -> None:
 
 
 def _rich_handler() -> logging.Handler | None:
-    """rich's coloured handler where rich is installed (the `local` extra: dev); the server
-    images install `server`, without it, and log plain text on a terminal too."""
+    """rich's coloured handler where rich is installed (lambdaserve[local]: dev); the server
+    images install lambdaserve[server], without it, and log plain text on a terminal too."""
     try:
         from rich.logging import RichHandler
     except ImportError:
