@@ -9,6 +9,7 @@ import copy
 import json
 import os
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -63,6 +64,7 @@ def wait_for(probe: object, timeout_s: float, log: Path) -> None:
 def test_dev_deployed_serves_through_the_template_shape(tmp_path: Path):
     # Given `lambdaserve dev --deployed` with the demo model published through it
     log = tmp_path / "dev.log"
+    before = set(Path(tempfile.gettempdir()).glob("lambdaserve-deployed-*"))
     with dev_deployed(log) as api:
         wait_for(lambda: status_of(f"{api}/v2/models/demo-mlp/ready") == 200, 120, log)
         # When the HTTP API is called as deployed: inference, async, management
@@ -85,14 +87,32 @@ def test_dev_deployed_serves_through_the_template_shape(tmp_path: Path):
     assert models.json()["models"][0]["modelName"] == "demo-mlp"  # ManageApiFunction's
     assert missing.status_code == 404 and missing.json() == {"message": "Not Found"}
     assert "IAM DENIED" not in said, said[-3000:]
+    # And each function's log, where the banner points, holds what it wrote, kept after stop
     logs = Path(said.split("logs ", 1)[1].split()[0]).parent
-    for function in (
-        "InferFunction",
-        "ManageEventsFunction",
-        "ManageApiFunction",
-        "BatcherFunction",
-    ):
-        assert (logs / f"{function}.log").exists(), sorted(p.name for p in logs.iterdir())
+    for function in ("InferFunction", "ManageEventsFunction", "ManageApiFunction"):
+        written = (logs / f"{function}.log").read_text()
+        assert "START RequestId: " in written and "REPORT RequestId: " in written, function
+    assert "demo-mlp" in (logs / "ManageEventsFunction.log").read_text()  # its logger's lines
+    assert (logs / "BatcherFunction.log").exists()
+    # And nothing is left in /tmp
+    assert set(Path(tempfile.gettempdir()).glob("lambdaserve-deployed-*")) <= before
+    # And the banner says how to publish and what to try, ready to copy
+    assert "aws s3 cp model.onnx s3://" in said and "AWS_ENDPOINT_URL=" in said
+    assert "curl -s -X POST http://" in said and "/predictions/demo-mlp" in said
+
+
+def test_dev_deployed_refuses_the_flags_it_cannot_honour():
+    # When dev --deployed is given a port the deployed stack has no use for
+    done = subprocess.run(
+        [str(LAMBDASERVE), "dev", "--deployed", "--grpc-port", "9001"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    # Then it refuses, naming the flag and what does it instead
+    assert done.returncode == 2
+    assert "--grpc-port: gRPC is the serve task's (EnableServerMode=true)" in done.stderr
 
 
 def test_dev_deployed_names_what_a_role_denies(tmp_path: Path):

@@ -17,6 +17,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
+from lambdaserve.local.http_api_event import http_api_event
 from tests import builders
 from tests.deployed.stack import DeployedStack, deployed
 from tests.deployed.test_server_mode import SERVER_MODE
@@ -103,3 +104,18 @@ def test_the_rate_limit_parameters_bound_what_loads(served):
     assert 'Resource count for "R1" is limited to 3' in refused.value.message()
     # And the model that needs none answers
     assert http.infer("plain", rows()).as_numpy("OUTPUT__0").shape == (1, 3)
+
+
+def test_the_lambda_path_says_it_does_not_apply_the_rate_limiter(served):
+    stack, _ = served
+    # When the management API, as deployed, describes the model whose instance group has a
+    # rate_limiter
+    event = http_api_event("GET", "/models/hungry", b"")
+    answer = stack.invoke("ManageApiFunction", event)
+    assert answer["statusCode"] == 200, answer
+    [described] = json.loads(answer["body"])
+    # Then its configWarnings say where the rate limiter applies, and that the infer function
+    # does not apply it
+    warnings = " | ".join(described["configWarnings"])
+    assert "instance_group rate_limiter is applied by `serve` and `dev`" in warnings
+    assert "not by the infer function" in warnings

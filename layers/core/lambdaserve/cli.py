@@ -244,6 +244,35 @@ def _logging_flags(command: argparse.ArgumentParser, access_log_default: bool) -
     )
 
 
+# dev's flags that `dev --deployed` cannot honour (the template decides), and what does instead
+_NOT_DEPLOYED = {
+    "management_port": "--management-port: the management API is the HTTP API's /models routes",
+    "metrics_port": "--metrics-port: the functions publish metrics as deployed (EMF)",
+    "grpc_port": "--grpc-port: gRPC is the serve task's (EnableServerMode=true)",
+    "aws_endpoint": "--aws-endpoint: the deployed stack runs on its embedded emulator",
+    "no_response_limit": "--no-response-limit: API Gateway's and Lambda's limits are the stack's",
+    "server_mode": "--server-mode: --parameter-overrides EnableServerMode=true",
+    "server_port": "--server-port: --parameter-overrides EnableServerMode=true",
+    "http_api_port": "--http-api-port: the HTTP API listens on --inference-port",
+    "model_repository": "--model-repository: publish with aws s3 cp (the banner says how)",
+    "model_control_mode": "--model-control-mode: the template sets each function's",
+    "trace_config": "--trace-config: --parameter-overrides ServerModeTraceConfig=...",
+    "rate_limit": "--rate-limit: --parameter-overrides ServerModeRateLimit=...",
+    "rate_limit_resource": "--rate-limit-resource: ServerModeRateLimitResources=...",
+}
+
+
+def _refuse_what_deployed_ignores(args: argparse.Namespace) -> None:
+    """Each flag given with --deployed that it would not honour, refused by name."""
+    defaults = vars(_parser().parse_args(["dev"]))
+    given = [why for dest, why in _NOT_DEPLOYED.items() if getattr(args, dest) != defaults[dest]]
+    if given:
+        raise LambdaServeError(
+            "dev --deployed runs the stack as template.yaml deploys it and cannot honour: "
+            + "; ".join(given)
+        )
+
+
 def _emulator_installed() -> None:
     """`dev` runs the emulator (lambdaserve.local and the `local` extra), which the images, the
     layer and `pip install lambdaserve[server]` do not ship."""
@@ -274,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
 
             if args.deployed:
                 from lambdaserve.local.deployed_dev import parameter_overrides, run_deployed_dev
+
+                _refuse_what_deployed_ignores(args)
 
                 run_deployed_dev(
                     DevOptions(args.host, args.inference_port, aws_port=args.aws_port),

@@ -9,20 +9,25 @@ picks to the function the template integrates there; the tasks the parameter set
 start from their commands. What a role denies is printed as it happens, naming the
 function, the action and the resource.
 
-Not emulated: the HTTP API's authorizers (IAM, JWT) and throttling.
+Not emulated: the HTTP API's authorizers (IAM, JWT) and throttling, and the queues' resource
+policies (AWS::SQS::QueuePolicy: S3 and EventBridge deliver here without them), which moto's
+CloudFormation does not create; its warning about them is not repeated at every start.
 """
 
 from __future__ import annotations
 
+import logging
+import shutil
 import signal
 import sys
-import tempfile
 import threading
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lambdaserve.local.demo import DEMO_MODEL, demo_mlp_bytes
 from lambdaserve.local.deploy_locally import deployed
 from lambdaserve.local.deployed_api import HttpApiEmulation
 from lambdaserve.local.deployed_stack import DeployedStack
@@ -78,9 +83,10 @@ class DeployedDev:
     """The deployed stack with its mappings polling, its HTTP API listening and its tasks
     running, until ``stop``."""
 
-    def __init__(self, stack: DeployedStack, options: DevOptions) -> None:
+    def __init__(self, stack: DeployedStack, options: DevOptions, demo: bool = True) -> None:
         self.stack = stack
         self.options = options
+        self.demo = demo
         self._pumps: list[EventPump] = []
         self._servers: list[BackgroundServer] = []
         self._said = 0
@@ -134,11 +140,32 @@ class DeployedDev:
             f"AWS_ACCESS_KEY_ID={admin.access_key} AWS_SECRET_ACCESS_KEY={admin.secret_key})",
             f"  publish           s3://{stack.settings.bucket}/models/<model>/<version>/...",
             f"  functions         {', '.join(stack.shape.functions)}",
-            f"  logs              {stack.work}/<function>.log",
+            f"  logs              {stack.work}/<function>.log  (kept after it stops)",
         ]
         for logical in stack.shape.tasks:
             lines.append(f"  task              {logical}")
+        inference = f"http://{host}:{self.options.inference_port}"
+        lines += [
+            "  for the aws CLI   export AWS_ENDPOINT_URL="
+            f"{stack.enforcement.endpoint} AWS_ACCESS_KEY_ID={admin.access_key} "
+            f"AWS_SECRET_ACCESS_KEY={admin.secret_key} AWS_DEFAULT_REGION={stack.settings.region}",
+            f"  publish a model   aws s3 cp model.onnx s3://{stack.settings.bucket}/"
+            f"{stack.settings.models_prefix}<model>/1/model.onnx",
+        ]
+        if self.demo:
+            lines.append(
+                f"  try               curl -s -X POST {inference}/predictions/{DEMO_MODEL} "
+                "-d '[0.1, 0.2, 0.3, 0.4]'"
+            )
+        lines.append("Ctrl-C stops everything.")
         return "\n".join(lines)
+
+
+class _SaidInTheDocstring(logging.Filter):
+    """moto's word that its CloudFormation creates no queue policy (the docstring says so)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "CloudFormation support for AWS::SQS::QueuePolicy" not in record.getMessage()
 
 
 def run_deployed_dev(
@@ -149,18 +176,21 @@ def run_deployed_dev(
     stopping = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    work = Path(tempfile.mkdtemp(prefix="lambdaserve-deployed-"))
+    # in the checkout, not /tmp: laid anew at each start, kept after it stops (the logs)
+    work = checkout_root() / ".cache" / "dev-deployed"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
     launcher = CheckoutLauncher(checkout_root())
     template = load_template()  # read before the stack's environment replaces this one's
+    logging.getLogger("moto").addFilter(_SaidInTheDocstring())
+    warnings.filterwarnings("ignore", "Tried to parse AWS::SQS::QueuePolicy", UserWarning)
     with deployed(
         work, launcher, parameters, template=template, host=options.host, aws_port=options.aws_port
     ) as stack:
         stack.enforcement.denials.clear()
-        running = DeployedDev(stack, options).start()
+        running = DeployedDev(stack, options, demo).start()
         try:
             if demo:
-                from lambdaserve.local.demo import DEMO_MODEL, demo_mlp_bytes
-
                 stack.clients.s3.put_object(
                     Bucket=stack.settings.bucket,
                     Key=f"models/{DEMO_MODEL}/1/model.onnx",

@@ -11,6 +11,8 @@ import json
 import os
 import subprocess
 import threading
+import time
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -51,7 +53,8 @@ def base_environment() -> dict[str, str]:
 class FunctionProcess:
     """A function's handlers in ``python`` (the interpreter's command) with ``paths`` first
     on its ``sys.path`` and ``code`` (where ``app.py`` is) as its working directory, invoked
-    one event at a time; its environment is exactly ``environment``."""
+    one event at a time; its environment is exactly ``environment``. Its log (``log``) holds
+    what it writes to stdout and stderr."""
 
     def __init__(
         self,
@@ -89,6 +92,21 @@ class FunctionProcess:
             return self._invoke(handler, event, trace)
 
     def _invoke(self, handler: str, event: dict[str, Any], trace: str | None) -> Any:
+        # Lambda's own lines around each invocation in the function's log, as CloudWatch has them
+        request_id, started = str(uuid.uuid4()), time.monotonic()
+        self._say(f"START RequestId: {request_id} Version: $LATEST\n")
+        try:
+            return self._answer(handler, event, trace)
+        finally:
+            elapsed_ms = (time.monotonic() - started) * 1000
+            self._say(f"END RequestId: {request_id}\n")
+            self._say(f"REPORT RequestId: {request_id}\tDuration: {elapsed_ms:.2f} ms\n")
+
+    def _say(self, line: str) -> None:
+        self._log.write(line)
+        self._log.flush()
+
+    def _answer(self, handler: str, event: dict[str, Any], trace: str | None) -> Any:
         assert self._process.stdin is not None and self._process.stdout is not None
         call = {"handler": handler, "event": event, "function": self.name, "trace": trace}
         try:
@@ -102,6 +120,9 @@ class FunctionProcess:
                 if "error" in answer:
                     raise FunctionFailed(f"{self.name}.{handler} raised:\n{answer['error']}")
                 return answer["result"]
+            # what the function prints (Powertools' logger writes to stdout): its log, as
+            # Lambda sends stdout and stderr to CloudWatch
+            self._say(line)
         raise FunctionFailed(f"{self.name} exited:\n{self.log_tail()}")
 
     def log_tail(self) -> str:
