@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from lambdaserve.errors import InvalidInput
+from lambdaserve.publishing.config_reader import check_capture_key
 from lambdaserve.metrics.emf import InvocationMetrics
 from lambdaserve.serving.capture_offers import GRPC, offer_served
 from lambdaserve.serving.data_capture import (
@@ -109,3 +110,20 @@ def test_a_door_builds_the_bytes_only_for_a_sampled_request_and_lambda_reports_l
     assert line["_aws"]["CloudWatchMetrics"][0]["Dimensions"] == [["service"]]
     metrics.flush()  # nothing lost since: no line
     assert len(stream.getvalue().splitlines()) == 1
+
+
+KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+@pytest.mark.parametrize("named", [KEY, "1234abcd-12ab-34cd-56ef-1234567890ab"])
+def test_a_capture_key_must_be_the_model_buckets(named):
+    # Given the stack's model bucket key, named by ARN or key id: accepted
+    check_capture_key(named, (KEY,))
+    # When another key is named, or any key where the stack has none
+    with pytest.raises(InvalidInput, match="only with the model bucket's key") as other:
+        check_capture_key("alias/captures", (KEY,))
+    with pytest.raises(InvalidInput, match="ModelBucketKmsKeyArn") as none:
+        check_capture_key(named, ())
+    # Then each refusal says what to name instead
+    assert KEY in other.value.message
+    assert "leave kms_key_id out" in none.value.message

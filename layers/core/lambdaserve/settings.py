@@ -32,6 +32,9 @@ class Settings:
     region: str = "us-east-1"
     endpoint_url: str | None = None
     bucket: str = "lambdaserve-models"
+    # the model bucket's KMS key (template: ModelBucketKmsKeyArn), the one key the functions'
+    # roles may encrypt with: a data_capture kms_key_id must name it; empty: none may be named
+    kms_key_arn: str = ""
     table: str = "lambdaserve-catalog"
     repository_events_queue: str = "lambdaserve-repository-events"
     requests_queue: str = "lambdaserve-requests"
@@ -148,6 +151,7 @@ class Settings:
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or defaults.region,
             endpoint_url=env.get("AWS_ENDPOINT_URL") or None,
             bucket=env.get("LAMBDASERVE_BUCKET", defaults.bucket),
+            kms_key_arn=env.get("LAMBDASERVE_KMS_KEY_ARN", ""),
             table=env.get("LAMBDASERVE_TABLE", defaults.table),
             repository_events_queue=env.get(
                 "LAMBDASERVE_REPOSITORY_EVENTS_QUEUE", defaults.repository_events_queue

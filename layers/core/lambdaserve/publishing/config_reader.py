@@ -31,6 +31,25 @@ LABELS_LIMIT = 256 * 1024
 INITIAL_STATE_LIMIT = 64 * 1024
 
 
+def check_capture_key(key: str, allowed: tuple[str, ...]) -> None:
+    """InvalidInput unless ``key`` (an id or an ARN) is one the functions may encrypt with:
+    on AWS a write under any other key is denied (no role holds kms:GenerateDataKey on it),
+    so it is refused here, where dev would otherwise write it without a word."""
+    if any(key in (arn, arn.rsplit("/", 1)[-1]) for arn in allowed):
+        return
+    if not allowed:
+        raise InvalidInput(
+            f'"data_capture".kms_key_id names {key!r}, and this stack encrypts with no KMS '
+            "key its functions may use: leave kms_key_id out (the bucket's own encryption "
+            "applies), or deploy with ModelBucketKmsKeyArn and name that key"
+        )
+    raise InvalidInput(
+        f'"data_capture".kms_key_id names {key!r}; the functions may encrypt only with the '
+        f"model bucket's key ({allowed[0]}, ModelBucketKmsKeyArn): name that key, or leave "
+        "kms_key_id out"
+    )
+
+
 class ConfigReader:
     """Reads config files into the catalog; rejects what would break serving versions."""
 
@@ -40,11 +59,14 @@ class ConfigReader:
         catalog: Catalog,
         clock: Callable[[], int],
         on_rejected: Callable[[str, str], None] | None = None,
+        capture_keys: tuple[str, ...] = (),
     ) -> None:
         self._repository = repository
         self._catalog = catalog
         self._clock = clock
         self._on_rejected = on_rejected
+        # the KMS keys the functions may encrypt captures with (the model bucket's)
+        self._capture_keys = capture_keys
 
     def refresh(self, model: str) -> ModelRecord:
         observed_at = self._clock()
@@ -128,7 +150,9 @@ class ConfigReader:
     def check_against_serving(self, model: str, config: ModelConfig) -> None:
         """ModelRejected when a version that serves now would fail with ``config`` (or its
         ``data_capture`` setting does not parse: InvalidInput naming the fix)."""
-        capture_setting(dict(config.parameters))
+        setting = capture_setting(dict(config.parameters))
+        if setting is not None and setting.kms_key_id:
+            check_capture_key(setting.kms_key_id, self._capture_keys)
         for version in self._catalog.versions(model):
             if version.state != version_policy.READY or not version.signature:
                 continue

@@ -62,7 +62,13 @@ def build_manage_services(
         ),
         environments=environments(settings, clients),
     )
-    configs = ConfigReader(repository, catalog, time.time_ns, on_config_rejected)
+    configs = ConfigReader(
+        repository,
+        catalog,
+        time.time_ns,
+        on_config_rejected,
+        capture_keys=(settings.kms_key_arn,) if settings.kms_key_arn else (),
+    )
     watchers = ModelWatchers()
     labels = VersionLabels(repository, catalog, watchers)
     registrar = Registrar(
