@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from lambdaserve.errors import InvalidInput
-from lambdaserve.publishing.config_reader import check_capture_key
 from lambdaserve.metrics.emf import InvocationMetrics
+from lambdaserve.publishing.config_reader import check_capture_key
 from lambdaserve.serving.capture_offers import GRPC, offer_served
 from lambdaserve.serving.data_capture import (
     CaptureSetting,
