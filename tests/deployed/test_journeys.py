@@ -155,3 +155,37 @@ def test_a_capturing_models_exchanges_reach_s3_under_the_functions_roles(
     ]
     assert len(queued) == 2 and all(r["captureData"]["endpointOutput"]["data"] for r in queued)
     stack.assert_no_denials()
+
+
+def large_async_answer(stack: DeployedStack) -> None:
+    """An answer of about 800 KB of JSON, queued: over DynamoDB's inline limit for a result,
+    under Lambda's 6 MB invoke, so the batcher writes it under results/."""
+    width = 40_000
+    stack.publish("wide", {"1/model.onnx": builders.onnx_identity(width)})
+    row = np.arange(width, dtype=np.float32) / 7
+    tensor = {"name": "x", "datatype": "FP32", "shape": [1, width], "data": row.tolist()}
+    event = http_api_event(
+        "POST", "/v2/models/wide/infer", json.dumps({"inputs": [tensor]}).encode()
+    )
+    event["headers"]["prefer"] = "respond-async"
+    accepted = stack.invoke("InferFunction", event)
+    assert accepted["statusCode"] == 202, accepted
+    status = http_api_event("GET", json.loads(accepted["body"])["status_url"], b"")
+    stack.pump(
+        "BatcherFunction",
+        lambda: stack.invoke("InferFunction", status)["statusCode"] == 200,
+        timeout_s=60,
+    )
+    [output] = json.loads(stack.invoke("InferFunction", status)["body"])["outputs"]
+    np.testing.assert_allclose(output["data"], row, rtol=1e-6)
+    stack.assert_no_denials()
+
+
+def test_a_large_async_answer_is_stored_by_the_batcher_in_results(stack: DeployedStack):
+    # Given a model whose answer is as large as its request (40,000 floats each way)
+    # When it is sent with Prefer: respond-async and the batcher answers it
+    # Then the answer is whole
+    large_async_answer(stack)
+    # And its body was written under results/ (the batcher's grant)
+    stored = stack.clients.s3.list_objects_v2(Bucket=stack.settings.bucket, Prefix="results/")
+    assert stored.get("KeyCount", 0) >= 1, stored

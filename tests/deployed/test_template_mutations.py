@@ -141,6 +141,18 @@ def without_event(function: str, event: str) -> Callable[[Template], None]:
     return mutate
 
 
+def large_async_answer(stack: DeployedStack) -> None:
+    from tests.deployed.test_journeys import large_async_answer as journey
+
+    journey(stack)
+
+
+def capture_under_the_buckets_key(stack: DeployedStack) -> None:
+    from tests.deployed.test_capture_key import capture_under_the_buckets_key as journey
+
+    journey(stack)
+
+
 @dataclass(frozen=True)
 class Mutation:
     name: str
@@ -201,6 +213,21 @@ MUTATIONS = [
         without_event("ManageEventsFunction", "RepositoryEvents"),
         publish_and_infer,
         "template.yaml maps no queue to ManageEventsFunction",
+    ),
+    Mutation(
+        "batcher-no-results-put",
+        without_action("BatcherFunction", "s3:PutObject"),
+        large_async_answer,
+        "BatcherFunction was denied s3:PutObject",
+    ),
+    Mutation(
+        "no-kms-key-variable",
+        without_variable("LAMBDASERVE_KMS_KEY_ARN"),
+        capture_under_the_buckets_key,
+        "this stack encrypts with no KMS key",
+        {
+            "ModelBucketKmsKeyArn": "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+        },
     ),
     Mutation(
         "infer-no-priority-2-queue",
