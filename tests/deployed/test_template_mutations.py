@@ -147,6 +147,9 @@ def large_async_answer(stack: DeployedStack) -> None:
     journey(stack)
 
 
+KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
 def capture_under_the_buckets_key(stack: DeployedStack) -> None:
     from tests.deployed.test_capture_key import capture_under_the_buckets_key as journey
 
@@ -225,9 +228,7 @@ MUTATIONS = [
         without_variable("LAMBDASERVE_KMS_KEY_ARN"),
         capture_under_the_buckets_key,
         "this stack encrypts with no KMS key",
-        {
-            "ModelBucketKmsKeyArn": "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-        },
+        {"ModelBucketKmsKeyArn": KMS_KEY},
     ),
     Mutation(
         "infer-no-priority-2-queue",
