@@ -10,7 +10,7 @@ TENSORFLOW ?= 0
 OPENVINO ?= 0
 VARIANT ?= cpu
 
-.PHONY: help dev test install-redis test-localstack validate shipped-envs lock lock-upgrade lock-check test-latest build gpu-image server-image lint install-dev install-test install-torch \
+.PHONY: help dev test install-redis test-localstack validate shipped-envs lock lock-upgrade lock-check test-latest test-grants build gpu-image server-image lint install-dev install-test install-torch \
 	install-torchserve install-paddle install-tensorflow install-openvino \
 	peer-suites bench-publish bench-infer bench-cold bench-batching bench-runtimes bench-peers \
 	bench-pipelines bench-validate bench-grpc bench-hot-path bench-server-mode bench-cache bench-envs \
@@ -96,6 +96,11 @@ lock-upgrade: install-test ## move every pin in locks/ to the newest release pyp
 	UV=$(BIN)/uv scripts/lock.sh --upgrade
 lock-check: install-test ## fail when locks/ and pyproject.toml disagree
 	UV=$(BIN)/uv scripts/lock.sh --check
+# One template grant taken out at a time, the deployed journeys against each: every removal must
+# fail one, naming the grant, or be kept on purpose (scripts/test_grants.py); hours, not in CI.
+test-grants: install-test install-redis shipped-envs ## remove each grant of template.yaml in turn: a journey must fail naming it
+	$(BIN)/python scripts/test_grants.py $(ARGS)
+
 LATEST := .cache/latest
 test-latest: install-test install-redis ## no lock: the newest release of everything, unit tests and deployed journeys, what moved
 	UV=$(BIN)/uv $(BIN)/python scripts/test_latest.py $(LATEST) $(ARGS)
