@@ -145,7 +145,8 @@ def main() -> int:
               f"({time.monotonic() - began:.0f} s)", flush=True)  # fmt: skip
     counts = {v: sum(f"| {v} |" in r for r in rows) for v in ("killed", "kept", "survived")}
     text = [
-        f"# make test-grants, {time.strftime('%Y-%m-%d %H:%M')}, {time.monotonic() - started:.0f} s",
+        f"# make test-grants, {time.strftime('%Y-%m-%d %H:%M')}, "
+        f"{time.monotonic() - started:.0f} s",
         "",
         f"{len(rows)} grants: {counts['killed']} fail a journey, {counts['kept']} kept on "
         f"purpose, {counts['survived']} needed by no journey",
