@@ -173,7 +173,7 @@ $(SAM_VENV)/bin/sam:
 # layer build and import under python3.12, the manage image's package validates every format,
 # and the torchserve variant's infer and CPU server-mode environments install and import.
 # What only `make build` (Docker) and a deploy prove: the images build, and the stack deploys.
-build: $(SAM_VENV)/bin/sam ## sam build of the Lambda images (Docker): VARIANT=cpu (default), torch, torchserve, paddle or tensorflow
+build: $(SAM_VENV)/bin/sam ## sam build of the Lambda images (Docker): VARIANT=cpu (default), torch, torchserve, paddle, tensorflow or mixed (torchserve and tensorflow)
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam build -t $$($(PYTHON) scripts/image_variant.py $(VARIANT))
 
 GPU_TORCHSERVE_EXTRAS := server,images,torchserve
@@ -183,9 +183,12 @@ gpu-image: ## docker build of the ECS GPU image (functions/infer/Dockerfile.gpu)
 
 SERVER_TORCHSERVE_ARGS := --build-arg EXTRAS=server,images,openvino,torchserve \
 	--build-arg TORCH_INDEX=https://download.pytorch.org/whl/cpu
-server-image: ## docker build of the CPU server-mode image (functions/infer/Dockerfile.cpu): push it, pass its URI as ServerModeImageUri with ServerModeKind=cpu; VARIANT=torchserve adds TorchServe's ts, VARIANT=tensorflow TensorFlow
+SERVER_MIXED_ARGS := --build-arg EXTRAS=server,images,openvino,torchserve,tensorflow \
+	--build-arg TORCH_INDEX=https://download.pytorch.org/whl/cpu
+server-image: ## docker build of the CPU server-mode image (functions/infer/Dockerfile.cpu): push it, pass its URI as ServerModeImageUri with ServerModeKind=cpu; VARIANT=torchserve adds TorchServe's ts, VARIANT=tensorflow TensorFlow, VARIANT=mixed both
 	docker build -f functions/infer/Dockerfile.cpu -t lambdaserve-serve-cpu \
 	  $(if $(filter torchserve,$(VARIANT)),$(SERVER_TORCHSERVE_ARGS)) \
+	  $(if $(filter mixed,$(VARIANT)),$(SERVER_MIXED_ARGS)) \
 	  $(if $(filter tensorflow,$(VARIANT)),--build-arg EXTRAS=server,images,openvino,tensorflow \
 	    --build-arg LOCK=serve-cpu-tensorflow) .
 
@@ -201,7 +204,7 @@ validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## sam validate --lint
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1
 	scripts/sam_build.sh $(SAM_VENV)/bin/sam
 	$(VALIDATE_VENV)/bin/python scripts/manage_image_check.py
-	$(PYTHON) scripts/shipped_envs.py resolve infer-torchserve serve-cpu-torchserve
+	$(PYTHON) scripts/shipped_envs.py resolve infer-mixed serve-cpu-mixed
 
 # Every shipped environment built as its recipe builds it (the images' pip installs under
 # python3.12, the batcher's layer, make dev's venv), under .cache/shipped-envs and reused until

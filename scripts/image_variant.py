@@ -1,7 +1,7 @@
 """The stack's images in one variant, chosen by one argument: writes a copy of template.yaml
 whose image functions carry the Docker build arguments of that variant, for `sam build -t`.
 
-    python scripts/image_variant.py cpu|torch|torchserve|paddle|tensorflow   # the template's path
+    python scripts/image_variant.py cpu|torch|torchserve|paddle|tensorflow|mixed   # the template's path
 
 - cpu (default): ONNX Runtime and OpenVINO (the Dockerfiles' defaults);
 - torch: PyTorch 2.13.0 (CPU wheels) beside them, for TorchScript versions;
@@ -9,6 +9,8 @@ whose image functions carry the Docker build arguments of that variant, for `sam
 - paddle: Paddle Inference (paddlepaddle, CPU) in the infer image, for the Paddle models
   OpenVINO does not read (Paddle 1.x's __model__, old operators). The manage image needs no
   paddle: it reads a Paddle program's signature from its protobuf.
+- mixed: TorchServe's `ts` and PyTorch, and TensorFlow, in the infer image: a mixed team's
+  handlers and every signature of its SavedModels from one image (the mixed-team profile);
 - tensorflow: TensorFlow (tensorflow-cpu) in the infer image, for the SavedModels OpenVINO
   does not serve (graphs it refuses, signatures other than serving_default). The manage image
   needs no TensorFlow: it reads a SavedModel's signatures from its protobuf.
@@ -38,6 +40,10 @@ VARIANTS: dict[str, dict[str, str]] = {
     },
     "paddle": {"functions/infer/Dockerfile": "images,openvino,paddle"},
     "tensorflow": {"functions/infer/Dockerfile": "images,openvino,tensorflow"},
+    "mixed": {
+        "functions/infer/Dockerfile": "images,openvino,torchserve,tensorflow",
+        "functions/manage/Dockerfile": "openvino,torch",
+    },
 }
 # The lock each variant's image installs (locks/NAME.txt), where it is not the Dockerfile's own
 # default; the torch variants have none (PyTorch's CPU wheels are not on PyPI: the Dockerfiles
@@ -47,7 +53,7 @@ LOCKS: dict[str, dict[str, str]] = {
     "tensorflow": {"functions/infer/Dockerfile": "infer-tensorflow"},
 }
 # Variants whose wheels come from PyTorch's CPU index (the others need no extra index)
-TORCH_VARIANTS = frozenset({"torch", "torchserve"})
+TORCH_VARIANTS = frozenset({"torch", "torchserve", "mixed"})
 _METADATA = re.compile(
     r"^(?P<indent> +)Dockerfile: (?P<dockerfile>\S+)\n(?P=indent)DockerContext: \.\n"
     r"(?P=indent)DockerTag: (?P<tag>\S+)\n",

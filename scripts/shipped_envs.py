@@ -139,6 +139,7 @@ ENVS = {
         Env("infer-torchserve", INFER, _variant("torchserve", INFER), _INFER_ENTRIES),
         Env("infer-paddle", INFER, _variant("paddle", INFER), _INFER_ENTRIES),
         Env("infer-tensorflow", INFER, _variant("tensorflow", INFER), _INFER_ENTRIES),
+        Env("infer-mixed", INFER, _variant("mixed", INFER), _INFER_ENTRIES),
         Env("manage", MANAGE, entries=("functions/manage/app.py",)),
         Env("manage-torch", MANAGE, _variant("torch", MANAGE), ("functions/manage/app.py",)),
         Env("gpu", GPU, entries=("module:lambdaserve.cli",)),
@@ -149,6 +150,15 @@ ENVS = {
             "serve-cpu-torchserve",
             SERVE_CPU,
             (("EXTRAS", "server,images,openvino,torchserve"), ("TORCH_INDEX", TORCH_INDEX)),
+            ("module:lambdaserve.cli",),
+        ),
+        Env(
+            "serve-cpu-mixed",
+            SERVE_CPU,
+            (
+                ("EXTRAS", "server,images,openvino,torchserve,tensorflow"),
+                ("TORCH_INDEX", TORCH_INDEX),
+            ),
             ("module:lambdaserve.cli",),
         ),
         Env("batcher", "template.yaml", entries=("functions/batcher/app.py",), layer=True),
@@ -168,9 +178,11 @@ ON_REQUEST = (
     "infer-torchserve",
     "infer-paddle",
     "infer-tensorflow",
+    "infer-mixed",
     "manage-torch",
     "gpu",
     "serve-cpu-torchserve",
+    "serve-cpu-mixed",
 )
 
 
