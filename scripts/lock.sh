@@ -53,8 +53,10 @@ compile() {
 
 # The master: the dev and test venv (make test, make lint), python3.11 as on these machines.
 compile test 3.11 dev,torch,paddle pyproject.toml locks/build.in
-# Every other lock takes the master's versions (no hashes in a constraint).
-sed -n 's/^\([A-Za-z0-9._-]*\(\[[^]]*\]\)\?==[^ ]*\).*/\1/p' "$out/test.txt" >"$pins"
+# Every other lock takes the master's versions: no hashes (pip would then require them of
+# everything, the package's own directory included), no local labels (torch==2.13.0 matches
+# PyTorch's 2.13.0+cpu and PyPI's 2.13.0 alike)
+sed -n 's/^\([A-Za-z0-9._-]*\(\[[^]]*\]\)\?==[^ +]*\).*/\1/p' "$out/test.txt" >"$pins"
 under=(--constraint "$pins")
 
 # make dev's venv and its optional runtimes (TORCH=1, TORCHSERVE=1, ...): python3.11
@@ -75,6 +77,10 @@ compile gpu 3.12 server,images pyproject.toml "${under[@]}"
 # CoreLayer (sam build, BuildMethod python3.12) reads layers/core/requirements.txt; boto3 is the
 # Lambda runtime's own (locks/layer.in does not name it; botocore comes for aws-xray-sdk).
 compile layer 3.12 - locks/layer.in "${under[@]}"
+
+# The same pins, committed: the torch variants' images resolve under them (PyTorch's wheels are
+# not on PyPI, so those images cannot install a hashed lock)
+cp "$pins" "$out/test-pins.txt"
 
 if [ "$mode" = --check ]; then
   status=0
