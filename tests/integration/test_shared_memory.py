@@ -99,6 +99,9 @@ def test_inputs_and_outputs_travel_in_shared_memory_over_http_and_grpc(stack):
     with lambdaserve_serve() as served:
         http = httpclient.InferenceServerClient(f"127.0.0.1:{served.http}")
         grpc = grpcclient.InferenceServerClient(served.grpc_url)
+        # (the server lists the extension, over both protocols)
+        assert "system_shared_memory" in http.get_server_metadata()["extensions"]
+        assert "system_shared_memory" in grpc.get_server_metadata().extensions
         # When tritonclient puts both inputs in regions and asks for both outputs in
         # regions, over each protocol, for each model
         runs = {

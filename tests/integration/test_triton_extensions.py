@@ -45,3 +45,19 @@ def test_trace_settings_answer_off_in_the_infer_function_and_say_where_tracing_r
     assert client.get_trace_settings()["trace_level"] == ["OFF"]
     with pytest.raises(InferenceServerException, match="tracing runs in `lambdaserve serve`"):
         client.update_trace_settings(settings={"trace_level": ["TIMESTAMPS"]})
+
+
+def test_the_server_lists_the_extensions_it_serves(client):
+    # When a client reads GET /v2 from the infer function's plane (no shared memory, no tracing)
+    extensions = set(client.get_server_metadata()["extensions"])
+    # Then every extension it serves is listed, in Triton's names, and none it does not
+    assert extensions == {
+        "classification",
+        "sequence",
+        "model_repository",
+        "model_configuration",
+        "binary_tensor_data",
+        "parameters",
+        "statistics",
+        "logging",
+    }

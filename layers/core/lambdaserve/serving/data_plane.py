@@ -44,7 +44,18 @@ if TYPE_CHECKING:  # the infer function's cold path imports this module: no batc
     from lambdaserve.tracing.tracer import Tracer
 
 T = TypeVar("T")
-EXTENSIONS = ["binary_tensor_data", "model_repository", "statistics", "model_configuration"]
+# Triton's extensions served on every door of every process (GET /v2 lists them, as Triton's
+# clients read them); system_shared_memory and trace where the process has them
+EXTENSIONS = [
+    "classification",
+    "sequence",
+    "model_repository",
+    "model_configuration",
+    "binary_tensor_data",
+    "parameters",
+    "statistics",
+    "logging",
+]
 
 
 @dataclass(frozen=True)
@@ -94,8 +105,13 @@ class InferenceDataPlane:
         return {
             "name": "triton",
             "version": __version__,
-            # "trace" where this process traces (serve, dev), as Triton lists the extension
-            "extensions": [*EXTENSIONS, "trace"] if self.tracer is not None else EXTENSIONS,
+            # system_shared_memory where clients share this host's memory (serve, dev), "trace"
+            # where this process traces, as Triton lists them
+            "extensions": [
+                *EXTENSIONS,
+                *(["system_shared_memory"] if self.shared_memory is not None else []),
+                *(["trace"] if self.tracer is not None else []),
+            ],
             "implementation": f"lambdaserve {__version__}",
         }
 

@@ -120,8 +120,14 @@ class SystemSharedMemory:
         if found is None:
             raise InvalidInput(f"Unable to find shared memory region: '{where.region}'")
         region, mapping = found
-        if where.offset < 0 or where.offset + where.byte_size > region.byte_size:
+        # Triton's two checks (shared_memory_manager.cc), in its words: the offset, then
+        # offset + byte size
+        if where.offset < 0 or where.offset > max(region.byte_size - 1, 0):
             raise InvalidInput(f"Invalid offset for shared memory region: '{where.region}'")
+        if where.offset + where.byte_size > region.byte_size:
+            raise InvalidInput(
+                f"Invalid offset + byte size for shared memory region: '{where.region}'"
+            )
         return region, mapping
 
 
