@@ -28,5 +28,5 @@ def test_handler_folder_version_1_answers_to_1_0(stack):
     assert answer.text == "HELLO"
 
     deleted = stack.api.delete("/models/upper/1.0")
-    assert deleted.status_code == 202, deleted.text  # as for a .mar: the objects go
+    assert deleted.status_code == 200, deleted.text  # as for a .mar: the objects go
     stack.wait_state("upper", 1, "UNAVAILABLE")

@@ -51,6 +51,8 @@ def test_add_sub_runs_unchanged(stack, client, binary):
     assert result.as_numpy("OUTPUT1").tolist() == (a - b).tolist()
     config = client.get_model_config("add_sub")
     assert config["backend"] == "python"
+    # its metadata's platform is the backend's name, as Triton reports a config without one
+    assert client.get_model_metadata("add_sub")["platform"] == "python"
     [entry] = stack.api.get("/models/add_sub/1").json()
     assert entry["runtime"] == "python"
 

@@ -18,6 +18,7 @@ from lambdaserve.apps.torchserve_management import (
     install_api_description,
     install_torchserve_management,
     refuse_scaling,
+    unregistered,
 )
 from lambdaserve.apps.worker_scaling import scaled, worker_fields
 from lambdaserve.apps.workflows import install_workflow_management
@@ -116,14 +117,9 @@ def create_management_app(
         name = check_model_name(model)
         number = manager().version_number(name, version)
         deleted = manager().delete_version(name, number)
-        return JSONResponse(
-            status_code=202,
-            content={
-                "status": f'Deleting version {number} of model "{model}": {deleted} objects '
-                "removed; the catalog follows through repository events",
-                "deletedObjects": deleted,
-            },
-        )
+        # TorchServe's answer (its users' scripts check it): the objects are gone when it
+        # answers; the catalog follows through the repository's events
+        return JSONResponse(status_code=200, content=unregistered(name, number, deleted))
 
     @app.put("/models/{model}")
     async def update_model(model: str, request: Request) -> Any:

@@ -72,14 +72,7 @@ def install_torchserve_management(
         if default is None:
             raise ModelNotReady(f"model {name!r} has no default (READY) version to delete")
         deleted = manager().delete_version(name, default)
-        return JSONResponse(
-            status_code=200,
-            content={
-                "status": f'Deleting version {default} of model "{name}" (its default): '
-                f"{deleted} objects removed; the catalog follows through repository events",
-                "deletedObjects": deleted,
-            },
-        )
+        return JSONResponse(status_code=200, content=unregistered(name, default, deleted))
 
 
 _ARCHIVES = (".mar", ".war", ".tar.gz", ".tgz")
@@ -131,3 +124,13 @@ def refuse_scaling(
         "`lambdaserve serve`, use --workers. PUT /models/{m} here takes model-config fields "
         "as JSON"
     )
+
+
+def unregistered(model: str, version: int, deleted: int) -> dict[str, Any]:
+    """TorchServe's answer to an unregister, with what was removed beside it."""
+    return {
+        "status": f'Model "{model}" unregistered',
+        "detail": f"version {version}: {deleted} objects removed; the catalog follows through "
+        "repository events",
+        "deletedObjects": deleted,
+    }

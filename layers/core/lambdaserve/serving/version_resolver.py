@@ -19,6 +19,7 @@ from lambdaserve.config.ragged_batching import client_view
 from lambdaserve.config.runtime_names import (
     OPENVINO_RUNTIME,
     PADDLE_INFERENCE_RUNTIME,
+    PYTHON_RUNTIME,
     TENSORFLOW_RUNTIME,
     TORCHSCRIPT_RUNTIME,
 )
@@ -52,6 +53,8 @@ class ServedVersion:
             return "paddle"
         if self.record.runtime == TENSORFLOW_RUNTIME:
             return "tensorflow_savedmodel"
+        if self.record.runtime == PYTHON_RUNTIME:  # Triton: no platform, so the backend's name
+            return "python"
         return (
             "pytorch_libtorch" if self.record.runtime == TORCHSCRIPT_RUNTIME else "onnxruntime_onnx"
         )
