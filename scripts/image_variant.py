@@ -1,7 +1,8 @@
 """The stack's images in one variant, chosen by one argument: writes a copy of template.yaml
 whose image functions carry the Docker build arguments of that variant, for `sam build -t`.
 
-    python scripts/image_variant.py cpu|torch|torchserve|paddle|tensorflow|mixed   # the template's path
+    python scripts/image_variant.py cpu|torch|torchserve|paddle|tensorflow|mixed
+    # prints the variant template's path
 
 - cpu (default): ONNX Runtime and OpenVINO (the Dockerfiles' defaults);
 - torch: PyTorch 2.13.0 (CPU wheels) beside them, for TorchScript versions;
