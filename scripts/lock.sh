@@ -22,7 +22,8 @@ case "$mode" in
     ;;
 esac
 upgrade=()
-[ "$mode" = --upgrade ] && upgrade=(--upgrade)
+# the index afresh too: a cached listing once offered a release whose files it did not yet have
+[ "$mode" = --upgrade ] && upgrade=(--upgrade --refresh)
 # PyTorch's CPU wheel (torch==2.13.0+cpu): this kind of machine holds it in /opt/wheels; elsewhere
 # PyTorch's CPU index serves the same file (the same hash).
 if [ -e /opt/wheels ]; then
