@@ -199,6 +199,7 @@ $(VALIDATE_VENV)/.installed: pyproject.toml locks/dev.txt
 	$(PYTHON) -m venv $(VALIDATE_VENV)
 	$(MAKE) VENV=$(VALIDATE_VENV) $(VALIDATE_VENV)/.dev-installed
 	touch $@
+	touch $@
 
 validate: $(SAM_VENV)/bin/sam $(VALIDATE_VENV)/.installed ## sam validate --lint, sam build of the zip function, the manage image's validation, the torchserve images' installs resolved
 	SAM_CLI_TELEMETRY=0 $(SAM_VENV)/bin/sam validate --lint --region us-east-1
