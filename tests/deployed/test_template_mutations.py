@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from lambdaserve.local.http_api_event import http_api_event
 from lambdaserve.local.template import load_template
@@ -254,3 +255,20 @@ def test_a_journey_fails_naming_what_the_template_lacks(mutation: Mutation, tmp_
         mutation.journey(stack)
     # Then it fails, naming what is missing
     assert mutation.says in str(failure.value), str(failure.value)[-3000:]
+
+
+def test_the_template_lambdaserve_template_names_is_the_one_deployed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Given a changed template named by LAMBDASERVE_TEMPLATE (as make test-grants runs the
+    # journeys against each template less one grant)
+    template = copy.deepcopy(load_template())
+    without_variable("LAMBDASERVE_KMS_KEY_ARN")(template)
+    changed = tmp_path / "template.yaml"
+    changed.write_text(yaml.safe_dump(template, sort_keys=False))
+    monkeypatch.setenv("LAMBDASERVE_TEMPLATE", str(changed))
+    # When the stack is deployed with no template given
+    with deployed(tmp_path / "stack") as stack:
+        # Then its functions are that template's
+        assert "LAMBDASERVE_KMS_KEY_ARN" not in stack.shape.functions["InferFunction"].environment
+        assert "LAMBDASERVE_TABLE" in stack.shape.functions["InferFunction"].environment

@@ -54,6 +54,8 @@ def deployed(
     the stateful part stays the file's). This process's environment is the stack's
     administrator's while it runs."""
     saved = dict(os.environ)
+    # read before the stack's environment replaces this one's (LAMBDASERVE_TEMPLATE among it)
+    template = template or load_template()
     emulator = Emulator(host, aws_port or free_port()).start()
     try:
         # moto's accounts are the process's, not a server's: each stack starts from nothing
@@ -75,7 +77,6 @@ def deployed(
         settings = get_settings()
         clients = AwsClients(settings)
         resources = ensure_resources(clients, settings)
-        template = template or load_template()
         ports = {LOAD_BALANCED_PORT: free_port()}
         values = parameter_values(template, parameters or {})
         names = emulated_names(settings, resources, ports)
