@@ -28,12 +28,33 @@ from tests.redis_server import redis_server
 KEY = SlotKey("m", 1)
 
 
+class OneCallAtATime:
+    """A DynamoDB client whose calls run one at a time: DynamoDB applies each conditional write
+    to an item atomically, moto's in-process backend does not when threads race (two
+    conditional UpdateItems both passed their condition: 3 executions held 2 slots once in CI)."""
+
+    def __init__(self, client: object) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> object:
+        found = getattr(self._client, name)
+        if not callable(found):
+            return found
+
+        def call(*args: object, **kwargs: object) -> object:
+            with self._lock:
+                return found(*args, **kwargs)
+
+        return call
+
+
 @pytest.fixture(params=["dynamodb", "redis"])
 def slots(request, aws) -> FleetSlots:
     """The Lambda path's slots over the catalog table, or over a real redis-server."""
     settings = replace(aws.settings, in_lambda=True)
     if request.param == "dynamodb":
-        yield fleet_slots_from(settings, aws.clients.dynamodb)
+        yield fleet_slots_from(settings, OneCallAtATime(aws.clients.dynamodb))
         return
     with redis_server() as found:
         settings = replace(
