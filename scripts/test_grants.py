@@ -128,10 +128,15 @@ def run(unit: Unit, template: dict[str, Any], log: Path) -> tuple[str, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=[], help="these resources' units only")
+    parser.add_argument("--unit", nargs="*", default=[], help="these units only (their names)")
     parser.add_argument("--report", default=str(ROOT / ".cache/grants/report.md"))
     args = parser.parse_args()
     template = load_template()
-    chosen = [u for u in units(template) if not args.only or u.resource in args.only]
+    chosen = [
+        u
+        for u in units(template)
+        if (not args.only or u.resource in args.only) and (not args.unit or u.name in args.unit)
+    ]
     report = Path(args.report)
     report.parent.mkdir(parents=True, exist_ok=True)
     log = report.with_suffix(".log")
