@@ -33,7 +33,7 @@ def fill_from_environment(args: argparse.Namespace, env: Mapping[str, str]) -> N
     tracing = args.trace_config or args.trace_file or args.trace_level or args.trace_rate
     if not tracing:
         args.trace_config = shlex.split(env.get(TRACE_CONFIG_FLAGS, ""))
-    if not getattr(args, "cache_config", True):
+    if not args.cache_config:  # serve's own flag (the early return above)
         args.cache_config = shlex.split(env.get(CACHE_CONFIG_FLAGS, ""))
     if args.rate_limit == OFF and not args.rate_limit_resource:
         args.rate_limit = env.get(RATE_LIMIT, "").strip() or OFF
