@@ -176,8 +176,9 @@ class ResultStore:
             ":expires": {"N": str(int(self._clock() + self._ttl_s))},
             ":model": {"S": model},
         }
+        # The status goes last: an emulator (moto) applies SET actions in order on the live
+        # item, and a reader that sees a terminal status must also see its body.
         sets = [
-            "#status = :status",
             "http_status = :http",
             "error_message = :error",
             "finished_at_ms = :done",
@@ -204,7 +205,7 @@ class ResultStore:
             self._db.update_item(
                 TableName=self._table,
                 Key={"pk": {"S": f"RESULT#{request_id}"}, "sk": {"S": _SK}},
-                UpdateExpression="SET " + ", ".join(sets),
+                UpdateExpression="SET " + ", ".join([*sets, "#status = :status"]),
                 ConditionExpression="attribute_not_exists(pk) OR #status = :pending",
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=values,

@@ -122,6 +122,9 @@ class LoadedVersions:
         self._make_room(key, expected)  # before it loads: the process never passes its memory
         if prepare is not None:
             prepare()
+        # Freed heap (the last load's file bytes) would be reused by this load unseen by the
+        # resident set: hand it back first, so the difference is what this version holds.
+        release_freed_memory()
         before = self._resident()
         loaded = build()
         measured = max(0, self._resident() - before) + _resident_bytes(loaded)
