@@ -209,3 +209,42 @@ def python_accumulator(name: str = "python_accumulator") -> dict[str, bytes]:
         b'platform: "onnxruntime_onnx"', b'backend: "python"'
     )
     return {"config.pbtxt": config, "1/model.py": PYTHON_ACCUMULATOR}
+
+
+PYTHON_SUM_IN_SELF = b'''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    """A running sum per sequence kept in the instance (Triton's direct strategy keeps a
+    sequence on one instance for its whole life, so the model's own memory is its state)."""
+
+    def initialize(self, args):
+        self.sums = {}
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            value = int(pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy().sum())
+            flags = request.flags()
+            key = request.correlation_id()
+            if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_START:
+                self.sums[key] = 0
+            self.sums[key] = self.sums.get(key, 0) + value
+            total = self.sums[key]
+            if flags & pb_utils.TRITONSERVER_REQUEST_FLAG_SEQUENCE_END:
+                del self.sums[key]
+            out = np.array([[total]], dtype=np.int32)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", out)]))
+        return responses
+'''
+
+
+def python_sum_in_self(name: str = "python_sum_in_self", count: int = 2) -> dict[str, bytes]:
+    """A Python model keeping each sequence's running sum in ``self``, ``count`` instances."""
+    instances = f"instance_group [ {{ count: {count} kind: KIND_CPU }} ]\n".encode()
+    config = _config(name, [_control("START", "START")]).replace(
+        b'platform: "onnxruntime_onnx"', b'backend: "python"'
+    )
+    return {"config.pbtxt": config + instances, "1/model.py": PYTHON_SUM_IN_SELF}

@@ -25,6 +25,7 @@ from lambdaserve.serving.server_batcher import server_batcher
 from lambdaserve.wiring.inference import build_model_server
 from tests import sequence_models
 from tests.redis_server import redis_server
+from tests.support import wait_until
 
 
 def publish(aws, name: str, files: dict[str, bytes]) -> None:
@@ -495,3 +496,46 @@ def test_an_ensembles_requests_of_two_sequences_in_one_batch_keep_their_sequence
     # When each pair runs as one call / Then each step continued its own sequence
     assert together(ensemble_step(5, "71", True), ensemble_step(100, "72", True)) == [5, 100]
     assert together(ensemble_step(1, "71"), ensemble_step(2, "72")) == [6, 102]
+
+
+def test_a_sequence_keeps_its_instance_so_state_in_the_model_stays_right(model_code_enabled):
+    # Given a Python model with two instances (worker processes, as serve and dev run model
+    # code) that keeps each sequence's sum in self
+    aws = model_code_enabled
+    publish(aws, "python_sum_in_self", sequence_models.python_sum_in_self(count=2))
+    server = build_model_server(replace(aws.settings, code_workers=True), aws.clients)
+    values(server, "python_sum_in_self", 1, [0])  # loads it: its second worker starts after
+    [(_, _, loaded)] = server.loaded_models()
+    wait_until(lambda: len(loaded.describe()) == 2, 60)
+    # When six sequences run their steps at once
+    inputs = [1, 2, 3, 4, 5, 6, 7, 8]
+    got: dict[int, list[int]] = {}
+
+    def run(sequence_id: int) -> None:
+        got[sequence_id] = values(server, "python_sum_in_self", sequence_id, inputs)
+
+    threads = [threading.Thread(target=run, args=(100 + i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    server.close()
+    # Then every sequence's sums are its own (each stayed on the instance it started on)
+    expected = [sum(inputs[: i + 1]) for i in range(len(inputs))]
+    assert got == {100 + i: expected for i in range(6)}
+
+
+def test_a_python_sequence_model_without_implicit_state_is_told_where_self_is_not_kept(
+    model_code_enabled,
+):
+    # Given Python sequence models: one keeping its sum in self, one in implicit state
+    aws = model_code_enabled
+    publish(aws, "python_sum_in_self", sequence_models.python_sum_in_self(count=2))
+    publish(aws, "python_accumulator", sequence_models.python_accumulator())
+    # When they are recorded / Then the one without implicit state is warned where its
+    # memory is not one (the infer function, serve --workers N), the other is not
+    warned = " | ".join(aws.services.catalog.get_model("python_sum_in_self").config_warnings)
+    assert "sequence_batching without implicit state" in warned
+    assert "infer function" in warned and "--workers N" in warned
+    kept = aws.services.catalog.get_model("python_accumulator").config_warnings
+    assert not any("implicit state" in w for w in kept)

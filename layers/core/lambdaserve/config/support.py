@@ -70,6 +70,15 @@ def _not_on_the_lambda_path(document: dict[str, Any]) -> list[str]:
             "each Lambda execution environment runs one execution at a time, and a stated "
             "instance_group count bounds them across the fleet"
         )
+    sequences = document.get("sequence_batching")
+    if sequences is not None and document.get("backend") == "python" and not sequences.get("state"):
+        warnings.append(
+            "sequence_batching without implicit state: `serve` and `dev` keep a sequence on the "
+            "instance it started on, so state the model keeps in its own memory is right there; "
+            "the infer function's execution environments and `serve --workers N` processes "
+            "each have their own memory, and a sequence's steps may reach several. Keep the "
+            "state in sequence_batching state (implicit state), which is exact everywhere"
+        )
     if (document.get("dynamic_batching") or {}).get("priority_levels"):
         warnings.append(
             "dynamic_batching priority_levels orders requests in `serve` and `dev`, and queued "

@@ -9,7 +9,8 @@ choice of OpenVINO or it), Triton Python models
 catalog record; heavy imports stay inside each backend, imported on first use. What model
 code shares: ``model_calls`` (the one port for calls to other models: BLS, ensemble steps,
 workflow nodes), ``model_code`` (read without running it), ``code_errors`` (its exceptions
-logged), ``sequence_requests`` (the sequence each request of a call is a step of) and
+logged), ``sequence_requests`` (the sequence each request of a call is a step of),
+``sequence_affinity`` (the instance each live sequence stays on) and
 ``op_threads`` (timed calls on reused threads).
 
 Imports ``config``, ``tensors``, ``metrics`` (what model code records) and ``errors``; knows

@@ -38,6 +38,11 @@ def current_sequences(count: int) -> tuple[SequenceOf, ...]:
     return found if len(found) == count else ((0, 0),) * count
 
 
+def call_sequences() -> tuple[SequenceOf, ...]:
+    """The (correlation id, flags) of each request of the call being run; () outside one."""
+    return _SEQUENCES.get()
+
+
 def sequence_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
     """A request's sequence parameters (none where it is no sequence's step)."""
     return {k: parameters[k] for k in SEQUENCE_PARAMETERS if k in parameters}

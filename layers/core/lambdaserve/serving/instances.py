@@ -2,7 +2,8 @@
 serving process (an ONNX Runtime or OpenVINO session, a TorchScript module, a Paddle
 predictor each), every execution on an instance of its own, so up to N run at once.
 
-The pool is a ``LoadedModel``: a run takes the free instance with the fewest executions,
+The pool is a ``LoadedModel``: a run takes the free instance with the fewest executions
+(a sequence's step: the instance its sequence started on, ``runtimes.sequence_affinity``),
 runs, and gives it back (the rate limiter, ``serving.rate_limiter``, admits no more
 executions at once than there are instances). TorchServe's scaling
 (``PUT /models/m?min_worker=``) sets the count, as it sets a handler's workers.
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from lambdaserve.runtimes.base import LoadedModel
+from lambdaserve.runtimes.sequence_affinity import SequenceAffinity
 from lambdaserve.tensors.signature import Arrays
 
 
@@ -54,6 +56,8 @@ class InstancePool:
         self._changed = threading.Condition()
         self._instances: list[Instance] = []
         self._next = 0
+        self._affinity = SequenceAffinity()
+        self._choosy = 0  # runs waiting for one instance (their sequence's): wake them all
         self.broken = ""
         self.target = max(1, count)
         if first is not None:
@@ -73,7 +77,8 @@ class InstancePool:
             # one instance (no count written): the batcher runs one execution at a time, as
             # before pools; the instance's own runtime is thread-safe for the other callers
             return instances[0].model.run(inputs, outputs)
-        instance = self._take()
+        instance = self._take(self._affinity.pinned())
+        self._affinity.hold(instance.index)
         try:
             return instance.model.run(inputs, outputs)
         finally:
@@ -129,27 +134,37 @@ class InstancePool:
             ordered = sorted(self._instances, key=lambda i: i.busy)
             leaving = ordered[:count]
             self._instances = [i for i in self._instances if i not in leaving]
+            self._changed.notify_all()  # a run waiting for a leaving instance takes another
         for instance in leaving:
             if instance.busy:
                 instance.retired = True
             else:
                 _close(instance.model)
 
-    def _take(self) -> Instance:
+    def _take(self, pinned: int | None) -> Instance:
         with self._changed:
             while True:
-                free = [i for i in self._instances if not i.busy]
+                if pinned is not None and all(i.index != pinned for i in self._instances):
+                    pinned = None  # its instance was scaled away: the sequence moves on
+                free = [i for i in self._instances if not i.busy and pinned in (None, i.index)]
                 if free:
                     chosen = min(free, key=lambda i: i.executions)
                     chosen.busy = True
                     return chosen
-                self._changed.wait()
+                self._choosy += pinned is not None
+                try:
+                    self._changed.wait()
+                finally:
+                    self._choosy -= pinned is not None
 
     def _give(self, instance: Instance) -> None:
         with self._changed:
             instance.busy = False
             instance.executions += 1
-            self._changed.notify()
+            if self._choosy:
+                self._changed.notify_all()
+            else:
+                self._changed.notify()
         if instance.retired:
             _close(instance.model)
 

@@ -4,7 +4,8 @@ a hang or a leak stays in its model. The serving process keeps HTTP/gRPC, batchi
 catalog; this room owns the children: which versions run in workers and starting them
 (``start``, with ``options``: counts, timeout, environment paths), the runtime over the
 workers (``worker_model``) and the workers of one version it has (``workforce``: spawn,
-restart with backoff, timeout kill, describe), one child seen from the serving side (``process``), a
+restart with backoff, timeout kill, describe; its free ones in ``idle_workers``, where a
+sequence's step waits for its own worker), one child seen from the serving side (``process``), a
 request's own deadline (``deadline``), the shared-memory areas tensors cross by
 (``shared_area``), the framing of the small headers sent beside them (``channel``), the
 worker protocol: every op, kind and reply key (``messages``), the child's port for calls to

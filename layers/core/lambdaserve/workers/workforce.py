@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from lambdaserve.errors import LambdaServeError, ModelCodeFailed, ModelNotReady
+from lambdaserve.runtimes.sequence_affinity import SequenceAffinity
 from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
 from lambdaserve.workers import messages
 from lambdaserve.workers.channel import ChannelClosed, error_from
+from lambdaserve.workers.idle_workers import IdleWorkers
 from lambdaserve.workers.messages import Message
 from lambdaserve.workers.process import WorkerProcess
 
@@ -62,7 +64,8 @@ class Workforce:
         self.spec = spec
         self.batching = FrontendBatching()
         self._on_broken = on_broken
-        self._idle: queue.Queue[WorkerProcess | None] = queue.Queue()
+        self._idle = IdleWorkers()
+        self._affinity = SequenceAffinity()
         self._workers: list[WorkerProcess] = []  # started, idle or busy
         self._lock = threading.Lock()
         self._crashes: collections.deque[float] = collections.deque()
@@ -77,13 +80,15 @@ class Workforce:
         self._idle.put(first)
 
     def take(self) -> WorkerProcess:
+        """A free worker; for a sequence's step, the worker its sequence started on."""
+        pinned = self._affinity.pinned()
         while True:
             if self.broken:
                 raise ModelNotReady(self.broken)
-            try:  # a free worker now, without the timed wait's condition variable
-                worker = self._idle.get_nowait()
+            try:  # a free worker now, without the timed wait
+                worker = self._idle.get(0.0, pinned, self._has)
             except queue.Empty:
-                worker = self._wait_for_worker()
+                worker = self._wait_for_worker(pinned)
             if worker is None:  # woken: broken or closed
                 self._idle.put(None)
                 if self._closed and not self.broken:
@@ -101,13 +106,18 @@ class Workforce:
                 threading.Thread(target=worker.stop, daemon=True).start()
                 continue
             if worker.alive():
+                self._affinity.hold(worker.index)
                 return worker
             worker.busy = False
             self.restart(worker, worker.how_it_ended())
 
-    def _wait_for_worker(self) -> WorkerProcess | None:
+    def _has(self, index: int) -> bool:
+        with self._lock:
+            return any(w.index == index for w in self._workers)
+
+    def _wait_for_worker(self, pinned: int | None) -> WorkerProcess | None:
         try:
-            return self._idle.get(timeout=self.spec.start_timeout_s)
+            return self._idle.get(self.spec.start_timeout_s, pinned, self._has)
         except queue.Empty:
             raise ModelNotReady(
                 f"no worker of {self.spec.model!r} became free within "
