@@ -108,13 +108,14 @@ def test_one_execution_at_a_time_across_instances_and_the_overflow_is_refused(
             assert warm["statusCode"] == 200, warm
         warm = invokes[0](request(0.0))
         assert warm["statusCode"] == 200, warm
-        # When each takes a request of two seconds at the same moment
+        # When each takes a request of four seconds at the same moment (long enough that all
+        # three arrive while the first runs, on a loaded machine too: at two, one came late)
         answers: list[dict[str, Any]] = []
         barrier = threading.Barrier(len(invokes))
 
         def call(invoke: Any) -> None:
             barrier.wait()
-            answers.append(invoke(request(2.0)))
+            answers.append(invoke(request(4.0)))
 
         threads = [threading.Thread(target=call, args=(i,)) for i in invokes]
         seen_in_redis = watch_running_slots(redis_client, threads)
