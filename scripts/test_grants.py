@@ -7,8 +7,11 @@ naming a denied action of that statement, or be listed in KEPT with its reason.
 A unit is one element of a function's or role's statement list, one SAM policy template
 (LambdaInvokePolicy, ...) or one conditional policy (Fn::If). The journeys are the tests in
 tests/deployed but the mutation tests (which bring their own templates) and dev --deployed's
-(a process of its own, without LAMBDASERVE_TEMPLATE), run with pytest -x so a removal that is
-caught stops at its first failure. Not part of .ci/run: with every unit it takes hours.
+(a process of its own, without LAMBDASERVE_TEMPLATE). They run once on the template as it
+is, noting which test files each role's calls came from (LAMBDASERVE_GRANT_USES); then,
+for each unit, the files its role takes part in run without it, with pytest -x so a
+removal that is caught stops at its first failure. A role no journey takes part in is
+reported as such. Not part of .ci/run: with every unit it takes hours.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import yaml
 from lambdaserve.local.template import load_template
 
 ROOT = Path(__file__).resolve().parents[1]
+GRANT_USES = "LAMBDASERVE_GRANT_USES"  # tests/deployed/stack.py notes each role's journeys there
 JOURNEYS = ["tests/deployed", "--ignore=tests/deployed/test_template_mutations.py"]
 JOURNEYS += ["--ignore=tests/deployed/test_dev_deployed.py"]
 # unit -> why it stays though no journey fails without it
@@ -98,13 +102,54 @@ def without(template: dict[str, Any], unit: Unit) -> dict[str, Any]:
     return changed
 
 
-def run(unit: Unit, template: dict[str, Any], log: Path) -> tuple[str, str]:
+def journeys_by_role(log: Path, uses: Path) -> dict[str, set[str]]:
+    """Principal -> the test files whose stacks it made calls in, from one run of every
+    journey on the template as it is (which must pass)."""
+    uses.unlink(missing_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-m", "deployed", *JOURNEYS],
+        cwd=ROOT,
+        env={**os.environ, GRANT_USES: str(uses)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    with log.open("a") as out:
+        out.write(f"\n===== the template as it is\n{(done.stdout + done.stderr)[-6000:]}\n")
+    if done.returncode != 0:
+        raise SystemExit("test-grants: the journeys fail on the template as it is (see the log)")
+    found: dict[str, set[str]] = {}
+    for line in uses.read_text().splitlines():
+        test, _, principal = line.partition(" ")
+        if test:
+            found.setdefault(principal, set()).add(test)
+    return found
+
+
+def files_for(unit: Unit, by_role: dict[str, set[str]]) -> list[str]:
+    """The journeys ``unit``'s role took part in: an assumed role's ARN names the role and
+    the session (the function's or task's logical id)."""
+    names = {unit.resource, f"{unit.resource}Role"}
+    return sorted(
+        {
+            test
+            for principal, tests in by_role.items()
+            if "assumed-role/" in principal
+            and names & set(principal.split("assumed-role/", 1)[1].split("/"))
+            for test in tests
+        }
+    )
+
+
+def run(unit: Unit, template: dict[str, Any], log: Path, files: list[str]) -> tuple[str, str]:
     """("killed" | "survived" | "kept" | "failed unnamed", what the journeys said)."""
+    if not files:
+        return "survived", "no journey takes part as this role"
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "template.yaml"
         path.write_text(yaml.safe_dump(without(template, unit), sort_keys=False))
         done = subprocess.run(
-            [sys.executable, "-m", "pytest", "-x", "-q", "-m", "deployed", *JOURNEYS],
+            [sys.executable, "-m", "pytest", "-x", "-q", "-m", "deployed", *files],
             cwd=ROOT,
             env={**os.environ, "LAMBDASERVE_TEMPLATE": str(path)},
             capture_output=True,
@@ -142,9 +187,10 @@ def main() -> int:
     log = report.with_suffix(".log")
     log.write_text("")
     rows, started = [], time.monotonic()
+    by_role = journeys_by_role(log, report.with_suffix(".uses"))
     for number, unit in enumerate(chosen, 1):
         began = time.monotonic()
-        verdict, detail = run(unit, template, log)
+        verdict, detail = run(unit, template, log, files_for(unit, by_role))
         rows.append(f"| {unit.name} | {', '.join(unit.actions)} | {verdict} | {detail} |")
         print(f"[{number}/{len(chosen)}] {unit.name}: {verdict} {detail} "
               f"({time.monotonic() - began:.0f} s)", flush=True)  # fmt: skip

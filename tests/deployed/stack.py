@@ -5,7 +5,8 @@ test venv's."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import os
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,9 @@ from lambdaserve.local.stack_plumbing import STACK
 from lambdaserve.local.stack_shape import FunctionShape
 from tests.shipped import built, shipped_envs
 
-__all__ = ["STACK", "DeployedStack", "ShippedLauncher", "deployed"]
+__all__ = ["GRANT_USES", "STACK", "DeployedStack", "ShippedLauncher", "deployed"]
+# a file: each deployed stack notes there which test file each principal's calls came from
+GRANT_USES = "LAMBDASERVE_GRANT_USES"
 
 # the shipped environment each function's source builds (scripts/shipped_envs.py)
 ENVIRONMENTS = {
@@ -66,8 +69,25 @@ def deployed(
     functions from their shipped environments (``variants``: by logical id; ``tasks``: the
     environment every task runs from, ``serve-cpu`` unless named)."""
     launcher = ShippedLauncher(variants, task_python=task_interpreter(tasks))
-    with deployed_here(work, launcher, parameters, template=template) as stack:
+    uses = os.environ.get(GRANT_USES)  # read before the stack clears LAMBDASERVE_*
+    listeners = [_noting_uses(Path(uses))] if uses else []
+    with deployed_here(work, launcher, parameters, template=template, listeners=listeners) as stack:
         yield stack
+
+
+def _noting_uses(path: Path) -> Callable[[str], None]:
+    """A listener writing "<test file> <principal>" once per pair: which journeys each role
+    takes part in (make test-grants runs only those without the role's grant)."""
+    seen: set[tuple[str, str]] = set()
+
+    def note(principal: str) -> None:
+        test = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[0]
+        if (test, principal) not in seen:
+            seen.add((test, principal))
+            with path.open("a") as out:
+                out.write(f"{test} {principal}\n")
+
+    return note
 
 
 def task_interpreter(name: str) -> tuple[str, ...]:

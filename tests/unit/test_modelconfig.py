@@ -142,3 +142,38 @@ def test_overrides_replace_whole_fields_of_the_file_config():
 def test_overrides_reject_unknown_fields():
     with pytest.raises(InvalidInput, match="no_such"):
         parse_overrides({"no_such": 1})
+
+
+def test_the_echo_keeps_the_rate_limiter_and_the_states_initial_state_it_applies():
+    # Given a config with an instance group's rate_limiter and a state's initial_state
+    body = b"""
+max_batch_size: 8
+input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+instance_group [ { count: 2 kind: KIND_CPU
+  rate_limiter { resources [ { name: "R1" count: 3 }, { name: "G" global: true count: 1 } ]
+                 priority: 2 } } ]
+sequence_batching {
+  state [ { input_name: "ACC_IN" output_name: "ACC_OUT" data_type: TYPE_INT32 dims: [ 1 ]
+            initial_state { data_type: TYPE_INT32 dims: [ 1 ] zero_data: true name: "z" } },
+          { input_name: "B_IN" output_name: "B_OUT" data_type: TYPE_INT32 dims: [ 2 ]
+            initial_state { data_type: TYPE_INT32 dims: [ 2 ] data_file: "b.bin" name: "f" } } ]
+}
+"""
+    # When it is built and echoed in Triton's JSON form
+    echo = build(parse_document("config.pbtxt", body), "m").to_triton_json()
+    # Then both are there as Triton writes them
+    assert echo["instance_group"][0]["rate_limiter"] == {
+        "resources": [
+            {"name": "R1", "global": False, "count": 3},
+            {"name": "G", "global": True, "count": 1},
+        ],
+        "priority": 2,
+    }
+    first, second = echo["sequence_batching"]["state"]
+    assert first["initial_state"] == [
+        {"name": "z", "data_type": "TYPE_INT32", "dims": [1], "zero_data": True}
+    ]
+    assert second["initial_state"] == [
+        {"name": "f", "data_type": "TYPE_INT32", "dims": [2], "data_file": "b.bin"}
+    ]

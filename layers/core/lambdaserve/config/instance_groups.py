@@ -31,6 +31,13 @@ class RateLimits:
     def weight(self) -> int:
         return max(self.priority, 1)  # Triton: a priority of 0 counts as 1
 
+    def to_document(self) -> dict[str, Any]:
+        """Triton's JSON form, as the config echo gives it."""
+        resources = [
+            {"name": r.name, "global": r.global_, "count": r.count} for r in self.resources
+        ]
+        return {"resources": resources, "priority": self.priority}
+
 
 def instance_count_of(message: Any) -> int:
     """The groups' counts summed; a group without a count gets Triton's default."""

@@ -158,6 +158,8 @@ class ModelConfig:
         }
         if self.instance_count > 1 or self.stated_instance_count:
             doc["instance_group"][0]["count"] = self.instance_count
+        if self.rate_limits is not None:
+            doc["instance_group"][0]["rate_limiter"] = self.rate_limits.to_document()
         if self.ensemble_steps:
             doc["ensemble_scheduling"] = {
                 "step": [

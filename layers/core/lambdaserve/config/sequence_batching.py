@@ -53,6 +53,8 @@ class ImplicitState:
     datatype: str
     dims: tuple[int, ...]
     data_file: str = ""  # under <model>/initial_state/; "" is zero_data (or no initial_state)
+    # the initial_state entry as written (its name, TYPE_ data type and dims), for the echo
+    initial: tuple[str, str, tuple[int, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class SequenceBatching:
                     "data_type": "TYPE_STRING" if s.datatype == "BYTES" else f"TYPE_{s.datatype}",
                     "dims": list(s.dims),
                 }
+                | _initial_document(s)
                 for s in self.states
             ],
         }
@@ -183,10 +186,30 @@ def _state(state: Any, v2_datatype: dict[str, str]) -> ImplicitState:
         raise InvalidInput(
             f"sequence_batching state {state.input_name!r}: one initial_state at most"
         )
+    initial = None
+    if state.initial_state:
+        written = state.initial_state[0]
+        initial = (
+            written.name,
+            pb.DataType.Name(written.data_type),
+            tuple(int(d) for d in written.dims),
+        )
     return ImplicitState(
         state.input_name,
         state.output_name,
         v2_datatype[data_type],
         dims,
         files[0] if files else "",
+        initial,
     )
+
+
+def _initial_document(state: ImplicitState) -> dict[str, Any]:
+    """A state's ``initial_state`` as Triton echoes it (none where the config has none)."""
+    if state.initial is None:
+        return {}
+    name, data_type, dims = state.initial
+    source: dict[str, Any] = (
+        {"data_file": state.data_file} if state.data_file else {"zero_data": True}
+    )
+    return {"initial_state": [{"name": name, "data_type": data_type, "dims": list(dims)} | source]}

@@ -4,7 +4,7 @@ enforced (the emulator, the stateful resources, every function's and task's shap
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -47,12 +47,13 @@ def deployed(
     template: Mapping[str, Any] | None = None,
     host: str = "127.0.0.1",
     aws_port: int | None = None,
+    listeners: Sequence[Callable[[str], None]] = (),
 ) -> Iterator[DeployedStack]:
     """The emulator (on ``aws_port``, else a free one), the stack's resources, and its
     functions' shapes for ``parameters`` (the template's defaults where not given), IAM
     enforced throughout; ``template``: a changed template.yaml (its functions and tasks;
-    the stateful part stays the file's). This process's environment is the stack's
-    administrator's while it runs."""
+    the stateful part stays the file's); ``listeners``: told each allowed call's principal.
+    This process's environment is the stack's administrator's while it runs."""
     saved = dict(os.environ)
     # read before the stack's environment replaces this one's (LAMBDASERVE_TEMPLATE among it)
     template = template or load_template()
@@ -62,6 +63,7 @@ def deployed(
         httpx.post(f"{emulator.endpoint}/moto-api/reset", timeout=30).raise_for_status()
         bootstrap = Credentials("bootstrap", "bootstrap")
         enforcement = Enforcement(emulator.endpoint, REGION, bootstrap)
+        enforcement.listeners.extend(listeners)
         os.environ.update(enforcement.admin.environment())
         os.environ.update(
             AWS_ENDPOINT_URL=emulator.endpoint, AWS_REGION=REGION, AWS_DEFAULT_REGION=REGION

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -74,6 +74,7 @@ class Enforcement:
         self.endpoint = endpoint
         self.region = region
         self.denials: list[Denial] = []
+        self.listeners: list[Callable[[str], None]] = []  # each allowed call's principal
         self._lock = threading.Lock()
         self.admin = self._administrator(bootstrap)
 
@@ -165,7 +166,11 @@ class Enforcement:
             with self._lock:
                 self.denials.append(denial)
 
-        with aws_authorization(record):
+        def allowed(principal: str) -> None:
+            for listener in self.listeners:
+                listener(principal)
+
+        with aws_authorization(record, allowed):
             yield self
 
 

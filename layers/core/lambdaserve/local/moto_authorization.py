@@ -56,9 +56,12 @@ class Denial:
 
 
 @contextmanager
-def aws_authorization(record: Callable[[Denial], None]) -> Iterator[None]:
+def aws_authorization(
+    record: Callable[[Denial], None], allowed: Callable[[str], None] = lambda principal: None
+) -> Iterator[None]:
     """Every call to any moto server of this process authorized as AWS would, each denial
-    passed to ``record`` (and answered 403) while inside."""
+    passed to ``record`` (and answered 403) while inside; each allowed call's principal to
+    ``allowed`` (make test-grants learns which journeys each role takes part in)."""
     from moto import settings
     from moto.awslambda.responses import LambdaResponse
     from moto.core.authorization import ActionAuthenticatorMixin
@@ -73,14 +76,16 @@ def aws_authorization(record: Callable[[Denial], None]) -> Iterator[None]:
     def recorded(request: Any, resource: str) -> None:
         # each action AWS authorizes for the call (iam_actions' table), on its own resource
         pairs = authorizations(request._action, resource, request._headers, request._body)
+        principal = str(getattr(request._access_key, "arn", "?"))
         for action, arn in pairs:
             request._action = action
             try:
                 check(request, arn)
                 _check_leading_keys(request, arn)
             except Exception:
-                record(Denial(str(getattr(request._access_key, "arn", "?")), action, arn))
+                record(Denial(principal, action, arn))
                 raise
+        allowed(principal)
 
     def named_queue(handler: Any) -> str:
         name = handler._get_param("QueueName")
