@@ -32,15 +32,21 @@ class Signature:
 
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
+    # the runtime checks the inputs' shapes itself (TensorFlow: TF Serving hands a tensor to
+    # the graph as sent, and half_plus_two's x [-1, 1] takes [2.0]); binding checks the rest
+    runtime_checks_shapes: bool = False
 
-    def to_json(self) -> dict[str, list[dict[str, object]]]:
-        return {
+    def to_json(self) -> dict[str, Any]:
+        document: dict[str, Any] = {
             "inputs": [t.to_json() for t in self.inputs],
             "outputs": [t.to_json() for t in self.outputs],
         }
+        if self.runtime_checks_shapes:
+            document["runtime_checks_shapes"] = True
+        return document
 
     @classmethod
-    def from_json(cls, data: dict[str, list[dict[str, object]]]) -> Signature:
+    def from_json(cls, data: dict[str, Any]) -> Signature:
         def specs(items: Sequence[dict[str, object]]) -> tuple[TensorSpec, ...]:
             return tuple(
                 TensorSpec(
@@ -51,7 +57,11 @@ class Signature:
                 for i in items
             )
 
-        return cls(specs(data.get("inputs", [])), specs(data.get("outputs", [])))
+        return cls(
+            specs(data.get("inputs", [])),
+            specs(data.get("outputs", [])),
+            bool(data.get("runtime_checks_shapes", False)),
+        )
 
     def with_optional(self, names: Sequence[str]) -> Signature:
         """This signature with the inputs ``names`` optional (a config's input.optional)."""

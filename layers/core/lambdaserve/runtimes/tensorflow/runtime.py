@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,8 @@ class TensorFlowRuntime:
     name: RuntimeName = NAME
 
     def inspect(self, model_path: Path, config: ModelConfig) -> Signature:
-        return read_checked(model_path)[1].signature
+        # TensorFlow checks the shapes, as TF Serving leaves them to it
+        return replace(read_checked(model_path)[1].signature, runtime_checks_shapes=True)
 
     def load(
         self, model_path: Path, config: ModelConfig, signature: Signature, options: LoadOptions
@@ -133,7 +135,11 @@ class TensorFlowModel:
         return self.run_signature(self.default_signature, inputs, outputs)
 
     def signature_defs(self) -> dict[str, SignatureDef]:
-        return {key: s.definition() for key, s in self.signatures.items()}
+        defs = {key: s.definition() for key, s in self.signatures.items()}
+        return {
+            key: replace(d, signature=replace(d.signature, runtime_checks_shapes=True))
+            for key, d in defs.items()
+        }
 
     def run_signature(
         self, key: str, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]
