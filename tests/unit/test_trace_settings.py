@@ -329,3 +329,24 @@ def test_a_model_switched_off_then_cleared_traces_under_its_own_rate_again(tmp_p
     assert all(_traced(tracer, "simple") for _ in range(10))
     tracer.close()
     assert sum("model_name" in r for r in json.loads(file.read_text())) == 10
+
+
+def test_the_trace_file_is_json_when_log_frequency_changes_at_run_time(tmp_path):
+    # Given traces held for shutdown (log frequency 0), two of them taken
+    file = tmp_path / "t.json"
+    tracer = Tracer(trace_config([f"triton,file={file}", "level=TIMESTAMPS", "rate=1"]))
+    _traced(tracer, "simple")
+    _traced(tracer, "simple")
+    # When the log frequency changes at run time (the setting holding them is replaced)
+    post(tracer, None, {"log_frequency": "5"})
+    tracer.flush()
+    # Then the file holds both traces and reads as JSON now, not only after shutdown
+    assert len([r for r in json.loads(file.read_text()) if "model_name" in r]) == 2
+    # and traces flushed into it later keep it JSON, shutdown included
+    post(tracer, None, {"log_frequency": "0"})
+    _traced(tracer, "simple")
+    post(tracer, None, {"log_frequency": "5"})
+    tracer.flush()
+    assert len([r for r in json.loads(file.read_text()) if "model_name" in r]) == 3
+    tracer.close()
+    assert len([r for r in json.loads(file.read_text()) if "model_name" in r]) == 3

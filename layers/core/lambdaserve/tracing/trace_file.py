@@ -1,16 +1,18 @@
 """Where Triton-mode traces land, as Triton writes them: ``<file>`` holds one JSON array
-that grows as settings flush their traces (opened at the first write, closed with ``]`` at
-shutdown); with a log frequency or a trace count, each flush is its own array in the
-numbered file ``<file>.0``, ``<file>.1``, ... One object per path, shared by every setting
-that names it. The writing happens on one thread of its own, in order, never on the event
-loop that answers requests."""
+that grows as settings flush their traces (a setting replaced at run time flushes what it
+held), and is valid JSON after every flush: each write goes in before the closing ``]``,
+so a reader never waits for shutdown; with a log frequency or a trace count, each flush is
+its own array in the numbered file ``<file>.0``, ``<file>.1``, ... One object per path,
+shared by every setting that names it. The writing happens on one thread of its own, in
+order, never on the event loop that answers requests."""
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from io import TextIOWrapper
+from io import BufferedWriter
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -23,7 +25,7 @@ class TraceFile:
         self.name = name
         self._lock = threading.Lock()
         self._index = 0
-        self._stream: TextIOWrapper | None = None
+        self._stream: BufferedWriter | None = None
         self._closed = False  # the main file's array ended: nothing more goes into it
         self._last: Future[None] | None = None
 
@@ -43,7 +45,6 @@ class TraceFile:
         with self._lock:
             self._closed = True
             if self._stream is not None:
-                self._stream.write("]")
                 self._stream.close()
                 self._stream = None
 
@@ -58,12 +59,13 @@ class TraceFile:
                 if self._closed:  # a trace that ended after shutdown: never over the file
                     log.warning("a trace of %s ended after its file closed", self.name)
                     return
+                body = text.encode("utf-8")
                 if self._stream is None:
-                    self._stream = open(self.name, "w", encoding="utf-8")  # noqa: SIM115
-                    self._stream.write("[")
+                    self._stream = open(self.name, "wb")  # noqa: SIM115
+                    self._stream.write(b"[" + body + b"]")
                 else:
-                    self._stream.write(",")
-                self._stream.write(text)
+                    self._stream.seek(-1, os.SEEK_END)  # over the closing bracket
+                    self._stream.write(b"," + body + b"]")
                 self._stream.flush()
         except OSError as exc:  # a trace never fails a request; the log says why
             log.error("failed writing the trace file %s: %s", self.name, exc)
