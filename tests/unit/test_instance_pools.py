@@ -5,6 +5,7 @@ and Triton's refusals word for word when a resource is given short."""
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,8 +13,10 @@ import pytest
 from lambdaserve.config.instance_groups import RateLimits, Resource
 from lambdaserve.config.model_config import build
 from lambdaserve.errors import InvalidInput, LoadRefused
+from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.serving.instances import InstancePool
 from lambdaserve.serving.rate_limiter import RateLimiter, parse_resources
+from lambdaserve.wiring.inference import build_model_server
 
 
 class Gate:
@@ -223,3 +226,60 @@ def test_serve_and_dev_take_tritonservers_rate_limit_flags_into_the_environment(
     assert rate_limit_env(_parser().parse_args(["serve"])) == {}
     with pytest.raises(InvalidInput, match="execution_count or off"):
         rate_limit_env(_parser().parse_args(["serve", "--rate-limit", "always"]))
+
+
+SLEEPER = b"""
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(0.5)
+        return [
+            pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.ones((1, 1), np.float32))])
+            for _ in requests
+        ]
+"""
+SLEEPER_CONFIG = b"""
+backend: "python"
+max_batch_size: 0
+input [{ name: "IN", data_type: TYPE_FP32, dims: [ 1, 1 ] }]
+output [{ name: "OUT", data_type: TYPE_FP32, dims: [ 1, 1 ] }]
+instance_group [{ count: 2, kind: KIND_CPU,
+                  rate_limiter { resources [{ name: "R1", count: 1 }] } }]
+"""
+
+
+def test_waiting_for_the_rate_limiters_resource_is_queue_time_not_compute(model_code_enabled):
+    # Given a model of two instances each needing R1, of which serve has one (R1:1)
+    aws = model_code_enabled
+    aws.put("models/sleeper/config.pbtxt", SLEEPER_CONFIG)
+    aws.put("models/sleeper/1/model.py", SLEEPER)
+    aws.services.registrar.reconcile_model("sleeper")
+    settings = replace(aws.settings, rate_limit="execution_count", rate_limit_resources=("R1:1",))
+    server = build_model_server(settings, aws.clients)
+    request = InferRequest((InferInput("IN", "FP32", (1, 1), np.ones((1, 1), np.float32)),))
+    server.infer("sleeper", None, request, lambda _s, o: o)  # loaded, before it is counted
+    before = server.stats.snapshot("sleeper")["model_stats"][0]["inference_stats"]
+    # When two requests of half a second each come at once
+    start = threading.Barrier(2)
+
+    def call() -> None:
+        start.wait()
+        server.infer("sleeper", None, request, lambda _s, o: o)
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    after = server.stats.snapshot("sleeper")["model_stats"][0]["inference_stats"]
+    # Then the one that waited for R1 counted its wait as queue, as Triton counts a request
+    # queued until an instance is allocated, and compute_infer holds the two runs alone
+    queued = after["queue"]["ns"] - before["queue"]["ns"]
+    computed = after["compute_infer"]["ns"] - before["compute_infer"]["ns"]
+    assert queued >= 0.3e9, (queued, computed)
+    assert computed < 1.3e9, (queued, computed)  # the waiting counted in it: about 1.5 s

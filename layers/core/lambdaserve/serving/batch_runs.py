@@ -8,8 +8,9 @@ take them as they came, in one call, each answered (or failed) alone.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -62,7 +63,7 @@ def run_batch(
         with (
             request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
             parent_of(members),  # the models it calls are traced as its children
-            executing(limiter, served, (m.parameters for m in members)),
+            executing(limiter, served, (m.parameters for m in members)) as held,
         ):
             outputs = loaded.run(inputs, names)
         ran = time.perf_counter_ns()
@@ -95,9 +96,9 @@ def run_batch(
         Execution(
             len(members),
             batch.size,
-            queued_ns,
+            queued_ns + held.waited_ns,
             bound - started,
-            ran - bound,
+            ran - bound - held.waited_ns,
             time.perf_counter_ns() - ran,
         ),
     )
@@ -107,18 +108,34 @@ def run_batch(
     ]
 
 
+@dataclass
+class Held:
+    """How long an execution waited for its instance or slot: queue time, as Triton counts
+    a request queued until an instance is allocated, never compute time."""
+
+    waited_ns: int = 0
+
+
+@contextmanager
 def executing(
     limiter: RateLimiter | FleetSlots | None,
     served: ServedVersion,
     parameters: Iterable[Mapping[str, Any]] = (),
-) -> AbstractContextManager[None]:
+) -> Iterator[Held]:
     """One execution of ``served`` under the rate limiter (``serve``), or holding one of the
     version's slots fleet-wide (the Lambda path); nothing held where neither applies."""
+    held = Held()
     if limiter is None:
-        return nullcontext()
+        yield held
+        return
+    began = time.perf_counter_ns()
     if isinstance(limiter, FleetSlots):
-        return limiter.execution(served.model, served.version, served.config, parameters)
-    return limiter.execution((served.model, served.version, served.record.fingerprint))
+        execution = limiter.execution(served.model, served.version, served.config, parameters)
+    else:
+        execution = limiter.execution((served.model, served.version, served.record.fingerprint))
+    with execution:
+        held.waited_ns = time.perf_counter_ns() - began
+        yield held
 
 
 def _result(
@@ -160,7 +177,7 @@ def _run_requests(
             request_ids([member.id for member in members]),  # for model code's failure log
             request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
             parent_of(members),
-            executing(limiter, served, (m.parameters for m in members)),
+            executing(limiter, served, (m.parameters for m in members)) as held,
         ):
             answers = loaded.run_requests(calls)
     except SlotRefused as exc:  # no slot on the Lambda path: every member hears why
@@ -182,6 +199,13 @@ def _run_requests(
         stats.record_success(
             served.model,
             served.version,
-            Execution(len(answered), sum(answered), queued_ns, bound - started, ran - bound, 0),
+            Execution(
+                len(answered),
+                sum(answered),
+                queued_ns + held.waited_ns,
+                bound - started,
+                ran - bound - held.waited_ns,
+                0,
+            ),
         )
     return results

@@ -144,7 +144,7 @@ class ModelServer:
                 request_deadline(served.config, (request.parameters,)),
                 parent_of((request,)),
                 passing_sequence(request.parameters),
-                executing(self._executions, served, (request.parameters,)),
+                executing(self._executions, served, (request.parameters,)) as held,
             ):
                 outputs = classify(request, served, _run_one(served, loaded, inputs, names))
             ran = time.perf_counter_ns()
@@ -157,7 +157,14 @@ class ModelServer:
         self.stats.record_success(
             model,
             served.version,
-            Execution(1, _batch_size(inputs, served), 0, bound - started, ran - bound, done - ran),
+            Execution(
+                1,
+                _batch_size(inputs, served),
+                held.waited_ns,  # waiting for the instance or slot is queue time
+                bound - started,
+                ran - bound - held.waited_ns,
+                done - ran,
+            ),
         )
         if lookup is not None:
             self.cache_store(served, lookup, outputs)
