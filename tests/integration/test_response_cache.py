@@ -431,3 +431,34 @@ def test_a_decoupled_models_whole_response_sequence_is_cached(stack):
     inference = stats["inference_stats"]
     assert (inference["cache_hit"]["count"], inference["cache_miss"]["count"]) == (1, 1)
     assert stats["execution_count"] == 1
+
+
+def test_a_decoupled_models_unary_answer_is_cached_in_the_form_its_stream_reads(stack):
+    """Given python_backend's repeat model (decoupled) with the response cache
+    When a request of one element (one response) comes twice over v2 infer, then streams
+    Then the second answer and the stream come from the cache: the model ran once, and the
+    entry the unary door stored is the stream's one-response list (never unreadable)."""
+    config = (FIXTURES / "repeat_int32" / "config.pbtxt").read_bytes()
+    stack.put("models/repeat_int32/config.pbtxt", config + b"\nresponse_cache { enable: true }\n")
+    for file in sorted((FIXTURES / "repeat_int32").rglob("*")):
+        if file.is_file() and file.name != "config.pbtxt":
+            relative = file.relative_to(FIXTURES / "repeat_int32").as_posix()
+            stack.put(f"models/repeat_int32/{relative}", file.read_bytes())
+    stack.wait_state("repeat_int32", 1, "READY")
+    body = {"inputs": [{"name": "IN", "datatype": "INT32", "shape": [1], "data": [9]}]}
+    answers = [stack.inference.post("/v2/models/repeat_int32/infer", json=body) for _ in range(2)]
+    assert [a.status_code for a in answers] == [200, 200], answers[0].text
+    assert answers[0].json()["outputs"] == answers[1].json()["outputs"]
+    stats = stack.inference.get("/v2/models/repeat_int32/stats").json()["model_stats"][0]
+    inference = stats["inference_stats"]
+    assert (inference["cache_hit"]["count"], inference["cache_miss"]["count"]) == (1, 1)
+    assert stats["execution_count"] == 1
+    with stack.inference.stream(
+        "POST", "/v2/models/repeat_int32/generate_stream", json={"IN": [9]}
+    ) as response:
+        assert response.status_code == 200
+        events = [line for line in response.iter_lines() if line.startswith("data: ")]
+    assert len(events) == 1, events
+    stats = stack.inference.get("/v2/models/repeat_int32/stats").json()["model_stats"][0]
+    assert stats["inference_stats"]["cache_hit"]["count"] == 2
+    assert stats["execution_count"] == 1

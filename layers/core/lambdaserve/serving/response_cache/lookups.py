@@ -98,9 +98,10 @@ class ResponseCache:
         note = outcome_note.get()
         if note is not None:
             note.append("hit" if found is not None else "miss")
-        if decoupled:
+        if decoupled:  # its entries are response lists, whichever door stored them
             responses = found if isinstance(found, list) else None
-            return Lookup(key, None, started, done - started, responses)
+            single = responses[0] if responses is not None and len(responses) == 1 else None
+            return Lookup(key, single, started, done - started, responses)
         return Lookup(key, found if isinstance(found, dict) else None, started, done - started)
 
     def answer_before_queueing(
@@ -124,9 +125,13 @@ class ResponseCache:
         outputs: Mapping[str, Any],
         stats: StatsRegistry,
     ) -> None:
-        """Keep a successful answer (Triton's miss duration covers the insertion too)."""
+        """Keep a successful answer (Triton's miss duration covers the insertion too); a
+        decoupled model's as a list of one response, the form its stream reads."""
         started = time.perf_counter_ns()
-        entry = encode_outputs(outputs)
+        if served.config.decoupled:
+            entry = encode_sequence([dict(outputs)])
+        else:
+            entry = encode_outputs(outputs)
         self._put(served, lookup, entry, stats, started)
 
     def store_sequence(
