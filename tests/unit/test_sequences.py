@@ -9,8 +9,10 @@ import threading
 from dataclasses import replace
 
 import numpy as np
+import orjson
 import pytest
 
+from lambdaserve.apps.v2_calls import V2Call, answer_v2
 from lambdaserve.catalog.repository import ConfigKey, parse_key
 from lambdaserve.config.model_config import build, parse_document
 from lambdaserve.errors import InvalidInput, LambdaServeError, ModelNotReady
@@ -539,3 +541,18 @@ def test_a_python_sequence_model_without_implicit_state_is_told_where_self_is_no
     assert "infer function" in warned and "--workers N" in warned
     kept = aws.services.catalog.get_model("python_accumulator").config_warnings
     assert not any("implicit state" in w for w in kept)
+
+
+def test_a_draining_server_without_batching_refuses_new_sequences_over_v2_http(server):
+    # Given `serve --no-batching`'s plane (no dynamic batcher), draining
+    plane = InferenceDataPlane(lambda: server, None, Readiness())
+    plane.readiness.drain()
+    body = orjson.dumps(
+        {
+            "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [1]}],
+            "parameters": {"sequence_id": "13", "sequence_start": True},
+        }
+    )
+    # When a new sequence's START comes over v2 HTTP / Then it is refused as on every door
+    with pytest.raises(ModelNotReady, match="stopped accepting new inference requests"):
+        asyncio.run(answer_v2(plane, V2Call("simple_string_dyna_sequence", None, body, None)))

@@ -5,17 +5,22 @@ file cannot move; sampling by rate and count; traces written as Triton's files h
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import numpy as np
 import pytest
 
+from lambdaserve.apps.v2_calls import V2Call, answer_v2
 from lambdaserve.errors import InvalidInput, SettingFixed
 from lambdaserve.protocol.v2 import InferInput, InferRequest
+from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.tracing.config import TraceConfig, trace_config
 from lambdaserve.tracing.request_trace import computed
 from lambdaserve.tracing.tracer import Tracer
 from lambdaserve.tracing.wire import rendered, setting_update
+from lambdaserve.wiring.inference import build_model_server
+from tests import builders
 
 UNITTEST = trace_config(["triton,file=global_unittest.log", "level=TIMESTAMPS", "rate=1"])
 INITIAL = {
@@ -350,3 +355,24 @@ def test_the_trace_file_is_json_when_log_frequency_changes_at_run_time(tmp_path)
     assert len([r for r in json.loads(file.read_text()) if "model_name" in r]) == 3
     tracer.close()
     assert len([r for r in json.loads(file.read_text()) if "model_name" in r]) == 3
+
+
+def test_v2_http_without_batching_is_traced_as_with_it(aws, tmp_path):
+    # Given `serve --no-batching`'s plane (no dynamic batcher) tracing every request
+    aws.put("models/mlp/1/model.onnx", builders.onnx_mlp(4, 3))
+    aws.services.registrar.reconcile_model("mlp")
+    file = tmp_path / "t.json"
+    tracer = Tracer(trace_config([f"triton,file={file}", "level=TIMESTAMPS", "rate=1"]))
+    server = build_model_server(aws.settings, aws.clients)
+    plane = InferenceDataPlane(lambda: server, None, tracer=tracer)
+    body = json.dumps(
+        {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1] * 4}]}
+    ).encode()
+    # When a v2 request comes over HTTP
+    asyncio.run(answer_v2(plane, V2Call("mlp", None, body, None)))
+    tracer.close()
+    # Then its trace is written, with the compute stamps, as a batched server writes it
+    records = json.loads(file.read_text())
+    assert [r["model_name"] for r in records if "model_name" in r] == ["mlp"]
+    stamps = {t["name"] for r in records for t in r.get("timestamps", [])}
+    assert {"QUEUE_START", "COMPUTE_START", "COMPUTE_END"} <= stamps, stamps

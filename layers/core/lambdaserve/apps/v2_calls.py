@@ -93,13 +93,10 @@ def error_answer(exc: Exception, method: str, path: str) -> HttpAnswer:
 
 
 async def answer_v2(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:
-    """A v2 call through the data plane: its dynamic batcher where it has one."""
+    """A v2 call through the data plane (its dynamic batcher where it has one, its trace
+    and its draining server's refusal of new sequences either way)."""
     version = await plane.version_number(call.model, call.version_text)
     model, body, header_length = call.model, call.body, call.header_length
-    if plane.batcher is None:
-        return await plane.call(
-            model, version, lambda: v2_infer(plane, model, version, body, header_length)
-        )
     if header_length == 0:  # a raw binary request needs the model's signature: maybe I/O
         parsed = await asyncio.to_thread(parse_for, plane, model, version, body, header_length)
     else:
