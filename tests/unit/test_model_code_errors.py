@@ -182,3 +182,20 @@ def test_a_base_handler_without_ts_installed_names_the_fix(enabled, monkeypatch)
     assert "make dev TORCHSERVE=1" in record.reason
     assert "make build VARIANT=torchserve" in record.reason
     assert "EnablePythonModels=true" in record.reason
+
+
+def test_a_lone_requests_failure_log_keeps_its_id(enabled, caplog):
+    """Given the raising Python model
+    When a request with an id runs alone (the Lambda path, the fast lane, --no-batching,
+    a model calling another: ModelServer.infer)
+    Then the failure log names its id, as on the batched path."""
+    enabled.put("models/scaler/config.pbtxt", CONFIG)
+    enabled.put("models/scaler/1/model.py", RAISING_EXECUTE)
+    enabled.services.registrar.reconcile_model("scaler")
+    server = build_model_server(enabled.settings, enabled.clients)
+    request = InferRequest(
+        inputs=(InferInput("X", "FP32", (1,), np.ones(1, np.float32)),), id="lone-0815"
+    )
+    with caplog.at_level(logging.ERROR, logger="lambdaserve"), pytest.raises(InferenceError):
+        server.infer("scaler", None, request, lambda _s, outputs: outputs)
+    assert "lone-0815" in _logged(caplog).getMessage()

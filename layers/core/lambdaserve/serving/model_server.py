@@ -24,6 +24,7 @@ from lambdaserve.errors import LambdaServeError, ModelCodeFailed, ModelNotReady,
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions
+from lambdaserve.runtimes.code_errors import request_ids
 from lambdaserve.runtimes.sequence_requests import passing_sequence, sequence_parameters
 from lambdaserve.serving.batch_runs import executing, run_batch
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
@@ -141,6 +142,7 @@ class ModelServer:
             names = select_outputs(request, served.signature)
             bound = time.perf_counter_ns()
             with (
+                request_ids((request.id,)),  # for model code's failure log
                 request_deadline(served.config, (request.parameters,)),
                 parent_of((request,)),
                 passing_sequence(request.parameters),

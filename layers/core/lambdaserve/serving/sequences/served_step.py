@@ -13,6 +13,7 @@ from lambdaserve.errors import LambdaServeError
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel
+from lambdaserve.runtimes.code_errors import request_ids
 from lambdaserve.runtimes.sequence_requests import in_sequences
 from lambdaserve.serving.binding import bind_inputs, select_outputs
 from lambdaserve.serving.sequences.controls import request_flags, with_sequence_tensors
@@ -43,7 +44,10 @@ def served_step(
         nonlocal bound, ran
         inputs, names = bind_inputs(step, signature), select_outputs(step, signature)
         bound = time.perf_counter_ns()
-        with in_sequences([request_flags(served.model, step.parameters)]):
+        with (
+            request_ids((step.id,)),  # for model code's failure log
+            in_sequences([request_flags(served.model, step.parameters)]),
+        ):
             outputs = loaded.run(inputs, names)
         ran = time.perf_counter_ns()
         return dict(outputs)
