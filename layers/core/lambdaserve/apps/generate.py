@@ -20,32 +20,38 @@ from lambdaserve.protocol.generate import encode_generate, parse_generate
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.protocol.v2 import InferRequest
+from lambdaserve.serving.capture_offers import JSON, offer
 from lambdaserve.serving.data_plane import InferenceDataPlane
+
+EVENTS = "text/event-stream"
 
 
 def install_generate(
     app: FastAPI, plane: InferenceDataPlane, read_body: Callable[[Request], Awaitable[bytes]]
 ) -> None:
-    async def decoded(request: Request) -> tuple[str, int | None, InferRequest]:
+    async def decoded(request: Request) -> tuple[str, int | None, InferRequest, bytes]:
         model = check_model_name(request.path_params["model"])
         number = await plane.version_number(model, request.path_params.get("version"))
         served = await plane.served(model, number)
-        document = json_document(await read_body(request))
-        return model, number, parse_generate(document, served.signature)
+        sent = await read_body(request)
+        return model, number, parse_generate(json_document(sent), served.signature), sent
 
     async def generate(request: Request) -> Response:
-        model, number, infer_request = await decoded(request)
+        model, number, infer_request, sent = await decoded(request)
         answers = [a async for a in plane.stream(model, number, infer_request)]
         if len(answers) != 1 and _through_lambda(request):
             documents = [encode_generate(model, a.version, a.outputs) for a in answers]
-            return Response(_json(documents), 200, media_type="application/json")
-        if len(answers) != 1:
+            body = _json(documents)
+        elif len(answers) != 1:
             raise InferenceError(
                 f"the model sent {len(answers)} responses: ask .../generate_stream for them"
             )
-        [answer] = answers
-        body = encode_generate(model, answer.version, answer.outputs)
-        return Response(_json(body), 200, media_type="application/json")
+        else:
+            [answer] = answers
+            body = _json(encode_generate(model, answer.version, answer.outputs))
+        if plane.capture is not None and answers:
+            await offer(plane, model, answers[0].version, (sent, JSON), (body, JSON))
+        return Response(body, 200, media_type=JSON)
 
     async def generate_stream(request: Request) -> Response:
         if _through_lambda(request):
@@ -54,16 +60,26 @@ def install_generate(
                 "run on `lambdaserve serve` (server mode) and `lambdaserve dev`; here, POST "
                 ".../generate answers with every response at once, as a JSON list"
             )
-        model, number, infer_request = await decoded(request)  # bad input: 4xx before streaming
+        # bad input: 4xx before streaming
+        model, number, infer_request, sent = await decoded(request)
 
         async def events() -> AsyncIterator[bytes]:
+            kept: list[bytes] = []  # the whole stream, for payload capture once it ends
+            version = None
             try:
                 async for answer in plane.stream(model, number, infer_request):
-                    yield _event(encode_generate(model, answer.version, answer.outputs))
+                    event = _event(encode_generate(model, answer.version, answer.outputs))
+                    version = answer.version
+                    if plane.capture is not None:
+                        kept.append(event)
+                    yield event
             except LambdaServeError as exc:  # after the first byte, errors travel in-band
                 yield _event({"error": exc.message})
+                return
+            if plane.capture is not None and version is not None:
+                await offer(plane, model, version, (sent, JSON), (b"".join(kept), EVENTS))
 
-        return StreamingResponse(events(), media_type="text/event-stream")
+        return StreamingResponse(events(), media_type=EVENTS)
 
     for suffix, route in (("generate", generate), ("generate_stream", generate_stream)):
         for prefix in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}"):

@@ -108,6 +108,12 @@ def install_predictions(
         def run() -> Response:
             raw = RawRequest(fields, headers)
             answer = explain_raw(server(), model, number, raw)
+            if answer.status < 300 and plane.capture is not None:
+                served = plane.resolve_now(model, number)
+                sent = headers.get("content-type") or "application/octet-stream"
+                offer_served(
+                    plane.capture, served, (body, sent), (answer.body, answer.content_type)
+                )
             return Response(answer.body, answer.status, media_type=answer.content_type)
 
         result: Response = await call(model, number, run)

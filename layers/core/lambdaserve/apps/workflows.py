@@ -15,6 +15,7 @@ from lambdaserve.config.model_files import WORKFLOW_MANIFEST_FILE
 from lambdaserve.errors import InvalidInput, ModelNotFound
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import ModelManager, ModelView
+from lambdaserve.serving.capture_offers import offer_served
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import RawRequest, predict_raw
 
@@ -39,6 +40,10 @@ def install_workflow_predictions(
                     f"publish a workflow with `aws s3 cp {name}.war s3://<bucket>/models/`"
                 )
             answer = predict_raw(plane.server(), name, served.version, RawRequest(fields, headers))
+            if answer.status < 300:
+                sent = request.headers.get("content-type") or "application/octet-stream"
+                response = (answer.body, answer.content_type)
+                offer_served(plane.capture, served, (body, sent), response)
             return Response(answer.body, answer.status, media_type=answer.content_type)
 
         result: Response = await plane.call(name, None, run)

@@ -23,6 +23,14 @@ Payload = bytes | Callable[[], bytes]
 JSON = "application/json"
 # what a gRPC door keeps: the message as it travels (protobuf), base64 in the record
 GRPC = "application/grpc+proto"
+# a stream's many responses (a decoupled model's): each message framed as gRPC frames them
+# on the wire (a flag byte, then its length in four big-endian bytes)
+GRPC_FRAMED = "application/grpc+proto; framing=length-prefixed"
+
+
+def framed(message: bytes) -> bytes:
+    """One message as gRPC's Length-Prefixed-Message (uncompressed)."""
+    return b"\x00" + len(message).to_bytes(4, "big") + message
 
 
 def offer_served(

@@ -294,8 +294,13 @@ class InferenceDataPlane:
         self, model: str, version: int | None, request: InferRequest
     ) -> AsyncIterator[Inferred]:
         """Every response to one request (a decoupled model's many; another's one), each as
-        the model sends it: the model runs in a thread, the loop only waits."""
+        the model sends it: the model runs in a thread, the loop only waits. Another model's
+        one answer goes through ``infer`` (its batcher, queue policy, trace), as every door's."""
         from lambdaserve.serving import streaming
+
+        if not await self.decoupled(model, version):
+            yield await self.infer(model, version, request)
+            return
 
         served, responses = await asyncio.to_thread(
             streaming.stream, self.server(), model, version, request

@@ -32,7 +32,7 @@ from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.grpc import kserve
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import ModelManager
-from lambdaserve.serving.capture_offers import GRPC, offer
+from lambdaserve.serving.capture_offers import GRPC, GRPC_FRAMED, framed, offer
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.tracing.frontend import FRONTEND
 from lambdaserve.tracing.otel import CALLER
@@ -174,12 +174,23 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
             return
         decoded = kserve.infer_request(request)
         version = number
+        kept: list[bytes] = []  # the responses, for payload capture once the model is done
         async for inferred in self._plane.stream(model, number, decoded):
             version = inferred.version
             response = kserve.infer_response(model, version, decoded.id, inferred.outputs)
             if flagged:
                 response.parameters["triton_final_response"].bool_param = False
+            if self._plane.capture is not None:
+                kept.append(framed(response.SerializeToString()))
             yield response
+        if self._plane.capture is not None and version is not None:
+            await offer(
+                self._plane,
+                model,
+                version,
+                (request.SerializeToString, GRPC),
+                (b"".join(kept), GRPC_FRAMED),
+            )
         if flagged:
             final = pb.ModelInferResponse(
                 model_name=model, model_version=str(version or ""), id=decoded.id or ""

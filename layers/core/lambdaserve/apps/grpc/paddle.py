@@ -20,6 +20,7 @@ from lambdaserve.protocol import paddle_pipeline as rest
 from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2 as pb
 from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2_grpc as services
 from lambdaserve.protocol.names import check_model_name
+from lambdaserve.serving.capture_offers import GRPC, offer
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 # The runtime name of a Paddle Serving pipeline version (web_service.py + config.yml)
@@ -35,25 +36,37 @@ class PipelineServicer(services.PipelineServiceServicer):
 
     @unary
     async def inference(self, request: pb.Request, context: Context) -> Any:
+        answered = None
         try:
-            document = await self._answer(request)
+            answered, document = await self._answer(request)
         except LambdaServeError as exc:
             document = rest.error_response(exc)
-        return pb.Response(
+        response = pb.Response(
             err_no=document["err_no"],
             err_msg=document["err_msg"],
             key=document["key"],
             value=document["value"],
         )
+        if answered is not None and self._plane.capture is not None:
+            model, version = answered
+            await offer(
+                self._plane,
+                model,
+                version,
+                (request.SerializeToString, GRPC),
+                (response.SerializeToString, GRPC),
+            )
+        return response
 
-    async def _answer(self, request: pb.Request) -> dict[str, Any]:
+    async def _answer(self, request: pb.Request) -> tuple[tuple[str, int], dict[str, Any]]:
+        """The model and version that answered, and Paddle's response document."""
         model = check_model_name(request.name or await self._only_model())
         served = await self._plane.resolve_number(model, None)
         parsed = rest.parse_request(
             {"key": list(request.key), "value": list(request.value)}, served.signature
         )
         inferred = await self._plane.infer(model, None, parsed)
-        return rest.encode_response(inferred.outputs)
+        return (model, inferred.version), rest.encode_response(inferred.outputs)
 
     async def _only_model(self) -> str:
         """The model an unnamed request means: the catalog's only model, else its only

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 import grpc
+from google.protobuf.message import Message
 
 from lambdaserve.apps.grpc.calls import Context, unary
 from lambdaserve.apps.tf_signatures import examples_results, named_signature, run_named
@@ -23,7 +24,9 @@ from lambdaserve.protocol.grpc.protos import tensorflow_serving_pb2_grpc as serv
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.protocol.tf_examples import CLASSIFY, REGRESS
 from lambdaserve.serving import signatures
+from lambdaserve.serving.capture_offers import GRPC, offer_served
 from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.serving.version_resolver import ServedVersion
 
 
 def add_to(server: grpc.aio.Server, plane: InferenceDataPlane) -> None:
@@ -56,7 +59,9 @@ class PredictionServicer(services.PredictionServiceServicer):
         outputs = await run_named(
             self._plane, model, number, served=served, named=named, request=decoded
         )
-        return codec.predict_response(model, served.version, outputs, named.key)
+        response = codec.predict_response(model, served.version, outputs, named.key)
+        self._capture(served, request, response)
+        return response
 
     @unary
     async def GetModelMetadata(self, request: pb.GetModelMetadataRequest, context: Context) -> Any:
@@ -69,15 +74,19 @@ class PredictionServicer(services.PredictionServiceServicer):
 
     @unary
     async def Classify(self, request: pb.ClassificationRequest, context: Context) -> Any:
-        spec, results = await self._examples(request.model_spec, request.input, CLASSIFY)
-        return pb.ClassificationResponse(
+        served, spec, results = await self._examples(request.model_spec, request.input, CLASSIFY)
+        response = pb.ClassificationResponse(
             model_spec=spec, result=codec.classification_result(results)
         )
+        self._capture(served, request, response)
+        return response
 
     @unary
     async def Regress(self, request: pb.RegressionRequest, context: Context) -> Any:
-        spec, results = await self._examples(request.model_spec, request.input, REGRESS)
-        return pb.RegressionResponse(model_spec=spec, result=codec.regression_result(results))
+        served, spec, results = await self._examples(request.model_spec, request.input, REGRESS)
+        response = pb.RegressionResponse(model_spec=spec, result=codec.regression_result(results))
+        self._capture(served, request, response)
+        return response
 
     @unary
     async def MultiInference(self, request: pb.MultiInferenceRequest, context: Context) -> Any:
@@ -93,6 +102,7 @@ class PredictionServicer(services.PredictionServiceServicer):
                 f"the tasks name models {sorted(names)} and signatures {keys}"
             )
         response = pb.MultiInferenceResponse()
+        served = None
         for task in request.tasks:
             verb = task.method_name.rsplit("/", 1)[-1]
             if verb not in (CLASSIFY, REGRESS):
@@ -100,18 +110,29 @@ class PredictionServicer(services.PredictionServiceServicer):
                     f"task method_name {task.method_name!r}: MultiInference runs "
                     "tensorflow/serving/classify and tensorflow/serving/regress tasks"
                 )
-            spec, results = await self._examples(task.model_spec, request.input, verb)
+            served, spec, results = await self._examples(task.model_spec, request.input, verb)
             result = response.results.add(model_spec=spec)
             if verb == CLASSIFY:
                 result.classification_result.CopyFrom(codec.classification_result(results))
             else:
                 result.regression_result.CopyFrom(codec.regression_result(results))
+        if served is not None:  # one exchange, kept under the version that answered
+            self._capture(served, request, response)
         return response
+
+    def _capture(self, served: ServedVersion, request: Message, response: Message) -> None:
+        """The messages as they travel, where the version captures and the sample takes it."""
+        offer_served(
+            self._plane.capture,
+            served,
+            (request.SerializeToString, GRPC),
+            (response.SerializeToString, GRPC),
+        )
 
     async def _examples(
         self, spec: pb.ModelSpec, message: pb.Input, verb: str
-    ) -> tuple[pb.ModelSpec, Any]:
-        """The answering ModelSpec and TF Serving's results for ``verb`` on the examples."""
+    ) -> tuple[ServedVersion, pb.ModelSpec, Any]:
+        """The version, answering ModelSpec and TF Serving's results for ``verb``."""
         model, number = await _target(self._plane, spec)
         examples = codec.serialized_examples(message)
         served, named, document = await examples_results(
@@ -119,7 +140,7 @@ class PredictionServicer(services.PredictionServiceServicer):
         )
         answered = pb.ModelSpec()
         codec.fill_spec(answered, model, served.version, named.key)
-        return answered, document["results"]
+        return served, answered, document["results"]
 
 
 class ModelServicer(services.ModelServiceServicer):

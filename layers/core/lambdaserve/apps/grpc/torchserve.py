@@ -32,6 +32,7 @@ from lambdaserve.protocol.grpc.protos import torchserve_management_pb2_grpc as m
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import DEFAULT_PAGE, ModelManager
 from lambdaserve.runtimes.torchserve.context import SEQUENCE_ID_HEADER
+from lambdaserve.serving.capture_offers import GRPC, offer, offer_served
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import RawRequest, handler_sequence, takes_raw
 
@@ -94,9 +95,17 @@ class InferenceServicer(inference.InferenceAPIsServiceServicer):
             headers = given if sequence is None else {SEQUENCE_ID_HEADER: sequence}
             # through the handler's batch lane where its archive sets batchSize, as on HTTP
             answer = await self._plane.predict_raw(served, RawRequest(fields, headers))
-            return pb.PredictionResponse(
+            response = pb.PredictionResponse(
                 prediction=answer.body, sequence_id=sequence or request.sequence_id
             )
+            if answer.status < 300:  # the messages as they travel, as HTTP keeps its bytes
+                offer_served(
+                    self._plane.capture,
+                    served,
+                    (request.SerializeToString, GRPC),
+                    (response.SerializeToString, GRPC),
+                )
+            return response
         if len(fields) != 1:
             raise InvalidInput(
                 f"model {model!r} takes tensors: send one input field holding the JSON body "
@@ -105,7 +114,16 @@ class InferenceServicer(inference.InferenceAPIsServiceServicer):
         prediction = rest.parse_prediction(bytes(fields[0][1]), served.signature.inputs)
         inferred = await self._plane.infer(model, number, prediction.request)
         body = rest.encode_prediction(dict(inferred.outputs), prediction.single_instance)
-        return pb.PredictionResponse(prediction=body, sequence_id=request.sequence_id)
+        response = pb.PredictionResponse(prediction=body, sequence_id=request.sequence_id)
+        if self._plane.capture is not None:
+            await offer(
+                self._plane,
+                model,
+                inferred.version,
+                (request.SerializeToString, GRPC),
+                (response.SerializeToString, GRPC),
+            )
+        return response
 
 
 class ManagementServicer(management.ManagementAPIsServiceServicer):
