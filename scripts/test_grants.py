@@ -99,6 +99,10 @@ def without(template: dict[str, Any], unit: Unit) -> dict[str, Any]:
     for step in unit.path[:-1]:
         node = node[step]
     del node[unit.path[-1]]
+    if unit.path[-2] == "Statement" and not node:
+        # its policy's only statement: the policy goes (IAM refuses an empty Statement list)
+        properties = changed["Resources"][unit.resource]["Properties"]
+        del properties[unit.path[0]][unit.path[1]]
     return changed
 
 

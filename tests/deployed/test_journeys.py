@@ -90,6 +90,34 @@ def test_a_deleted_version_is_unavailable(stack: DeployedStack):
     assert answer["statusCode"] != 200, answer
 
 
+def test_the_scheduled_reconcile_heals_an_upload_whose_event_was_lost(stack: DeployedStack):
+    # Given an upload whose S3 event never reached the manage function (the queue lost it)
+    stack.clients.s3.put_object(
+        Bucket=stack.settings.bucket, Key="models/missed/1/model.onnx", Body=MLP
+    )
+    [source] = stack.shape.function("ManageEventsFunction").sources
+    stack.clients.sqs.purge_queue(QueueUrl=stack.queue(source.queue).url)
+    catalog = Catalog(stack.clients.dynamodb, stack.settings.table)
+    assert catalog.versions("missed") == []
+    # When the schedule template.yaml sets invokes the reconcile function, under its role
+    scheduled = {
+        "version": "0",
+        "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": "123456789012",
+        "time": "2026-12-06T00:00:00Z",
+        "region": "us-east-1",
+        "resources": ["arn:aws:events:us-east-1:123456789012:rule/reconcile"],
+        "detail": {},
+    }
+    answer = stack.invoke("ReconcileFunction", scheduled)
+    # Then the catalog holds the version, READY, as if its event had come
+    assert answer["models"] >= 1, answer
+    [record] = catalog.versions("missed")
+    assert record.state == "READY", record.reason
+
+
 def test_a_deploy_pipeline_hears_a_version_become_ready_on_the_stacks_bus(stack: DeployedStack):
     # Given a pipeline's rule on the bus the template names (the default), targeting a queue
     sqs, events = stack.clients.sqs, stack.clients.client("events")
