@@ -160,3 +160,40 @@ def test_a_paddle_model_and_a_paddle_serving_pipeline_answer_through_the_http_ap
     assert json.loads(reply["value"][0]) == prob.argmax(axis=1).tolist()
     np.testing.assert_allclose(json.loads(reply["value"][1]), (prob * 2).round(6), rtol=1e-5)
     stack.assert_no_denials()
+
+
+def _manage(stack: DeployedStack, method: str, path: str, body: dict | None = None) -> dict:
+    sent = json.dumps(body).encode() if body is not None else b""
+    return stack.invoke("ManageApiFunction", http_api_event(method, path, sent))
+
+
+def test_the_management_api_changes_a_python_models_config_and_deletes_a_version(
+    stack: DeployedStack,
+):
+    """Given a Python model published through the manage image
+    When the management API (ManageApiFunction, under its role) changes its config, then
+    deletes its version
+    Then the config change is applied and the version checked again where it serves (the
+    infer function loads it before READY), and the delete removes its objects; no role is
+    denied a call on the way."""
+    stack.publish("managed", {"config.pbtxt": CONFIG, "1/model.py": DOUBLER})
+    changed = _manage(stack, "PUT", "/models/managed", {"version_policy": {"all": {}}})
+    assert changed["statusCode"] == 200, changed
+    assert json.loads(changed["body"])["version_policy"] == {"all": {}}
+    [version] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("managed")
+    assert version.state == "READY", version.reason
+    answer = _infer_model(stack, "managed", 3.0)
+    assert answer["statusCode"] == 200, answer
+    deleted = _manage(stack, "DELETE", "/models/managed/1")
+    assert deleted["statusCode"] == 200, deleted
+    listed = stack.clients.s3.list_objects_v2(
+        Bucket=stack.settings.bucket, Prefix="models/managed/1/"
+    )
+    assert listed.get("KeyCount", 0) == 0, listed
+    stack.assert_no_denials()
+
+
+def _infer_model(stack: DeployedStack, model: str, value: float) -> dict:
+    tensor = {"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [value]}
+    body = json.dumps({"inputs": [tensor]}).encode()
+    return stack.invoke("InferFunction", http_api_event("POST", f"/v2/models/{model}/infer", body))
