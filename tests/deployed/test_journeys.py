@@ -14,7 +14,7 @@ import pytest
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.local.http_api_event import http_api_event
 from tests import builders
-from tests.deployed.stack import DeployedStack, deployed
+from tests.deployed.stack import STACK, DeployedStack, deployed
 from tests.support import wait_until
 
 EVENTS = Path(__file__).parents[1] / "events"
@@ -75,6 +75,28 @@ def test_respond_async_goes_through_the_queue_to_the_batcher(stack: DeployedStac
     stack.pump("BatcherFunction", answered)
     # Then the status URL answers the outputs
     [output] = json.loads(stack.invoke("InferFunction", status)["body"])["outputs"]
+    np.testing.assert_allclose(output["data"], expected(ROWS).ravel(), rtol=1e-5)
+
+
+def test_a_queued_request_naming_a_reply_queue_gets_its_result_there(stack: DeployedStack):
+    # Given a client's reply queue named as the stack allows (<stack>-reply-*)
+    sqs = stack.clients.sqs
+    reply_url = sqs.create_queue(QueueName=f"{STACK}-reply-journey")["QueueUrl"]
+    # When a producer sends an envelope naming it straight to the requests queue
+    request = json.loads(sample("apigw_v2_infer_json.json")["body"])
+    envelope = {**request, "id": "reply-1", "model_name": "mlp", "reply_to": reply_url}
+    sqs.send_message(QueueUrl=stack.queue("RequestsQueue").url, MessageBody=json.dumps(envelope))
+    replies: list[dict[str, Any]] = []
+
+    def replied() -> bool:
+        replies.extend(sqs.receive_message(QueueUrl=reply_url).get("Messages", []))
+        return bool(replies)
+
+    stack.pump("BatcherFunction", replied)
+    # Then the batcher, under its role, sent the result to that queue
+    reply = json.loads(replies[0]["Body"])
+    assert (reply["id"], reply["status"]) == ("reply-1", "SUCCESS"), reply
+    [output] = reply["response"]["outputs"]
     np.testing.assert_allclose(output["data"], expected(ROWS).ravel(), rtol=1e-5)
 
 
