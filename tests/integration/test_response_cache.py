@@ -403,13 +403,10 @@ def test_an_ensemble_caches_at_the_top_level_and_its_steps_by_their_own_config(s
     assert after["mlp"]["inference_stats"]["cache_hit"]["count"] == 1  # the direct call
 
 
-def test_a_decoupled_models_whole_response_sequence_is_cached(stack):
-    """Given python_backend's repeat model (decoupled: one response per element) with the
-    response cache
-    When the same request streams twice over HTTP generate_stream
-    Then the second stream carries the same events in order, from the cache: the model ran once."""
-    # the config goes up once, with the cache on: a first one without it could be the one
-    # the version is READY under when the stream starts (the events race on a loaded machine)
+def _publish_cached_repeat(stack) -> None:
+    """python_backend's repeat model with the response cache on. The config goes up once,
+    with the cache on: a first one without it could be the one the version is READY under
+    when a stream starts (the events race on a loaded machine)."""
     config = (FIXTURES / "repeat_int32" / "config.pbtxt").read_bytes()
     stack.put("models/repeat_int32/config.pbtxt", config + b"\nresponse_cache { enable: true }\n")
     for file in sorted((FIXTURES / "repeat_int32").rglob("*")):
@@ -417,6 +414,14 @@ def test_a_decoupled_models_whole_response_sequence_is_cached(stack):
             relative = file.relative_to(FIXTURES / "repeat_int32").as_posix()
             stack.put(f"models/repeat_int32/{relative}", file.read_bytes())
     stack.wait_state("repeat_int32", 1, "READY")
+
+
+def test_a_decoupled_models_whole_response_sequence_is_cached(stack):
+    """Given python_backend's repeat model (decoupled: one response per element) with the
+    response cache
+    When the same request streams twice over HTTP generate_stream
+    Then the second stream carries the same events in order, from the cache: the model ran once."""
+    _publish_cached_repeat(stack)
 
     def events() -> list[str]:
         with stack.inference.stream(
@@ -438,13 +443,7 @@ def test_a_decoupled_models_unary_answer_is_cached_in_the_form_its_stream_reads(
     When a request of one element (one response) comes twice over v2 infer, then streams
     Then the second answer and the stream come from the cache: the model ran once, and the
     entry the unary door stored is the stream's one-response list (never unreadable)."""
-    config = (FIXTURES / "repeat_int32" / "config.pbtxt").read_bytes()
-    stack.put("models/repeat_int32/config.pbtxt", config + b"\nresponse_cache { enable: true }\n")
-    for file in sorted((FIXTURES / "repeat_int32").rglob("*")):
-        if file.is_file() and file.name != "config.pbtxt":
-            relative = file.relative_to(FIXTURES / "repeat_int32").as_posix()
-            stack.put(f"models/repeat_int32/{relative}", file.read_bytes())
-    stack.wait_state("repeat_int32", 1, "READY")
+    _publish_cached_repeat(stack)
     body = {"inputs": [{"name": "IN", "datatype": "INT32", "shape": [1], "data": [9]}]}
     answers = [stack.inference.post("/v2/models/repeat_int32/infer", json=body) for _ in range(2)]
     assert [a.status_code for a in answers] == [200, 200], answers[0].text

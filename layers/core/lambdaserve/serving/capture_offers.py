@@ -10,7 +10,7 @@ captures nothing costs its requests one cached lookup.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.serving.data_capture import DataCapture, Exchange, capture_setting_of
@@ -81,6 +81,16 @@ async def offer(
     except LambdaServeError:
         return
     offer_served(plane.capture, served, request, response)
+
+
+async def offer_messages(
+    plane: InferenceDataPlane, model: str, version: int, request: Any, response: Any
+) -> None:
+    """A gRPC call's request and response messages, as they travel (serialized only for the
+    requests the sample takes)."""
+    if plane.capture is not None:
+        sent, answered = request.SerializeToString, response.SerializeToString
+        await offer(plane, model, version, (sent, GRPC), (answered, GRPC))
 
 
 def _bytes(payload: Payload) -> bytes:

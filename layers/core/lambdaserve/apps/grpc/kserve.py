@@ -32,7 +32,7 @@ from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.grpc import kserve
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import ModelManager
-from lambdaserve.serving.capture_offers import GRPC, GRPC_FRAMED, framed, offer
+from lambdaserve.serving.capture_offers import GRPC, GRPC_FRAMED, framed, offer, offer_messages
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.tracing.frontend import FRONTEND
 from lambdaserve.tracing.otel import CALLER
@@ -207,14 +207,7 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
         response = kserve.infer_response(
             model, inferred.version, decoded.id, inferred.outputs, decoded, shared=shared
         )
-        if self._plane.capture is not None:  # the messages as they travel, when sampled
-            await offer(
-                self._plane,
-                model,
-                inferred.version,
-                (request.SerializeToString, GRPC),
-                (response.SerializeToString, GRPC),
-            )
+        await offer_messages(self._plane, model, inferred.version, request, response)
         return response
 
     @unary

@@ -20,7 +20,7 @@ from lambdaserve.protocol import paddle_pipeline as rest
 from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2 as pb
 from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2_grpc as services
 from lambdaserve.protocol.names import check_model_name
-from lambdaserve.serving.capture_offers import GRPC, offer
+from lambdaserve.serving.capture_offers import offer_messages
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 # The runtime name of a Paddle Serving pipeline version (web_service.py + config.yml)
@@ -47,15 +47,8 @@ class PipelineServicer(services.PipelineServiceServicer):
             key=document["key"],
             value=document["value"],
         )
-        if answered is not None and self._plane.capture is not None:
-            model, version = answered
-            await offer(
-                self._plane,
-                model,
-                version,
-                (request.SerializeToString, GRPC),
-                (response.SerializeToString, GRPC),
-            )
+        if answered is not None:
+            await offer_messages(self._plane, *answered, request, response)
         return response
 
     async def _answer(self, request: pb.Request) -> tuple[tuple[str, int], dict[str, Any]]:

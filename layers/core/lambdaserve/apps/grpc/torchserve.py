@@ -32,7 +32,7 @@ from lambdaserve.protocol.grpc.protos import torchserve_management_pb2_grpc as m
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import DEFAULT_PAGE, ModelManager
 from lambdaserve.runtimes.torchserve.context import SEQUENCE_ID_HEADER
-from lambdaserve.serving.capture_offers import GRPC, offer, offer_served
+from lambdaserve.serving.capture_offers import GRPC, offer_messages, offer_served
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import RawRequest, handler_sequence, takes_raw
 
@@ -115,14 +115,7 @@ class InferenceServicer(inference.InferenceAPIsServiceServicer):
         inferred = await self._plane.infer(model, number, prediction.request)
         body = rest.encode_prediction(dict(inferred.outputs), prediction.single_instance)
         response = pb.PredictionResponse(prediction=body, sequence_id=request.sequence_id)
-        if self._plane.capture is not None:
-            await offer(
-                self._plane,
-                model,
-                inferred.version,
-                (request.SerializeToString, GRPC),
-                (response.SerializeToString, GRPC),
-            )
+        await offer_messages(self._plane, model, inferred.version, request, response)
         return response
 
 
