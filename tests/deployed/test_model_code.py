@@ -197,3 +197,67 @@ def _infer_model(stack: DeployedStack, model: str, value: float) -> dict:
     tensor = {"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [value]}
     body = json.dumps({"inputs": [tensor]}).encode()
     return stack.invoke("InferFunction", http_api_event("POST", f"/v2/models/{model}/infer", body))
+
+
+ONCE_ONLY = b"""
+import os
+
+import triton_python_backend_utils as pb_utils
+
+MARK = "MARK_PATH"
+
+
+class TritonPythonModel:
+    # loads once: a second execution environment finds what the first left, and fails, as
+    # code whose dependency went away since its check does
+    def initialize(self, args):
+        if os.path.exists(MARK):
+            raise RuntimeError("the resource this model needs is gone")
+        open(MARK, "w").close()
+
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0")
+                 .as_numpy())]
+            )
+            for r in requests
+        ]
+"""
+ONCE_CONFIG = b"""
+backend: "python"
+input [{ name: "INPUT0", data_type: TYPE_FP32, dims: [ -1 ] }]
+output [{ name: "OUTPUT0", data_type: TYPE_FP32, dims: [ -1 ] }]
+"""
+
+
+def test_a_version_failing_to_load_where_it_serves_is_unavailable_and_announced(
+    stack: DeployedStack, tmp_path: Path
+):
+    """Given a READY Python model whose code loads once only (checked where it serves)
+    When a second execution environment of the infer function is asked for it
+    Then that load fails, and the infer function, under its role, marks the version
+    UNAVAILABLE with the code's error and announces it on the stack's bus."""
+    sqs, events = stack.clients.sqs, stack.clients.client("events")
+    url = sqs.create_queue(QueueName="load-failures")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    pattern = {"source": ["lambdaserve"], "detail": {"model": ["once"]}}
+    events.put_rule(Name="load-failures", EventPattern=json.dumps(pattern))
+    events.put_targets(Rule="load-failures", Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+    code = ONCE_ONLY.replace(b"MARK_PATH", str(tmp_path / "loaded").encode())
+    stack.publish("once", {"config.pbtxt": ONCE_CONFIG, "1/model.py": code})
+    tensor = {"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}
+    event = http_api_event(
+        "POST", "/v2/models/once/infer", json.dumps({"inputs": [tensor]}).encode()
+    )
+    with stack.another_instance("InferFunction", 3) as second:
+        answer = second(event)
+    assert answer["statusCode"] >= 400, answer
+    [version] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("once")
+    assert version.state == "UNAVAILABLE" and "is gone" in version.reason, version
+    bodies = [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    ]
+    states = [(b["detail"]["previous_state"], b["detail"]["state"]) for b in bodies]
+    assert ("READY", "UNAVAILABLE") in states, bodies
