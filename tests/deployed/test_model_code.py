@@ -177,9 +177,11 @@ def test_the_management_api_changes_a_python_models_config_and_deletes_a_version
     infer function loads it before READY), and the delete removes its objects; no role is
     denied a call on the way."""
     stack.publish("managed", {"config.pbtxt": CONFIG, "1/model.py": DOUBLER})
-    changed = _manage(stack, "PUT", "/models/managed", {"version_policy": {"all": {}}})
+    # a parameter changes the version's effective config: it is checked again where it serves
+    fields = {"parameters": {"team": {"string_value": "vision"}}}
+    changed = _manage(stack, "PUT", "/models/managed", fields)
     assert changed["statusCode"] == 200, changed
-    assert json.loads(changed["body"])["version_policy"] == {"all": {}}
+    assert json.loads(changed["body"])["parameters"]["team"] == {"string_value": "vision"}
     [version] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("managed")
     assert version.state == "READY", version.reason
     answer = _infer_model(stack, "managed", 3.0)
@@ -261,3 +263,20 @@ def test_a_version_failing_to_load_where_it_serves_is_unavailable_and_announced(
     ]
     states = [(b["detail"]["previous_state"], b["detail"]["state"]) for b in bodies]
     assert ("READY", "UNAVAILABLE") in states, bodies
+
+
+def test_the_scheduled_reconcile_checks_a_python_model_where_it_serves(stack: DeployedStack):
+    """Given a Python model uploaded while its S3 event was lost
+    When the schedule invokes the reconcile function, under its role
+    Then the version is validated and loaded where it serves (the infer function) and READY."""
+    for name, body in {"config.pbtxt": CONFIG, "1/model.py": DOUBLER}.items():
+        stack.clients.s3.put_object(
+            Bucket=stack.settings.bucket, Key=f"models/reconciled/{name}", Body=body
+        )
+    [source] = stack.shape.function("ManageEventsFunction").sources
+    stack.clients.sqs.purge_queue(QueueUrl=stack.queue(source.queue).url)
+    answer = stack.invoke("ReconcileFunction", {"source": "aws.events", "detail": {}})
+    assert answer["models"] >= 1, answer
+    [version] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("reconciled")
+    assert version.state == "READY", version.reason
+    assert _infer_model(stack, "reconciled", 2.0)["statusCode"] == 200
