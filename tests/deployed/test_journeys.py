@@ -140,6 +140,25 @@ def test_the_scheduled_reconcile_heals_an_upload_whose_event_was_lost(stack: Dep
     assert record.state == "READY", record.reason
 
 
+def test_a_config_fixed_through_the_management_api_makes_the_version_ready(stack: DeployedStack):
+    # Given a version refused for its config (an input the model does not have)
+    wrong = b'max_batch_size: 8\ninput [{ name: "WRONG", data_type: TYPE_FP32, dims: [ 4 ] }]'
+    stack.publish("fixable", {"config.pbtxt": wrong, "1/model.onnx": MLP}, state="UNAVAILABLE")
+    # When the management API (ManageApiFunction, under its role) overrides the input
+    fixed = {"input": [{"name": "INPUT__0", "data_type": "TYPE_FP32", "dims": [4]}]}
+    event = http_api_event("PUT", "/models/fixable", json.dumps(fixed).encode())
+    answer = stack.invoke("ManageApiFunction", event)
+    # Then the version is READY without a new upload, and answers
+    assert answer["statusCode"] == 200, answer
+    [record] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("fixable")
+    assert record.state == "READY", record.reason
+    body = json.dumps(
+        {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": ROWS[0]}]}
+    ).encode()
+    served = stack.invoke("InferFunction", http_api_event("POST", "/v2/models/fixable/infer", body))
+    assert served["statusCode"] == 200, served
+
+
 def test_a_deploy_pipeline_hears_a_version_become_ready_on_the_stacks_bus(stack: DeployedStack):
     # Given a pipeline's rule on the bus the template names (the default), targeting a queue
     sqs, events = stack.clients.sqs, stack.clients.client("events")
