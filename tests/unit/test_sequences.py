@@ -219,13 +219,14 @@ def test_two_servers_sharing_the_store_give_one_servers_answers(aws, server, sha
 
 
 def test_racing_steps_are_each_applied_once(aws, server, shared):
-    # Given a sequence started, and eight instances about to apply one step each at once
+    # Given eight instances loaded, about to apply one step each at once, and a sequence
+    # started once they are (building them may take longer than its 5 s idle limit)
     model = "simple_string_dyna_sequence"
     server = build_model_server(shared, aws.clients)
-    answer(server, model, step(0, "4242", start=True))
     servers = [build_model_server(shared, aws.clients) for _ in range(8)]
     for each in servers:
         each.load(each.resolver.resolve(model, None))
+    answer(server, model, step(0, "4242", start=True))
     barrier = threading.Barrier(len(servers))
     applied: list[int] = []
     errors: list[Exception] = []
