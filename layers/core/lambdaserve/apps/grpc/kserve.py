@@ -207,7 +207,8 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
         response = kserve.infer_response(
             model, inferred.version, decoded.id, inferred.outputs, decoded, shared=shared
         )
-        await offer_messages(self._plane, model, inferred.version, request, response)
+        if self._plane.capture is not None:  # no coroutine on the hot path when off
+            await offer_messages(self._plane, model, inferred.version, request, response)
         return response
 
     @unary

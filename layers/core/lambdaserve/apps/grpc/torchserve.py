@@ -115,7 +115,8 @@ class InferenceServicer(inference.InferenceAPIsServiceServicer):
         inferred = await self._plane.infer(model, number, prediction.request)
         body = rest.encode_prediction(dict(inferred.outputs), prediction.single_instance)
         response = pb.PredictionResponse(prediction=body, sequence_id=request.sequence_id)
-        await offer_messages(self._plane, model, inferred.version, request, response)
+        if self._plane.capture is not None:  # no coroutine on the hot path when off
+            await offer_messages(self._plane, model, inferred.version, request, response)
         return response
 
 
