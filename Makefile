@@ -138,9 +138,12 @@ install-redis:
 # hundreds of tests and a dozen other runtimes loaded; never in a process of its own), and
 # paddle crashes loading after TensorFlow (the tests marked tensorflow, apart too); the
 # deployed journeys switch moto's IAM checks on, process-wide (test-deployed, below). Exit 5
-# (none collected, e.g. ARGS names one file) is no failure for the later ones.
+# (none collected, e.g. ARGS names one file) is no failure for the later ones. The first, the
+# largest, runs on TEST_WORKERS pytest-xdist workers, each file whole on one worker (its
+# fixtures shared as written); its tests mostly wait on servers, so two share two cores.
+TEST_WORKERS ?= 2
 test: install-test install-redis ## install what the tests need and run every test
-	$(BIN)/pytest -m "not own_process and not deployed and not tensorflow" $(ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile -m "not own_process and not deployed and not tensorflow" $(ARGS)
 	$(BIN)/pytest -m own_process $(ARGS) || [ $$? -eq 5 ]
 	$(BIN)/pytest -m tensorflow $(ARGS) || [ $$? -eq 5 ]
 	$(BIN)/pytest -m deployed $(ARGS) || [ $$? -eq 5 ]

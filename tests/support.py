@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol, TypeVar
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from lambdaserve.local.emulator import free_port
 
-__all__ = ["Series", "free_port", "is_live", "scrape", "wait_until"]
+__all__ = ["Series", "free_port", "is_live", "scrape", "stop_together", "wait_until"]
 
 T = TypeVar("T")
 
@@ -26,6 +27,20 @@ def wait_until(probe: Callable[[], T], timeout_s: float = 15.0, interval_s: floa
         time.sleep(interval_s)
         value = probe()
     return value
+
+
+class Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+def stop_together(*parts: Stoppable | None) -> None:
+    """Stop every part at once (each one's wait overlaps the others'); re-raise the first
+    failure once all have stopped."""
+    present = [part for part in parts if part is not None]
+    with ThreadPoolExecutor(max_workers=max(len(present), 1)) as pool:
+        futures = [pool.submit(part.stop) for part in present]
+    for future in futures:
+        future.result()
 
 
 def is_live(client: httpx.Client) -> bool:
