@@ -4,6 +4,7 @@ onnxruntime and torch run directly on the same inputs."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import numpy as np
 import onnxruntime as ort
@@ -185,6 +186,37 @@ def test_the_warm_path_reads_the_catalog_once_per_ttl(aws):
     assert calls == ["mlp", "mlp"]
 
 
+def test_a_version_that_became_ready_within_the_ttl_answers_at_once(aws):
+    # Given a view cached while version 1 was still loading
+    publish(aws, "mlp", {"1/model.onnx": builders.onnx_mlp()})
+    catalog = aws.services.catalog
+    ready = catalog.versions("mlp")[0].state
+    now, reads = [0.0], []
+    resolver = VersionResolver(catalog, ttl_s=2.0, clock=lambda: now[0])
+    states = {"state": "LOADING"}
+    original = catalog.versions
+    catalog.versions = lambda name: (
+        reads.append(name)
+        or [  # type: ignore[method-assign]
+            replace(v, state=states["state"]) for v in original(name)
+        ]
+    )
+    with pytest.raises(ModelNotReady, match="version 1 of 'mlp' is LOADING"):
+        resolver.resolve("mlp", 1)
+    # When the catalog says READY a moment later, within the view's TTL
+    states["state"] = ready
+    now[0] = 0.5
+    # Then the refusal is checked against the catalog once more: the version answers
+    assert resolver.resolve("mlp", 1).version == 1
+    assert len(reads) == 2
+    # and a refusal just read is final: no second read for it
+    states["state"] = "LOADING"
+    now[0] = 5.0
+    with pytest.raises(ModelNotReady):
+        resolver.resolve("mlp", 1)
+    assert len(reads) == 3
+
+
 def test_a_long_running_server_serves_a_stale_view_while_it_is_re_read(aws):
     # Given a resolver that refreshes in the background (the submitted work waits here)
     publish(aws, "mlp", {"1/model.onnx": builders.onnx_mlp()})
@@ -212,7 +244,6 @@ def test_a_long_running_server_serves_a_stale_view_while_it_is_re_read(aws):
 
 
 def test_loaded_versions_are_unloaded_least_recently_used_first(aws):
-    from dataclasses import replace
 
     # the catalog view stays fresh however slow the machine: is_loaded asks without I/O
     settings = replace(aws.settings, max_loaded_versions=2, catalog_ttl_s=3600)

@@ -60,6 +60,10 @@ class ServedVersion:
         )
 
 
+# a refusal from a view older than this is checked against the catalog before it is final
+_RECHECK_S = 0.05
+
+
 @dataclass(frozen=True)
 class _ModelView:
     record: ModelRecord
@@ -96,8 +100,20 @@ class VersionResolver:
         self._refresh = submit
 
     def resolve(self, model: str, version: int | None = None) -> ServedVersion:
-        """The READY version asked for (or the default), else ModelNotFound/ModelNotReady."""
+        """The READY version asked for (or the default), else ModelNotFound/ModelNotReady.
+
+        A refusal read from a cached view is checked against the catalog once more: READY
+        means it answers, and a view cached while the version was loading would otherwise
+        refuse it for a TTL after the index said READY (the error path pays the read)."""
         view = self._view(model)
+        try:
+            return self._resolve_in(view, model, version)
+        except (ModelNotReady, ModelNotFound):
+            if self._clock() - view.read_at < _RECHECK_S:
+                raise
+        return self._resolve_in(self._read(model), model, version)
+
+    def _resolve_in(self, view: _ModelView, model: str, version: int | None) -> ServedVersion:
         number = version if version is not None else view.default_version
         if number is None:
             reasons = "; ".join(f"{v}: {r.reason}" for v, r in sorted(view.versions.items()))
