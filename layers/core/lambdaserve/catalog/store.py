@@ -87,13 +87,9 @@ class Catalog:
             self._db.update_item(
                 TableName=self.table,
                 Key=key(model_pk(record.name), MODEL_SK),
-                # the verdict first: moto applies SET actions one by one on the live item, and
-                # a reader that saw the item before its config_error took a rejected first
-                # config for a good one to fall back on (real DynamoDB writes it atomically)
                 UpdateExpression=(
-                    "SET config_error = :err, rejected_config = :rej, kind = :kind, "
-                    "#name = :name, file_config = :fc, config_source = :src, "
-                    "class_labels = :labels, "
+                    "SET kind = :kind, #name = :name, file_config = :fc, config_source = :src, "
+                    "config_error = :err, rejected_config = :rej, class_labels = :labels, "
                     "initial_states = :states, "
                     "config_warnings = :warn, "
                     "config_observed_at = :t, "

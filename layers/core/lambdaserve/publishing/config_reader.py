@@ -173,8 +173,9 @@ class ConfigReader:
         existing: ModelRecord | None,
         observed_at: int,
     ) -> ModelRecord:
-        if existing is None or existing.config_error:
-            # Nothing good to fall back on: the model's versions cannot serve.
+        if existing is None or existing.config_error or not existing.config_observed_at:
+            # Nothing good to fall back on: the model's versions cannot serve. (Never
+            # observed: an item another writer is creating, seen half-made by this read.)
             return ModelRecord(
                 name=model, config_source=source, config_error=error, config_observed_at=observed_at
             )

@@ -84,7 +84,11 @@ class Registrar:
 
     def on_version_change(self, model: str, version: int) -> None:
         """Reconcile one version against the bucket, then re-apply the model's version_policy."""
-        record = self._catalog.get_model(model) or self.refresh_config(model)
+        record = self._catalog.get_model(model)
+        if record is None or not record.config_observed_at:
+            # no config read yet (or the item is half-made by a concurrent writer): read it,
+            # so the version is never validated without the config that is in the bucket
+            record = self.refresh_config(model)
         self.reconcile_version(model, version, record)
         self.apply_policy(model)
 
