@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -186,7 +187,7 @@ def test_the_warm_path_reads_the_catalog_once_per_ttl(aws):
     assert calls == ["mlp", "mlp"]
 
 
-def test_a_version_that_became_ready_within_the_ttl_answers_at_once(aws):
+def test_a_version_that_became_ready_within_the_ttl_answers_at_once(aws, monkeypatch):
     # Given a view cached while version 1 was still loading
     publish(aws, "mlp", {"1/model.onnx": builders.onnx_mlp()})
     catalog = aws.services.catalog
@@ -195,12 +196,12 @@ def test_a_version_that_became_ready_within_the_ttl_answers_at_once(aws):
     resolver = VersionResolver(catalog, ttl_s=2.0, clock=lambda: now[0])
     states = {"state": "LOADING"}
     original = catalog.versions
-    catalog.versions = lambda name: (
+
+    def versions(name: str) -> list[Any]:
         reads.append(name)
-        or [  # type: ignore[method-assign]
-            replace(v, state=states["state"]) for v in original(name)
-        ]
-    )
+        return [replace(v, state=states["state"]) for v in original(name)]
+
+    monkeypatch.setattr(catalog, "versions", versions)
     with pytest.raises(ModelNotReady, match="version 1 of 'mlp' is LOADING"):
         resolver.resolve("mlp", 1)
     # When the catalog says READY a moment later, within the view's TTL
@@ -244,7 +245,6 @@ def test_a_long_running_server_serves_a_stale_view_while_it_is_re_read(aws):
 
 
 def test_loaded_versions_are_unloaded_least_recently_used_first(aws):
-
     # the catalog view stays fresh however slow the machine: is_loaded asks without I/O
     settings = replace(aws.settings, max_loaded_versions=2, catalog_ttl_s=3600)
     server = build_model_server(settings, aws.clients)
