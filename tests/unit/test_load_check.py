@@ -100,3 +100,43 @@ def test_the_deployed_check_sends_the_version_as_json_and_reads_the_answer(model
     assert "no CUDA device" in bad.reason
     assert aws.services.catalog.get_version("good", 1).state == version_policy.READY
     assert client.invoked == ["infer:live", "infer:live"]
+
+
+PICKY_CONFIG = b"""
+backend: "python"
+max_batch_size: 0
+input [{ name: "X", data_type: TYPE_FP32, dims: [1] }]
+output [{ name: "Y", data_type: TYPE_FP32, dims: [1] }]
+parameters { key: "mode" value: { string_value: "fast" } }
+"""
+PICKY = b"""
+import json
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        mode = json.loads(args["model_config"])["parameters"]["mode"]["string_value"]
+        if mode != "fast":
+            raise ValueError(f"unknown mode {mode!r}")
+
+    def execute(self, requests):
+        return []
+"""
+
+
+def test_a_changed_parameter_is_loaded_again_where_it_serves(model_code_enabled):
+    """Given a READY Python model whose initialize reads a parameter
+    When the management API changes that parameter to a value initialize refuses
+    Then the version is loaded again where it serves before it may serve, and is refused
+    with the model's own error (a parameter is part of what model code loads)."""
+    aws = model_code_enabled
+    aws.put("models/picky/config.pbtxt", PICKY_CONFIG)
+    aws.put("models/picky/1/model.py", PICKY)
+    aws.services.registrar.reconcile_model("picky")
+    assert aws.services.catalog.get_version("picky", 1).state == version_policy.READY
+
+    aws.services.manager.update_config("picky", {"parameters": {"mode": {"string_value": "slow"}}})
+
+    record = aws.services.catalog.get_version("picky", 1)
+    assert record.state != version_policy.READY
+    assert "unknown mode 'slow'" in record.reason, record.reason

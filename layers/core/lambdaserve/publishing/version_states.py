@@ -57,4 +57,8 @@ def validation_fingerprint(objects: list[ObjectInfo], config: ModelConfig) -> st
         material["backend"] = choosing_backend(config)
     if config.default_model_filename:
         material["default_model_filename"] = config.default_model_filename
+    if config.parameters:
+        # model code reads them in initialize (args["model_config"]): a changed parameter is
+        # loaded again where it serves before READY, as Triton's load with a new config does
+        material["parameters"] = list(config.parameters)
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
