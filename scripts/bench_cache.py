@@ -62,7 +62,7 @@ response = infer.api_handler(json.loads(Path(sys.argv[1]).read_text()), None)
 done = time.perf_counter()
 assert response["statusCode"] == 200, response["body"][:500]
 print("##RESULT " + json.dumps({"import_s": imported - started, "first_s": done - imported,
-      "loaded": current().server().loaded_versions()}))
+      "loaded": current().server().residency.loaded_versions()}))
 """
 
 

@@ -47,8 +47,8 @@ def timed(connection: http.client.HTTPConnection, model: str, body: bytes) -> fl
 def offer_cost_ns(body: bytes, count: int = 20000) -> float:
     """ns per request of the door's capture work: the cached setting, the sample, the queue
     (the writer thread's S3 put is not on the request's path, so not counted here)."""
-    from lambdaserve.serving.capture_offers import JSON, offer_served
-    from lambdaserve.serving.data_capture import DataCapture
+    from lambdaserve.serving.capture.capture_offers import JSON, offer_served
+    from lambdaserve.serving.capture.data_capture import DataCapture
 
     served = SimpleNamespace(
         model="m",

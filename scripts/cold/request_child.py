@@ -52,7 +52,7 @@ def instrument() -> None:
     import lambdaserve.serving.model_server
     import lambdaserve.wiring.aws
     import lambdaserve.wiring.process
-    from lambdaserve.serving import loading
+    from lambdaserve.serving.residency import loading
 
     def patch(owner: Any, attribute: str, name: str) -> None:
         setattr(owner, attribute, timed(name)(getattr(owner, attribute)))

@@ -151,6 +151,6 @@ def stack(aws_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         # they were seconds of every integration test's teardown
         stop_together(stack.requests_pump, inference_server, server, pump)
         stack.requests_pump = None
-    process.server().close()  # as a server stops: its model code's worker processes end
+    process.server().residency.close()  # as a server stops: its model code's worker processes end
     install(None)
     get_settings.cache_clear()

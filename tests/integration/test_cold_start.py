@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from lambdaserve.protocol.v2 import InferInput, InferRequest
-from lambdaserve.serving.prefetch import Prefetcher
+from lambdaserve.serving.residency.prefetch import Prefetcher
 from lambdaserve.wiring.inference import build_model_server
 from tests import builders
 from tests.support import wait_until
@@ -76,7 +76,7 @@ def test_a_long_running_server_prefetches_new_versions_and_its_first_request_dow
 ):
     # Given a worker's server with its own cache, prefetching
     server = build_model_server(replace(stack.settings, work_dir=str(tmp_path / "worker")))
-    prefetcher = Prefetcher(lambda: server, interval_s=0.1)
+    prefetcher = Prefetcher(lambda: server.residency, interval_s=0.1)
     stack.put("models/m/config.pbtxt", b"max_batch_size: 8")
     stack.put("models/m/1/model.onnx", builders.onnx_mlp(4, 3, seed=1))
     stack.wait_state("m", 1, "READY")
@@ -88,7 +88,7 @@ def test_a_long_running_server_prefetches_new_versions_and_its_first_request_dow
     # Then the next rounds fetch it (once the catalog view refreshes) ...
     wait_until(lambda: prefetcher.run_once() or ("m", 2) in prefetcher.fetched, timeout_s=10)
     assert prefetcher.fetched == [("m", 1), ("m", 2)]
-    downloads = server._cache.downloads
+    downloads = server.residency.downloads
     # ... and the first request for it loads from the disk cache, downloading nothing
     x = np.ones((1, 4), np.float32)
     outputs = server.infer(
@@ -97,7 +97,7 @@ def test_a_long_running_server_prefetches_new_versions_and_its_first_request_dow
         InferRequest((InferInput("INPUT__0", "FP32", x.shape, x),)),
         lambda served, out: (served.version, out),
     )
-    assert outputs[0] == 2 and server._cache.downloads == downloads
+    assert outputs[0] == 2 and server.residency.downloads == downloads
 
 
 def test_ready_says_whether_this_instance_had_the_version_loaded(stack):

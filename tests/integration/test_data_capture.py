@@ -17,7 +17,7 @@ from tritonclient.grpc import service_pb2
 
 from lambdaserve.protocol.grpc.protos import tensorflow_serving_pb2 as tfs
 from lambdaserve.protocol.grpc.protos import torchserve_inference_pb2 as ts
-from lambdaserve.serving.capture_offers import GRPC
+from lambdaserve.serving.capture.capture_offers import GRPC
 from tests import builders
 from tests.integration import test_grpc_peers
 from tests.integration.grpc_support import lambdaserve_serve

@@ -16,7 +16,7 @@ from lambdaserve.publishing.environments.builders import IsolatedBuilder
 from lambdaserve.publishing.environments.requirements import image_target, parse_requirements
 from lambdaserve.publishing.environments.store import EnvironmentOptions, Environments
 from lambdaserve.serving.cache import ArtifactCache
-from lambdaserve.serving.environments import EnvironmentDirectories, environment_file
+from lambdaserve.serving.residency.environments import EnvironmentDirectories, environment_file
 from tests.torchserve_archives import _model_archiver
 from tests.wheelhouse import build_wheelhouse, conda_pack
 

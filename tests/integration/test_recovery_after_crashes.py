@@ -103,7 +103,7 @@ def test_ready_and_infer_follow_a_load_or_unload_at_once(stack):
         assert stack.inference.get("/v2/models/crasher/ready").status_code != 200
         refused = stack.inference.post("/v2/models/crasher/infer", json=body(1))
         assert refused.status_code in (400, 503), refused.text
-        assert stack.process.server().loaded_versions() == []  # unload frees it
+        assert stack.process.server().residency.loaded_versions() == []  # unload frees it
         loaded = stack.api.post("/v2/repository/models/crasher/load", timeout=WAIT_S)
         assert loaded.status_code == 200, loaded.text
         answers(stack.inference)

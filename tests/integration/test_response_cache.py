@@ -138,7 +138,7 @@ response = infer.api_handler(json.loads(Path(sys.argv[1]).read_text()), None)
 print(json.dumps({
     "status": response["statusCode"],
     "body": response["body"],
-    "loaded": current().server().loaded_versions(),
+    "loaded": current().server().residency.loaded_versions(),
     "onnxruntime": "onnxruntime" in sys.modules,
 }))
 """

@@ -14,7 +14,7 @@ from botocore.exceptions import ClientError
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.runtimes.onnx import OnnxRuntime
-from lambdaserve.serving.warmup import MAX_WARMUP_BYTES, warm_up, zero_inputs
+from lambdaserve.serving.residency.warmup import MAX_WARMUP_BYTES, warm_up, zero_inputs
 from lambdaserve.tensors.signature import Signature
 from lambdaserve.wiring.inference import build_model_server
 from tests import builders

@@ -12,8 +12,8 @@ import pytest
 from lambdaserve.errors import InvalidInput
 from lambdaserve.metrics.emf import InvocationMetrics
 from lambdaserve.publishing.config_reader import check_capture_key
-from lambdaserve.serving.capture_offers import GRPC, offer_served
-from lambdaserve.serving.data_capture import (
+from lambdaserve.serving.capture.capture_offers import GRPC, offer_served
+from lambdaserve.serving.capture.data_capture import (
     CaptureSetting,
     DataCapture,
     Exchange,

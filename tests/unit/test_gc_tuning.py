@@ -30,7 +30,7 @@ def test_serving_raises_the_young_threshold_and_freezes_once_ready():
     _run(
         """
         from lambdaserve.processes.gc_tuning import YOUNG_THRESHOLD, tune_for_serving
-        from lambdaserve.serving.preload import Preloaded
+        from lambdaserve.serving.residency.preload import Preloaded
         from lambdaserve.serving.readiness import Readiness
 
         def collected(thing):

@@ -17,7 +17,7 @@ from lambdaserve import cli
 from lambdaserve.local.mirror import RepositoryMirror
 from lambdaserve.processes.asgi.access_log import AccessLog
 from lambdaserve.processes.logs import use_text_logs
-from lambdaserve.serving.progress import TransferProgress, human_bytes
+from lambdaserve.serving.residency.progress import TransferProgress, human_bytes
 from tests import builders
 
 

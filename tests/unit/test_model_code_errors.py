@@ -143,7 +143,7 @@ def test_a_missing_package_we_know_names_its_fix(reason, fix):
     """Given a load failure's reason
     Then the fix is named where the missing package is one lambdaserve installs (and only
     then: a missing submodule of an installed package is not a missing install)."""
-    from lambdaserve.serving.load_check import with_fix
+    from lambdaserve.serving.residency.load_check import with_fix
 
     fixed = with_fix(reason)
     assert fixed.startswith(reason)

@@ -35,7 +35,7 @@ from lambdaserve.publishing.environments.requirements import (
     requirements_of,
 )
 from lambdaserve.serving.cache import ArtifactCache
-from lambdaserve.serving.environments import EnvironmentDirectories, environment_file
+from lambdaserve.serving.residency.environments import EnvironmentDirectories, environment_file
 from tests.wheelhouse import build_wheelhouse, conda_pack
 
 TARGET = image_target()

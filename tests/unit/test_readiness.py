@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lambdaserve.serving.preload import Preloaded
 from lambdaserve.serving.readiness import Readiness, warm_up_in_background
+from lambdaserve.serving.residency.preload import Preloaded
 from lambdaserve.wiring.inference import build_model_server
 from tests import builders
 
@@ -49,5 +49,5 @@ def test_the_warm_up_loads_the_default_versions_then_reports_ready(aws):
     readiness = Readiness()
     warm_up_in_background(lambda: server, readiness, 10**9).join(timeout=120)
     assert readiness.ready
-    assert server.loaded_versions() == [("mlp", 1)]
+    assert server.residency.loaded_versions() == [("mlp", 1)]
     assert [name for name, _ in readiness.view.skipped] == ["gone"]

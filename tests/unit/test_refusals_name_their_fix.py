@@ -16,7 +16,7 @@ from lambdaserve.config.documents import parse_document, parse_overrides
 from lambdaserve.errors import InvalidInput
 from lambdaserve.publishing.events import EventBatch
 from lambdaserve.runtimes.openvino.runtime import MISSING
-from lambdaserve.serving.load_check import with_fix
+from lambdaserve.serving.residency.load_check import with_fix
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,7 +58,7 @@ def test_an_override_typo_gets_did_you_mean_and_nonsense_gets_no_guess():
     ("body", "said"),
     [
         (b"PK\x03\x04" + b"\x00" * 40, "a damaged zip"),
-        (gzip.compress(b"x" * 1000)[:30], "a damaged gzip"),
+        (gzip.compress(b"x" * 1000, mtime=0)[:30], "a damaged gzip"),
         (b"<!DOCTYPE html><html>Access denied</html>", "HTML or XML page"),
         (b"version https://git-lfs.github.com/spec/v1\noid sha256:ab\n", "Git LFS pointer"),
         (b"\x07\x08garbage" * 10, "bytes of neither zip nor tar"),

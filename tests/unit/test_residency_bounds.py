@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lambdaserve.serving.loaded_versions import LoadedVersions
+from lambdaserve.serving.residency.loaded_versions import LoadedVersions
 
 
 @dataclass

@@ -11,7 +11,7 @@ import pytest
 from lambdaserve.errors import ModelTooLarge
 from lambdaserve.metrics.prometheus import metrics_registry
 from lambdaserve.metrics.stats import StatsRegistry
-from lambdaserve.serving.loaded_versions import LoadedVersions
+from lambdaserve.serving.residency.loaded_versions import LoadedVersions
 
 MB = 1024**2
 

@@ -69,7 +69,7 @@ def test_a_second_instance_answers_from_the_shared_tier_without_loading_the_mode
     first.response_cache = second.response_cache = cache
     computed = run(first, "mlp", request())
     answered = run(second, "mlp", request())
-    assert second.loaded_versions() == []
+    assert second.residency.loaded_versions() == []
     assert answered.keys() == computed.keys()
     assert answered["OUTPUT__0"].tobytes() == computed["OUTPUT__0"].tobytes()
     expected = ort.InferenceSession(MLP).run(None, {"INPUT__0": ROWS})[0]

@@ -508,7 +508,7 @@ def test_a_sequence_keeps_its_instance_so_state_in_the_model_stays_right(model_c
     publish(aws, "python_sum_in_self", sequence_models.python_sum_in_self(count=2))
     server = build_model_server(replace(aws.settings, code_workers=True), aws.clients)
     values(server, "python_sum_in_self", 1, [0])  # loads it: its second worker starts after
-    [(_, _, loaded)] = server.loaded_models()
+    [(_, _, loaded)] = server.residency.loaded_models()
     wait_until(lambda: len(loaded.describe()) == 2, 60)
     # When six sequences run their steps at once
     inputs = [1, 2, 3, 4, 5, 6, 7, 8]
@@ -522,7 +522,7 @@ def test_a_sequence_keeps_its_instance_so_state_in_the_model_stays_right(model_c
         thread.start()
     for thread in threads:
         thread.join(60)
-    server.close()
+    server.residency.close()
     # Then every sequence's sums are its own (each stayed on the instance it started on)
     expected = [sum(inputs[: i + 1]) for i in range(len(inputs))]
     assert got == {100 + i: expected for i in range(6)}

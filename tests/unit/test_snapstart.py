@@ -61,7 +61,7 @@ def test_a_restored_instance_answers_from_the_snapshot_without_a_download(
     before_snapshot()
     snapshotted = current().server()
     # Then the marked model is loaded (downloaded, session created, warmed) and only it
-    assert snapshotted.loaded_versions() == [("mlp", 1)]
+    assert snapshotted.residency.loaded_versions() == [("mlp", 1)]
     # When the instance is restored, its model files gone from S3 (a download would fail)
     for key in ("models/mlp/1/model.onnx", "models/other/1/model.onnx"):
         aws.clients.s3.delete_object(Bucket=aws.settings.bucket, Key=key)
@@ -74,7 +74,7 @@ def test_a_restored_instance_answers_from_the_snapshot_without_a_download(
     response = infer.api_handler(event, LocalContext("infer"))
     assert response["statusCode"] == 200, response["body"]
     assert json.loads(response["body"])["model_version"] == "1"
-    assert restored._cache.downloads == 0
+    assert restored.residency.downloads == 0
 
 
 def test_without_marks_every_default_version_is_preloaded_within_the_budget(
@@ -89,7 +89,7 @@ def test_without_marks_every_default_version_is_preloaded_within_the_budget(
     # When the snapshot is prepared
     snapstart.before_snapshot()
     # Then the small one is loaded and the large one waits for its first request
-    assert current().server().loaded_versions() == [("small", 1)]
+    assert current().server().residency.loaded_versions() == [("small", 1)]
 
 
 def test_the_hooks_register_only_where_snapstart_is_asked_for():

@@ -9,8 +9,8 @@ import pytest
 
 from lambdaserve.config.model_config import build, parse_document
 from lambdaserve.errors import InvalidInput
-from lambdaserve.serving.reshaped_model import ReshapedModel
-from lambdaserve.serving.warmup import warm_up
+from lambdaserve.serving.residency.reshaped_model import ReshapedModel
+from lambdaserve.serving.residency.warmup import warm_up
 from lambdaserve.tensors.signature import Signature, TensorSpec
 
 SIGNATURE = Signature(

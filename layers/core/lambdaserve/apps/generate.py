@@ -20,7 +20,7 @@ from lambdaserve.protocol.generate import encode_generate, parse_generate
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.protocol.v2 import InferRequest
-from lambdaserve.serving.capture_offers import JSON, offer
+from lambdaserve.serving.capture.capture_offers import JSON, offer
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 EVENTS = "text/event-stream"

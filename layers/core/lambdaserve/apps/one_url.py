@@ -40,7 +40,7 @@ class RepositoryOnInferenceUrl:
                 # before the client can ask again
                 self._plane.forget(changed.group(1))
                 if changed.group(2) == "unload":  # as Triton's: finalize runs, memory freed
-                    self._plane.server().unload(changed.group(1))
+                    self._plane.server().residency.unload(changed.group(1))
             await send(message)
 
         await self._management(scope, receive, send_then_forget)

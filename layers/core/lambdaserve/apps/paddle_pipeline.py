@@ -13,7 +13,7 @@ from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol import paddle_pipeline
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.protocol.names import check_model_name
-from lambdaserve.serving.capture_offers import JSON, offer
+from lambdaserve.serving.capture.capture_offers import JSON, offer
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 

@@ -20,7 +20,7 @@ from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol import torchserve
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.runtimes.torchserve.context import SEQUENCE_ID_HEADER
-from lambdaserve.serving.capture_offers import JSON, offer, offer_served
+from lambdaserve.serving.capture.capture_offers import JSON, offer, offer_served
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import (
     RawRequest,

@@ -18,7 +18,7 @@ from lambdaserve.protocol import tf_examples, tfserving
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.protocol.names import check_model_name, parse_version
 from lambdaserve.serving import signatures
-from lambdaserve.serving.capture_offers import JSON, offer_served
+from lambdaserve.serving.capture.capture_offers import JSON, offer_served
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 # {m}, {m}/versions/{v} or {m}/labels/{l}, then /metadata or :verb

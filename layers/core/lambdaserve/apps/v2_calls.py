@@ -29,7 +29,7 @@ from lambdaserve.protocol.v2 import (
     encode_infer_response,
     parse_infer_request,
 )
-from lambdaserve.serving.capture_offers import offer_served
+from lambdaserve.serving.capture.capture_offers import offer_served
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.version_resolver import ServedVersion
 

@@ -54,7 +54,7 @@ def worker_fields(server: ModelServer | None, model: str, version: int) -> dict[
 
     workers = described_workers(server, model, version)
     limits = worker_limits(server, model, version)
-    scale = server.scale_of(model, version)
+    scale = server.residency.scale_of(model, version)
     if (workers is None or limits is None) and scale is not None:
         low, high = scale
         return {  # scaled, then dropped by residency anyway: said, and restored on its load

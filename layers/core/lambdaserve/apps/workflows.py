@@ -15,7 +15,7 @@ from lambdaserve.config.model_files import WORKFLOW_MANIFEST_FILE
 from lambdaserve.errors import InvalidInput, ModelNotFound
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import ModelManager, ModelView
-from lambdaserve.serving.capture_offers import offer_served
+from lambdaserve.serving.capture.capture_offers import offer_served
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import RawRequest, predict_raw
 

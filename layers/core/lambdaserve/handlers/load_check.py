@@ -1,17 +1,17 @@
 """The infer function's load check: the manage function (or the dev stack) hands it a
 validated version with model code, and it loads the version as a request would
-(``serving.load_check``). A direct Lambda invoke only: API Gateway's events never carry the
-top-level key this event is routed by. pydantic is imported on this path only: a cold start
-that serves requests does not pay for it."""
+(``serving.residency.load_check``). A direct Lambda invoke only: API Gateway's events never
+carry the top-level key this event is routed by. pydantic is imported on this path only: a
+cold start that serves requests does not pay for it."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from lambdaserve.catalog.store import VersionRecord
-from lambdaserve.serving.check_event import EVENT_KEY
-from lambdaserve.serving.load_check import check_load
 from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.residency.check_event import EVENT_KEY
+from lambdaserve.serving.residency.load_check import check_load
 from lambdaserve.settings import get_settings
 
 
@@ -35,5 +35,7 @@ def handle(event: dict[str, Any], server: ModelServer) -> dict[str, Any]:
         record = VersionRecord(**fields)
     except (ValidationError, TypeError, ValueError) as exc:
         return {"error": f"not a load-check event: {exc}"}
-    answer = check_load(server, record, gpu_served_elsewhere=bool(get_settings().server_url))
+    answer = check_load(
+        server.residency, record, gpu_served_elsewhere=bool(get_settings().server_url)
+    )
     return {"loaded": answer.loaded, "reason": answer.reason, "environment": answer.environment}

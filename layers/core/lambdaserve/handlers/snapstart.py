@@ -69,13 +69,13 @@ def prepare_instance() -> None:
 def before_snapshot() -> None:
     """Before the snapshot: import every route's code and load the models to preload, so a
     restored instance starts with them in memory."""
-    from lambdaserve.serving.preload import preload_models
+    from lambdaserve.serving.residency.preload import preload_models
     from lambdaserve.wiring.process import current
 
     process = current()
     process.lambda_app  # noqa: B018 (built for its imports)
     prepare_instance()
-    preload_models(process.server(), process.settings.preload_bytes)
+    preload_models(process.server().residency, process.settings.preload_bytes)
 
 
 def after_restore() -> None:

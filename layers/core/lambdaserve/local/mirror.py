@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lambdaserve.serving.progress import human_bytes
+from lambdaserve.serving.residency.progress import human_bytes
 
 logger = logging.getLogger(__name__)
 

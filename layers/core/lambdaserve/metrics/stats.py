@@ -114,7 +114,7 @@ class StatsRegistry:
     ) -> None:
         self._lock = threading.Lock()
         self._versions: dict[tuple[str, int], VersionStats] = {}
-        # a loaded version's memory, measured at its load (serving.loaded_versions)
+        # a loaded version's memory, measured at its load (serving.residency.loaded_versions)
         self._memory: dict[tuple[str, int], int] = {}
         self.listener = listener
         self.cache_listener = cache_listener

@@ -10,7 +10,7 @@ from typing import Any
 
 from lambdaserve.queued.consumer import Delivered, consume
 from lambdaserve.queued.inference import QueueMessage
-from lambdaserve.serving.prefetch import Prefetcher
+from lambdaserve.serving.residency.prefetch import Prefetcher
 from lambdaserve.settings import get_settings
 from lambdaserve.wiring.process import Process
 
@@ -63,7 +63,7 @@ def work(poll_wait_s: int = 20) -> None:
     )
     stop = threading.Event()
     if settings.prefetch_interval_s > 0:
-        Prefetcher(process.server, settings.prefetch_interval_s).start()
+        Prefetcher(lambda: process.server().residency, settings.prefetch_interval_s).start()
 
     def _request_stop(*_: Any) -> None:
         stop.set()

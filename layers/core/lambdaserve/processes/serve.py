@@ -26,8 +26,8 @@ from lambdaserve.processes.replica_contract import (
 )
 from lambdaserve.processes.serve_banner import banner
 from lambdaserve.serving.data_plane import InferenceDataPlane
-from lambdaserve.serving.prefetch import Prefetcher
 from lambdaserve.serving.readiness import warm_up_in_background
+from lambdaserve.serving.residency.prefetch import Prefetcher
 from lambdaserve.settings import get_settings
 from lambdaserve.wiring.process import current
 
@@ -55,7 +55,7 @@ def build_serving_app(
     refresher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="catalog-refresh")
     process.server().resolver.refresh_in_background(refresher.submit)
     if prefetch and settings.prefetch_interval_s > 0:
-        Prefetcher(process.server, settings.prefetch_interval_s).start()
+        Prefetcher(lambda: process.server().residency, settings.prefetch_interval_s).start()
     http = inference_app_over(plane)
     app: ASGIApp = BodyTimeout(
         FrontDoor(http, lambda: settings.max_request_bytes), settings.client_timeout_s
@@ -115,7 +115,7 @@ def with_lifespan(
     from lambdaserve.processes.asgi.lifespan import Lifespan, Step
 
     async def unload_all() -> None:
-        await asyncio.to_thread(plane.server().close)
+        await asyncio.to_thread(plane.server().residency.close)
         if plane.tracer is not None:  # the traces held go to the trace file, as at Triton's exit
             plane.tracer.close()
 

@@ -20,7 +20,7 @@ from lambdaserve.config.checks import check_config_against_model
 from lambdaserve.config.model_config import ModelConfig, build, merge, parse_document
 from lambdaserve.config.support import check_supported, warnings_for
 from lambdaserve.errors import InvalidInput, ModelRejected
-from lambdaserve.serving.data_capture import capture_setting
+from lambdaserve.serving.capture.data_capture import capture_setting
 from lambdaserve.tensors.encoding import numpy_dtype
 from lambdaserve.tensors.signature import Signature
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from lambdaserve.catalog.store import VersionRecord
-from lambdaserve.serving.check_event import EVENT_KEY
+from lambdaserve.serving.residency.check_event import EVENT_KEY
 
 
 @dataclass(frozen=True)

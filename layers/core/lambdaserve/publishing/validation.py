@@ -44,8 +44,8 @@ from lambdaserve.runtimes.model_code import DISABLED
 from lambdaserve.runtimes.paddle_inference.choice import inspect_choosing
 from lambdaserve.runtimes.registry import runtime_for
 from lambdaserve.runtimes.tensorflow.choice import inspect_savedmodel
-from lambdaserve.serving.progress import TransferProgress, human_bytes
-from lambdaserve.serving.warmup import check_warmup
+from lambdaserve.serving.residency.progress import TransferProgress, human_bytes
+from lambdaserve.serving.residency.warmup import check_warmup
 from lambdaserve.tensors.signature import Signature
 
 # Smaller versions validate in well under a second: no progress to tell.

@@ -40,8 +40,8 @@ from lambdaserve.queued.results import (
     parse_envelope,
     request_key,
 )
-from lambdaserve.serving.capture_offers import JSON, Payload, offer_served
-from lambdaserve.serving.data_capture import DataCapture
+from lambdaserve.serving.capture.capture_offers import JSON, Payload, offer_served
+from lambdaserve.serving.capture.data_capture import DataCapture
 from lambdaserve.serving.model_server import BatchItem, ModelServer
 from lambdaserve.tracing import propagation
 from lambdaserve.tracing.propagation import TraceContext

@@ -18,7 +18,7 @@ from lambdaserve.errors import InvalidInput, LambdaServeError
 from lambdaserve.protocol.http_status import status_for
 from lambdaserve.queued.inference import Outcome, RetryableError, run_envelopes
 from lambdaserve.queued.results import PayloadStore, RequestEnvelope, parse_envelope
-from lambdaserve.serving.data_capture import DataCapture
+from lambdaserve.serving.capture.data_capture import DataCapture
 from lambdaserve.serving.model_server import ModelServer
 
 LAMBDA_PAYLOAD_LIMIT = 6 * 1024 * 1024

@@ -116,6 +116,45 @@ class Held:
     waited_ns: int = 0
 
 
+def batch_limit(served: ServedVersion, default: int) -> int:
+    """How many rows one execution may take: the config's max_batch_size, or for a model
+    whose every input has a dynamic first dimension, ``default`` (Triton's auto-complete)."""
+    if served.config.max_batch_size > 0:
+        return served.config.max_batch_size
+    inputs = served.signature.inputs
+    if inputs and all(spec.shape[:1] == (-1,) for spec in inputs):
+        return default
+    return 0
+
+
+def batch_size(inputs: Mapping[str, np.ndarray[Any, Any]], served: ServedVersion) -> int:
+    """The batch dimension's size, for models whose first dimension is the batch."""
+    first = next(iter(inputs.values()), None)
+    batched = served.config.max_batch_size > 0 or (
+        bool(served.signature.inputs) and served.signature.inputs[0].shape[:1] == (-1,)
+    )
+    if batched and first is not None and first.ndim:
+        return int(first.shape[0])
+    return 1
+
+
+def run_one(
+    served: ServedVersion,
+    loaded: LoadedModel,
+    inputs: dict[str, np.ndarray[Any, Any]],
+    names: list[str],
+) -> dict[str, np.ndarray[Any, Any]]:
+    """One request through the model: as a ragged batch of one where the config batches
+    ragged (the model takes its ragged inputs 1-D, and the batch inputs)."""
+    ragged = served.config.ragged_batching
+    if ragged is None:
+        return loaded.run(inputs, names)
+    rows = [batch_size(inputs, served)]
+    return member_outputs(
+        ragged, loaded.run(model_inputs(ragged, [inputs]), names), [inputs], rows
+    )[0]
+
+
 @contextmanager
 def executing(
     limiter: RateLimiter | FleetSlots | None,

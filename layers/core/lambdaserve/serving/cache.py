@@ -28,7 +28,7 @@ from filelock import FileLock, Timeout
 
 from lambdaserve.catalog.repository import file_sha256
 from lambdaserve.errors import ModelNotReady
-from lambdaserve.serving.progress import human_bytes
+from lambdaserve.serving.residency.progress import human_bytes
 
 logger = logging.getLogger(__name__)
 

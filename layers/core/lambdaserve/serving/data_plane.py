@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the infer function's cold path imports this module: no batc
     from lambdaserve.batching.dynamic_batcher import TensorBatcher
     from lambdaserve.runtimes.torchserve.context import Answer
     from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
-    from lambdaserve.serving.data_capture import DataCapture
+    from lambdaserve.serving.capture.data_capture import DataCapture
     from lambdaserve.serving.handler_sequences import HandlerSequences
     from lambdaserve.serving.raw_predictions import RawRequest
     from lambdaserve.serving.readiness import Readiness
@@ -197,7 +197,7 @@ class InferenceDataPlane:
 
         def load() -> tuple[ServedVersion, bool]:
             served = server.resolver.resolve(check_model_name(model), number)
-            was_loaded = (served.model, served.version) in server.loaded_versions()
+            was_loaded = (served.model, served.version) in server.residency.loaded_versions()
             server.load(served)
             return served, was_loaded
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from lambdaserve.serving.model_server import ModelServer
-from lambdaserve.serving.preload import Preloaded, preload_models
+from lambdaserve.serving.residency.preload import Preloaded, preload_models
 
 logger = logging.getLogger(__name__)
 Listener = Callable[[bool], None]
@@ -103,7 +103,7 @@ def warm_up_in_background(
 
     def run() -> None:
         try:
-            report = preload_models(server(), budget_bytes)
+            report = preload_models(server().residency, budget_bytes)
         except Exception:  # the catalog unreachable: serve on demand rather than never
             logger.exception("warm-up failed; ready without preloaded versions")
             report = Preloaded((), (), 0)

@@ -16,7 +16,8 @@ from lambdaserve.batching.plan import BatchPolicy
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.torchserve.context import Answer
-from lambdaserve.serving.model_server import ModelServer, batch_limit
+from lambdaserve.serving.batch_runs import batch_limit
+from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.raw_predictions import RawRequest, handler_batching, predict_raw_many
 
 RawBatcher = DynamicBatcher[RawRequest, "Answer | LambdaServeError"]
@@ -36,7 +37,7 @@ def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: in
         served = current.resolver.resolve(model, version)
         limit = batch_limit(served, default_max_batch_size)
         batching = served.config.dynamic_batching
-        parallel = max(1, current.executions_at_once(served))
+        parallel = max(1, current.residency.executions_at_once(served))
         if batching is None:
             return BatchPolicy(max_batch_size=limit, parallel=parallel)
         return BatchPolicy(
@@ -91,7 +92,7 @@ def handler_batcher(server: Callable[[], ModelServer]) -> RawBatcher:
         return BatchPolicy(
             max_batch_size=max(1, batching.batch_size),
             max_queue_delay_s=batching.max_delay_s,
-            parallel=max(1, current.code_workers(served)),
+            parallel=max(1, current.residency.code_workers(served)),
         )
 
     return DynamicBatcher(

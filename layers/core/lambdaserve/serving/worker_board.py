@@ -8,15 +8,15 @@ from typing import Any
 
 from lambdaserve.errors import InvalidInput
 from lambdaserve.serving.instances import InstancePool
-from lambdaserve.serving.loading import pooled
 from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.residency.loading import pooled
 from lambdaserve.workers.worker_model import WorkerModel
 
 
 def worker_pools(server: ModelServer) -> dict[tuple[str, int], WorkerModel]:
     return {
         (model, version): loaded
-        for model, version, loaded in server.loaded_models()
+        for model, version, loaded in server.residency.loaded_models()
         if isinstance(loaded, WorkerModel)
     }
 
@@ -24,7 +24,7 @@ def worker_pools(server: ModelServer) -> dict[tuple[str, int], WorkerModel]:
 def instance_pools(server: ModelServer) -> dict[tuple[str, int], InstancePool]:
     return {
         (model, version): loaded
-        for model, version, loaded in server.loaded_models()
+        for model, version, loaded in server.residency.loaded_models()
         if isinstance(loaded, InstancePool)
     }
 
@@ -80,5 +80,5 @@ def scale_workers(
             f"min_worker={min_worker} max_worker={max_worker}: ask for at least one worker, "
             "and max_worker no lower than min_worker"
         )
-    server.scale(served, min_worker, max_worker)
+    server.residency.scale(served, min_worker, max_worker)
     return loaded

@@ -12,10 +12,11 @@ from lambdaserve.pipelines.bls import install_bls
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.serving.cache import ArtifactCache
 from lambdaserve.serving.data_plane import InferenceDataPlane
-from lambdaserve.serving.environments import EnvironmentDirectories
 from lambdaserve.serving.fleet_slots.from_settings import fleet_slots_from
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.rate_limiter import EXECUTION_COUNT, RateLimiter, parse_resources
+from lambdaserve.serving.residency.environments import EnvironmentDirectories
+from lambdaserve.serving.residency.residency import Residency
 from lambdaserve.serving.response_cache.from_settings import response_cache_from
 from lambdaserve.serving.sequences.from_settings import sequence_steps_from
 from lambdaserve.serving.version_resolver import VersionResolver
@@ -43,21 +44,23 @@ def build_model_server(
         settings.cache_bytes,
         lambda key, path: repository.download(key, str(path)),
     )
-    server = ModelServer(
-        VersionResolver(
-            Catalog(clients.dynamodb, settings.table, state_announcer(settings, clients)),
-            settings.catalog_ttl_s,
-        ),
+    resolver = VersionResolver(
+        Catalog(clients.dynamodb, settings.table, state_announcer(settings, clients)),
+        settings.catalog_ttl_s,
+    )
+    stats = stats or StatsRegistry()
+    rate_limiter = rate_limiter_from(settings)
+    residency = Residency(
+        resolver,
         cache,
         LoadOptions(
             device=settings.device,
             intra_op_threads=settings.intra_op_threads,
             python_models=settings.python_models,
         ),
-        settings.max_loaded_versions,
-        stats or StatsRegistry(),
-        default_max_batch_size=settings.default_max_batch_size,
-        response_cache=response_cache_from(settings),
+        stats,
+        max_loaded=settings.max_loaded_versions,
+        max_loaded_bytes=settings.max_loaded_bytes,
         workers=WorkerOptions(
             enabled=settings.code_workers,
             timeout_s=settings.worker_timeout_s,
@@ -65,10 +68,17 @@ def build_model_server(
             shared_by=settings.serve_processes,
             environment_paths=environment_paths or EnvironmentDirectories.beside(cache),
         ),
-        max_loaded_bytes=settings.max_loaded_bytes,
+        rate_limiter=rate_limiter,
+    )
+    server = ModelServer(
+        resolver,
+        residency,
+        stats,
+        default_max_batch_size=settings.default_max_batch_size,
+        response_cache=response_cache_from(settings),
         # sequences' records where every instance reads them: any instance serves any step
         sequences=sequence_steps_from(settings, clients.dynamodb, lambda: clients.s3),
-        rate_limiter=rate_limiter_from(settings),
+        rate_limiter=rate_limiter,
         # instance_group.count on the Lambda path: executions counted across the fleet
         fleet_slots=fleet_slots_from(settings, clients.dynamodb),
     )

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from lambdaserve.forwarding.forwarder import ServerModeRouter
     from lambdaserve.queued.results import PayloadStore
     from lambdaserve.queued.submit import AsyncSubmitter
-    from lambdaserve.serving.data_capture import DataCapture
+    from lambdaserve.serving.capture.data_capture import DataCapture
     from lambdaserve.serving.data_plane import InferenceDataPlane
     from lambdaserve.serving.model_server import ModelServer
     from lambdaserve.wiring.manage import ManageServices
@@ -107,9 +107,9 @@ class Process:
 
     @property
     def data_capture(self) -> DataCapture:
-        """The process's payload capture (``serving.data_capture``), into the model bucket
+        """The process's payload capture (``serving.capture.data_capture``), into the model bucket
         under ``captures/``; written by its own thread, flushed as an invocation ends."""
-        from lambdaserve.serving.data_capture import DataCapture, s3_put
+        from lambdaserve.serving.capture.data_capture import DataCapture, s3_put
 
         # the S3 client on the first write: no invocation's cold start pays for it
         put = s3_put(lambda: self.clients.s3, self.settings.bucket)
@@ -260,7 +260,7 @@ class Process:
     def _catalog_changed(self, model: str) -> None:
         server = self._serving_here()
         if server is not None:
-            server.catalog_changed(model)
+            server.residency.catalog_changed(model)
 
     @property
     def management_app(self) -> FastAPI:
@@ -310,7 +310,7 @@ class Process:
             for name in ("clients", "server", "plane", "submitter", "queue", "consumer", "manage"):
                 self._built.pop(name, None)
         if snapshotted is not None:
-            self.server().adopt_loaded(snapshotted)
+            self.server().residency.adopt(snapshotted.residency)
 
 
 _current: Process | None = None

@@ -16,7 +16,7 @@ from lambdaserve.wiring.aws import AwsClients
 
 if TYPE_CHECKING:  # imported where the batcher's path is built: not on the async submit path
     from lambdaserve.queued.delivery import TopUp, VisibilityLease
-    from lambdaserve.serving.data_capture import DataCapture
+    from lambdaserve.serving.capture.data_capture import DataCapture
 
 
 @dataclass(frozen=True)

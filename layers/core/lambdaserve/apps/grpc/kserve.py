@@ -32,7 +32,13 @@ from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.grpc import kserve
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import ModelManager
-from lambdaserve.serving.capture_offers import GRPC, GRPC_FRAMED, framed, offer, offer_messages
+from lambdaserve.serving.capture.capture_offers import (
+    GRPC,
+    GRPC_FRAMED,
+    framed,
+    offer,
+    offer_messages,
+)
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.tracing.frontend import FRONTEND
 from lambdaserve.tracing.otel import CALLER
@@ -241,7 +247,7 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
         name = check_model_name(request.model_name)
         await asyncio.to_thread(manager.unload, name)
         self._plane.forget(name)
-        await asyncio.to_thread(self._plane.server().unload, name)
+        await asyncio.to_thread(self._plane.server().residency.unload, name)
         return pb.RepositoryModelUnloadResponse()
 
     def _management(self) -> ModelManager:

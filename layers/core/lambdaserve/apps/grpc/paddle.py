@@ -20,7 +20,7 @@ from lambdaserve.protocol import paddle_pipeline as rest
 from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2 as pb
 from lambdaserve.protocol.grpc.protos import paddle_pipeline_pb2_grpc as services
 from lambdaserve.protocol.names import check_model_name
-from lambdaserve.serving.capture_offers import offer_messages
+from lambdaserve.serving.capture.capture_offers import offer_messages
 from lambdaserve.serving.data_plane import InferenceDataPlane
 
 # The runtime name of a Paddle Serving pipeline version (web_service.py + config.yml)

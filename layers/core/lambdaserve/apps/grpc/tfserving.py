@@ -24,7 +24,7 @@ from lambdaserve.protocol.grpc.protos import tensorflow_serving_pb2_grpc as serv
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.protocol.tf_examples import CLASSIFY, REGRESS
 from lambdaserve.serving import signatures
-from lambdaserve.serving.capture_offers import GRPC, offer_served
+from lambdaserve.serving.capture.capture_offers import GRPC, offer_served
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.version_resolver import ServedVersion
 

@@ -32,7 +32,7 @@ from lambdaserve.protocol.grpc.protos import torchserve_management_pb2_grpc as m
 from lambdaserve.protocol.names import check_model_name
 from lambdaserve.publishing.management import DEFAULT_PAGE, ModelManager
 from lambdaserve.runtimes.torchserve.context import SEQUENCE_ID_HEADER
-from lambdaserve.serving.capture_offers import GRPC, offer_messages, offer_served
+from lambdaserve.serving.capture.capture_offers import GRPC, offer_messages, offer_served
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.raw_predictions import RawRequest, handler_sequence, takes_raw
 

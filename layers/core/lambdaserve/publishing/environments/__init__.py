@@ -6,7 +6,7 @@ that builds them, a credential-less child or the code-validator function (``buil
 the build itself, wheels only, packed (``build``); pip's failures as reasons
 (``pip_reasons``); Triton's conda-pack tarballs (``conda``).
 
-Where it serves, a version's environment is unpacked by ``serving.environments`` (the
+Where it serves, a version's environment is unpacked by ``serving.residency.environments`` (the
 serving side: below publishing, beside the file cache it reads from), and the workers put it
 on ``sys.path`` through ``workers.options.EnvironmentPaths``.
 """

@@ -16,7 +16,7 @@ from lambdaserve.errors import InferenceError, LambdaServeError
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel
-from lambdaserve.runtimes.sequence_requests import in_sequences
+from lambdaserve.runtimes.sequence_requests import in_sequences, sequence_parameters
 from lambdaserve.serving.batch_runs import run_batch
 from lambdaserve.serving.sequences.controls import (
     flags_of,
@@ -26,6 +26,31 @@ from lambdaserve.serving.sequences.controls import (
 from lambdaserve.serving.sequences.records import SequenceConflict, SequenceKey
 from lambdaserve.serving.sequences.steps import PreparedStep, SequenceSteps, visible
 from lambdaserve.serving.version_resolver import ServedVersion
+
+
+def run_steps(
+    steps: SequenceSteps,
+    stats: StatsRegistry,
+    served: ServedVersion,
+    requests: Sequence[InferRequest],
+    *,
+    load: Callable[[ServedVersion], LoadedModel],
+    alone: Callable[[InferRequest], BatchResult],
+) -> list[BatchResult]:
+    """Steps of sequences: with ``oldest``, different sequences' steps in one execution;
+    with ``direct`` (and an ensemble's requests, which pass their sequences on to its
+    steps), each alone, in order."""
+    sequences = served.config.sequence_batching
+    oldest = sequences is not None and sequences.strategy == "oldest"
+    if oldest and served.config.max_batch_size > 1 and requests[1:]:
+        return run_oldest(steps, stats, served, load(served), requests, alone=alone)
+    return [alone(request) for request in requests]
+
+
+def passes_sequences(served: ServedVersion, requests: Sequence[InferRequest]) -> bool:
+    """An ensemble's requests that are steps of sequences: each runs alone, so that each
+    passes its own sequence on to the ensemble's steps."""
+    return served.config.is_ensemble and any(sequence_parameters(r.parameters) for r in requests)
 
 
 def run_oldest(

@@ -19,7 +19,7 @@ from lambdaserve.catalog.configs import effective_config
 from lambdaserve.catalog.store import VersionRecord
 from lambdaserve.config.runtime_names import HANDLER_RUNTIME
 from lambdaserve.errors import LambdaServeError, first_line
-from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.residency.residency import Residency
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tensors.signature import Signature
 
@@ -65,7 +65,7 @@ def environment_name() -> str:
 
 
 def check_load(
-    server: ModelServer, record: VersionRecord, *, gpu_served_elsewhere: bool = False
+    residency: Residency, record: VersionRecord, *, gpu_served_elsewhere: bool = False
 ) -> LoadCheck:
     """Load ``record`` (validated, not yet READY) as a request would: files, runtime,
     ``initialize``, warm-up. Never raises for the model's own failures.
@@ -75,7 +75,7 @@ def check_load(
     where = environment_name()
     importlib.invalidate_caches()  # a package installed since the last check is found
     try:
-        served = _served(server, record)
+        served = _served(residency, record)
         if gpu_served_elsewhere and served.config.instance_kind == "GPU":
             logger.info(
                 "%s version %s is KIND_GPU: not loaded in %s (the server-mode task serves "
@@ -85,7 +85,7 @@ def check_load(
                 where,
             )
             return LoadCheck("", f"{where}: not loaded here, KIND_GPU serves on the task")
-        server.load(served)
+        residency.load(served)
     except LambdaServeError as exc:
         reason = exc.message
     except Exception as exc:  # the code raised something no runtime wrapped
@@ -107,8 +107,8 @@ def with_fix(reason: str, runtime: str = "") -> str:
     return reason
 
 
-def _served(server: ModelServer, record: VersionRecord) -> ServedVersion:
-    model = server.resolver.catalog.get_model(record.model)
+def _served(residency: Residency, record: VersionRecord) -> ServedVersion:
+    model = residency.resolver.catalog.get_model(record.model)
     if model is not None:  # what the version's auto_complete_config filled in applies
         model = replace(model, auto_completed=record.auto_completed)
     return ServedVersion(

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from lambdaserve.errors import LambdaServeError
-from lambdaserve.serving.data_capture import DataCapture, Exchange, capture_setting_of
+from lambdaserve.serving.capture.data_capture import DataCapture, Exchange, capture_setting_of
 from lambdaserve.serving.version_resolver import ServedVersion
 
 if TYPE_CHECKING:

@@ -21,12 +21,12 @@ from lambdaserve.config.runtime_names import (
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions, RequestsModel
 from lambdaserve.runtimes.registry import runtime_named
 from lambdaserve.serving.cache import ArtifactCache, CachedFile
-from lambdaserve.serving.environments import environment_file
 from lambdaserve.serving.instances import InstancePool
-from lambdaserve.serving.progress import human_bytes
-from lambdaserve.serving.reshaped_model import ReshapedModel
+from lambdaserve.serving.residency.environments import environment_file
+from lambdaserve.serving.residency.progress import human_bytes
+from lambdaserve.serving.residency.reshaped_model import ReshapedModel
+from lambdaserve.serving.residency.warmup import warm_up, zero_inputs
 from lambdaserve.serving.sequences.controls import warmup_inputs
-from lambdaserve.serving.warmup import warm_up, zero_inputs
 from lambdaserve.workers.options import WorkerOptions
 
 if TYPE_CHECKING:  # serving imports this module
@@ -40,7 +40,7 @@ POOLED = frozenset({ONNX_RUNTIME, OPENVINO_RUNTIME, TORCHSCRIPT_RUNTIME, PADDLE_
 
 def version_files(served: ServedVersion) -> list[CachedFile]:
     """The version's files, and its environment's tarball where it has one (fetched and
-    cached as they are; ``serving.environments`` unpacks it)."""
+    cached as they are; ``serving.residency.environments`` unpacks it)."""
     files = [
         CachedFile(f["path"], f["key"], f["sha256"], int(f["size"])) for f in served.record.files
     ]

@@ -9,7 +9,7 @@ import threading
 from collections.abc import Callable
 
 from lambdaserve.errors import LambdaServeError
-from lambdaserve.serving.model_server import ModelServer
+from lambdaserve.serving.residency.residency import Residency
 
 logger = logging.getLogger(__name__)
 
@@ -17,8 +17,8 @@ logger = logging.getLogger(__name__)
 class Prefetcher:
     """Every ``interval_s``, each model's default version into the cache (once per fingerprint)."""
 
-    def __init__(self, server: Callable[[], ModelServer], interval_s: float) -> None:
-        self._server = server
+    def __init__(self, residency: Callable[[], Residency], interval_s: float) -> None:
+        self._residency = residency
         self._interval_s = interval_s
         self._seen: set[tuple[str, int, str]] = set()
         self._stop = threading.Event()
@@ -28,18 +28,18 @@ class Prefetcher:
 
     def run_once(self) -> list[tuple[str, int]]:
         """One look at the catalog; the versions downloaded now."""
-        server = self._server()
+        residency = self._residency()
         fetched = []
-        for name in server.resolver.catalog.all_model_names():
+        for name in residency.resolver.catalog.all_model_names():
             try:
-                served = server.resolver.resolve(name, None)
+                served = residency.resolver.resolve(name, None)
             except LambdaServeError:
                 continue  # nothing READY to fetch
             key = (name, served.version, served.record.fingerprint)
             if key in self._seen:
                 continue
             try:
-                if server.prefetch(served):
+                if residency.prefetch(served):
                     fetched.append((name, served.version))
             except Exception as exc:  # the next round tries again; requests still load
                 logger.warning("prefetch of %s version %s failed: %s", name, served.version, exc)

@@ -8,8 +8,8 @@ import logging
 from dataclasses import dataclass
 
 from lambdaserve.errors import LambdaServeError
-from lambdaserve.serving.model_server import ModelServer
-from lambdaserve.serving.progress import human_bytes
+from lambdaserve.serving.residency.progress import human_bytes
+from lambdaserve.serving.residency.residency import Residency
 
 logger = logging.getLogger(__name__)
 
@@ -21,10 +21,10 @@ class Preloaded:
     bytes_loaded: int
 
 
-def preload_models(server: ModelServer, budget_bytes: int) -> Preloaded:
+def preload_models(residency: Residency, budget_bytes: int) -> Preloaded:
     """Load the chosen default versions in name order while they fit the budget; what fails
     or would pass the budget is skipped with the reason (never raised)."""
-    catalog = server.resolver.catalog
+    catalog = residency.resolver.catalog
     names = catalog.all_model_names()
     marked = [name for name in names if (record := catalog.get_model(name)) and record.preload]
     loaded: list[tuple[str, int]] = []
@@ -32,14 +32,14 @@ def preload_models(server: ModelServer, budget_bytes: int) -> Preloaded:
     used = 0
     for name in marked or names:
         if (
-            server.max_loaded and len(loaded) >= server.max_loaded
+            residency.max_loaded and len(loaded) >= residency.max_loaded
         ):  # loading more would evict what was just loaded
             skipped.append(
-                (name, f"the server holds {server.max_loaded} (LAMBDASERVE_MAX_LOADED_VERSIONS)")
+                (name, f"the server holds {residency.max_loaded} (LAMBDASERVE_MAX_LOADED_VERSIONS)")
             )
             continue
         try:
-            served = server.resolver.resolve(name, None)
+            served = residency.resolver.resolve(name, None)
             size = served.record.size
             if used + size > budget_bytes:
                 skipped.append(
@@ -50,7 +50,7 @@ def preload_models(server: ModelServer, budget_bytes: int) -> Preloaded:
                     )
                 )
                 continue
-            server.load(served)
+            residency.load(served)
         except LambdaServeError as exc:
             skipped.append((name, exc.message))
             continue

@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 from lambdaserve.errors import ModelTooLarge
 from lambdaserve.runtimes.base import LoadedModel
-from lambdaserve.serving.memory import process_resident_bytes, release_freed_memory
-from lambdaserve.serving.progress import human_bytes
+from lambdaserve.serving.residency.memory import process_resident_bytes, release_freed_memory
+from lambdaserve.serving.residency.progress import human_bytes
 
 logger = logging.getLogger(__name__)
 
