@@ -13,7 +13,7 @@ import pytest
 
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.local.http_api_event import http_api_event
-from tests import builders, sequence_models
+from tests import builders
 from tests.deployed.stack import STACK, DeployedStack, deployed
 from tests.support import wait_until
 
@@ -259,44 +259,3 @@ def test_a_large_async_answer_is_stored_by_the_batcher_in_results(stack: Deploye
     stored = stack.clients.s3.list_objects_v2(Bucket=stack.settings.bucket, Prefix="results/")
     assert stored.get("KeyCount", 0) >= 1, stored
 
-
-def _step(stack: DeployedStack, model: str, value: int, sequence: str, at: str) -> int:
-    body = {
-        "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [value]}],
-        "parameters": {
-            "sequence_id": sequence,
-            "sequence_start": at == "start",
-            "sequence_end": at == "end",
-        },
-    }
-    event = http_api_event("POST", f"/v2/models/{model}/infer", json.dumps(body).encode())
-    answer = stack.invoke("InferFunction", event)
-    assert answer["statusCode"] == 200, answer
-    return int(json.loads(answer["body"])["outputs"][0]["data"][0])
-
-
-def _state_objects(stack: DeployedStack, model: str) -> list[str]:
-    listed = stack.clients.s3.list_objects_v2(
-        Bucket=stack.settings.bucket, Prefix=f"sequence-state/{model}/"
-    )
-    return [o["Key"] for o in listed.get("Contents", [])]
-
-
-def test_sequences_keep_their_state_in_the_catalog_and_the_bucket(stack: DeployedStack):
-    """Given Triton's string-id sequence example (a running sum in implicit state) and a
-    model whose state is 480 KB (over a DynamoDB item's 400 KB), published through the stack
-    When each sequence's steps reach the infer function (SequenceStore=dynamodb, its role)
-    Then every step meets the state the one before left: the small state in the sequence's
-    item, the large one in the bucket's sequence-state/ (one object while the sequence
-    lives, none after its END)."""
-    idle = 120_000_000  # a step through a cold function may take seconds
-    stack.publish("seqsum", sequence_models.simple_string_dyna_sequence("seqsum", idle_us=idle))
-    stack.publish("wide", sequence_models.wide_accumulator("wide"))
-    values, places = [8, 1, -4, 6], ["start", "", "", "end"]
-    sums = [_step(stack, "seqsum", v, "90", at) for v, at in zip(values, places, strict=True)]
-    assert sums == [8, 9, 5, 11 + 90]
-    assert _step(stack, "wide", 5, "w1", "start") == 5
-    assert _step(stack, "wide", 2, "w1", "") == 7
-    assert len(_state_objects(stack, "wide")) == 1
-    assert _step(stack, "wide", 3, "w1", "end") == 10
-    assert _state_objects(stack, "wide") == []
