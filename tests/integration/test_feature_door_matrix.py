@@ -9,7 +9,8 @@ Features, as a client sees them:
 - statistics: the request counts once in the version's ``inference_stats.success``;
 - cache: the same request a second time is a hit (``cache_hit`` + 1), answered the same;
 - trace: one trace of the model is written (a numbered file per trace, log frequency 1);
-- capture: one exchange of the model lands under ``captures/`` in the bucket.
+- capture: one exchange of the model lands under ``captures/`` in the bucket;
+- max_batch_size: nine rows (the config's max_batch_size is 8) are refused, saying why.
 """
 
 from __future__ import annotations
@@ -51,12 +52,13 @@ def _ok(response: httpx.Response) -> None:
 
 
 def v2_json(served: Served, rows: Rows) -> None:
-    tensor = {"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": rows.tolist()}
+    shape = list(rows.shape)
+    tensor = {"name": "INPUT__0", "datatype": "FP32", "shape": shape, "data": rows.tolist()}
     _ok(httpx.post(f"{_http(served)}/v2/models/{MODEL}/infer", json={"inputs": [tensor]}))
 
 
 def v2_binary(served: Served, rows: Rows) -> None:
-    tensor = triton.InferInput("INPUT__0", [1, 4], "FP32")
+    tensor = triton.InferInput("INPUT__0", list(rows.shape), "FP32")
     tensor.set_data_from_numpy(rows, binary_data=True)
     asked = [triton.InferRequestedOutput("OUTPUT__0", binary_data=True)]
     body, size = triton.InferenceServerClient.generate_request_body([tensor], outputs=asked)
@@ -65,7 +67,7 @@ def v2_binary(served: Served, rows: Rows) -> None:
 
 
 def v2_grpc(served: Served, rows: Rows) -> None:
-    tensor = grpcclient.InferInput("INPUT__0", [1, 4], "FP32")
+    tensor = grpcclient.InferInput("INPUT__0", list(rows.shape), "FP32")
     tensor.set_data_from_numpy(rows)
     served.client().infer(MODEL, [tensor])
 
@@ -120,7 +122,11 @@ def _http(served: Served) -> str:
 
 
 # (feature, door) -> why the feature does not apply there; every other cell must apply
-REFUSED: dict[tuple[str, str], str] = {}
+REFUSED: dict[tuple[str, str], str] = {
+    ("max_batch_size", "generate"): "a generate request is one row: its fields fill one "
+    "request and the batch dimension of 1 is added, as Triton's generate does; nine rows "
+    "cannot be asked for",
+}
 
 
 def test_every_feature_applies_on_every_door(stack, tmp_path, torchserve_stubs):
@@ -176,6 +182,7 @@ class Probes:
             "statistics": self.statistics,
             "cache": self.cache,
             "trace": self.trace,
+            "max_batch_size": self.max_batch_size,
         }
 
     def stats(self) -> dict[str, Any]:
@@ -194,6 +201,15 @@ class Probes:
         send(rows)
         after = self.stats()["cache_hit"]["count"]
         assert after - before == 1, f"the repeat was {after - before} hits"
+
+    def max_batch_size(self, send: Callable[[Rows], None], rows: Rows) -> None:
+        try:
+            send(np.repeat(rows, 9, axis=0))
+        except Exception as exc:  # each door's client says it its own way
+            said = str(exc)
+            assert "batch" in said.lower(), f"refused for another reason: {said[:100]}"
+            return
+        raise AssertionError("nine rows were answered (max_batch_size 8)")
 
     def trace(self, send: Callable[[Rows], None], rows: Rows) -> None:
         before = self._traced()
