@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ import numpy as np
 import tritonclient.grpc as grpcclient
 import tritonclient.http as triton
 
-from tests import builders
+from tests import builders, sequence_models
 from tests.integration import test_grpc_peers
 from tests.integration.grpc_support import Served, lambdaserve_serve
 from tests.integration.test_grpc_peers import needs, peer
@@ -121,6 +122,17 @@ def _http(served: Served) -> str:
     return f"http://127.0.0.1:{served.http}"
 
 
+DOOR_NAMES = (
+    "v2 HTTP JSON",
+    "v2 HTTP binary",
+    "v2 gRPC",
+    "generate",
+    "TorchServe REST",
+    "TorchServe gRPC",
+    "TF Serving REST",
+    "TF Serving gRPC",
+    "Paddle HTTP",
+)
 # (feature, door) -> why the feature does not apply there; every other cell must apply
 REFUSED: dict[tuple[str, str], str] = {
     ("max_batch_size", "generate"): "a generate request is one row: its fields fill one "
@@ -147,6 +159,7 @@ def test_every_feature_applies_on_every_door(stack, tmp_path, torchserve_stubs):
         "TF Serving gRPC": tfserving_grpc,
         "Paddle HTTP": paddle_http,
     }
+    assert tuple(doors) == DOOR_NAMES
     found: dict[tuple[str, str], str] = {}
     flags = ["--cache-config", "local,size=1048576"]
     flags += ["--trace-config", f"triton,file={traces}", "--trace-config", "level=TIMESTAMPS"]
@@ -259,3 +272,97 @@ def _table(found: dict[tuple[str, str], str]) -> str:
     for door in doors:
         rows.append(" | ".join([door, *(found[(f, door)] for f in features)]))
     return "\n".join(rows)
+
+
+# --- sequences: a row of its own (a sequence model, not the matrix's one) ------------------
+
+SUMS = "sums_in_self"
+# doors whose protocol carries Triton's sequence controls; the others say why not
+HANDLERS_OWN = (
+    "TorchServe's sequences are its handlers' own (ts_request_sequence_id), not Triton's "
+    "sequence batcher"
+)
+SEQUENCE_REFUSED = {
+    "generate": "Triton's generate extension has no sequence parameters",
+    "TorchServe REST": HANDLERS_OWN,
+    "TorchServe gRPC": HANDLERS_OWN,
+    "TF Serving REST": "TF Serving has no sequences",
+    "TF Serving gRPC": "TF Serving has no sequences",
+    "Paddle HTTP": "Paddle Serving has no sequences",
+}
+
+
+def _sequence_http(binary: bool) -> Callable[[Served], Callable[[int, int, bool, bool], int]]:
+    return lambda served: _sequence_http_client(served, binary)
+
+
+def _sequence_http_client(served: Served, binary: bool) -> Callable[[int, int, bool, bool], int]:
+    client = triton.InferenceServerClient(f"127.0.0.1:{served.http}")
+
+    def step(sequence: int, value: int, start: bool, end: bool) -> int:
+        sent = triton.InferInput("INPUT", [1, 1], "INT32")
+        sent.set_data_from_numpy(np.full((1, 1), value, np.int32), binary_data=binary)
+        result = client.infer(
+            SUMS, [sent], sequence_id=sequence, sequence_start=start, sequence_end=end
+        )
+        return int(result.as_numpy("OUTPUT")[0][0])
+
+    return step
+
+
+def _sequence_grpc(served: Served) -> Callable[[int, int, bool, bool], int]:
+    client = served.client()
+
+    def step(sequence: int, value: int, start: bool, end: bool) -> int:
+        sent = grpcclient.InferInput("INPUT", [1, 1], "INT32")
+        sent.set_data_from_numpy(np.full((1, 1), value, np.int32))
+        result = client.infer(
+            SUMS, [sent], sequence_id=sequence, sequence_start=start, sequence_end=end
+        )
+        return int(result.as_numpy("OUTPUT")[0][0])
+
+    return step
+
+
+def test_a_sequence_keeps_its_instance_on_every_door_that_carries_sequences(stack):
+    # Given a Python model keeping each sequence's running sum in self, with two instances
+    # (two worker processes under serve), the common Triton and TorchServe pattern
+    for path, body in sequence_models.python_sum_in_self(SUMS, count=2).items():
+        stack.put(f"models/{SUMS}/{path}", body)
+    stack.wait_state(SUMS, 1, "READY")
+    inputs = [1, 2, 3, 4, 5, 6, 7, 8]
+    expected = [sum(inputs[: i + 1]) for i in range(len(inputs))]
+    doors = {
+        "v2 HTTP JSON": _sequence_http(binary=False),
+        "v2 HTTP binary": _sequence_http(binary=True),
+        "v2 gRPC": _sequence_grpc,
+    }
+    # (every door of the matrix carries sequences here, or says why it cannot)
+    assert set(doors) | set(SEQUENCE_REFUSED) == set(DOOR_NAMES)
+    with lambdaserve_serve() as served:
+        for number, (door, make) in enumerate(doors.items()):
+            got: dict[int, list[int]] = {}
+
+            def run(
+                sequence: int,
+                make: Callable[[Served], Callable[[int, int, bool, bool], int]] = make,
+                got: dict[int, list[int]] = got,
+            ) -> None:
+                # a client per thread: tritonclient's HTTP client is gevent's, one thread's
+                step, last = make(served), len(inputs) - 1
+                try:
+                    got[sequence] = [
+                        step(sequence, v, i == 0, i == last) for i, v in enumerate(inputs)
+                    ]
+                except Exception as exc:  # said in the assertion, not lost in the thread
+                    got[sequence] = [f"{type(exc).__name__}: {exc}"]  # type: ignore[list-item]
+
+            # When six sequences send their steps at once through the door
+            base = 100 * (number + 1)
+            threads = [threading.Thread(target=run, args=(base + i,)) for i in range(6)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(120)
+            # Then every sequence's sums are its own: each stayed on the instance it began on
+            assert got == {base + i: expected for i in range(6)}, door
