@@ -152,3 +152,30 @@ def watch_running_slots(client: Any, threads: list[threading.Thread]) -> int:
     for thread in threads:
         thread.join()
     return most
+
+
+def test_a_queued_request_takes_its_slot_in_the_batch_function(
+    stores: tuple[DeployedStack, Any],
+) -> None:
+    stack, redis_client = stores
+    # Given a request for the model with one instance, sent with Prefer: respond-async
+    event = request(0.5)
+    event["headers"]["prefer"] = "respond-async"
+    accepted = stack.invoke("InferFunction", event)
+    assert accepted["statusCode"] == 202, accepted
+    status = http_api_event("GET", json.loads(accepted["body"])["status_url"], b"")
+    # When the requests queue's mapping feeds the batcher, and it the infer batch function
+    stack.pump(
+        "BatcherFunction", lambda: stack.invoke("InferFunction", status)["statusCode"] == 200
+    )
+    # Then the answer ran the model, its execution counted in the slots store under the
+    # batch function's role (an instance count binds every path that runs the model)
+    started, ended = stamps(stack.invoke("InferFunction", status))
+    assert ended - started >= 0.5
+    if redis_client is None:
+        item = stack.clients.dynamodb.get_item(
+            TableName=stack.settings.table,
+            Key={"pk": {"S": f"INFLIGHT#{MODEL}#1"}, "sk": {"S": "SLOTS"}},
+        )
+        assert "Item" in item, "no slot was counted in the catalog table"
+    stack.assert_no_denials()

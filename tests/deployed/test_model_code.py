@@ -284,3 +284,42 @@ def test_the_scheduled_reconcile_checks_a_python_model_where_it_serves(stack: De
     [version] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("reconciled")
     assert version.state == "READY", version.reason
     assert _infer_model(stack, "reconciled", 2.0)["statusCode"] == 200
+
+
+def test_a_version_failing_to_load_on_the_queued_path_is_unavailable_and_announced(
+    stack: DeployedStack, tmp_path: Path
+):
+    """Given a READY Python model whose code loads once only (checked where it serves)
+    When a queued request for it reaches the infer batch function (a new execution
+    environment: the batcher's invoke)
+    Then that load fails, and the batch function, under its role, marks the version
+    UNAVAILABLE with the code's error and announces it on the stack's bus."""
+    sqs, events = stack.clients.sqs, stack.clients.client("events")
+    url = sqs.create_queue(QueueName="queued-load-failures")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    pattern = {"source": ["lambdaserve"], "detail": {"model": ["once_queued"]}}
+    events.put_rule(Name="queued-load-failures", EventPattern=json.dumps(pattern))
+    events.put_targets(Rule="queued-load-failures", Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+    code = ONCE_ONLY.replace(b"MARK_PATH", str(tmp_path / "loaded").encode())
+    stack.publish("once_queued", {"config.pbtxt": ONCE_CONFIG, "1/model.py": code})
+    tensor = {"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}
+    body = json.dumps({"inputs": [tensor]}).encode()
+    event = http_api_event("POST", "/v2/models/once_queued/infer", body)
+    event["headers"]["prefer"] = "respond-async"
+    accepted = stack.invoke("InferFunction", event)
+    assert accepted["statusCode"] == 202, accepted
+    catalog = Catalog(stack.clients.dynamodb, stack.settings.table)
+
+    def unavailable() -> bool:
+        return catalog.versions("once_queued")[0].state == "UNAVAILABLE"
+
+    stack.pump("BatcherFunction", unavailable)
+    [version] = catalog.versions("once_queued")
+    assert "is gone" in version.reason, version
+    bodies = [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    ]
+    states = [(b["detail"]["previous_state"], b["detail"]["state"]) for b in bodies]
+    assert ("READY", "UNAVAILABLE") in states, bodies
+    stack.assert_no_denials()
