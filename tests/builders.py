@@ -254,6 +254,22 @@ def onnx_identity(width: int) -> bytes:
     return bytes(model.SerializeToString())
 
 
+def onnx_expand(width: int) -> bytes:
+    """y = x repeated ``width`` times, FP32 [-1, 1] -> [-1, width]: a small request with an
+    answer as large as wanted (answers over Lambda's invoke limit)."""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [1, width])
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["x", "shape"], ["y"])],
+        "expand",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", width])],
+        initializer=[shape],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
 def onnx_identity_shape(shape: list[int]) -> bytes:
     """y = x for FP32 of a fixed ``shape`` (huge static dimensions included)."""
     graph = helper.make_graph(

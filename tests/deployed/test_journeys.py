@@ -259,3 +259,31 @@ def test_a_large_async_answer_is_stored_by_the_batcher_in_results(stack: Deploye
     stored = stack.clients.s3.list_objects_v2(Bucket=stack.settings.bucket, Prefix="results/")
     assert stored.get("KeyCount", 0) >= 1, stored
 
+
+def test_an_answer_over_the_invoke_limit_leaves_the_batch_function_through_results(
+    stack: DeployedStack,
+):
+    # Given a model whose answer to a one-number request is two million floats (about 8 MB
+    # of JSON: over Lambda's 6 MB invoke limit), and a client's reply queue
+    width = 2_000_000
+    stack.publish("expand", {"1/model.onnx": builders.onnx_expand(width)})
+    sqs = stack.clients.sqs
+    reply_url = sqs.create_queue(QueueName=f"{STACK}-reply-large")["QueueUrl"]
+    tensor = {"name": "x", "datatype": "FP32", "shape": [1, 1], "data": [0.0]}
+    envelope = {"inputs": [tensor], "id": "large-1", "model_name": "expand", "reply_to": reply_url}
+    # When the request is queued and the batcher has the infer batch function run it
+    sqs.send_message(QueueUrl=stack.queue("RequestsQueue").url, MessageBody=json.dumps(envelope))
+    replies: list[dict[str, Any]] = []
+
+    def replied() -> bool:
+        replies.extend(sqs.receive_message(QueueUrl=reply_url).get("Messages", []))
+        return bool(replies)
+
+    stack.pump("BatcherFunction", replied, timeout_s=120)
+    # Then the batch function left the answer's body in results/ (its grant) instead of
+    # the invoke's answer, and the request succeeded
+    reply = json.loads(replies[0]["Body"])
+    assert (reply["id"], reply["status"]) == ("large-1", "SUCCESS"), reply
+    stored = stack.clients.s3.list_objects_v2(Bucket=stack.settings.bucket, Prefix="results/")
+    assert any("large-1" in o["Key"] for o in stored.get("Contents", [])), stored
+    stack.assert_no_denials()

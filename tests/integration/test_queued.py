@@ -210,6 +210,34 @@ def test_duplicate_deliveries_produce_one_result_and_one_reply(mlp):
     assert reply["response"]["outputs"][0]["shape"] == [1, 3]
 
 
+def test_a_reply_too_large_for_one_message_says_where_its_body_lies(stack):
+    # Given a model answering about 400 KB of JSON to a small request, and a reply queue
+    stack.put("models/expand/1/model.onnx", builders.onnx_expand(40_000))
+    stack.wait_state("expand", 1, "READY")
+    reply_queue = stack.clients.sqs.create_queue(QueueName=f"replies-{uuid.uuid4().hex[:8]}")[
+        "QueueUrl"
+    ]
+    # When a queued request names the queue
+    rows = np.full((1, 1), 1 / 7, np.float32)
+    enqueue(stack, {"id": "big-reply", "model_name": "expand", "reply_to": reply_queue,
+                    **v2(rows, name="x")})  # fmt: skip
+    replies = wait_until(
+        lambda: stack.clients.sqs.receive_message(QueueUrl=reply_queue, WaitTimeSeconds=1).get(
+            "Messages"
+        ),
+        30,
+    )
+    # Then the reply (over one SQS message's 256 KB) names the stored body instead of
+    # failing to send, and that body is the whole answer
+    reply = json.loads(replies[0]["Body"])
+    assert (reply["id"], reply["status"], reply["too_large_to_inline"]) == (
+        "big-reply", "SUCCESS", True
+    ), reply  # fmt: skip
+    stored = stack.clients.s3.get_object(Bucket=stack.settings.bucket, Key=reply["body_key"])
+    [output] = json.loads(stored["Body"].read())["outputs"]
+    np.testing.assert_allclose(output["data"], np.full(40_000, 1 / 7, np.float32), rtol=1e-6)
+
+
 def test_large_requests_and_results_round_trip_through_s3(stack):
     stack.put("models/echo/1/model.onnx", builders.onnx_identity(784))
     stack.wait_state("echo", 1, "READY")

@@ -47,6 +47,9 @@ from lambdaserve.tracing import propagation
 from lambdaserve.tracing.propagation import TraceContext
 
 logger = logging.getLogger(__name__)
+# a reply larger than this names where its body lies instead: 256 KiB, the message size every
+# SQS queue takes (a queue may be set to take up to 1 MiB; a client's reply queue is its own)
+SQS_MESSAGE_LIMIT = 256 * 1024
 
 
 class RetryableError(Exception):
@@ -367,13 +370,28 @@ class QueuedInference:
                 "status": status,
                 "http_status": http_status,
             }
-            if body_key is not None:
-                body = self._payloads.get(body_key)
-            if body is not None and header_length is not None:
-                reply["response_base64"] = base64.b64encode(body).decode()
-                reply["header_length"] = header_length
-            elif body is not None:
-                reply["response"] = orjson.loads(body)
             if error:
                 reply["error"] = error
-            self._send_reply(envelope.reply_to, orjson.dumps(reply))
+            inline = self._payloads.get(body_key) if body_key is not None else body
+            message = orjson.dumps(_with_body(reply, inline, header_length))
+            if len(message) > SQS_MESSAGE_LIMIT:
+                # too large for one message: where the result's body lies (stored now if the
+                # status kept it inline)
+                stored = body_key or self._payloads.put_result(envelope.id, inline or b"")
+                message = orjson.dumps({**reply, "body_key": stored, "too_large_to_inline": True})
+            self._send_reply(envelope.reply_to, message)
+
+
+def _with_body(
+    reply: dict[str, Any], body: bytes | None, header_length: int | None
+) -> dict[str, Any]:
+    """The reply with the response inline: v2 JSON as JSON, a binary body base64."""
+    if body is None:
+        return reply
+    if header_length is not None:
+        return {
+            **reply,
+            "response_base64": base64.b64encode(body).decode(),
+            "header_length": header_length,
+        }
+    return {**reply, "response": orjson.loads(body)}
