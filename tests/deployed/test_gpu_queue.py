@@ -1,5 +1,7 @@
 """The GPU queue as template.yaml deploys it: a KIND_GPU model's async request queued by the
-infer function and answered by the GPU service's `lambdaserve worker` task, model code too."""
+infer function and answered by the GPU service's `lambdaserve worker` task, model code too;
+a KIND_GPU sequence's steps there too, under the task's role (its record in the catalog
+table, a state over 400 KB in the bucket)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from lambdaserve.local.http_api_event import http_api_event
+from tests import sequence_models
 from tests.deployed.stack import DeployedStack, deployed
 from tests.support import wait_until
 
@@ -48,15 +51,21 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DeployedStack]:
         yield running
 
 
-def test_model_code_queued_for_the_gpu_is_answered_by_the_gpu_worker(stack: DeployedStack):
+@pytest.fixture(scope="module")
+def gpu_worker(stack: DeployedStack) -> None:
+    # the GPU service's task takes the GPU queue
+    stack.task("GpuTaskDefinition", ready_path="")
+
+
+def test_model_code_queued_for_the_gpu_is_answered_by_the_gpu_worker(
+    stack: DeployedStack, gpu_worker: None
+):
     # When a respond-async request for it reaches the infer function
     event = http_api_event("POST", "/v2/models/doubler/infer", json.dumps(BODY).encode())
     event["headers"]["prefer"] = "respond-async"
     accepted = stack.invoke("InferFunction", event)
     assert accepted["statusCode"] == 202, accepted
     status = http_api_event("GET", json.loads(accepted["body"])["status_url"], b"")
-    # and the GPU service's task takes the GPU queue
-    stack.task("GpuTaskDefinition", ready_path="")
 
     def done() -> dict | None:
         answer = stack.invoke("InferFunction", status)
@@ -66,4 +75,44 @@ def test_model_code_queued_for_the_gpu_is_answered_by_the_gpu_worker(stack: Depl
     answer = wait_until(done, 180, interval_s=1)
     assert answer["statusCode"] == 200, answer
     assert json.loads(answer["body"])["outputs"][0]["data"] == [2, 4, 6]
+    stack.assert_no_denials()
+
+
+def _queued_step(stack: DeployedStack, value: int, start: bool, end: bool) -> int:
+    body = {
+        "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [value]}],
+        "parameters": {"sequence_id": "g1", "sequence_start": start, "sequence_end": end},
+    }
+    event = http_api_event("POST", "/v2/models/gpu_wide/infer", json.dumps(body).encode())
+    event["headers"]["prefer"] = "respond-async"
+    accepted = stack.invoke("InferFunction", event)
+    assert accepted["statusCode"] == 202, accepted
+    status = http_api_event("GET", json.loads(accepted["body"])["status_url"], b"")
+
+    def done() -> dict | None:
+        answer = stack.invoke("InferFunction", status)
+        return answer if answer["statusCode"] != 202 else None
+
+    answer = wait_until(done, 180, interval_s=0.5)
+    assert answer["statusCode"] == 200, answer
+    return int(json.loads(answer["body"])["outputs"][0]["data"][0])
+
+
+def test_a_gpu_sequences_state_lives_in_the_catalog_and_the_bucket(
+    stack: DeployedStack, gpu_worker: None
+):
+    # Given a KIND_GPU sequence model whose implicit state is 480 KB (over an item's 400 KB)
+    files = sequence_models.wide_accumulator("gpu_wide")
+    files["config.pbtxt"] += b"instance_group [{ kind: KIND_GPU }]\n"
+    stack.publish("gpu_wide", files)
+    # When its steps are queued for the GPU worker, one after the other
+    sums = [_queued_step(stack, 5, True, False), _queued_step(stack, 2, False, False)]
+    listed = stack.clients.s3.list_objects_v2(
+        Bucket=stack.settings.bucket, Prefix="sequence-state/gpu_wide/"
+    )
+    sums.append(_queued_step(stack, 3, False, True))
+    # Then each step met the state the one before left (the record in the catalog table,
+    # the state in the bucket while the sequence lived), under the task's role
+    assert sums == [5, 7, 10]
+    assert listed.get("KeyCount", 0) == 1, listed
     stack.assert_no_denials()
