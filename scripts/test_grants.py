@@ -54,6 +54,12 @@ KEPT: dict[str, str] = {
         "send again) from S3 failing (retried) by that 404 (queued/results.py); moto answers "
         "404 either way, so no emulated journey can fail without it"
     ),
+    "GpuTaskRole/Policies[0].PolicyDocument.Statement[5]": (
+        "s3:ListBucket: without it AWS's S3 answers a GET of a missing key 403, not 404, and "
+        "the GPU worker tells a stored request body that is gone (a 4xx result) from S3 "
+        "failing (retried) by that 404 (queued/results.py); moto answers 404 either way, so "
+        "no emulated journey can fail without it"
+    ),
 }
 # grants no emulated journey can need: moto's S3 does not ask KMS on an SSE-KMS read or write,
 # where AWS's S3 calls kms:Decrypt / kms:GenerateDataKey as the caller (the role)

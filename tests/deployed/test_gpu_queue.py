@@ -116,3 +116,34 @@ def test_a_gpu_sequences_state_lives_in_the_catalog_and_the_bucket(
     assert sums == [5, 7, 10]
     assert listed.get("KeyCount", 0) == 1, listed
     stack.assert_no_denials()
+
+
+def test_a_large_gpu_request_and_answer_travel_through_the_bucket(
+    stack: DeployedStack, gpu_worker: None
+):
+    # Given a request of 100,000 floats (over a queue message: its body goes to requests/)
+    values = [float(i % 97) for i in range(100_000)]
+    body = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [100_000], "data": values}]}
+    event = http_api_event("POST", "/v2/models/doubler/infer", json.dumps(body).encode())
+    event["headers"]["prefer"] = "respond-async"
+    # When it is queued for the GPU worker
+    accepted = stack.invoke("InferFunction", event)
+    assert accepted["statusCode"] == 202, accepted
+    request_id = json.loads(accepted["body"])["id"]
+    status = http_api_event("GET", json.loads(accepted["body"])["status_url"], b"")
+
+    def done() -> dict | None:
+        answer = stack.invoke("InferFunction", status)
+        return answer if answer["statusCode"] != 202 else None
+
+    answer = wait_until(done, 180, interval_s=0.5)
+    # Then the worker read the body from the bucket, answered (its large answer stored under
+    # results/), and removed the request's body, under the task's role
+    assert answer["statusCode"] == 200, answer
+    assert json.loads(answer["body"])["outputs"][0]["data"] == [v * 2 for v in values]
+    keys = [
+        o["Key"]
+        for o in stack.clients.s3.list_objects_v2(Bucket=stack.settings.bucket).get("Contents", [])
+    ]
+    assert f"results/{request_id}" in keys and f"requests/{request_id}" not in keys, keys
+    stack.assert_no_denials()
