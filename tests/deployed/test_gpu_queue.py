@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from lambdaserve.catalog.store import Catalog
 from lambdaserve.local.http_api_event import http_api_event
 from tests import sequence_models
 from tests.deployed.stack import DeployedStack, deployed
@@ -146,4 +147,87 @@ def test_a_large_gpu_request_and_answer_travel_through_the_bucket(
         for o in stack.clients.s3.list_objects_v2(Bucket=stack.settings.bucket).get("Contents", [])
     ]
     assert f"results/{request_id}" in keys and f"requests/{request_id}" not in keys, keys
+    stack.assert_no_denials()
+
+
+LAMBDA_ONLY = b"""
+import os
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    # loads where the infer function checks it, not on the GPU task: code whose dependency
+    # the task's image lacks
+    def initialize(self, args):
+        if "AWS_LAMBDA_FUNCTION_NAME" not in os.environ:
+            raise RuntimeError("the library this model needs is not on the GPU task")
+
+    def execute(self, requests):
+        return [
+            pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0")
+                 .as_numpy())]
+            )
+            for r in requests
+        ]
+"""
+CAPTURED = (
+    CONFIG
+    + b"""
+parameters { key: "data_capture" value { string_value: "{\\"sampling_percentage\\": 100}" } }
+"""
+)
+
+
+def _queued(stack: DeployedStack, model: str) -> dict:
+    event = http_api_event("POST", f"/v2/models/{model}/infer", json.dumps(BODY).encode())
+    event["headers"]["prefer"] = "respond-async"
+    accepted = stack.invoke("InferFunction", event)
+    assert accepted["statusCode"] == 202, accepted
+    status = http_api_event("GET", json.loads(accepted["body"])["status_url"], b"")
+
+    def done() -> dict | None:
+        answer = stack.invoke("InferFunction", status)
+        return answer if answer["statusCode"] != 202 else None
+
+    return wait_until(done, 180, interval_s=0.5)
+
+
+def test_the_gpu_worker_announces_a_failed_load_and_captures_exchanges(
+    stack: DeployedStack, gpu_worker: None
+):
+    # Given a KIND_GPU model whose code fails to load on the task, and one capturing every
+    # exchange, and a queue on the stack's bus for the failed one's state changes
+    sqs, events = stack.clients.sqs, stack.clients.client("events")
+    url = sqs.create_queue(QueueName="gpu-load-failures")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    pattern = {"source": ["lambdaserve"], "detail": {"model": ["lambda_only"]}}
+    events.put_rule(Name="gpu-load-failures", EventPattern=json.dumps(pattern))
+    events.put_targets(Rule="gpu-load-failures", Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+    stack.publish("lambda_only", {"config.pbtxt": CONFIG, "1/model.py": LAMBDA_ONLY})
+    stack.publish("captured", {"config.pbtxt": CAPTURED, "1/model.py": DOUBLER})
+    # When a queued request for each reaches the GPU worker
+    failed = _queued(stack, "lambda_only")
+    answered = _queued(stack, "captured")
+    # Then the failed load is the version's state, announced on the bus under the task's
+    # role, and the other's exchange lands under captures/
+    assert failed["statusCode"] >= 500, failed
+    [version] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("lambda_only")
+    assert version.state == "UNAVAILABLE" and "not on the GPU task" in version.reason, version
+    bodies = [
+        json.loads(m["Body"])
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    ]
+    states = [(b["detail"]["previous_state"], b["detail"]["state"]) for b in bodies]
+    assert ("READY", "UNAVAILABLE") in states, bodies
+    assert answered["statusCode"] == 200, answered
+
+    def captured() -> list[str]:
+        listed = stack.clients.s3.list_objects_v2(
+            Bucket=stack.settings.bucket, Prefix="captures/captured/"
+        )
+        return [o["Key"] for o in listed.get("Contents", [])]
+
+    assert wait_until(captured, 30), "no exchange was captured"
     stack.assert_no_denials()
