@@ -131,3 +131,29 @@ def test_a_sequences_steps_alternate_between_the_infer_function_and_the_serve_ta
     # Then the running sums are one process's (END adds the id 7), under both roles
     assert got == [20, 9, 2, 1 + 7]
     stack.assert_no_denials()
+
+
+def test_a_state_over_400_kb_lives_in_the_bucket_for_the_serve_task(stack: DeployedStack):
+    # Given a sequence model whose implicit state is 480 KB (over a DynamoDB item's 400 KB)
+    stack.publish("wide", sequence_models.wide_accumulator("wide"))
+    http = f"http://127.0.0.1:{stack.ports[8000]}/v2/models/wide/infer"
+
+    def step(value: int, start: bool = False, end: bool = False) -> int:
+        sent = {
+            "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [value]}],
+            "parameters": {"sequence_id": "w", "sequence_start": start, "sequence_end": end},
+        }
+        answer = httpx.post(http, json=sent, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return int(answer.json()["outputs"][0]["data"][0])
+
+    # When its steps reach the serve task
+    sums = [step(5, start=True), step(2)]
+    listed = stack.clients.s3.list_objects_v2(
+        Bucket=stack.settings.bucket, Prefix="sequence-state/wide/"
+    )
+    sums.append(step(3, end=True))
+    # Then each met the state the one before left, kept in the bucket under the task's role
+    assert sums == [5, 7, 10]
+    assert listed.get("KeyCount", 0) == 1, listed
+    stack.assert_no_denials()
