@@ -1,8 +1,9 @@
 """The serve task's tracing and rate limiter set through template parameters
 (ServerModeTraceConfig, ServerModeRateLimit, ServerModeRateLimitResources), as `serve`'s flags
 set them in dev: the task started from its task definition's command and variables, under its
-task role. (--model-control-mode has no parameter: it governs load / unload, which the deployed
-task never answers: ServerModeManagement is refused at deploy.)"""
+task role. --model-control-mode is ModelControlMode: it governs Triton's load / unload, which
+the management API answers (the deployed task never does: ServerModeManagement is refused at
+deploy)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DeployedS
         "level=TIMESTAMPS rate=1",
         "ServerModeRateLimit": "execution_count",
         "ServerModeRateLimitResources": "R1:3",
+        "ModelControlMode": "none",
     }
     with deployed(work / "stack", parameters) as stack:
         # and two ONNX models: one whose instance needs 4 of R1
@@ -119,3 +121,15 @@ def test_the_lambda_path_says_it_does_not_apply_the_rate_limiter(served):
     warnings = " | ".join(described["configWarnings"])
     assert "instance_group rate_limiter is applied by `serve` and `dev`" in warnings
     assert "not by the infer function" in warnings
+
+
+def test_the_model_control_mode_parameter_governs_load_and_unload(served):
+    stack, _ = served
+    # When Triton's load reaches the management API deployed with ModelControlMode=none
+    event = http_api_event("POST", "/v2/repository/models/plain/load", b"")
+    answer = stack.invoke("ManageApiFunction", event)
+    # Then it is refused as Triton refuses it (503, UNAVAILABLE), in its words, naming the mode
+    assert answer["statusCode"] == 503, answer
+    said = json.loads(answer["body"])["error"]
+    assert "explicit model load / unload is not allowed if polling is enabled" in said
+    assert "LAMBDASERVE_MODEL_CONTROL_MODE=none" in said
