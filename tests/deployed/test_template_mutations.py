@@ -193,9 +193,13 @@ MUTATIONS = [
     ),
     Mutation(
         "batch-no-sequence-records",
-        without_statement("InferBatchFunction", "SEQUENCE#*"),
+        # the records' statement alone (the catalog statement excludes SEQUENCE# with NotLike)
+        without_statement(
+            "InferBatchFunction",
+            'ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["SEQUENCE#*"]',
+        ),
         sequence_steps_sync_and_queued,
-        "InferBatchFunction was denied dynamodb:PutItem",
+        "InferBatchFunction was denied dynamodb:GetItem",
     ),
     Mutation(
         "infer-no-inflight-slots",
