@@ -16,6 +16,7 @@ import tritonclient.grpc as grpcclient
 from lambdaserve.local.http_api_event import http_api_event
 from tests import builders, sequence_models
 from tests.deployed.stack import DeployedStack, deployed
+from tests.support import wait_until
 
 MLP = builders.onnx_mlp(4, 3)
 ROWS = [[0.1, 0.2, 0.3, 0.4], [1, 2, 3, 4]]
@@ -156,4 +157,30 @@ def test_a_state_over_400_kb_lives_in_the_bucket_for_the_serve_task(stack: Deplo
     # Then each met the state the one before left, kept in the bucket under the task's role
     assert sums == [5, 7, 10]
     assert listed.get("KeyCount", 0) == 1, listed
+    stack.assert_no_denials()
+
+
+def test_a_capturing_models_exchange_through_the_serve_task_lands_in_the_bucket(
+    stack: DeployedStack,
+):
+    # Given a model capturing every exchange, published to the server-mode stack
+    config = GPU_CONFIG + (
+        b'\nparameters { key: "data_capture" value { string_value: '
+        b'"{\\"sampling_percentage\\": 100}" } }'
+    )
+    stack.publish("watched", {"config.pbtxt": config, "1/model.onnx": MLP})
+    # When a request reaches the serve task
+    answer = httpx.post(
+        f"http://127.0.0.1:{stack.ports[8000]}/v2/models/watched/infer", json=BODY, timeout=30
+    )
+    assert answer.status_code == 200, answer.text
+
+    # Then its exchange lands under captures/, written under the task's role
+    def captured() -> int:
+        listed = stack.clients.s3.list_objects_v2(
+            Bucket=stack.settings.bucket, Prefix="captures/watched/"
+        )
+        return int(listed.get("KeyCount", 0))
+
+    assert wait_until(captured, 30), "no exchange was captured"
     stack.assert_no_denials()
