@@ -184,3 +184,29 @@ def test_a_capturing_models_exchange_through_the_serve_task_lands_in_the_bucket(
 
     assert wait_until(captured, 30), "no exchange was captured"
     stack.assert_no_denials()
+
+
+def test_a_large_async_request_to_the_serve_task_travels_through_the_bucket(
+    stack: DeployedStack,
+):
+    # Given a CPU model, and 8,000 rows sent to the serve task with Prefer: respond-async
+    # (about 600 KB: over a queue message, so its body goes to requests/)
+    stack.publish("cpu", {"1/model.onnx": MLP})
+    rows = np.random.default_rng(3).random((8000, 4), dtype=np.float32)
+    sent = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [8000, 4],
+                        "data": rows.ravel().tolist()}]}  # fmt: skip
+    http = f"http://127.0.0.1:{stack.ports[8000]}"
+    accepted = httpx.post(
+        f"{http}/v2/models/cpu/infer", json=sent, headers={"Prefer": "respond-async"}, timeout=60
+    )
+    assert accepted.status_code == 202, accepted.text
+    status_url = f"{http}{accepted.json()['status_url']}"
+    # When the batcher answers it (the answer, about 450 KB, stored under results/)
+    stack.pump("BatcherFunction", lambda: httpx.get(status_url, timeout=30).status_code == 200)
+    # Then the serve task's status URL serves the whole answer from the bucket, under its role
+    answer = httpx.get(status_url, timeout=30)
+    [output] = answer.json()["outputs"]
+    np.testing.assert_allclose(
+        np.array(output["data"], np.float32).reshape(8000, 3), expected(rows.tolist()), rtol=1e-5
+    )
+    stack.assert_no_denials()
