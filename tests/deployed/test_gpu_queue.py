@@ -13,7 +13,7 @@ import pytest
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.local.http_api_event import http_api_event
 from tests import sequence_models
-from tests.deployed.stack import DeployedStack, deployed
+from tests.deployed.stack import STACK, DeployedStack, deployed
 from tests.support import wait_until
 
 GPU_SERVICE = {  # docs/deploy.md's GPU profile, less the real network's ids
@@ -230,4 +230,23 @@ def test_the_gpu_worker_announces_a_failed_load_and_captures_exchanges(
         return [o["Key"] for o in listed.get("Contents", [])]
 
     assert wait_until(captured, 30), "no exchange was captured"
+    stack.assert_no_denials()
+
+
+def test_a_gpu_answer_goes_to_the_reply_queue_the_request_named(
+    stack: DeployedStack, gpu_worker: None
+):
+    # Given a client's reply queue named as the stack allows (<stack>-reply-*)
+    sqs = stack.clients.sqs
+    reply_url = sqs.create_queue(QueueName=f"{STACK}-reply-gpu")["QueueUrl"]
+    # When a producer sends an envelope naming it straight to the GPU queue
+    envelope = {**BODY, "id": "gpu-reply-1", "model_name": "doubler", "reply_to": reply_url}
+    sqs.send_message(QueueUrl=stack.queue("GpuRequestsQueue").url, MessageBody=json.dumps(envelope))
+    # Then the GPU worker, under the task's role, sends the result there
+    replies = wait_until(
+        lambda: sqs.receive_message(QueueUrl=reply_url, WaitTimeSeconds=1).get("Messages"), 180
+    )
+    reply = json.loads(replies[0]["Body"])
+    assert reply["status"] == "SUCCESS", reply
+    assert reply["response"]["outputs"][0]["data"] == [2, 4, 6]
     stack.assert_no_denials()
