@@ -5,6 +5,7 @@ test venv's."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -99,3 +100,22 @@ def task_interpreter(name: str) -> tuple[str, ...]:
     """The interpreter of shipped environment ``name``, built (or reused) for the tasks."""
     module = shipped_envs()
     return tuple(module.interpreter(module.ENVS[name], built(name)))
+
+
+def state_changes(stack: DeployedStack, model: str) -> Callable[[], list[tuple[str, str]]]:
+    """A queue on the stack's bus for ``model``'s version state changes (an EventBridge rule
+    matching its events); read it for the (previous state, state) pairs announced so far."""
+    sqs, events = stack.clients.sqs, stack.clients.client("events")
+    name = f"changes-{model}"
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
+    pattern = {"source": ["lambdaserve"], "detail": {"model": [model]}}
+    events.put_rule(Name=name, EventPattern=json.dumps(pattern))
+    events.put_targets(Rule=name, Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+
+    def read() -> list[tuple[str, str]]:
+        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        details = [json.loads(m["Body"])["detail"] for m in messages]
+        return [(d["previous_state"], d["state"]) for d in details]
+
+    return read

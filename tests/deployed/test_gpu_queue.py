@@ -13,7 +13,7 @@ import pytest
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.local.http_api_event import http_api_event
 from tests import sequence_models
-from tests.deployed.stack import STACK, DeployedStack, deployed
+from tests.deployed.stack import STACK, DeployedStack, deployed, state_changes
 from tests.support import wait_until
 
 GPU_SERVICE = {  # docs/deploy.md's GPU profile, less the real network's ids
@@ -58,11 +58,10 @@ def gpu_worker(stack: DeployedStack) -> None:
     stack.task("GpuTaskDefinition", ready_path="")
 
 
-def test_model_code_queued_for_the_gpu_is_answered_by_the_gpu_worker(
-    stack: DeployedStack, gpu_worker: None
-):
-    # When a respond-async request for it reaches the infer function
-    event = http_api_event("POST", "/v2/models/doubler/infer", json.dumps(BODY).encode())
+def _queued(stack: DeployedStack, model: str, body: dict) -> tuple[dict, str]:
+    """``body`` sent to the infer function with Prefer: respond-async; the status URL's
+    answer once it is not 202 any more, and the request's id."""
+    event = http_api_event("POST", f"/v2/models/{model}/infer", json.dumps(body).encode())
     event["headers"]["prefer"] = "respond-async"
     accepted = stack.invoke("InferFunction", event)
     assert accepted["statusCode"] == 202, accepted
@@ -72,8 +71,15 @@ def test_model_code_queued_for_the_gpu_is_answered_by_the_gpu_worker(
         answer = stack.invoke("InferFunction", status)
         return answer if answer["statusCode"] != 202 else None
 
+    return wait_until(done, 180, interval_s=0.5), json.loads(accepted["body"])["id"]
+
+
+def test_model_code_queued_for_the_gpu_is_answered_by_the_gpu_worker(
+    stack: DeployedStack, gpu_worker: None
+):
+    # When a respond-async request for it reaches the infer function
+    answer, _ = _queued(stack, "doubler", BODY)
     # Then the status URL answers the model code's outputs
-    answer = wait_until(done, 180, interval_s=1)
     assert answer["statusCode"] == 200, answer
     assert json.loads(answer["body"])["outputs"][0]["data"] == [2, 4, 6]
     stack.assert_no_denials()
@@ -84,17 +90,7 @@ def _queued_step(stack: DeployedStack, value: int, start: bool, end: bool) -> in
         "inputs": [{"name": "INPUT", "datatype": "INT32", "shape": [1, 1], "data": [value]}],
         "parameters": {"sequence_id": "g1", "sequence_start": start, "sequence_end": end},
     }
-    event = http_api_event("POST", "/v2/models/gpu_wide/infer", json.dumps(body).encode())
-    event["headers"]["prefer"] = "respond-async"
-    accepted = stack.invoke("InferFunction", event)
-    assert accepted["statusCode"] == 202, accepted
-    status = http_api_event("GET", json.loads(accepted["body"])["status_url"], b"")
-
-    def done() -> dict | None:
-        answer = stack.invoke("InferFunction", status)
-        return answer if answer["statusCode"] != 202 else None
-
-    answer = wait_until(done, 180, interval_s=0.5)
+    answer, _ = _queued(stack, "gpu_wide", body)
     assert answer["statusCode"] == 200, answer
     return int(json.loads(answer["body"])["outputs"][0]["data"][0])
 
@@ -125,19 +121,8 @@ def test_a_large_gpu_request_and_answer_travel_through_the_bucket(
     # Given a request of 100,000 floats (over a queue message: its body goes to requests/)
     values = [float(i % 97) for i in range(100_000)]
     body = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [100_000], "data": values}]}
-    event = http_api_event("POST", "/v2/models/doubler/infer", json.dumps(body).encode())
-    event["headers"]["prefer"] = "respond-async"
     # When it is queued for the GPU worker
-    accepted = stack.invoke("InferFunction", event)
-    assert accepted["statusCode"] == 202, accepted
-    request_id = json.loads(accepted["body"])["id"]
-    status = http_api_event("GET", json.loads(accepted["body"])["status_url"], b"")
-
-    def done() -> dict | None:
-        answer = stack.invoke("InferFunction", status)
-        return answer if answer["statusCode"] != 202 else None
-
-    answer = wait_until(done, 180, interval_s=0.5)
+    answer, request_id = _queued(stack, "doubler", body)
     # Then the worker read the body from the bucket, answered (its large answer stored under
     # results/), and removed the request's body, under the task's role
     assert answer["statusCode"] == 200, answer
@@ -180,47 +165,24 @@ parameters { key: "data_capture" value { string_value: "{\\"sampling_percentage\
 )
 
 
-def _queued(stack: DeployedStack, model: str) -> dict:
-    event = http_api_event("POST", f"/v2/models/{model}/infer", json.dumps(BODY).encode())
-    event["headers"]["prefer"] = "respond-async"
-    accepted = stack.invoke("InferFunction", event)
-    assert accepted["statusCode"] == 202, accepted
-    status = http_api_event("GET", json.loads(accepted["body"])["status_url"], b"")
-
-    def done() -> dict | None:
-        answer = stack.invoke("InferFunction", status)
-        return answer if answer["statusCode"] != 202 else None
-
-    return wait_until(done, 180, interval_s=0.5)
-
-
 def test_the_gpu_worker_announces_a_failed_load_and_captures_exchanges(
     stack: DeployedStack, gpu_worker: None
 ):
     # Given a KIND_GPU model whose code fails to load on the task, and one capturing every
     # exchange, and a queue on the stack's bus for the failed one's state changes
-    sqs, events = stack.clients.sqs, stack.clients.client("events")
-    url = sqs.create_queue(QueueName="gpu-load-failures")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
-    pattern = {"source": ["lambdaserve"], "detail": {"model": ["lambda_only"]}}
-    events.put_rule(Name="gpu-load-failures", EventPattern=json.dumps(pattern))
-    events.put_targets(Rule="gpu-load-failures", Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+    changes = state_changes(stack, "lambda_only")
     stack.publish("lambda_only", {"config.pbtxt": CONFIG, "1/model.py": LAMBDA_ONLY})
     stack.publish("captured", {"config.pbtxt": CAPTURED, "1/model.py": DOUBLER})
     # When a queued request for each reaches the GPU worker
-    failed = _queued(stack, "lambda_only")
-    answered = _queued(stack, "captured")
+    failed, _ = _queued(stack, "lambda_only", BODY)
+    answered, _ = _queued(stack, "captured", BODY)
     # Then the failed load is the version's state, announced on the bus under the task's
     # role, and the other's exchange lands under captures/
     assert failed["statusCode"] >= 500, failed
     [version] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("lambda_only")
     assert version.state == "UNAVAILABLE" and "not on the GPU task" in version.reason, version
-    bodies = [
-        json.loads(m["Body"])
-        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-    ]
-    states = [(b["detail"]["previous_state"], b["detail"]["state"]) for b in bodies]
-    assert ("READY", "UNAVAILABLE") in states, bodies
+    states = changes()
+    assert ("READY", "UNAVAILABLE") in states, states
     assert answered["statusCode"] == 200, answered
 
     def captured() -> list[str]:

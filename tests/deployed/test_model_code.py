@@ -18,7 +18,7 @@ import pytest
 from lambdaserve.catalog.store import Catalog
 from lambdaserve.local.http_api_event import http_api_event
 from lambdaserve.publishing.serving_check import check_event
-from tests.deployed.stack import STACK, DeployedStack, deployed
+from tests.deployed.stack import STACK, DeployedStack, deployed, state_changes
 from tests.support import wait_until
 
 CONFIG = b"""
@@ -244,12 +244,7 @@ def test_a_version_failing_to_load_where_it_serves_is_unavailable_and_announced(
     When a second execution environment of the infer function is asked for it
     Then that load fails, and the infer function, under its role, marks the version
     UNAVAILABLE with the code's error and announces it on the stack's bus."""
-    sqs, events = stack.clients.sqs, stack.clients.client("events")
-    url = sqs.create_queue(QueueName="load-failures")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
-    pattern = {"source": ["lambdaserve"], "detail": {"model": ["once"]}}
-    events.put_rule(Name="load-failures", EventPattern=json.dumps(pattern))
-    events.put_targets(Rule="load-failures", Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+    changes = state_changes(stack, "once")
     code = ONCE_ONLY.replace(b"MARK_PATH", str(tmp_path / "loaded").encode())
     stack.publish("once", {"config.pbtxt": ONCE_CONFIG, "1/model.py": code})
     tensor = {"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}
@@ -261,12 +256,8 @@ def test_a_version_failing_to_load_where_it_serves_is_unavailable_and_announced(
     assert answer["statusCode"] >= 400, answer
     [version] = Catalog(stack.clients.dynamodb, stack.settings.table).versions("once")
     assert version.state == "UNAVAILABLE" and "is gone" in version.reason, version
-    bodies = [
-        json.loads(m["Body"])
-        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-    ]
-    states = [(b["detail"]["previous_state"], b["detail"]["state"]) for b in bodies]
-    assert ("READY", "UNAVAILABLE") in states, bodies
+    states = changes()
+    assert ("READY", "UNAVAILABLE") in states, states
 
 
 def test_the_scheduled_reconcile_checks_a_python_model_where_it_serves(stack: DeployedStack):
@@ -294,12 +285,7 @@ def test_a_version_failing_to_load_on_the_queued_path_is_unavailable_and_announc
     environment: the batcher's invoke)
     Then that load fails, and the batch function, under its role, marks the version
     UNAVAILABLE with the code's error and announces it on the stack's bus."""
-    sqs, events = stack.clients.sqs, stack.clients.client("events")
-    url = sqs.create_queue(QueueName="queued-load-failures")["QueueUrl"]
-    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
-    pattern = {"source": ["lambdaserve"], "detail": {"model": ["once_queued"]}}
-    events.put_rule(Name="queued-load-failures", EventPattern=json.dumps(pattern))
-    events.put_targets(Rule="queued-load-failures", Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+    changes = state_changes(stack, "once_queued")
     code = ONCE_ONLY.replace(b"MARK_PATH", str(tmp_path / "loaded").encode())
     stack.publish("once_queued", {"config.pbtxt": ONCE_CONFIG, "1/model.py": code})
     tensor = {"name": "INPUT0", "datatype": "FP32", "shape": [1], "data": [1.0]}
@@ -316,10 +302,6 @@ def test_a_version_failing_to_load_on_the_queued_path_is_unavailable_and_announc
     stack.pump("BatcherFunction", unavailable)
     [version] = catalog.versions("once_queued")
     assert "is gone" in version.reason, version
-    bodies = [
-        json.loads(m["Body"])
-        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
-    ]
-    states = [(b["detail"]["previous_state"], b["detail"]["state"]) for b in bodies]
-    assert ("READY", "UNAVAILABLE") in states, bodies
+    states = changes()
+    assert ("READY", "UNAVAILABLE") in states, states
     stack.assert_no_denials()
