@@ -74,11 +74,14 @@ def deployed(
     mutated = bool(os.environ.get("LAMBDASERVE_TEMPLATE"))  # make test-grants' runs
     listeners = [_noting_uses(Path(uses))] if uses else []
     with deployed_here(work, launcher, parameters, template=template, listeners=listeners) as stack:
-        yield stack
-        if mutated:
-            # a journey that failed on a denial's effect (a task's 500) before it asked for
-            # denials: the grant it lacked is named here, at teardown, for test-grants
-            stack.assert_no_denials()
+        try:
+            yield stack
+        finally:
+            if mutated:
+                # a journey that failed on a denial's effect (a task's 500, a function's
+                # error) before it asked for denials: the grant it lacked is named here, for
+                # test-grants, beside that failure
+                stack.assert_no_denials()
 
 
 def _noting_uses(path: Path) -> Callable[[str], None]:
