@@ -50,7 +50,7 @@ def _config(
     ).encode()
 
 
-def simple_sequence(strategy: str = "direct { }") -> dict[str, bytes]:
+def simple_sequence(strategy: str = "direct { }", idle_us: int = 5_000_000) -> dict[str, bytes]:
     model = _onnx(
         "simple_sequence",
         [
@@ -62,12 +62,12 @@ def simple_sequence(strategy: str = "direct { }") -> dict[str, bytes]:
     )
     controls = [_control("START", "START"), _control("READY", "READY")]
     return {
-        "config.pbtxt": _config("simple_sequence", controls, strategy=strategy),
+        "config.pbtxt": _config("simple_sequence", controls, strategy=strategy, idle_us=idle_us),
         "1/model.onnx": model,
     }
 
 
-def simple_dyna_sequence() -> dict[str, bytes]:
+def simple_dyna_sequence(idle_us: int = 5_000_000) -> dict[str, bytes]:
     model = _onnx(
         "simple_dyna_sequence",
         [
@@ -93,7 +93,7 @@ def simple_dyna_sequence() -> dict[str, bytes]:
         '{ name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }',
     ]
     return {
-        "config.pbtxt": _config("simple_dyna_sequence", controls),
+        "config.pbtxt": _config("simple_dyna_sequence", controls, idle_us=idle_us),
         "1/model.onnx": model,
     }
 
@@ -165,11 +165,13 @@ def wide_accumulator(name: str = "wide_accumulator", width: int = 120_000) -> di
     return {"config.pbtxt": config, "1/model.onnx": model}
 
 
-def every_model() -> dict[str, dict[str, bytes]]:
+def every_model(idle_us: int = 5_000_000) -> dict[str, dict[str, bytes]]:
+    """The three examples; ``idle_us``: their idle limit (Triton's examples say 5 s; a test
+    whose steps cross processes on a loaded machine gives them longer)."""
     return {
-        "simple_sequence": simple_sequence(),
-        "simple_dyna_sequence": simple_dyna_sequence(),
-        "simple_string_dyna_sequence": simple_string_dyna_sequence(),
+        "simple_sequence": simple_sequence(idle_us=idle_us),
+        "simple_dyna_sequence": simple_dyna_sequence(idle_us=idle_us),
+        "simple_string_dyna_sequence": simple_string_dyna_sequence(idle_us=idle_us),
     }
 
 

@@ -24,7 +24,9 @@ VALUES = [11, 7, 5, 3, 2, 0, 1]
 
 
 def publish(stack) -> None:
-    for name, files in sequence_models.every_model().items():
+    # a minute's idle limit: interleaved steps through a loaded machine's processes may be
+    # seconds apart (at the examples' 5 s, a step found its sequence released under load)
+    for name, files in sequence_models.every_model(idle_us=60_000_000).items():
         for path, body in files.items():
             stack.put(f"models/{name}/{path}", body)
     for name in sequence_models.every_model():
