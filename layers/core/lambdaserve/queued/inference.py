@@ -373,8 +373,10 @@ class QueuedInference:
             if error:
                 reply["error"] = error
             inline = self._payloads.get(body_key) if body_key is not None else body
-            message = orjson.dumps(_with_body(reply, inline, header_length))
-            if len(message) > SQS_MESSAGE_LIMIT:
+            # a body over the limit on its own is never parsed and written again to find out
+            too_large = inline is not None and len(inline) > SQS_MESSAGE_LIMIT
+            message = b"" if too_large else orjson.dumps(_with_body(reply, inline, header_length))
+            if too_large or len(message) > SQS_MESSAGE_LIMIT:
                 # too large for one message: where the result's body lies (stored now if the
                 # status kept it inline)
                 stored = body_key or self._payloads.put_result(envelope.id, inline or b"")
