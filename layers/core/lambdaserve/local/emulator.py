@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
+import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
+from moto.dynamodb.models import DynamoDBBackend
 from moto.server import ThreadedMotoServer
 
 from lambdaserve.errors import LambdaServeError
@@ -38,6 +43,46 @@ def wait_for_port(host: str, port: int, timeout_s: float = 10.0) -> None:
     raise TimeoutError(f"nothing listens on {host}:{port} after {timeout_s}s")
 
 
+# DynamoDB's item operations are atomic: a conditional write checks and writes as one step.
+# moto's check and write are two Python steps and its server answers on many threads, so
+# two "newer observation wins" writes (a config read before its file was uploaded, and
+# one after) could both pass the check and the older land last. One lock restores the
+# promise the catalog relies on; the emulator's throughput is not what it is for.
+_ITEM_OPERATIONS = (
+    "put_item",
+    "get_item",
+    "update_item",
+    "delete_item",
+    "query",
+    "scan",
+    "batch_get_item",
+    "transact_write_items",
+    "transact_get_items",
+    "execute_statement",
+    "execute_transaction",
+    "batch_execute_statement",
+)
+_ITEMS_LOCK = threading.RLock()
+
+
+def _atomic(operation: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(operation)
+    def locked(*args: Any, **kwargs: Any) -> Any:
+        with _ITEMS_LOCK:
+            return operation(*args, **kwargs)
+
+    locked.__lambdaserve_atomic__ = True  # type: ignore[attr-defined]
+    return locked
+
+
+def make_dynamodb_atomic() -> None:
+    """Serialise moto's DynamoDB item operations (once per process)."""
+    for name in _ITEM_OPERATIONS:
+        operation = getattr(DynamoDBBackend, name, None)
+        if operation is not None and not getattr(operation, "__lambdaserve_atomic__", False):
+            setattr(DynamoDBBackend, name, _atomic(operation))
+
+
 class Emulator:
     """A moto server on ``host:port``; ``endpoint`` is what AWS_ENDPOINT_URL should be."""
 
@@ -53,6 +98,7 @@ class Emulator:
     def start(self) -> Emulator:
         # werkzeug's access log prints every emulator request; the stack's own logs matter.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        make_dynamodb_atomic()
         ensure_port_free(self.host, self.port, "--aws-port")
         self._server.start()
         wait_for_port(self.host, self.port)
