@@ -50,7 +50,10 @@ def install_generate(
             [answer] = answers
             body = _json(encode_generate(model, answer.version, answer.outputs))
         if plane.capture is not None and answers:
-            await offer(plane, model, answers[0].version, (sent, JSON), (body, JSON))
+            first = answers[0]
+            await offer(
+                plane, model, first.version, (sent, JSON), (body, JSON), served=first.served
+            )
         return Response(body, 200, media_type=JSON)
 
     async def generate_stream(request: Request) -> Response:

@@ -31,7 +31,14 @@ def install_paddle_pipeline(
             inferred = await plane.infer(model, None, parsed)
             encoded = orjson.dumps(paddle_pipeline.encode_response(inferred.outputs))
             if plane.capture is not None:
-                await offer(plane, model, inferred.version, (sent, JSON), (encoded, JSON))
+                await offer(
+                    plane,
+                    model,
+                    inferred.version,
+                    (sent, JSON),
+                    (encoded, JSON),
+                    served=inferred.served,
+                )
             return Response(encoded, media_type=JSON)
         except LambdaServeError as exc:  # Paddle's gateway answers 200 with err_no
             return JSONResponse(paddle_pipeline.error_response(exc))

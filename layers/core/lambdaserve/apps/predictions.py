@@ -84,7 +84,9 @@ def install_predictions(
         payload = torchserve.encode_prediction(inferred.outputs, prediction.single_instance)
         if plane.capture is not None:
             request = (body, content_type or JSON)
-            await offer(plane, model, inferred.version, request, (payload, JSON))
+            await offer(
+                plane, model, inferred.version, request, (payload, JSON), served=inferred.served
+            )
         return Response(payload, media_type="application/json")
 
     async def predictions(request: Request) -> Response:

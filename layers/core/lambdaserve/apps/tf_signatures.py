@@ -26,6 +26,8 @@ async def named_signature(
     """The version and its signature ``name`` ("": the default)."""
     served = await plane.served(model, number)
     work = partial(signatures.signature_named, plane.server(), served, name)
+    if not signatures.loads_to_name(served):
+        return served, work()  # the version's own signature: nothing to load or read
     return served, await plane.call(model, served.version, work)
 
 

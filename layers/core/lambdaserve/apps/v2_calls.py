@@ -107,7 +107,7 @@ async def answer_v2(plane: InferenceDataPlane, call: V2Call) -> EncodedResponse:
     )
     if plane.capture is not None:
         # inline when loaded (it just ran), else in a thread: no catalog read on the loop
-        offer_capture(plane, await plane.served(model, inferred.version), call, encoded)
+        offer_capture(plane, await plane.served_for(inferred), call, encoded)
     return encoded
 
 

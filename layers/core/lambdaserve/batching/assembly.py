@@ -29,6 +29,9 @@ class BatchResult:
     outputs: dict[str, np.ndarray[Any, Any]] | None = None
     version: int | None = None
     error: LambdaServeError | None = None
+    # the version that answered, as the server resolved it (serving's ServedVersion): what
+    # the door asks of it afterwards (its capture setting) needs no second lookup
+    served: Any = None
 
 
 @dataclass(frozen=True)

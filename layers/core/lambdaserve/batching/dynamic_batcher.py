@@ -130,14 +130,15 @@ class DynamicBatcher(Generic[R, S]):
                     lane.last_run_s = self._clock() - started
         now = self._clock()
         timeout = 0.0
-        _forget_abandoned(lane)
         level = 0
         if policy is not None:
             parameters = getattr(request, "parameters", {})
             level = policy.batching.level_of(parameters) if policy.batching is not None else 0
             queue = policy.queue_of(level)
             limit = queue.max_queue_size
-            waiting = waiting_at(lane.pending, level, policy.levels)
+            # counted only where a limit applies (a pass over the queue per request); a
+            # caller that went away holds no place (the drain forgets them otherwise)
+            waiting = _waiting(lane, level, policy.levels) if limit else 0
             if limit and waiting >= limit:
                 where = f"priority level {level}'s" if policy.levels else "default_queue_policy"
                 raise await self._refusal(
@@ -349,6 +350,11 @@ def _tensor_rows(request: Any) -> int:
 
 
 TensorBatcher = DynamicBatcher[InferRequest, BatchResult]
+
+
+def _waiting(lane: _Lane[Any, Any], level: int, levels: int) -> int:
+    _forget_abandoned(lane)
+    return waiting_at(lane.pending, level, levels)
 
 
 def _forget_abandoned(lane: _Lane[Any, Any]) -> None:

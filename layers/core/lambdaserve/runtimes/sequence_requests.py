@@ -59,6 +59,11 @@ def passing_sequence(parameters: Mapping[str, Any]) -> Iterator[None]:
         _PASSED.reset(token)
 
 
+def is_passing_sequence() -> bool:
+    """Whether the request being run passes a sequence's parameters to its steps."""
+    return bool(_PASSED.get())
+
+
 def passed_sequence() -> dict[str, Any]:
     """The sequence parameters of the request being run; {} where it carries none."""
     return dict(_PASSED.get())

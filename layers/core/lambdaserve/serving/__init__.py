@@ -2,7 +2,8 @@
 loaded (``residency``, a package: load through the artifact cache ``cache``, warm-up, the
 LRU bounded in bytes, preload and prefetch, the load check before READY), bind requests to
 its signature (``binding``), a version's named signatures (``signatures``: TF Serving's
-signature_name), run batches (``batch_runs``), classification (``classification``), every
+signature_name), run batches (``batch_runs``) in the scope every execution has (``execution``),
+classification (``classification``), every
 response of a decoupled model (``streaming``), and the ``ModelServer`` that executes requests
 (``model_server``); the dynamic batcher wired to a server (``server_batcher``); TorchServe
 raw-body predictions (``raw_predictions``) and its handlers' sequences

@@ -8,9 +8,7 @@ take them as they came, in one call, each answered (or failed) alone.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -21,12 +19,11 @@ from lambdaserve.errors import LambdaServeError
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel, RequestsModel
-from lambdaserve.runtimes.code_errors import request_ids
 from lambdaserve.serving.binding import bind_inputs, select_outputs
 from lambdaserve.serving.classification import classify
+from lambdaserve.serving.execution import execution_scope
 from lambdaserve.serving.fleet_slots.gate import FleetSlots, SlotRefused
-from lambdaserve.tracing.request_trace import computed, parent_of
-from lambdaserve.workers.deadline import request_deadline
+from lambdaserve.tracing.request_trace import computed
 
 if TYPE_CHECKING:
     from lambdaserve.serving.rate_limiter import RateLimiter
@@ -60,11 +57,7 @@ def run_batch(
             merged, inputs = members[0], model_inputs(ragged, bound_members)
         names = select_outputs(merged, served.signature)
         bound = time.perf_counter_ns()
-        with (
-            request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
-            parent_of(members),  # the models it calls are traced as its children
-            executing(limiter, served, (m.parameters for m in members)) as held,
-        ):
+        with execution_scope(limiter, served, members, queued_ns) as held:
             outputs = loaded.run(inputs, names)
         ran = time.perf_counter_ns()
         if ragged is not None:
@@ -108,14 +101,6 @@ def run_batch(
     ]
 
 
-@dataclass
-class Held:
-    """How long an execution waited for its instance or slot: queue time, as Triton counts
-    a request queued until an instance is allocated, never compute time."""
-
-    waited_ns: int = 0
-
-
 def batch_limit(served: ServedVersion, default: int) -> int:
     """How many rows one execution may take: the config's max_batch_size, or for a model
     whose every input has a dynamic first dimension, ``default`` (Triton's auto-complete)."""
@@ -155,34 +140,12 @@ def run_one(
     )[0]
 
 
-@contextmanager
-def executing(
-    limiter: RateLimiter | FleetSlots | None,
-    served: ServedVersion,
-    parameters: Iterable[Mapping[str, Any]] = (),
-) -> Iterator[Held]:
-    """One execution of ``served`` under the rate limiter (``serve``), or holding one of the
-    version's slots fleet-wide (the Lambda path); nothing held where neither applies."""
-    held = Held()
-    if limiter is None:
-        yield held
-        return
-    began = time.perf_counter_ns()
-    if isinstance(limiter, FleetSlots):
-        execution = limiter.execution(served.model, served.version, served.config, parameters)
-    else:
-        execution = limiter.execution((served.model, served.version, served.record.fingerprint))
-    with execution:
-        held.waited_ns = time.perf_counter_ns() - began
-        yield held
-
-
 def _result(
     answer: dict[str, np.ndarray[Any, Any]] | LambdaServeError, served: ServedVersion
 ) -> BatchResult:
     if isinstance(answer, LambdaServeError):
         return BatchResult(error=answer)
-    return BatchResult(outputs=answer, version=served.version)
+    return BatchResult(outputs=answer, version=served.version, served=served)
 
 
 def _classified(
@@ -212,12 +175,7 @@ def _run_requests(
         )
     bound = time.perf_counter_ns()
     try:
-        with (
-            request_ids([member.id for member in members]),  # for model code's failure log
-            request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9),
-            parent_of(members),
-            executing(limiter, served, (m.parameters for m in members)) as held,
-        ):
+        with execution_scope(limiter, served, members, queued_ns) as held:
             answers = loaded.run_requests(calls)
     except SlotRefused as exc:  # no slot on the Lambda path: every member hears why
         stats.record_failure(served.model, served.version, time.perf_counter_ns() - started, exc)

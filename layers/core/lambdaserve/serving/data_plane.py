@@ -60,11 +60,13 @@ EXTENSIONS = [
 
 @dataclass(frozen=True)
 class Inferred:
-    """One request's outputs and the version that produced them."""
+    """One request's outputs and the version that produced them (``served``: as resolved
+    where it ran; None where the answer came without it)."""
 
     model: str
     version: int
     outputs: Mapping[str, np.ndarray[Any, Any]]
+    served: ServedVersion | None = None
 
 
 class InferenceDataPlane:
@@ -172,10 +174,19 @@ class InferenceDataPlane:
             self.server().resolver.resolve, check_model_name(model), number
         )
 
+    async def served_for(self, inferred: Inferred) -> ServedVersion:
+        """The version that produced ``inferred`` (resolved again only where unknown)."""
+        if inferred.served is not None:
+            return inferred.served
+        return await self.served(inferred.model, inferred.version)
+
     async def served(self, model: str, number: int | None) -> ServedVersion:
-        """The version a request runs on (inline when loaded: the resolver's view is cached)."""
+        """The version a request runs on (inline when the resolver's view is fresh)."""
         server = self.server()
-        return await self.call(model, number, lambda: server.resolver.resolve(model, number))
+        found = server.served_now(model, number)
+        if found is not None:
+            return found
+        return await asyncio.to_thread(server.resolver.resolve, model, number)
 
     async def model_metadata(self, model: str, version_text: str | None) -> dict[str, Any]:
         served = await self.resolve(model, version_text)
@@ -238,9 +249,13 @@ class InferenceDataPlane:
             self.tracer.queued(trace, request)
         if self.batcher is not None:
             # the response cache answers before the batcher: a hit never queues
-            served, lookup = await self._cache_lookup(model, version, request)
+            served, lookup = (
+                await self._cache_lookup(model, version, request)
+                if self.server().response_cache is not None
+                else (None, None)
+            )
             if served is not None and lookup is not None and lookup.outputs is not None:
-                return Inferred(model, served.version, lookup.outputs)
+                return Inferred(model, served.version, lookup.outputs, served)
             outcome = await self.batcher.submit(model, version, request)
             if outcome.error is not None:
                 raise outcome.error
@@ -250,13 +265,13 @@ class InferenceDataPlane:
                 await self._cache_work(
                     partial(self.server().cache_store, served, lookup, outcome.outputs)
                 )
-            return Inferred(model, outcome.version, outcome.outputs)
+            return Inferred(model, outcome.version, outcome.outputs, outcome.served)
         server = self.server()
         return await self.call(
             model,
             version,
             lambda: server.infer(
-                model, version, request, lambda s, outputs: Inferred(model, s.version, outputs)
+                model, version, request, lambda s, outputs: Inferred(model, s.version, outputs, s)
             ),
             runs_model=True,
         )
@@ -309,7 +324,7 @@ class InferenceDataPlane:
             outputs = await asyncio.to_thread(next, responses, None)
             if outputs is None:
                 return
-            yield Inferred(model, served.version, outputs)
+            yield Inferred(model, served.version, outputs, served)
 
     async def decoupled(self, model: str, version: int | None) -> bool:
         from lambdaserve.serving import streaming

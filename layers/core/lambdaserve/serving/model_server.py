@@ -21,11 +21,11 @@ from lambdaserve.errors import LambdaServeError
 from lambdaserve.metrics.stats import Execution, StatsRegistry
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import LoadedModel
-from lambdaserve.runtimes.code_errors import request_ids
-from lambdaserve.runtimes.sequence_requests import passing_sequence, sequence_parameters
-from lambdaserve.serving.batch_runs import batch_limit, batch_size, executing, run_batch, run_one
+from lambdaserve.runtimes.sequence_requests import sequence_parameters
+from lambdaserve.serving.batch_runs import batch_limit, batch_size, run_batch, run_one
 from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
 from lambdaserve.serving.classification import classify
+from lambdaserve.serving.execution import execution_scope
 from lambdaserve.serving.fleet_slots.gate import FleetSlots
 from lambdaserve.serving.rate_limiter import RateLimiter
 from lambdaserve.serving.residency.residency import Residency, worker_count
@@ -35,8 +35,7 @@ from lambdaserve.serving.sequences.oldest import passes_sequences, run_steps
 from lambdaserve.serving.sequences.served_step import served_step
 from lambdaserve.serving.sequences.steps import SequenceSteps
 from lambdaserve.serving.version_resolver import ServedVersion, VersionResolver
-from lambdaserve.tracing.request_trace import computed, parent_of
-from lambdaserve.workers.deadline import request_deadline
+from lambdaserve.tracing.request_trace import computed
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -80,7 +79,7 @@ class ModelServer:
         self._default_max_batch_size = default_max_batch_size
 
     @property
-    def _executions(self) -> RateLimiter | FleetSlots | None:
+    def executions(self) -> RateLimiter | FleetSlots | None:
         """What each execution holds: an instance (serve's rate limiter) or a fleet slot."""
         return self.rate_limiter or self.fleet_slots
 
@@ -102,20 +101,22 @@ class ModelServer:
             return encode(served, lookup.outputs)
         loaded = self.load(served)  # a cold load is not inference time, as in Triton's stats
         if served.config.sequence_batching is not None:
-            return served_step(self.sequences, self.stats, served, loaded, request, encode=encode)
+            return served_step(
+                self.sequences,
+                self.stats,
+                served,
+                loaded,
+                request,
+                encode=encode,
+                limiter=self.executions,
+            )
         started = time.perf_counter_ns()
         try:
             inputs = bind_inputs(request, served.signature)
             check_batch_size(inputs, model, served.config.max_batch_size)
             names = select_outputs(request, served.signature)
             bound = time.perf_counter_ns()
-            with (
-                request_ids((request.id,)),  # for model code's failure log
-                request_deadline(served.config, (request.parameters,)),
-                parent_of((request,)),
-                passing_sequence(request.parameters),
-                executing(self._executions, served, (request.parameters,)) as held,
-            ):
+            with execution_scope(self.executions, served, (request,)) as held:
                 outputs = classify(request, served, run_one(served, loaded, inputs, names))
             ran = time.perf_counter_ns()
             computed((request,), (started, bound, ran, time.perf_counter_ns()), (outputs,))
@@ -195,7 +196,9 @@ class ModelServer:
             for index, request in enumerate(requests):
                 lookup = self.cache_lookup(served, request) if cached else None
                 if lookup is not None and lookup.outputs is not None:
-                    results[index] = BatchResult(outputs=lookup.outputs, version=served.version)
+                    results[index] = BatchResult(
+                        outputs=lookup.outputs, version=served.version, served=served
+                    )
                 elif lookup is not None:
                     lookups[index] = lookup
             if all(r is not None for r in results):
@@ -234,7 +237,7 @@ class ModelServer:
                 [requests[i] for i in members],
                 batch=batch,
                 queued_ns=waited,
-                limiter=self._executions,
+                limiter=self.executions,
             )
             for index, outcome in zip(members, outcomes, strict=True):
                 results[index] = outcome
@@ -247,7 +250,10 @@ class ModelServer:
     def _one(self, model: str, version: int | None, request: InferRequest) -> BatchResult:
         try:
             return self.infer(
-                model, version, request, lambda s, out: BatchResult(outputs=out, version=s.version)
+                model,
+                version,
+                request,
+                lambda s, out: BatchResult(outputs=out, version=s.version, served=s),
             )
         except LambdaServeError as exc:
             return BatchResult(error=exc)
@@ -270,6 +276,12 @@ class ModelServer:
             return False  # a step reads and writes its sequence's record: I/O
         loaded = self.residency.get(served)
         return loaded is not None and worker_count(loaded) == 0
+
+    def served_now(self, model: str, version: int | None) -> ServedVersion | None:
+        """The version a request for ``model`` runs on, where knowing it needs no catalog
+        read; None otherwise (or where it fails: resolving again says why)."""
+        served = self._served_in_memory(model, version)
+        return None if isinstance(served, bool) else served
 
     def _served_in_memory(self, model: str, version: int | None) -> ServedVersion | bool:
         """The version this request would use, found without I/O; else False (the catalog

@@ -55,7 +55,7 @@ def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: in
                 model,
                 version,
                 request,
-                lambda s, o: BatchResult(outputs=o, version=s.version),
+                lambda s, o: BatchResult(outputs=o, version=s.version, served=s),
                 cached=False,
             )
         except LambdaServeError as exc:

@@ -20,13 +20,21 @@ from lambdaserve.errors import InvalidInput, LambdaServeError
 from lambdaserve.metrics.stats import Execution
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.base import SignaturesModel
-from lambdaserve.serving.binding import bind_inputs, select_outputs
+from lambdaserve.serving.binding import bind_inputs, check_batch_size, select_outputs
+from lambdaserve.serving.execution import execution_scope
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tensors.signature import Signature, SignatureDef
+from lambdaserve.tracing.request_trace import computed
 
 DEFAULT = "serving_default"
 PREDICT = "tensorflow/serving/predict"
+
+
+def loads_to_name(served: ServedVersion) -> bool:
+    """Whether naming ``served``'s signatures loads it (a SavedModel's are in the model);
+    every other version has one, its own."""
+    return served.record.runtime == TENSORFLOW_RUNTIME
 
 
 def signature_defs(server: ModelServer, served: ServedVersion) -> dict[str, SignatureDef]:
@@ -87,18 +95,22 @@ def run_signature(
         named = signature_named(server, served, key)
         inputs = bind_inputs(request, named.signature)
         names = select_outputs(request, named.signature)
+        check_batch_size(inputs, served.model, served.config.max_batch_size)
         bound = time.perf_counter_ns()
-        if isinstance(loaded, SignaturesModel):
-            outputs = loaded.run_signature(named.key, inputs, names)
-        else:
-            outputs = loaded.run(inputs, names)
+        with execution_scope(server.executions, served, (request,)) as held:
+            if isinstance(loaded, SignaturesModel):
+                outputs = loaded.run_signature(named.key, inputs, names)
+            else:
+                outputs = loaded.run(inputs, names)
     except LambdaServeError as exc:
         server.stats.record_failure(
             served.model, served.version, time.perf_counter_ns() - started, exc
         )
         raise
     ran = time.perf_counter_ns()
+    computed((request,), (started, bound, ran, ran))
     rows = next((int(a.shape[0]) for a in inputs.values() if a.ndim), 1)
-    execution = Execution(1, rows, 0, bound - started, ran - bound, 0)
+    waited = held.waited_ns  # for the rate limiter's resource or a fleet slot: queue time
+    execution = Execution(1, rows, waited, bound - started, ran - bound - waited, 0)
     server.stats.record_success(served.model, served.version, execution)
     return outputs

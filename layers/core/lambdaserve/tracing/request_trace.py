@@ -136,6 +136,11 @@ def computed(
                 trace.tensor("TENSOR_BACKEND_OUTPUT", name, array)
 
 
+def following() -> bool:
+    """Whether any request is traced now (none: every trace hook is a no-op)."""
+    return bool(_FOLLOWED)
+
+
 def parent_of(members: Sequence[object]) -> contextlib.AbstractContextManager[Any]:
     """Around a model's run: the models it calls (BLS, ensemble steps) are traced as children
     of its first traced member's trace, as Triton's spawned traces carry a parent id."""

@@ -214,7 +214,9 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
             model, inferred.version, decoded.id, inferred.outputs, decoded, shared=shared
         )
         if self._plane.capture is not None:  # no coroutine on the hot path when off
-            await offer_messages(self._plane, model, inferred.version, request, response)
+            await offer_messages(
+                self._plane, model, inferred.version, request, response, served=inferred.served
+            )
         return response
 
     @unary

@@ -116,7 +116,9 @@ class InferenceServicer(inference.InferenceAPIsServiceServicer):
         body = rest.encode_prediction(dict(inferred.outputs), prediction.single_instance)
         response = pb.PredictionResponse(prediction=body, sequence_id=request.sequence_id)
         if self._plane.capture is not None:  # no coroutine on the hot path when off
-            await offer_messages(self._plane, model, inferred.version, request, response)
+            await offer_messages(
+                self._plane, model, inferred.version, request, response, served=inferred.served
+            )
         return response
 
 

@@ -73,7 +73,7 @@ class FrontDoor:
         if match is None:
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = _headers(scope)
         if "respond-async" in headers.get("prefer", ""):
             await self.app(scope, receive, send)
             return
@@ -113,7 +113,7 @@ class FrontDoor:
 
     async def _predict(self, match: re.Match[str], scope: Scope, receive: Receive) -> Response:
         assert self._answer_prediction is not None
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = _headers(scope)
         try:
             limit = self._max_request_bytes()
             body = await read_limited(_chunks(receive), headers.get("content-length"), limit)
@@ -125,7 +125,7 @@ class FrontDoor:
 
     async def _tfserving(self, match: re.Match[str], scope: Scope, receive: Receive) -> Response:
         assert self._answer_tfserving is not None
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = _headers(scope)
 
         async def body() -> bytes:
             limit = self._max_request_bytes()
@@ -148,3 +148,8 @@ async def _chunks(receive: Receive) -> AsyncIterator[bytes]:
         yield message.get("body", b"")
         if not message.get("more_body", False):
             return
+
+
+def _headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by name (ASGI's names are lower-case already)."""
+    return {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}

@@ -33,11 +33,14 @@ class BodyTimeout:
             return
         deadline: float | None = None
         complete = False
+        # uvicorn's request cycle, where receive() is its method: once it has read the whole
+        # body (most requests: it came with the headers), receive() does not wait
+        cycle = getattr(receive, "__self__", None)
 
         async def timed_receive() -> Message:
             nonlocal deadline, complete
-            if complete:  # after the body, receive() only waits for a disconnect
-                return await receive()
+            if complete or getattr(cycle, "more_body", True) is False:
+                return await receive()  # the body is here, or only a disconnect is left
             if deadline is None:
                 deadline = asyncio.get_running_loop().time() + self.timeout_s
             try:
@@ -83,7 +86,7 @@ class HeaderTimeoutHttp(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._cancel_header_timer()
-        names = {name for name, _ in self.headers}
+        names = dict(self.headers)  # built in C: every request passes here
         framed_twice = b"transfer-encoding" in names and b"content-length" in names
         if framed_twice:  # the app must not read a length the body does not have
             self.headers[:] = [(n, v) for n, v in self.headers if n != b"content-length"]

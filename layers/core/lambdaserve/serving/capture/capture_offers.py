@@ -71,26 +71,35 @@ async def offer(
     version: int,
     request: tuple[Payload, str],
     response: tuple[Payload, str],
+    *,
+    served: ServedVersion | None = None,
 ) -> None:
-    """``offer_served`` for the version that answered (inline when loaded: it just ran;
-    else in a thread, no catalog read on the event loop)."""
+    """``offer_served`` for the version that answered: ``served`` where the answer says
+    (``Inferred.served``), else resolved (inline when loaded: it just ran; else in a thread,
+    no catalog read on the event loop)."""
     if plane.capture is None:
         return
     try:
-        served = await plane.served(model, version)
+        served = served or await plane.served(model, version)
     except LambdaServeError:
         return
     offer_served(plane.capture, served, request, response)
 
 
 async def offer_messages(
-    plane: InferenceDataPlane, model: str, version: int, request: Any, response: Any
+    plane: InferenceDataPlane,
+    model: str,
+    version: int,
+    request: Any,
+    response: Any,
+    *,
+    served: ServedVersion | None = None,
 ) -> None:
     """A gRPC call's request and response messages, as they travel (serialized only for the
     requests the sample takes)."""
     if plane.capture is not None:
         sent, answered = request.SerializeToString, response.SerializeToString
-        await offer(plane, model, version, (sent, GRPC), (answered, GRPC))
+        await offer(plane, model, version, (sent, GRPC), (answered, GRPC), served=served)
 
 
 def _bytes(payload: Payload) -> bytes:

@@ -65,6 +65,16 @@ class LoadedVersions:
         with self._lock:
             return self._loaded.get(key)
 
+    def resident(self, key: Key) -> LoadedModel | None:
+        """The loaded model for ``key`` where it is loaded and sound (the last used now);
+        None where it must be loaded (``load``)."""
+        with self._lock:
+            found = self._loaded.get(key)
+            if found is None or broken(found):
+                return None
+            self._loaded.move_to_end(key)
+            return found
+
     def load(
         self,
         key: Key,

@@ -109,6 +109,9 @@ class Residency:
 
     def load(self, served: ServedVersion) -> LoadedModel:
         """The loaded model for ``served``: from memory, or cache + runtime + warm-up."""
+        found = self._loaded.resident(key_of(served))
+        if found is not None:  # every request asks: nothing built for it
+            return found
         try:
             return self._loaded.load(
                 key_of(served),
