@@ -85,6 +85,10 @@ def _fitted(
 ) -> PredictRequest:
     """Inputs one rank short of a signature whose last dims are 1 take them, every input
     alike (TensorFlow feeds ``[2.0, 3.0]`` to a ``[-1, 1]`` tensor as ``[[2.0], [3.0]]``)."""
+    if len(request.inputs) == 1:  # the common request: one tensor of the signature's rank
+        only = request.inputs[0]
+        if len(only.shape) >= len(specs[only.name].shape):
+            return PredictRequest(request, format)
     added = {_added_dims(i.shape, specs[i.name].shape) for i in request.inputs}
     if len(added) != 1 or not (count := added.pop()):
         return PredictRequest(request, format)

@@ -70,6 +70,8 @@ class NamedSignature:
 def signature_named(server: ModelServer, served: ServedVersion, key: str) -> NamedSignature:
     """Signature ``key`` ("": the default); InvalidInput naming the signatures the model
     has, as TF Serving words it."""
+    if key in ("", DEFAULT) and not loads_to_name(served):  # every request without a name
+        return NamedSignature(DEFAULT, PREDICT, served.signature, True)
     defs = signature_defs(server, served)
     default = default_key(server, served)
     key = key or default

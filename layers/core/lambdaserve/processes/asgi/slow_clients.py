@@ -66,6 +66,10 @@ class HeaderTimeoutHttp(HttpToolsProtocol):
         super().__init__(*args, **kwargs)
         self.header_timeout_s = get_settings().client_timeout_s
         self._header_timer: TimerHandle | None = None
+        # when the headers being read are due (None: none are being read). One timer per
+        # connection checks it, re-armed only when it fires early: a request on a kept-alive
+        # connection costs no timer of its own.
+        self._headers_due: float | None = None
         # A body chunk-encoded by hand and sent with `requests` carries both headers (it adds
         # Content-Length): Triton's qa/L0_http sends one, and Triton answers it. llhttp
         # refuses the pair unless told; the chunked framing then decides (RFC 9112 6.3) and
@@ -85,7 +89,7 @@ class HeaderTimeoutHttp(HttpToolsProtocol):
         self._arm_header_timer()
 
     def on_headers_complete(self) -> None:
-        self._cancel_header_timer()
+        self._headers_due = None
         names = dict(self.headers)  # built in C: every request passes here
         framed_twice = b"transfer-encoding" in names and b"content-length" in names
         if framed_twice:  # the app must not read a length the body does not have
@@ -95,16 +99,27 @@ class HeaderTimeoutHttp(HttpToolsProtocol):
             self.cycle.keep_alive = False
 
     def _arm_header_timer(self) -> None:
-        self._cancel_header_timer()
-        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_late)
+        self._headers_due = self.loop.time() + self.header_timeout_s
+        if self._header_timer is None:
+            self._header_timer = self.loop.call_at(self._headers_due, self._check_headers)
 
     def _cancel_header_timer(self) -> None:
+        self._headers_due = None
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None
 
-    def _headers_late(self) -> None:
+    def _check_headers(self) -> None:
         self._header_timer = None
+        due = self._headers_due
+        if due is None:
+            return  # read in time; the next request's first byte arms the timer again
+        if self.loop.time() < due:  # the headers of a later request: wait for those
+            self._header_timer = self.loop.call_at(due, self._check_headers)
+            return
+        self._headers_late()
+
+    def _headers_late(self) -> None:
         if self.transport.is_closing():
             return
         if self.cycle is None or self.cycle.response_complete:

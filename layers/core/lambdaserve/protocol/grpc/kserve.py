@@ -50,8 +50,12 @@ def infer_request(
     ``shared``: the regions tensors may name (None: none may be in shared memory)."""
     if not message.inputs:
         raise InvalidInput("the request needs inputs: a non-empty list of tensors")
-    regions = [region_slice(parameters(t.parameters), f"input {t.name!r}") for t in message.inputs]
-    carried = sum(where is None for where in regions)  # the inputs not in shared memory
+    # most tensors carry no parameters: no map is read for them (every request asks)
+    regions = [
+        region_slice(parameters(t.parameters), f"input {t.name!r}") if t.parameters else None
+        for t in message.inputs
+    ]
+    carried = regions.count(None)  # the inputs not in shared memory
     raw = message.raw_input_contents
     if raw and len(raw) != carried:
         raise InvalidInput(
@@ -136,6 +140,8 @@ def parameters(message: Mapping[str, Any]) -> dict[str, Any]:
     """A parameter map as plain values (the oneof's one value each): a request's, an output's
     or a repository load's, whose messages all name their oneof ``parameter_choice``."""
     values: dict[str, Any] = {}
+    if not message:
+        return values
     for key, parameter in message.items():
         kind = parameter.WhichOneof("parameter_choice")
         values[key] = getattr(parameter, kind) if kind else None
@@ -205,8 +211,8 @@ def _requested(
 ) -> RequestedOutput:
     if not output.name:
         raise InvalidInput("every requested output needs a name")
-    given = parameters(output.parameters)
-    where = region_slice(given, f"output {output.name!r}")
+    given = parameters(output.parameters) if output.parameters else {}
+    where = region_slice(given, f"output {output.name!r}") if given else None
     if where is not None and shared is None:
         raise no_shared_memory(f"output {output.name!r}")
     classes = given.get("classification")
