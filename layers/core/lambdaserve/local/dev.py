@@ -273,7 +273,10 @@ def run_dev(options: DevOptions) -> None:
         raise
     try:
         print(stack.banner(), flush=True)
-        stop.wait()
+        # A signal the kernel hands another thread runs its handler only when the main
+        # thread next runs bytecode: a wait without timeout would sleep through SIGTERM.
+        while not stop.wait(0.5):
+            pass
     finally:
         print("stopping ...", flush=True)
         stack.stop()

@@ -72,5 +72,8 @@ def work(poll_wait_s: int = 20) -> None:
     signal.signal(signal.SIGTERM, _request_stop)
     pump.start()
     print(f"lambdaserve worker: consuming {url}", flush=True)
-    stop.wait()
+    # ECS's SIGTERM may reach a pump's thread: its handler runs only when this (the main)
+    # thread next runs bytecode, which a wait without timeout never does
+    while not stop.wait(0.5):
+        pass
     pump.stop(timeout=float(poll_wait_s) + 60)
