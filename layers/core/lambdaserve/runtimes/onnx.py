@@ -113,7 +113,6 @@ class OnnxSession:
             for name, value in zip(outputs, results, strict=True)
         }
 
-
     def _run_checked(self, names: list[str], feed: dict[str, Any]) -> list[Any]:
         try:
             results: list[Any] = self._run_compiled(names, feed, None)

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from lambdaserve.errors import RequestTimeout
+from lambdaserve.processes.asgi.coalesced_writes import CoalescedWrites
 from lambdaserve.settings import get_settings
 
 
@@ -60,7 +61,8 @@ class BodyTimeout:
 
 class HeaderTimeoutHttp(HttpToolsProtocol):
     """uvicorn's httptools protocol with a deadline on each request's headers, reading a
-    body framed by both Transfer-Encoding: chunked and Content-Length as Triton does."""
+    body framed by both Transfer-Encoding: chunked and Content-Length as Triton does, and
+    each response's writes sent together (``coalesced_writes``)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -95,8 +97,11 @@ class HeaderTimeoutHttp(HttpToolsProtocol):
         if framed_twice:  # the app must not read a length the body does not have
             self.headers[:] = [(n, v) for n, v in self.headers if n != b"content-length"]
         super().on_headers_complete()
-        if framed_twice and self.cycle is not None:
-            self.cycle.keep_alive = False
+        if self.cycle is not None:
+            # the cycle just made: its status line, headers and body leave in one send
+            self.cycle.transport = CoalescedWrites(self.transport, self.loop)  # type: ignore[assignment]
+            if framed_twice:
+                self.cycle.keep_alive = False
 
     def _arm_header_timer(self) -> None:
         self._headers_due = self.loop.time() + self.header_timeout_s
