@@ -41,8 +41,9 @@ class CoalescedWrites:
             return
         data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
         self._held = []
-        if not self._transport.is_closing():
-            self._transport.write(data)
+        # even on a closing transport: asyncio sends what is written before the close
+        # takes effect, and drops it (counted) once the connection is gone
+        self._transport.write(data)
 
     def close(self) -> None:
         self.flush()

@@ -82,6 +82,14 @@ class HeaderTimeoutHttp(HttpToolsProtocol):
         super().connection_made(transport)
         self._arm_header_timer()
 
+    def shutdown(self) -> None:
+        """The server's graceful shutdown closes an idle connection at once: a response
+        completed in this loop step is sent first."""
+        transport = getattr(self.cycle, "transport", None)
+        if isinstance(transport, CoalescedWrites):
+            transport.flush()
+        super().shutdown()
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_timer()
         super().connection_lost(exc)
