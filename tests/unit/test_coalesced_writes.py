@@ -34,7 +34,7 @@ async def _read_all(peer: socket.socket) -> bytes:
     return received
 
 
-def test_writes_of_one_step_are_sent_together_at_its_end_in_order():
+def test_writes_of_one_step_are_sent_together_at_its_end_in_order() -> None:
     """Given a cycle's transport wrapped,
     When the status line, headers and body are written in one step,
     Then nothing is sent during the step; at its end all of it is, in order."""
@@ -54,7 +54,7 @@ def test_writes_of_one_step_are_sent_together_at_its_end_in_order():
     assert received == b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\n\r\nbody"
 
 
-def test_a_close_by_the_cycle_sends_what_is_held_first():
+def test_a_close_by_the_cycle_sends_what_is_held_first() -> None:
     """Given a response written in one step,
     When the cycle closes the connection in that same step (keep-alive off),
     Then the peer receives the whole response before the end of the stream."""
@@ -70,7 +70,7 @@ def test_a_close_by_the_cycle_sends_what_is_held_first():
     assert asyncio.run(scenario()) == b"head;body"
 
 
-def test_the_servers_shutdown_in_the_same_step_still_sends_the_response():
+def test_the_servers_shutdown_in_the_same_step_still_sends_the_response() -> None:
     """Given `serve`'s HTTP protocol (HeaderTimeoutHttp) on a real connection, and an app
     that answers and, in that same loop step, meets the server's graceful shutdown (which
     closes an idle connection's raw transport at once),
@@ -110,7 +110,7 @@ def test_the_servers_shutdown_in_the_same_step_still_sends_the_response():
     assert received.endswith(b"\r\n\r\nbody")
 
 
-def test_a_large_body_is_sent_as_written_after_what_is_held():
+def test_a_large_body_is_sent_as_written_after_what_is_held() -> None:
     """Given headers held, When a body of 64 KB or more is written,
     Then the headers go first and the body is not joined to them, in order."""
 

@@ -30,7 +30,7 @@ def _request(request_id: str | None = None, **parameters: object) -> InferReques
     return InferRequest(inputs=(tensor,), id=request_id, parameters=parameters)
 
 
-def test_a_plain_request_runs_in_the_one_constant_scope():
+def test_a_plain_request_runs_in_the_one_constant_scope() -> None:
     """Given a lone request with no id, no timeout, no sequence, not traced, no limiter,
     When two such executions are scoped,
     Then both get the same object (nothing built per request), which waited for nothing
@@ -43,7 +43,7 @@ def test_a_plain_request_runs_in_the_one_constant_scope():
         assert known_request_ids() == ()
 
 
-def test_ids_sequence_and_deadline_reach_the_model_code_inside():
+def test_ids_sequence_and_deadline_reach_the_model_code_inside() -> None:
     """Given a request with an id, sequence parameters and a timeout its model's queue
     policy lets it set,
     When its execution is scoped,
@@ -62,7 +62,7 @@ def test_ids_sequence_and_deadline_reach_the_model_code_inside():
     assert current_deadline() is None
 
 
-def test_a_batch_sets_every_members_id_and_passes_no_sequence():
+def test_a_batch_sets_every_members_id_and_passes_no_sequence() -> None:
     """Given a batch of two requests of different sequences,
     When its execution is scoped,
     Then model code sees both ids in order, and no one sequence is passed on."""
@@ -72,7 +72,7 @@ def test_a_batch_sets_every_members_id_and_passes_no_sequence():
         assert passed_sequence() == {}
 
 
-def test_the_limiters_wait_is_what_the_scope_reports_as_held():
+def test_the_limiters_wait_is_what_the_scope_reports_as_held() -> None:
     """Given a version of one instance under the rate limiter, its instance held by
     another execution for 0.2 s,
     When this execution is scoped,
