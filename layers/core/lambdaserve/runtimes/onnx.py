@@ -96,8 +96,8 @@ class OnnxSession:
         # The session's compiled run. InferenceSession.run checks, in Python on every call,
         # what binding already guarantees here (every input present, numpy feeds, no WebGPU
         # graph capture): a tenth of a small model's run. Its one other job, falling back
-        # to CPU when a GPU provider fails, stays with it (``_run_checked``).
-        self._run_compiled = getattr(session, "_sess", session).run
+        # to CPU when a GPU provider fails, stays with it (``_run``).
+        self._compiled_run = getattr(session, "_sess", session).run
 
     def run(self, inputs: Mapping[str, np.ndarray[Any, Any]], outputs: Sequence[str]) -> Arrays:
         feed = {
@@ -105,7 +105,7 @@ class OnnxSession:
             for name, value in inputs.items()
         }
         try:
-            results = self._run_checked(list(outputs), feed)
+            results = self._run(list(outputs), feed)
         except Exception as exc:  # onnxruntime raises Fail/InvalidArgument/RuntimeException
             raise InferenceError(f"onnxruntime failed: {first_line(exc)}") from exc
         return {
@@ -113,9 +113,9 @@ class OnnxSession:
             for name, value in zip(outputs, results, strict=True)
         }
 
-    def _run_checked(self, names: list[str], feed: dict[str, Any]) -> list[Any]:
+    def _run(self, names: list[str], feed: dict[str, Any]) -> list[Any]:
         try:
-            results: list[Any] = self._run_compiled(names, feed, None)
+            results: list[Any] = self._compiled_run(names, feed, None)
         except ort.capi.onnxruntime_pybind11_state.EPFail:
             results = self._session.run(names, feed)  # its provider fallback decides
         return results

@@ -248,10 +248,11 @@ class InferenceDataPlane:
             assert self.tracer is not None
             self.tracer.queued(trace, request)
         if self.batcher is not None:
+            server = self.server()
             # the response cache answers before the batcher: a hit never queues
             served, lookup = (
-                await self._cache_lookup(model, version, request)
-                if self.server().response_cache is not None
+                await self._cache_lookup(server, model, version, request)
+                if server.response_cache is not None
                 else (None, None)
             )
             if served is not None and lookup is not None and lookup.outputs is not None:
@@ -262,9 +263,7 @@ class InferenceDataPlane:
             if outcome.outputs is None or outcome.version is None:
                 raise InferenceError("the batch returned no outputs for this request")
             if served is not None and lookup is not None and outcome.version == served.version:
-                await self._cache_work(
-                    partial(self.server().cache_store, served, lookup, outcome.outputs)
-                )
+                await self._cache_work(partial(server.cache_store, served, lookup, outcome.outputs))
             return Inferred(model, outcome.version, outcome.outputs, outcome.served)
         server = self.server()
         return await self.call(
@@ -288,11 +287,10 @@ class InferenceDataPlane:
             )
 
     async def _cache_lookup(
-        self, model: str, version: int | None, request: InferRequest
-    ) -> tuple[ServedVersion | None, Lookup | None]:
-        server = self.server()
-        if server.response_cache is None:
-            return None, None
+        self, server: ModelServer, model: str, version: int | None, request: InferRequest
+    ) -> tuple[ServedVersion, Lookup | None]:
+        """``server``'s response cache (it has one) asked for ``request``: the version, and
+        the lookup where that version caches."""
         served = await self.served(model, version)
         if not served.config.response_cache:
             return served, None
