@@ -1,22 +1,26 @@
 """What applies to a request, door by door: one `lambdaserve serve` (the dynamic batcher, a
 local response cache, Triton-mode traces, payload capture), one model asking for all of it,
-and each door's own client sending it requests. Each cell of the matrix (a feature by a
-door) is measured, and the whole matrix must be: every cell applied, but
-the ones ``REFUSED`` names with the reason. A new feature adds a row (a probe), a new door a
-column (a caller).
+and each door's own client sending it requests (tests/integration/matrix_doors.py). Each
+cell of the matrix (a feature by a door) is measured, and the whole matrix must be: every
+cell applied, but the ones ``REFUSED`` names with the reason. A new feature adds a row (a
+probe), a new door a column. The scheduler's rows (rate limiter, queue policy, deadline)
+are test_scheduler_door_matrix.py's, over the same doors.
 
 Features, as a client sees them:
 - statistics: the request counts once in the version's ``inference_stats.success``;
 - cache: the same request a second time is a hit (``cache_hit`` + 1), answered the same;
 - trace: one trace of the model is written (a numbered file per trace, log frequency 1);
 - capture: one exchange of the model lands under ``captures/`` in the bucket;
-- max_batch_size: nine rows (the config's max_batch_size is 8) are refused, saying why.
+- max_batch_size: nine rows (the config's max_batch_size is 8) are refused, saying why;
+- request_ids: the client's id for its request is the id of the model's trace;
+- classification: the top two classes are answered as Triton's "score:index" strings.
 """
 
 from __future__ import annotations
 
-import base64
+import itertools
 import json
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -29,9 +33,10 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as triton
 
 from tests import builders, sequence_models
-from tests.integration import test_grpc_peers
+from tests.integration import matrix_models, test_grpc_peers
 from tests.integration.grpc_support import Served, lambdaserve_serve
-from tests.integration.test_grpc_peers import needs, peer
+from tests.integration.matrix_doors import BLS, Answer, Ask, Rows, doors
+from tests.integration.test_grpc_peers import needs
 from tests.support import wait_until
 
 torchserve_stubs = test_grpc_peers.torchserve_stubs  # the fixture: TorchServe's own protos
@@ -44,122 +49,55 @@ dynamic_batching { }
 response_cache { enable: true }
 parameters { key: "data_capture" value { string_value: "{\\"sampling_percentage\\": 100}" } }
 """
-Rows = np.ndarray[Any, Any]
-Door = Callable[[Served, Rows], None]
-
-
-def _ok(response: httpx.Response) -> None:
-    assert response.status_code == 200, response.text
-
-
-def v2_json(served: Served, rows: Rows) -> None:
-    shape = list(rows.shape)
-    tensor = {"name": "INPUT__0", "datatype": "FP32", "shape": shape, "data": rows.tolist()}
-    _ok(httpx.post(f"{_http(served)}/v2/models/{MODEL}/infer", json={"inputs": [tensor]}))
-
-
-def v2_binary(served: Served, rows: Rows) -> None:
-    tensor = triton.InferInput("INPUT__0", list(rows.shape), "FP32")
-    tensor.set_data_from_numpy(rows, binary_data=True)
-    asked = [triton.InferRequestedOutput("OUTPUT__0", binary_data=True)]
-    body, size = triton.InferenceServerClient.generate_request_body([tensor], outputs=asked)
-    headers = {"Inference-Header-Content-Length": str(size)}
-    _ok(httpx.post(f"{_http(served)}/v2/models/{MODEL}/infer", content=body, headers=headers))
-
-
-def v2_grpc(served: Served, rows: Rows) -> None:
-    tensor = grpcclient.InferInput("INPUT__0", list(rows.shape), "FP32")
-    tensor.set_data_from_numpy(rows)
-    served.client().infer(MODEL, [tensor])
-
-
-def generate(served: Served, rows: Rows) -> None:
-    body = {"INPUT__0": rows[0].tolist()}
-    _ok(httpx.post(f"{_http(served)}/v2/models/{MODEL}/generate", json=body))
-
-
-def torchserve_rest(served: Served, rows: Rows) -> None:
-    _ok(httpx.post(f"{_http(served)}/predictions/{MODEL}", json=rows.tolist()))
-
-
-def tfserving_rest(served: Served, rows: Rows) -> None:
-    body = {"instances": rows.tolist()}
-    _ok(httpx.post(f"{_http(served)}/v1/models/{MODEL}:predict", json=body))
-
-
-def paddle_http(served: Served, rows: Rows) -> None:
-    body = {"key": ["INPUT__0"], "value": [json.dumps(rows.tolist())]}
-    answer = httpx.post(f"{_http(served)}/{MODEL}/prediction", json=body)
-    _ok(answer)
-    assert answer.json()["err_no"] == 0, answer.text
-
-
-def tfserving_grpc(served: Served, rows: Rows) -> None:
-    inputs = {"INPUT__0": {"data": rows.tolist(), "dtype": "float32"}}
-    [answer] = peer(
-        "tfserving_client.py",
-        served.grpc_url,
-        [{"rpc": "predict", "model": MODEL, "inputs": inputs}],
-    )
-    assert answer["ok"], answer
-
-
-def torchserve_grpc(stubs: Path) -> Door:
-    def call(served: Served, rows: Rows) -> None:
-        data = base64.b64encode(json.dumps(rows.tolist()).encode()).decode()
-        [answer] = peer(
-            "torchserve_client.py",
-            served.grpc_url,
-            [{"rpc": "Predictions", "model": MODEL, "input": {"data": data}}],
-            str(stubs),
-        )
-        assert answer["ok"], answer
-
-    return call
-
-
-def _http(served: Served) -> str:
-    return f"http://127.0.0.1:{served.http}"
-
+Send = Callable[[Ask], Answer]
 
 DOOR_NAMES = (
     "v2 HTTP JSON",
     "v2 HTTP binary",
     "v2 gRPC",
+    "v2 gRPC stream",
     "generate",
     "TorchServe REST",
     "TorchServe gRPC",
     "TF Serving REST",
     "TF Serving gRPC",
     "Paddle HTTP",
+    "BLS",
 )
+NO_IDS = "its protocol gives the client no id for a request (the server makes its own)"
+NO_CLASSES = "its protocol has no way to ask for the top classes of an output"
 # (feature, door) -> why the feature does not apply there; every other cell must apply
 REFUSED: dict[tuple[str, str], str] = {
     ("max_batch_size", "generate"): "a generate request is one row: its fields fill one "
     "request and the batch dimension of 1 is added, as Triton's generate does; nine rows "
     "cannot be asked for",
+    ("capture", "BLS"): "capture records what a client exchanged with a door: model code's "
+    "own request to another model is part of its caller's exchange, captured under the caller",
+    **{("request_ids", door): NO_IDS for door in DOOR_NAMES if "Torch" in door or "TF" in door},
+    ("classification", "generate"): "Triton's generate extension has no output parameters",
+    ("classification", "BLS"): "a BLS request names its outputs only: pb_utils has no "
+    "classification",
+    **{
+        ("classification", door): NO_CLASSES
+        for door in DOOR_NAMES
+        if "Torch" in door or "TF" in door or "Paddle" in door
+    },
 }
 
 
 def test_every_feature_applies_on_every_door(stack, tmp_path, torchserve_stubs):
-    # Given one model asking for the cache and capture, and `serve` tracing every request
+    # Given one model asking for the cache and capture, `serve` tracing every request, and a
+    # BLS model whose code asks it (the BLS door)
     needs("tensorflow_serving")
     stack.put(f"models/{MODEL}/config.pbtxt", CONFIG)
     stack.put(f"models/{MODEL}/1/model.onnx", builders.onnx_mlp(4, 3))
+    for path, content in matrix_models.bls_caller().items():
+        stack.put(f"models/{BLS}/{path}", content)
     stack.wait_state(MODEL, 1, "READY")
+    stack.wait_state(BLS, 1, "READY")
     traces = tmp_path / "trace.json"
-    doors: dict[str, Door] = {
-        "v2 HTTP JSON": v2_json,
-        "v2 HTTP binary": v2_binary,
-        "v2 gRPC": v2_grpc,
-        "generate": generate,
-        "TorchServe REST": torchserve_rest,
-        "TorchServe gRPC": torchserve_grpc(torchserve_stubs),
-        "TF Serving REST": tfserving_rest,
-        "TF Serving gRPC": tfserving_grpc,
-        "Paddle HTTP": paddle_http,
-    }
-    assert tuple(doors) == DOOR_NAMES
+    every_door = doors(torchserve_stubs)
+    assert tuple(every_door) == DOOR_NAMES
     found: dict[tuple[str, str], str] = {}
     flags = ["--cache-config", "local,size=1048576"]
     flags += ["--trace-config", f"triton,file={traces}", "--trace-config", "level=TIMESTAMPS"]
@@ -168,19 +106,20 @@ def test_every_feature_applies_on_every_door(stack, tmp_path, torchserve_stubs):
         probes = Probes(stack, served, traces)
         rng = np.random.default_rng(5)
         # When each door sends its requests, new rows each time (never a hit by chance)
-        for door, call in doors.items():
+        for name, door in every_door.items():
             for feature, probe in probes.features.items():
                 try:
                     probe(
-                        lambda rows, call=call: call(served, rows), rng.random((1, 4), np.float32)
+                        lambda ask, door=door: door(served, [ask])[0],
+                        rng.random((1, 4), np.float32),
                     )
-                    found[(feature, door)] = "applied"
+                    found[(feature, name)] = "applied"
                 except AssertionError as exc:
-                    found[(feature, door)] = f"not applied: {str(exc).splitlines()[0][:120]}"
+                    found[(feature, name)] = f"not applied: {str(exc).splitlines()[0][:120]}"
     # Then every cell applies, but the ones refused with their reason (which must not)
-    print("\n" + _table(found))
+    print("\n" + table(found))
     wrong = [cell for cell, got in found.items() if (got == "applied") == (cell in REFUSED)]
-    assert not wrong, f"cells not as expected: {wrong}\n{_table(found)}"
+    assert not wrong, f"cells not as expected: {wrong}\n{table(found)}"
 
 
 class Probes:
@@ -188,60 +127,74 @@ class Probes:
 
     def __init__(self, stack: Any, served: Served, traces: Path) -> None:
         self.stack, self.served, self.traces = stack, served, traces
+        self.ids = itertools.count(7001)
         # capture first: it waits for the earlier doors' exchanges to land (written every
         # 5 s), so it counts this door's alone
-        self.features: dict[str, Callable[[Callable[[Rows], None], Rows], None]] = {
+        self.features: dict[str, Callable[[Send, Rows], None]] = {
             "capture": self.capture,
             "statistics": self.statistics,
             "cache": self.cache,
             "trace": self.trace,
             "max_batch_size": self.max_batch_size,
+            "request_ids": self.request_ids,
+            "classification": self.classification,
         }
 
     def stats(self) -> dict[str, Any]:
-        answer = httpx.get(f"{_http(self.served)}/v2/models/{MODEL}/stats").json()
+        url = f"http://127.0.0.1:{self.served.http}/v2/models/{MODEL}/stats"
+        answer = httpx.get(url).json()
         return dict(answer["model_stats"][0]["inference_stats"])
 
-    def statistics(self, send: Callable[[Rows], None], rows: Rows) -> None:
+    def statistics(self, send: Send, rows: Rows) -> None:
         before = self.stats()["success"]["count"]
-        send(rows)
+        send(Ask(MODEL, rows)).expect_ok()
         after = self.stats()["success"]["count"]
         assert after - before == 1, f"success counted {after - before} times"
 
-    def cache(self, send: Callable[[Rows], None], rows: Rows) -> None:
+    def cache(self, send: Send, rows: Rows) -> None:
         before = self.stats()["cache_hit"]["count"]
-        send(rows)
-        send(rows)
+        first = send(Ask(MODEL, rows)).expect_ok()
+        again = send(Ask(MODEL, rows)).expect_ok()
         after = self.stats()["cache_hit"]["count"]
         assert after - before == 1, f"the repeat was {after - before} hits"
+        assert again.output == first.output, "the hit answered otherwise"
 
-    def max_batch_size(self, send: Callable[[Rows], None], rows: Rows) -> None:
-        try:
-            send(np.repeat(rows, 9, axis=0))
-        except Exception as exc:  # each door's client says it its own way
-            said = str(exc)
-            assert "batch" in said.lower(), f"refused for another reason: {said[:100]}"
-            return
-        raise AssertionError("nine rows were answered (max_batch_size 8)")
+    def max_batch_size(self, send: Send, rows: Rows) -> None:
+        answer = send(Ask(MODEL, np.repeat(rows, 9, axis=0)))
+        assert not answer.ok, "nine rows were answered (max_batch_size 8)"
+        assert "batch" in answer.said.lower(), f"refused for another reason: {answer.said[:100]}"
 
-    def trace(self, send: Callable[[Rows], None], rows: Rows) -> None:
-        before = self._traced()
-        send(rows)
-        after = wait_until(lambda: (n := self._traced()) > before and n, 10)
+    def trace(self, send: Send, rows: Rows) -> None:
+        before = len(self._traced())
+        send(Ask(MODEL, rows)).expect_ok()
+        after = wait_until(lambda: (n := len(self._traced())) > before and n, 10)
         assert after - before == 1, f"traced {after - before} times"
 
-    def _traced(self) -> int:
+    def request_ids(self, send: Send, rows: Rows) -> None:
+        given = str(next(self.ids))  # digits: Paddle's logid is an int64
+        send(Ask(MODEL, rows, request_id=given)).expect_ok()
+        traced = wait_until(lambda: given in self._traced(), 10)
+        assert traced, f"no trace of {MODEL} has the request id {given}"
+
+    def classification(self, send: Send, rows: Rows) -> None:
+        answer = send(Ask(MODEL, rows, class_count=2)).expect_ok()
+        classes = [c.decode() if isinstance(c, bytes) else c for c in np.ravel(answer.output)]
+        assert len(classes) == 2, f"asked for 2 classes, got {classes}"
+        assert all(re.fullmatch(r"[-+.\deE]+:\d+", c) for c in classes), classes
+
+    def _traced(self) -> list[str]:
+        """The request id of each trace of the model written so far ("" where none)."""
         files = self.traces.parent.glob(f"{self.traces.name}.*")
-        return sum(
-            1
+        return [
+            str(record.get("request_id", ""))
             for f in files
             for record in json.loads(f.read_text() or "[]")
             if record.get("model_name") == MODEL
-        )
+        ]
 
-    def capture(self, send: Callable[[Rows], None], rows: Rows) -> None:
+    def capture(self, send: Send, rows: Rows) -> None:
         before = self._settled()
-        send(rows)
+        send(Ask(MODEL, rows)).expect_ok()
         after = wait_until(lambda: (n := self._captured()) > before and n, 12)
         assert after - before == 1, f"captured {after - before} times"
 
@@ -265,11 +218,11 @@ class Probes:
         return lines
 
 
-def _table(found: dict[tuple[str, str], str]) -> str:
-    features = sorted({f for f, _ in found})
-    doors = list(dict.fromkeys(d for _, d in found))
+def table(found: dict[tuple[str, str], str]) -> str:
+    features = list(dict.fromkeys(f for f, _ in found))
+    door_names = list(dict.fromkeys(d for _, d in found))
     rows = [" | ".join(["door", *features])]
-    for door in doors:
+    for door in door_names:
         rows.append(" | ".join([door, *(found[(f, door)] for f in features)]))
     return "\n".join(rows)
 
@@ -289,6 +242,8 @@ SEQUENCE_REFUSED = {
     "TF Serving REST": "TF Serving has no sequences",
     "TF Serving gRPC": "TF Serving has no sequences",
     "Paddle HTTP": "Paddle Serving has no sequences",
+    "BLS": "model code steps a sequence with correlation_id and flags of its own choosing; "
+    "the BLS caller here forwards no sequence (a BLS request is not a client's sequence)",
 }
 
 
@@ -324,6 +279,33 @@ def _sequence_grpc(served: Served) -> Callable[[int, int, bool, bool], int]:
     return step
 
 
+def _sequence_stream(served: Served) -> Callable[[int, int, bool, bool], int]:
+    client = served.client()
+    came: list[Any] = []
+    done = threading.Event()
+
+    def step(sequence: int, value: int, start: bool, end: bool) -> int:
+        sent = grpcclient.InferInput("INPUT", [1, 1], "INT32")
+        sent.set_data_from_numpy(np.full((1, 1), value, np.int32))
+        if start:
+            client.start_stream(
+                callback=lambda result, error: (came.append((result, error)), done.set())
+            )
+        done.clear()
+        client.async_stream_infer(
+            SUMS, [sent], sequence_id=sequence, sequence_start=start, sequence_end=end
+        )
+        assert done.wait(60), "no answer on the stream"
+        result, error = came.pop()
+        if end:
+            client.stop_stream()
+        if error is not None:
+            raise error
+        return int(result.as_numpy("OUTPUT")[0][0])
+
+    return step
+
+
 def test_a_sequence_keeps_its_instance_on_every_door_that_carries_sequences(stack):
     # Given a Python model keeping each sequence's running sum in self, with two instances
     # (two worker processes under serve), the common Triton and TorchServe pattern
@@ -336,6 +318,7 @@ def test_a_sequence_keeps_its_instance_on_every_door_that_carries_sequences(stac
         "v2 HTTP JSON": _sequence_http(binary=False),
         "v2 HTTP binary": _sequence_http(binary=True),
         "v2 gRPC": _sequence_grpc,
+        "v2 gRPC stream": _sequence_stream,
     }
     # (every door of the matrix carries sequences here, or says why it cannot)
     assert set(doors) | set(SEQUENCE_REFUSED) == set(DOOR_NAMES)

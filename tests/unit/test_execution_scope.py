@@ -11,6 +11,12 @@ from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.config.model_config import build
 from lambdaserve.protocol.v2 import InferInput, InferRequest
 from lambdaserve.runtimes.code_errors import known_request_ids
+from lambdaserve.runtimes.request_parameters import (
+    clients_own,
+    known_request_parameters,
+    parameters_of,
+    timeout_us,
+)
 from lambdaserve.runtimes.sequence_requests import passed_sequence
 from lambdaserve.serving.execution import execution_scope
 from lambdaserve.serving.rate_limiter import RateLimiter
@@ -97,3 +103,18 @@ def test_the_limiters_wait_is_what_the_scope_reports_as_held() -> None:
     thread.join(5)
     assert held.waited_ns >= 150_000_000
     assert held.waited_ns <= entered - started
+
+
+def test_model_code_reads_each_requests_own_parameters_and_timeout() -> None:
+    """Given a batch of two requests, one with a parameter of the client's own and a
+    timeout, one with none,
+    When their execution is scoped,
+    Then inside, each request's parameters are known in order: model code is given the
+    client's own (Triton's reserved ones left out) and the timeout; outside, none."""
+    requests = (_request(temperature=0.5, timeout=2_000), _request())
+    with execution_scope(None, _served(), requests):
+        first, second = parameters_of(0), parameters_of(1)
+        assert clients_own(first) == {"temperature": 0.5}
+        assert timeout_us(first) == 2_000
+        assert clients_own(second) == {} and timeout_us(second) == 0
+    assert known_request_parameters() == ()

@@ -16,7 +16,7 @@ def test_a_bls_call_past_its_timeout_answers_with_tritons_error(monkeypatch):
     # Given a model that answers only when released (a slow step behind a BLS call)
     released = threading.Event()
 
-    def slow(model, version, inputs, outputs, timeout_us=0):
+    def slow(model, version, inputs, outputs, timeout_us=0, **given):
         released.wait(10)
         return {"y": np.ones(1, np.float32)}
 

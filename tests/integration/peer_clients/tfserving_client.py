@@ -2,12 +2,17 @@
 (tf.make_tensor_proto / tf.make_ndarray), unchanged, against a gRPC URL.
 
     python tfserving_client.py HOST:PORT '[{"rpc": "predict", ...}, ...]'
+
+Calls run one after another; where any has "at" (seconds), each runs at that offset on
+its own thread (requests that must meet in the server's queue).
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -148,15 +153,27 @@ def run(channel: grpc.Channel, call: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(call["rpc"])
 
 
+def answered(channel: grpc.Channel, call: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return {"ok": True, **run(channel, call)}
+    except grpc.RpcError as error:
+        return {"ok": False, "code": error.code().name, "details": error.details()}
+
+
 def main() -> None:
     url, calls = sys.argv[1], json.loads(sys.argv[2])
-    answers = []
     with grpc.insecure_channel(url) as channel:
-        for call in calls:
-            try:
-                answers.append({"ok": True, **run(channel, call)})
-            except grpc.RpcError as error:
-                answers.append({"ok": False, "code": error.code().name, "details": error.details()})
+        if any("at" in call for call in calls):  # each at its offset (s), on its own thread
+            began = time.monotonic()
+
+            def timed(call: dict[str, Any]) -> dict[str, Any]:
+                time.sleep(max(0.0, began + call.get("at", 0) - time.monotonic()))
+                return answered(channel, call)
+
+            with ThreadPoolExecutor(len(calls)) as pool:
+                answers = list(pool.map(timed, calls))
+        else:
+            answers = [answered(channel, call) for call in calls]
     print(json.dumps(answers))
 
 

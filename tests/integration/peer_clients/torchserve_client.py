@@ -2,6 +2,9 @@
 (inside its wheel's model-server.jar; compiled by the test's set-up into STUBS_DIR).
 
     python torchserve_client.py HOST:PORT '[{"rpc": "Predictions", ...}, ...]' STUBS_DIR
+
+Calls run one after another; where any has "at" (seconds), each runs at that offset on
+its own thread (requests that must meet in the server's queue).
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 import base64
 import json
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -61,14 +66,27 @@ def run(channel: grpc.Channel, call: dict[str, Any]) -> dict[str, Any]:  # noqa:
     raise ValueError(rpc)
 
 
+def answered(channel: grpc.Channel, call: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return {"ok": True, **run(channel, call)}
+    except grpc.RpcError as error:
+        return {"ok": False, "code": error.code().name, "details": error.details()}
+
+
 def main() -> None:
-    answers = []
-    with grpc.insecure_channel(sys.argv[1]) as channel:
-        for call in json.loads(sys.argv[2]):
-            try:
-                answers.append({"ok": True, **run(channel, call)})
-            except grpc.RpcError as error:
-                answers.append({"ok": False, "code": error.code().name, "details": error.details()})
+    url, calls = sys.argv[1], json.loads(sys.argv[2])
+    with grpc.insecure_channel(url) as channel:
+        if any("at" in call for call in calls):  # each at its offset (s), on its own thread
+            began = time.monotonic()
+
+            def timed(call: dict[str, Any]) -> dict[str, Any]:
+                time.sleep(max(0.0, began + call.get("at", 0) - time.monotonic()))
+                return answered(channel, call)
+
+            with ThreadPoolExecutor(len(calls)) as pool:
+                answers = list(pool.map(timed, calls))
+        else:
+            answers = [answered(channel, call) for call in calls]
     print(json.dumps(answers))
 
 

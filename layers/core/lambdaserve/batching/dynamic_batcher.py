@@ -92,12 +92,19 @@ class DynamicBatcher(Generic[R, S]):
         self._clock = clock
         self._lanes: dict[tuple[str, int | None], _Lane[R, S]] = {}
         self.executions: list[int] = []  # batch sizes run, newest last (bounded)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop its lanes run in, once a request came (None before)."""
+        return self._loop
 
     async def submit(self, model: str, version: int | None, request: R) -> S:
         lane = self._lanes.get((model, version))
         if lane is None or lane.task is None or lane.task.done():
             lane = self._lanes[(model, version)] = _Lane[R, S]()
-            lane.task = asyncio.get_running_loop().create_task(self._drain(model, version, lane))
+            self._loop = asyncio.get_running_loop()
+            lane.task = self._loop.create_task(self._drain(model, version, lane))
         if lane.policy is None:
             # The queue policy must hold from the lane's first requests on; a failure to read
             # it (an unknown model) reaches every waiting request through the drain.

@@ -5,6 +5,7 @@ resolution, cache and runtimes as an HTTP call: the process's model-to-model por
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -13,22 +14,26 @@ import numpy as np
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.v2 import InferInput, InferRequest, RequestedOutput
 from lambdaserve.runtimes import model_calls
+from lambdaserve.runtimes.model_calls import running_here
 from lambdaserve.runtimes.torchserve.context import Answer
-from lambdaserve.serving.data_plane import InferenceDataPlane
+from lambdaserve.serving.data_plane import InferenceDataPlane, Inferred
 from lambdaserve.serving.raw_predictions import RawRequest, predict_raw
 from lambdaserve.serving.streaming import stream
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tensors import encoding
 from lambdaserve.tensors.signature import Signature
-from lambdaserve.tracing.request_trace import end_child, start_child
+from lambdaserve.tracing.request_trace import RequestTrace, end_child, start_child
 
 Arrays = dict[str, np.ndarray[Any, Any]]
 
 
 class PlaneCalls:
     """The port over one serving plane: its server looked up per call, so a renewed server
-    takes them. They run in the calling model's thread, never through the plane's batchers:
-    a model waiting on a batch that its own run holds open would wait for itself."""
+    takes them. A call goes through the plane's batcher where it has one, as a client's
+    request does (the callee's queue policy, priorities and batches apply, as Triton's BLS
+    requests meet its scheduler), unless it calls a model whose run this thread is inside:
+    waiting in a queue that its own run holds open, it would wait for itself. Such a call,
+    and every call where the plane has no batcher, runs in the calling model's thread."""
 
     def __init__(self, plane: InferenceDataPlane) -> None:
         self._plane = plane
@@ -42,8 +47,12 @@ class PlaneCalls:
         timeout_us: int = 0,  # the caller keeps its own limit: this thread is the caller's
         *,
         parameters: Mapping[str, Any] | None = None,
+        request_id: str = "",
     ) -> Arrays:
-        request = _request(inputs, outputs, parameters)
+        given = dict(parameters or {})
+        if timeout_us > 0:  # the request's own timeout, for its model's queue policy
+            given["timeout"] = timeout_us
+        request = _request(inputs, outputs, given, request_id)
         child = start_child(model, request)  # the caller is traced: so is this call
         answered: list[int] = []
 
@@ -52,11 +61,27 @@ class PlaneCalls:
             return arrays
 
         try:
+            queued = self._through_batcher(model, version, request, child)
+            if queued is not None:
+                answered.append(queued.version)
+                return dict(queued.outputs)
             produced: Arrays = self._plane.server().infer(model, version, request, keep)
+            return produced
         finally:
             if child is not None:
                 end_child(child, request, answered[0] if answered else None)
-        return produced
+
+    def _through_batcher(
+        self, model: str, version: int | None, request: InferRequest, trace: RequestTrace | None
+    ) -> Inferred | None:
+        """The answer through the plane's batcher, waited for in this thread; None where the
+        call runs in this thread instead."""
+        batcher = self._plane.batcher
+        loop = batcher.loop if batcher is not None else None
+        if loop is None or model in running_here() or _in(loop):
+            return None
+        queued = self._plane.infer_traced(model, version, request, trace)
+        return asyncio.run_coroutine_threadsafe(queued, loop).result()
 
     def stream(
         self,
@@ -94,8 +119,10 @@ def _request(
     inputs: Mapping[str, np.ndarray[Any, Any]],
     outputs: Sequence[str],
     parameters: Mapping[str, Any] | None = None,
+    request_id: str = "",
 ) -> InferRequest:
     return InferRequest(
+        id=request_id or None,
         inputs=tuple(
             InferInput(name, encoding.v2_datatype(array), tuple(array.shape), array)
             for name, array in inputs.items()
@@ -103,3 +130,11 @@ def _request(
         outputs=tuple(RequestedOutput(n) for n in outputs),
         parameters=dict(parameters or {}),
     )
+
+
+def _in(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread runs ``loop`` (it cannot wait for its own work)."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

@@ -40,8 +40,9 @@ def parse_request(document: Any, signature: Signature) -> InferRequest:
     keys, values = document.get("key"), document.get("value")
     if not isinstance(keys, list) or not isinstance(values, list) or len(keys) != len(values):
         raise InvalidInput('"key" and "value" must be lists of the same length')
+    request_id = _log_id(document.get("logid"))
     if takes_key_value(signature):
-        return _key_value_request(keys, values)
+        return _key_value_request(keys, values, request_id)
     specs = {spec.name: spec for spec in signature.inputs}
     inputs = []
     for key, value in zip(keys, values, strict=True):
@@ -55,7 +56,19 @@ def parse_request(document: Any, signature: Signature) -> InferRequest:
     missing = set(specs) - set(keys)
     if missing:
         raise InvalidInput(f"missing keys {sorted(missing)}; the model takes {sorted(specs)}")
-    return InferRequest(tuple(inputs))
+    return InferRequest(tuple(inputs), id=request_id)
+
+
+def _log_id(logid: Any) -> str | None:
+    """Paddle's ``logid`` (an int64 its client sets to follow a request through the logs) is
+    the request's id: in model code's failure log and its trace, as v2's ``id`` is."""
+    if logid is None or logid == 0:
+        return None  # the proto's default: the client set none
+    if isinstance(logid, bool) or not isinstance(logid, int):
+        raise InvalidInput(
+            f'"logid" must be an integer, as Paddle\'s client sends it; got {logid!r}'
+        )
+    return str(logid)
 
 
 def takes_key_value(signature: Signature) -> bool:
@@ -67,14 +80,14 @@ PIPELINE_INPUTS = [("key", "BYTES"), ("value", "BYTES")]
 PIPELINE_OUTPUTS = frozenset({"key", "value", "err_no", "err_msg"})
 
 
-def _key_value_request(keys: list[Any], values: list[Any]) -> InferRequest:
+def _key_value_request(keys: list[Any], values: list[Any], request_id: str | None) -> InferRequest:
     if not all(isinstance(v, str) for v in [*keys, *values]):
         raise InvalidInput('"key" and "value" must be lists of strings, as PipelineClient sends')
     inputs = tuple(
         InferInput(name, "BYTES", (len(items),), np.array([i.encode() for i in items], object))
         for name, items in (("key", keys), ("value", values))
     )
-    return InferRequest(inputs)
+    return InferRequest(inputs, id=request_id)
 
 
 def encode_response(outputs: Mapping[str, np.ndarray[Any, Any]]) -> dict[str, Any]:

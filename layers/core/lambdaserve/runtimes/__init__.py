@@ -10,6 +10,7 @@ catalog record; heavy imports stay inside each backend, imported on first use. W
 code shares: ``model_calls`` (the one port for calls to other models: BLS, ensemble steps,
 workflow nodes), ``model_code`` (read without running it), ``code_errors`` (its exceptions
 logged), ``sequence_requests`` (the sequence each request of a call is a step of),
+``request_parameters`` (each request's own parameters and timeout, as model code reads them),
 ``sequence_affinity`` (the instance each live sequence stays on) and
 ``op_threads`` (timed calls on reused threads).
 

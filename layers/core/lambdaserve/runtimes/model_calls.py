@@ -10,6 +10,8 @@ runtimes read it when they call; none of them knows which side answers.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -19,6 +21,23 @@ if TYPE_CHECKING:
     from lambdaserve.tensors.signature import Signature
 
 Arrays = dict[str, np.ndarray[Any, Any]]  # tensors by name
+_RUNNING: ContextVar[frozenset[str]] = ContextVar("models_running_here", default=frozenset())
+
+
+@contextmanager
+def running(model: str) -> Iterator[None]:
+    """``model`` runs a batch in this thread (a call it makes waits here)."""
+    token = _RUNNING.set(_RUNNING.get() | {model})
+    try:
+        yield
+    finally:
+        _RUNNING.reset(token)
+
+
+def running_here() -> frozenset[str]:
+    """The models whose runs this thread is inside: a call to one of them cannot wait in its
+    queue, whose run it holds open."""
+    return _RUNNING.get()
 
 
 class ModelCalls(Protocol):
@@ -33,11 +52,14 @@ class ModelCalls(Protocol):
         timeout_us: int = 0,
         *,
         parameters: Mapping[str, Any] | None = None,
+        request_id: str = "",
     ) -> Arrays:
         """One answer (a BLS ``exec()``, an ensemble step). ``timeout_us`` is the caller's
         own limit, which the caller keeps; a side that relays the call passes it on, so the
-        side that answers stops waiting too (0: none). ``parameters``: the request's (an
-        ensemble step's: the sequence its own request belongs to)."""
+        side that answers stops waiting too (0: none), and it is the request's ``timeout``
+        (its model's queue policy may let it shorten the wait, as Triton's). ``parameters``:
+        the request's (a BLS request's own; an ensemble step's: the sequence its request
+        belongs to); ``request_id``: its id (a BLS caller's choice, often its own)."""
         ...
 
     def stream(

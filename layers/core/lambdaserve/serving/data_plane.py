@@ -232,18 +232,20 @@ class InferenceDataPlane:
             await self._check_accepting_sequences(model, version)
         trace = self.tracer.start(model, request) if self.tracer is not None else None
         if trace is None:
-            return await self._infer(model, version, request, None)
+            return await self.infer_traced(model, version, request, None)
         answered = None
         try:
-            answered = await self._infer(model, version, request, trace)
+            answered = await self.infer_traced(model, version, request, trace)
             return answered
         finally:
             assert self.tracer is not None
             self.tracer.finish(trace, request, answered.version if answered else None)
 
-    async def _infer(
+    async def infer_traced(
         self, model: str, version: int | None, request: InferRequest, trace: RequestTrace | None
     ) -> Inferred:
+        """``infer`` for a request whose trace (if any) is already started: a client's, or
+        model code's own (a child of its caller's trace)."""
         if trace is not None:
             assert self.tracer is not None
             self.tracer.queued(trace, request)

@@ -1,8 +1,9 @@
 """What surrounds every execution of a model, whichever path runs it (a lone request, a
-tensor batch, model code's requests, a sequence's step): the requests' ids for model code's
-failure log, their deadline, the trace their model's own calls are children of, the
-sequence parameters an ensemble passes on to its steps, and the rate limiter's resource or
-fleet slot, whose wait is queue time.
+tensor batch, model code's requests, a sequence's step): the requests' ids (model code's
+``request_id()`` and its failure log), their parameters as model code reads them, their
+deadline, the trace their model's own calls are children of, the sequence parameters an
+ensemble passes on to its steps, and the rate limiter's resource or fleet slot, whose wait
+is queue time.
 
 Built in one place so no path applies a subset. Where none of them applies (the hot path:
 no ids, no timeout, not traced, no sequence, no limiter) the scope is one constant no-op:
@@ -19,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.runtimes.code_errors import known_request_ids, request_ids
+from lambdaserve.runtimes.request_parameters import request_parameters
 from lambdaserve.runtimes.sequence_requests import (
-    SEQUENCE_PARAMETERS,
     is_passing_sequence,
     passing_sequence,
     sequence_parameters,
@@ -44,8 +45,9 @@ class Held:
 
 _NOT_HELD = Held()  # read only: an execution with no limiter waited for nothing
 _NO_SCOPE: AbstractContextManager[Held] = nullcontext(_NOT_HELD)
-# the request parameters that change an execution's scope (its deadline, its sequence)
-_SCOPED_PARAMETERS = frozenset({"timeout", *SEQUENCE_PARAMETERS})
+# request parameters that change nothing around an execution (the answer's encoding, the
+# queue's order): a request with only these is the hot path's
+_PASSIVE_PARAMETERS = frozenset({"binary_data_output", "priority"})
 
 
 def execution_scope(
@@ -60,7 +62,7 @@ def execution_scope(
         only = members[0]
         if (
             not only.id
-            and _SCOPED_PARAMETERS.isdisjoint(only.parameters)
+            and (not only.parameters or _PASSIVE_PARAMETERS.issuperset(only.parameters))
             and not known_request_ids()
             and not following()
             and not is_passing_sequence()
@@ -70,6 +72,8 @@ def execution_scope(
     ids = [member.id or "" for member in members]
     if any(ids) or known_request_ids():  # set, or a caller's to be replaced (BLS)
         around.append(request_ids(ids))
+    if any(member.parameters for member in members):  # model code reads them (Triton's)
+        around.append(request_parameters([member.parameters for member in members]))
     deadline = request_deadline(served.config, (m.parameters for m in members), queued_ns / 1e9)
     if not isinstance(deadline, nullcontext):
         around.append(deadline)

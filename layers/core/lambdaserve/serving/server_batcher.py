@@ -15,6 +15,7 @@ from lambdaserve.batching.dynamic_batcher import DynamicBatcher, TensorBatcher
 from lambdaserve.batching.plan import BatchPolicy
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.v2 import InferRequest
+from lambdaserve.runtimes.model_calls import running
 from lambdaserve.runtimes.torchserve.context import Answer
 from lambdaserve.serving.batch_runs import batch_limit
 from lambdaserve.serving.model_server import ModelServer
@@ -30,7 +31,8 @@ def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: in
         model: str, version: int | None, requests: list[InferRequest], queued_ns: list[int]
     ) -> list[BatchResult]:
         # the data plane asked the response cache before these queued (and stores them)
-        return server().infer_many(model, version, requests, queued_ns, cached=False)
+        with running(model):
+            return server().infer_many(model, version, requests, queued_ns, cached=False)
 
     def policy(model: str, version: int | None) -> BatchPolicy:
         current = server()
@@ -51,13 +53,14 @@ def server_batcher(server: Callable[[], ModelServer], default_max_batch_size: in
 
     def execute_one(model: str, version: int | None, request: InferRequest) -> BatchResult:
         try:
-            return server().infer(
-                model,
-                version,
-                request,
-                lambda s, o: BatchResult(outputs=o, version=s.version, served=s),
-                cached=False,
-            )
+            with running(model):
+                return server().infer(
+                    model,
+                    version,
+                    request,
+                    lambda s, o: BatchResult(outputs=o, version=s.version, served=s),
+                    cached=False,
+                )
         except LambdaServeError as exc:
             return BatchResult(error=exc)
 

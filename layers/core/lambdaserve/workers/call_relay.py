@@ -79,12 +79,22 @@ def answer_call(worker: WorkerProcess, message: Message) -> None:
 def _infer(calls: model_calls.ModelCalls, call: messages.Bls, inputs: Arrays) -> Arrays:
     """One answer, within the child's timeout (microseconds) where it set one: the child
     waits on the channel until this side answers."""
-    if call.timeout_us <= 0:
-        return calls.infer(call.model, call.version, inputs, call.outputs)
-    try:
-        produced: Arrays = within(
-            call.timeout_us / 1e6, calls.infer, call.model, call.version, inputs, call.outputs
+
+    def infer() -> Arrays:
+        return calls.infer(
+            call.model,
+            call.version,
+            inputs,
+            call.outputs,
+            call.timeout_us,
+            parameters=call.parameters,
+            request_id=call.request_id,
         )
+
+    if call.timeout_us <= 0:
+        return infer()
+    try:
+        produced: Arrays = within(call.timeout_us / 1e6, infer)
     except TimeoutError:
         raise InferenceError("Request timeout expired") from None
     return produced
@@ -132,9 +142,8 @@ class WorkerCalls:
         timeout_us: int = 0,
         *,
         parameters: Mapping[str, Any] | None = None,
+        request_id: str = "",
     ) -> Arrays:
-        if parameters:  # only an ensemble passes them, and ensembles run where they serve
-            raise InferenceError("a call from a worker process carries no request parameters")
         [answer] = self._bls(
             BlsKind.ONE,
             model=model,
@@ -142,6 +151,8 @@ class WorkerCalls:
             inputs=inputs,
             outputs=outputs,
             timeout_us=timeout_us,
+            parameters=parameters,
+            request_id=request_id,
         )
         if isinstance(answer, str):
             raise InferenceError(answer)
@@ -191,13 +202,22 @@ class WorkerCalls:
         inputs: Mapping[str, np.ndarray[Any, Any]],
         outputs: Sequence[str],
         timeout_us: int,
+        parameters: Mapping[str, Any] | None = None,
+        request_id: str = "",
     ) -> list[Arrays | str]:
         """Each response's outputs, or its error's message."""
         with self._lock:
             descriptors = self._responses.write(list(inputs.items()))
             self._channel.send(
                 messages.bls(
-                    kind, model, version, inputs=descriptors, outputs=outputs, timeout_us=timeout_us
+                    kind,
+                    model,
+                    version,
+                    inputs=descriptors,
+                    outputs=outputs,
+                    timeout_us=timeout_us,
+                    parameters=parameters,
+                    request_id=request_id,
                 )
             )
             reply = self._channel.receive()

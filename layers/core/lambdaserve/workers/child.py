@@ -105,11 +105,16 @@ class Worker:
 
     def run(self, message: messages.Message) -> messages.Message:
         from lambdaserve.runtimes.code_errors import request_ids
+        from lambdaserve.runtimes.request_parameters import request_parameters
         from lambdaserve.runtimes.sequence_requests import in_sequences
 
         call = messages.Run.of(message)
         requests = [(self.requests.read_tensors(inputs), names) for inputs, names in call.requests]
-        with request_ids(call.ids), in_sequences(call.sequences):
+        with (
+            request_ids(call.ids),
+            in_sequences(call.sequences),
+            request_parameters(call.parameters),
+        ):
             answers = self.model.run_requests(requests)
         results: list[dict[str, Any]] = []
         for answer in answers:

@@ -70,11 +70,16 @@ def run(
     requests: Sequence[tuple[list[Any], Sequence[str]]],
     ids: Sequence[str],
     sequences: Sequence[tuple[int | str, int]] = (),
+    parameters: Sequence[Mapping[str, Any]] = (),
 ) -> Message:
     """``requests``: each one's input descriptors and requested output names; ``sequences``:
-    each one's (correlation id, flags) where they are steps of sequences."""
+    each one's (correlation id, flags) where they are steps of sequences; ``parameters``:
+    each one's own, where any request had some."""
     encoded = [{"inputs": inputs, OUTPUTS: list(names)} for inputs, names in requests]
-    return {OP: Op.RUN, "requests": encoded, "ids": list(ids), "sequences": list(sequences)}
+    message = {OP: Op.RUN, "requests": encoded, "ids": list(ids), "sequences": list(sequences)}
+    if parameters:
+        message["parameters"] = [dict(p) for p in parameters]
+    return message
 
 
 def rows(
@@ -153,6 +158,8 @@ def bls(
     inputs: list[Any] | None = None,
     outputs: Sequence[str] = (),
     timeout_us: int = 0,
+    parameters: Mapping[str, Any] | None = None,
+    request_id: str = "",
 ) -> Message:
     return {
         OP: Op.BLS,
@@ -162,6 +169,8 @@ def bls(
         "inputs": inputs or [],
         OUTPUTS: list(outputs),
         "timeout": timeout_us,
+        "parameters": dict(parameters or {}),
+        "id": request_id,
     }
 
 
@@ -205,12 +214,14 @@ class Run:
     ids: tuple[str, ...]
     # (correlation id, flags) per request where they are steps of sequences; else empty
     sequences: tuple[tuple[int | str, int], ...] = ()
+    parameters: tuple[dict[str, Any], ...] = ()  # per request, where any had some
 
     @classmethod
     def of(cls, message: Message) -> Run:
         requests = tuple((r["inputs"], r[OUTPUTS]) for r in message["requests"])
         sequences = tuple((c, int(f)) for c, f in message.get("sequences") or ())
-        return cls(requests, tuple(message.get("ids", ())), sequences)
+        parameters = tuple(message.get("parameters") or ())
+        return cls(requests, tuple(message.get("ids", ())), sequences, parameters)
 
 
 @dataclass(frozen=True)
@@ -244,6 +255,8 @@ class Bls:
     inputs: list[Any]
     outputs: list[str]
     timeout_us: int
+    parameters: dict[str, Any]
+    request_id: str
 
     @classmethod
     def of(cls, message: Message) -> Bls:
@@ -254,6 +267,8 @@ class Bls:
             message.get("inputs") or [],
             list(message.get(OUTPUTS) or ()),
             int(message.get("timeout") or 0),
+            dict(message.get("parameters") or {}),
+            str(message.get("id") or ""),
         )
 
 

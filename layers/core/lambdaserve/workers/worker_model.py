@@ -20,6 +20,7 @@ import numpy as np
 from lambdaserve.errors import LambdaServeError, ModelCodeCrashed, ModelCodeTimedOut
 from lambdaserve.metrics.custom import CUSTOM_METRICS
 from lambdaserve.runtimes.code_errors import known_request_ids
+from lambdaserve.runtimes.request_parameters import known_request_parameters
 from lambdaserve.runtimes.sequence_requests import current_sequences
 from lambdaserve.runtimes.torchserve.context import Answer
 from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
@@ -98,13 +99,14 @@ class WorkerModel:
             return [one_response(self.stream(inputs, names)) for inputs, names in requests]
         ids = known_request_ids()  # the worker makes fresh ones only if it logs a failure
         sequences = current_sequences(len(requests))
+        parameters = known_request_parameters()
 
         def send(worker: WorkerProcess) -> Message:
             encoded, end = [], 0
             for inputs, names in requests:
                 descriptors, end = worker.requests.write_tensors(arrays_of(inputs), end)
                 encoded.append((descriptors, names))
-            return messages.run(encoded, ids, sequences)
+            return messages.run(encoded, ids, sequences, parameters)
 
         try:
             worker, reply = self._call(send)

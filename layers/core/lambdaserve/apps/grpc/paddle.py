@@ -56,7 +56,8 @@ class PipelineServicer(services.PipelineServiceServicer):
         model = check_model_name(request.name or await self._only_model())
         served = await self._plane.resolve_number(model, None)
         parsed = rest.parse_request(
-            {"key": list(request.key), "value": list(request.value)}, served.signature
+            {"key": list(request.key), "value": list(request.value), "logid": request.logid},
+            served.signature,
         )
         inferred = await self._plane.infer(model, None, parsed)
         return (model, inferred.version), rest.encode_response(inferred.outputs)

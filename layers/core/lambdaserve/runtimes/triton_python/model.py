@@ -30,14 +30,41 @@ from lambdaserve.errors import (
 from lambdaserve.runtimes.base import LoadOptions
 from lambdaserve.runtimes.code_errors import (
     current_request_ids,
+    known_request_ids,
     load_failure,
     log_code_failure,
 )
 from lambdaserve.runtimes.model_code import DISABLED, new_module, outline, run_one
+from lambdaserve.runtimes.request_parameters import clients_own, parameters_of, timeout_us
 from lambdaserve.runtimes.sequence_requests import current_sequences
 from lambdaserve.runtimes.triton_python import pb_utils
 from lambdaserve.runtimes.triton_python.decoupled import one_response, stream_responses
 from lambdaserve.tensors.signature import Arrays, Signature
+
+
+def _handed(
+    requests: Sequence[tuple[Mapping[str, np.ndarray[Any, Any]], Sequence[str]]],
+) -> list[pb_utils.InferenceRequest]:
+    """The requests as ``execute`` gets them: each with its inputs, the outputs asked for,
+    its sequence's correlation id and flags, and the client's id, timeout and parameters."""
+    ids = known_request_ids()
+    handed = []
+    for index, ((inputs, outputs), (correlation_id, flags)) in enumerate(
+        zip(requests, current_sequences(len(requests)), strict=True)
+    ):
+        given = parameters_of(index)
+        handed.append(
+            pb_utils.InferenceRequest(
+                inputs=[pb_utils.Tensor(name, array) for name, array in inputs.items()],
+                requested_output_names=list(outputs),
+                request_id=ids[index] if index < len(ids) else "",
+                correlation_id=correlation_id,
+                flags=flags,
+                timeout=timeout_us(given),
+                parameters=clients_own(given),
+            )
+        )
+    return handed
 
 
 class PythonModelRuntime:
@@ -134,17 +161,7 @@ class PythonModel:
     ) -> list[Arrays | LambdaServeError]:
         if self.decoupled:
             return [one_response(self.stream(inputs, outputs)) for inputs, outputs in requests]
-        batch = [
-            pb_utils.InferenceRequest(
-                inputs=[pb_utils.Tensor(name, array) for name, array in inputs.items()],
-                requested_output_names=list(outputs),
-                correlation_id=correlation_id,
-                flags=flags,
-            )
-            for (inputs, outputs), (correlation_id, flags) in zip(
-                requests, current_sequences(len(requests)), strict=True
-            )
-        ]
+        batch = _handed(requests)
         token = pb_utils._model_dir.set(self._model_dir)
         try:
             responses = self._instance.execute(batch)

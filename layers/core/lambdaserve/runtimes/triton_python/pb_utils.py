@@ -263,7 +263,12 @@ class InferenceRequest:
 
     def _response(self, calls: model_calls.ModelCalls) -> InferenceResponse:
         try:
-            outputs = calls.infer(*self._call(), timeout_us=self._timeout)
+            outputs = calls.infer(
+                *self._call(),
+                timeout_us=self._timeout,
+                parameters=self._given_parameters(),
+                request_id=self._request_id,
+            )
         except LambdaServeError as exc:
             return InferenceResponse(error=TritonError(exc.message))
         return InferenceResponse([Tensor(n, a) for n, a in outputs.items()])
@@ -276,6 +281,14 @@ class InferenceRequest:
         except LambdaServeError as exc:
             yield InferenceResponse(error=TritonError(exc.message))
         yield InferenceResponse()
+
+    def _given_parameters(self) -> dict[str, Any]:
+        """The parameters given for the model called (Triton takes a dict or its JSON)."""
+        value = self._parameters
+        given = json.loads(value) if isinstance(value, str) and value else value
+        if not isinstance(given, dict):
+            raise TritonModelException("a BLS request's parameters must be a dict (or its JSON)")
+        return given
 
     def _call(self) -> tuple[str, int | None, dict[str, np.ndarray[Any, Any]], list[str]]:
         """The model, its version (None: the default one), the inputs, the outputs wanted."""
