@@ -298,6 +298,48 @@ def torchserve_grpc(stubs: Path) -> Door:
     return send
 
 
+def _one_queued(served: Served, ask: Ask) -> Answer:
+    """v2 JSON sent with ``Prefer: respond-async`` (through the requests queue and the
+    batcher), its answer read from the status URL once it has one."""
+    if ask.class_count:
+        wanted = {"classification": ask.class_count}
+        outputs: list[dict[str, Any]] = [{"name": OUTPUT, "parameters": wanted}]
+    else:
+        outputs = []
+    tensor = {"name": INPUT, "datatype": "FP32", "shape": list(ask.rows.shape)}
+    body: dict[str, Any] = {"inputs": [{**tensor, "data": ask.rows.tolist()}]}
+    if ask.request_id:
+        body["id"] = ask.request_id
+    if ask.timeout_us:
+        body["parameters"] = {"timeout": ask.timeout_us}
+    if outputs:
+        body["outputs"] = outputs
+    base = _http(served)
+    accepted = httpx.post(
+        f"{base}/v2/models/{ask.model}/infer",
+        json=body,
+        headers={"Prefer": "respond-async"},
+        timeout=60,
+    )
+    if accepted.status_code != 202:
+        return Answer(False, accepted.text)
+    status = f"{base}{accepted.json()['status_url']}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        answer = httpx.get(status, timeout=60)
+        if answer.status_code != 202:
+            if answer.status_code != 200:
+                return Answer(False, answer.text)
+            return Answer(True, answer.text, answer.json()["outputs"][0]["data"])
+        time.sleep(0.1)
+    return Answer(False, "no answer on the status URL in 60 s")
+
+
+def queued() -> Door:
+    """The queued door (the Lambda path's async requests): v2 JSON, answered by the batcher."""
+    return _together(_one_queued)
+
+
 def doors(torchserve_stubs: Path) -> dict[str, Door]:
     """Every door of the matrix, by name: the columns."""
     return {

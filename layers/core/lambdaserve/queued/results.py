@@ -34,6 +34,7 @@ _ROUTING = (
     "payload_key",
     "header_length",
     "traceparent",
+    "request_id",
 )
 
 
@@ -56,11 +57,14 @@ class RequestEnvelope(BaseModel):
     header_length: int | None = None
     # the W3C trace context of the hop that runs it (the batcher's span, set as it invokes)
     traceparent: str | None = Field(default=None, max_length=64)
+    # the client's own id for the request (v2's ``id``), where it gave one: what model code
+    # and the answer are told; ``id`` is the queue's (the status URL's, the result's)
+    request_id: str | None = Field(default=None, max_length=128)
     request: dict[str, Any] = Field(default_factory=dict)
 
     def request_document(self) -> dict[str, Any]:
-        """The v2 request, with this envelope's id."""
-        return {**self.request, "id": self.id}
+        """The v2 request, with the client's id, else this envelope's."""
+        return {**self.request, "id": self.request_id or self.id}
 
     def to_message(self) -> dict[str, Any]:
         """The flat wire form."""

@@ -108,6 +108,7 @@ class AsyncSubmitter:
             "model_version": version,
             "deadline_ms": _deadline_ms(request.parameters),
             "reply_to": reply_to,
+            "request_id": request.id or None,
         }
         if header_length is not None or len(body) > INLINE_LIMIT:
             envelope = RequestEnvelope(
