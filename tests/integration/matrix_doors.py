@@ -46,6 +46,8 @@ class Ask:
     timeout_us: int = 0
     class_count: int = 0
     at: float = 0.0
+    signature: str = ""  # a TF SavedModel's signature by name (TF Serving's doors alone)
+    input: str = INPUT
 
 
 @dataclass(frozen=True)
@@ -121,10 +123,12 @@ def _v2_json(served: Served, ask: Ask, model: str, extra: dict[str, Any] | None 
 
 
 def _one_v2_json(served: Served, ask: Ask) -> Answer:
+    _no_signature(ask)
     return _v2_json(served, ask, ask.model)
 
 
 def _one_v2_binary(served: Served, ask: Ask) -> Answer:
+    _no_signature(ask)
     tensor = triton.InferInput(INPUT, list(ask.rows.shape), "FP32")
     tensor.set_data_from_numpy(ask.rows, binary_data=True)
     asked = [triton.InferRequestedOutput(OUTPUT, binary_data=True, class_count=ask.class_count)]
@@ -160,6 +164,7 @@ def _grpc_input(ask: Ask) -> list[grpcclient.InferInput]:
 
 
 def _one_v2_grpc(served: Served, ask: Ask) -> Answer:
+    _no_signature(ask)
     try:
         result = served.client().infer(
             ask.model,
@@ -174,6 +179,7 @@ def _one_v2_grpc(served: Served, ask: Ask) -> Answer:
 
 
 def _one_v2_stream(served: Served, ask: Ask) -> Answer:
+    _no_signature(ask)
     client = served.client()
     came: queue.Queue[tuple[Any, Any]] = queue.Queue()
     client.start_stream(callback=lambda result, error: came.put((result, error)))
@@ -194,6 +200,7 @@ def _one_v2_stream(served: Served, ask: Ask) -> Answer:
 
 
 def _one_generate(served: Served, ask: Ask) -> Answer:
+    _no_signature(ask)
     if ask.class_count:
         raise NotCarried("Triton's generate extension has no output parameters")
     if len(ask.rows) != 1:
@@ -218,7 +225,13 @@ def _refuse_v2_only(ask: Ask, door: str) -> None:
         raise NotCarried(f"{door} has no classification of outputs")
 
 
+def _no_signature(ask: Ask) -> None:
+    if ask.signature:
+        raise NotCarried("only TF Serving's doors name a signature")
+
+
 def _one_torchserve_rest(served: Served, ask: Ask) -> Answer:
+    _no_signature(ask)
     _refuse_v2_only(ask, "TorchServe's inference API")
     answer = httpx.post(
         f"{_http(served)}/predictions/{ask.model}", json=ask.rows.tolist(), timeout=60
@@ -230,7 +243,9 @@ def _one_torchserve_rest(served: Served, ask: Ask) -> Answer:
 
 def _one_tfserving_rest(served: Served, ask: Ask) -> Answer:
     _refuse_v2_only(ask, "TF Serving's REST API")
-    body = {"instances": ask.rows.tolist()}
+    body: dict[str, Any] = {"instances": ask.rows.tolist()}
+    if ask.signature:
+        body["signature_name"] = ask.signature
     answer = httpx.post(f"{_http(served)}/v1/models/{ask.model}:predict", json=body, timeout=60)
     if answer.status_code != 200:
         return Answer(False, answer.text)
@@ -238,6 +253,7 @@ def _one_tfserving_rest(served: Served, ask: Ask) -> Answer:
 
 
 def _one_paddle_http(served: Served, ask: Ask) -> Answer:
+    _no_signature(ask)
     if ask.timeout_us:
         raise NotCarried("Paddle's pipeline requests carry no timeout of their own")
     if ask.class_count:
@@ -255,6 +271,7 @@ def _one_paddle_http(served: Served, ask: Ask) -> Answer:
 def _one_bls(served: Served, ask: Ask) -> Answer:
     """Model code's own request: the client asks the BLS caller, whose code asks the model
     (passing the client's id and timeout on, as a Triton BLS model does)."""
+    _no_signature(ask)
     if ask.class_count:
         raise NotCarried("a BLS request names its outputs only (pb_utils has no classification)")
     return _v2_json(served, ask, BLS, {"target": ask.model})
@@ -267,7 +284,8 @@ def _tfserving_grpc(served: Served, asks: Sequence[Ask]) -> list[Answer]:
         {
             "rpc": "predict",
             "model": ask.model,
-            "inputs": {INPUT: {"data": ask.rows.tolist(), "dtype": "float32"}},
+            "inputs": {ask.input: {"data": ask.rows.tolist(), "dtype": "float32"}},
+            **({"signature": ask.signature} if ask.signature else {}),
             **({"at": ask.at} if len(asks) > 1 else {}),
         }
         for ask in asks
@@ -283,6 +301,7 @@ def torchserve_grpc(stubs: Path) -> Door:
     def send(served: Served, asks: Sequence[Ask]) -> list[Answer]:
         calls = []
         for ask in asks:
+            _no_signature(ask)
             _refuse_v2_only(ask, "TorchServe's gRPC inference API")
             data = base64.b64encode(json.dumps(ask.rows.tolist()).encode()).decode()
             call = {"rpc": "Predictions", "model": ask.model, "input": {"data": data}}
@@ -301,6 +320,7 @@ def torchserve_grpc(stubs: Path) -> Door:
 def _one_queued(served: Served, ask: Ask) -> Answer:
     """v2 JSON sent with ``Prefer: respond-async`` (through the requests queue and the
     batcher), its answer read from the status URL once it has one."""
+    _no_signature(ask)
     if ask.class_count:
         wanted = {"classification": ask.class_count}
         outputs: list[dict[str, Any]] = [{"name": OUTPUT, "parameters": wanted}]
@@ -340,6 +360,11 @@ def queued() -> Door:
     return _together(_one_queued)
 
 
+def tfserving_doors() -> dict[str, Door]:
+    """TF Serving's two doors (the TensorFlow suite's columns, for a named signature)."""
+    return {"TF Serving REST": _together(_one_tfserving_rest), "TF Serving gRPC": _tfserving_grpc}
+
+
 def doors(torchserve_stubs: Path) -> dict[str, Door]:
     """Every door of the matrix, by name: the columns."""
     return {
@@ -350,8 +375,7 @@ def doors(torchserve_stubs: Path) -> dict[str, Door]:
         "generate": _together(_one_generate),
         "TorchServe REST": _together(_one_torchserve_rest),
         "TorchServe gRPC": torchserve_grpc(torchserve_stubs),
-        "TF Serving REST": _together(_one_tfserving_rest),
-        "TF Serving gRPC": _tfserving_grpc,
+        **tfserving_doors(),
         "Paddle HTTP": _together(_one_paddle_http),
         "BLS": _together(_one_bls),
     }

@@ -125,8 +125,11 @@ def test_every_feature_applies_on_every_door(stack, tmp_path, torchserve_stubs):
 class Probes:
     """Each feature as a client sees it: a before, one door's requests, an after."""
 
-    def __init__(self, stack: Any, served: Served, traces: Path) -> None:
+    def __init__(
+        self, stack: Any, served: Served, traces: Path, model: str = MODEL, **asked: Any
+    ) -> None:
         self.stack, self.served, self.traces = stack, served, traces
+        self.model, self.asked = model, asked  # the model asked, and how (a TF signature)
         self.ids = itertools.count(7001)
         # capture first: it waits for the earlier doors' exchanges to land (written every
         # 5 s), so it counts this door's alone
@@ -140,44 +143,47 @@ class Probes:
             "classification": self.classification,
         }
 
+    def ask(self, rows: Rows, **more: Any) -> Ask:
+        return Ask(self.model, rows, **self.asked, **more)
+
     def stats(self) -> dict[str, Any]:
-        url = f"http://127.0.0.1:{self.served.http}/v2/models/{MODEL}/stats"
+        url = f"http://127.0.0.1:{self.served.http}/v2/models/{self.model}/stats"
         answer = httpx.get(url).json()
         return dict(answer["model_stats"][0]["inference_stats"])
 
     def statistics(self, send: Send, rows: Rows) -> None:
         before = self.stats()["success"]["count"]
-        send(Ask(MODEL, rows)).expect_ok()
+        send(self.ask(rows)).expect_ok()
         after = self.stats()["success"]["count"]
         assert after - before == 1, f"success counted {after - before} times"
 
     def cache(self, send: Send, rows: Rows) -> None:
         before = self.stats()["cache_hit"]["count"]
-        first = send(Ask(MODEL, rows)).expect_ok()
-        again = send(Ask(MODEL, rows)).expect_ok()
+        first = send(self.ask(rows)).expect_ok()
+        again = send(self.ask(rows)).expect_ok()
         after = self.stats()["cache_hit"]["count"]
         assert after - before == 1, f"the repeat was {after - before} hits"
         assert again.output == first.output, "the hit answered otherwise"
 
     def max_batch_size(self, send: Send, rows: Rows) -> None:
-        answer = send(Ask(MODEL, np.repeat(rows, 9, axis=0)))
+        answer = send(self.ask(np.repeat(rows, 9, axis=0)))
         assert not answer.ok, "nine rows were answered (max_batch_size 8)"
         assert "batch" in answer.said.lower(), f"refused for another reason: {answer.said[:100]}"
 
     def trace(self, send: Send, rows: Rows) -> None:
         before = len(self._traced())
-        send(Ask(MODEL, rows)).expect_ok()
+        send(self.ask(rows)).expect_ok()
         after = wait_until(lambda: (n := len(self._traced())) > before and n, 10)
         assert after - before == 1, f"traced {after - before} times"
 
     def request_ids(self, send: Send, rows: Rows) -> None:
         given = str(next(self.ids))  # digits: Paddle's logid is an int64
-        send(Ask(MODEL, rows, request_id=given)).expect_ok()
+        send(self.ask(rows, request_id=given)).expect_ok()
         traced = wait_until(lambda: given in self._traced(), 10)
-        assert traced, f"no trace of {MODEL} has the request id {given}"
+        assert traced, f"no trace of {self.model} has the request id {given}"
 
     def classification(self, send: Send, rows: Rows) -> None:
-        answer = send(Ask(MODEL, rows, class_count=2)).expect_ok()
+        answer = send(self.ask(rows, class_count=2)).expect_ok()
         classes = [c.decode() if isinstance(c, bytes) else c for c in np.ravel(answer.output)]
         assert len(classes) == 2, f"asked for 2 classes, got {classes}"
         assert all(re.fullmatch(r"[-+.\deE]+:\d+", c) for c in classes), classes
@@ -189,12 +195,12 @@ class Probes:
             str(record.get("request_id", ""))
             for f in files
             for record in json.loads(f.read_text() or "[]")
-            if record.get("model_name") == MODEL
+            if record.get("model_name") == self.model
         ]
 
     def capture(self, send: Send, rows: Rows) -> None:
         before = self._settled()
-        send(Ask(MODEL, rows)).expect_ok()
+        send(self.ask(rows)).expect_ok()
         after = wait_until(lambda: (n := self._captured()) > before and n, 12)
         assert after - before == 1, f"captured {after - before} times"
 
@@ -210,7 +216,7 @@ class Probes:
 
     def _captured(self) -> int:
         s3, bucket = self.stack.clients.s3, self.stack.settings.bucket
-        listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"captures/{MODEL}/")
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"captures/{self.model}/")
         lines = 0
         for entry in listed.get("Contents", []):
             body = s3.get_object(Bucket=bucket, Key=entry["Key"])["Body"].read()

@@ -15,9 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from tests.integration import matrix_doors
 from tests.integration.grpc_support import lambdaserve_serve
+from tests.integration.test_feature_door_matrix import Probes, table
 from tests.integration.test_grpc_peers import needs, peer
 
 # TensorFlow's native library is loaded here: these tests run in a pytest process of their
@@ -262,3 +265,46 @@ def test_tf_servings_own_grpc_client_classifies_regresses_and_multi_infers(stack
     assert answers[4]["code"] == "INVALID_ARGUMENT" and "nope" in answers[4]["details"]
     assert answers[5]["ok"] and answers[5]["version"] == 123 and "x" in answers[5]["inputs"]
     assert answers[6] == {"ok": True, "versions": [[123, "AVAILABLE"]]}
+
+
+# the TF Serving columns of the feature-by-door matrix for a SavedModel's signatures, the
+# default and one named (test_feature_door_matrix.py: the matrix and its probes)
+MATRIX_CONFIG = b"""
+max_batch_size: 8
+response_cache { enable: true }
+parameters { key: "data_capture" value { string_value: "{\\"sampling_percentage\\": 100}" } }
+"""
+SIGNATURE_FEATURES = ("capture", "statistics", "cache", "trace", "max_batch_size")
+
+
+def test_every_feature_applies_to_a_signature_by_name_and_by_default(stack, savedmodels, tmp_path):
+    """Given the SavedModel with serving_default and times_two, asking for the response
+    cache and capture, and `serve` tracing every request,
+    When TF Serving's REST and gRPC doors ask for each signature (the default, and one by
+    name) with their own clients,
+    Then each feature applies to each, as to a model of any other family."""
+    needs("tensorflow_serving")
+    stack.put("models/two/config.pbtxt", MATRIX_CONFIG)
+    publish(stack, "two", savedmodels / "two")
+    traces = tmp_path / "trace.json"
+    flags = ["--cache-config", "local,size=1048576"]
+    flags += ["--trace-config", f"triton,file={traces}", "--trace-config", "level=TIMESTAMPS"]
+    flags += ["--trace-config", "rate=1", "--trace-config", "triton,log-frequency=1"]
+    found: dict[tuple[str, str], str] = {}
+    rng = np.random.default_rng(8)
+    with lambdaserve_serve(*flags) as served:
+        for signature in ("", "times_two"):
+            probes = Probes(stack, served, traces, "two", signature=signature, input="x")
+            for name, door in matrix_doors.tfserving_doors().items():
+                column = f"{name} ({signature or 'default'})"
+                for feature in SIGNATURE_FEATURES:
+                    try:
+                        probes.features[feature](
+                            lambda ask, door=door: door(served, [ask])[0],
+                            rng.random((1, 2), np.float32),
+                        )
+                        found[(feature, column)] = "applied"
+                    except AssertionError as exc:
+                        found[(feature, column)] = f"not applied: {str(exc).splitlines()[0]}"
+    print("\n" + table(found))
+    assert set(found.values()) == {"applied"}, table(found)

@@ -43,7 +43,7 @@ async def run_named(
     if named.default:
         return (await plane.infer(model, number, request)).outputs
     work = partial(signatures.run_signature, plane.server(), served, named.key, request)
-    return await plane.call(model, served.version, work, runs_model=True)
+    return await plane.infer_named(served, request, work)
 
 
 async def examples_results(

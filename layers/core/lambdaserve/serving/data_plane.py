@@ -277,6 +277,26 @@ class InferenceDataPlane:
             runs_model=True,
         )
 
+    async def infer_named(
+        self,
+        served: ServedVersion,
+        request: InferRequest,
+        run: Callable[[], Mapping[str, np.ndarray[Any, Any]]],
+    ) -> Mapping[str, np.ndarray[Any, Any]]:
+        """``run`` of ``request`` (a TF signature by name: ``signatures.run_signature``,
+        which asks the response cache) alone in a thread, traced as ``infer`` traces."""
+        trace = self.tracer.start(served.model, request) if self.tracer is not None else None
+        if trace is None:
+            return await self.call(served.model, served.version, run, runs_model=True)
+        assert self.tracer is not None
+        answered = None
+        try:
+            self.tracer.queued(trace, request)
+            answered = await self.call(served.model, served.version, run, runs_model=True)
+            return answered
+        finally:
+            self.tracer.finish(trace, request, served.version if answered is not None else None)
+
     async def _check_accepting_sequences(self, model: str, version: int | None) -> None:
         """While this server drains, sequences in flight go on and new ones are refused
         (Triton's sequence batcher, word for word), so they start on a task that stays."""
