@@ -10,7 +10,6 @@ runtimes read it when they call; none of them knows which side answers.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,14 +23,20 @@ Arrays = dict[str, np.ndarray[Any, Any]]  # tensors by name
 _RUNNING: ContextVar[frozenset[str]] = ContextVar("models_running_here", default=frozenset())
 
 
-@contextmanager
-def running(model: str) -> Iterator[None]:
-    """``model`` runs a batch in this thread (a call it makes waits here)."""
-    token = _RUNNING.set(_RUNNING.get() | {model})
-    try:
-        yield
-    finally:
-        _RUNNING.reset(token)
+class running:  # lower case: used as a function, `with running(model):`
+    """``model`` runs a batch in this thread (a call it makes waits here). A class, not a
+    generator: it is entered once per batch on the hot path."""
+
+    __slots__ = ("_model", "_token")
+
+    def __init__(self, model: str) -> None:
+        self._model = model
+
+    def __enter__(self) -> None:
+        self._token = _RUNNING.set(_RUNNING.get() | {self._model})
+
+    def __exit__(self, *exc: object) -> None:
+        _RUNNING.reset(self._token)
 
 
 def running_here() -> frozenset[str]:

@@ -58,16 +58,14 @@ def execution_scope(
 ) -> AbstractContextManager[Held]:
     """Around one execution of ``served`` for ``members`` (queued ``queued_ns`` before it:
     a deadline counts from arrival). Entering it returns how long the limiter held it."""
-    if limiter is None and len(members) == 1:  # the hot path: a lone, plain request
-        only = members[0]
-        if (
-            not only.id
-            and (not only.parameters or _PASSIVE_PARAMETERS.issuperset(only.parameters))
-            and not known_request_ids()
-            and not following()
-            and not is_passing_sequence()
-        ):
-            return _NO_SCOPE
+    if (  # the hot path: plain requests (a lone one, or a batch of them)
+        limiter is None
+        and all(map(_plain, members))
+        and not known_request_ids()
+        and not following()
+        and not is_passing_sequence()
+    ):
+        return _NO_SCOPE
     around: list[AbstractContextManager[Any]] = []
     ids = [member.id or "" for member in members]
     if any(ids) or known_request_ids():  # set, or a caller's to be replaced (BLS)
@@ -89,6 +87,12 @@ def execution_scope(
     if not around:
         return _NO_SCOPE
     return _entered(around)
+
+
+def _plain(member: InferRequest) -> bool:
+    """No id, and no parameter that changes the scope."""
+    given = member.parameters
+    return not member.id and (not given or _PASSIVE_PARAMETERS.issuperset(given))
 
 
 @contextmanager
