@@ -30,11 +30,11 @@ def build_serving_plane(
     """With ``batching``, the tensor batcher (v2 infer) and the raw one (TorchServe handlers'
     rows, as their archives' ``batchSize`` asks); without, each request runs alone. With
     ``readiness``, ready once the versions are warm and no longer while draining (``serve``);
-    without, ready whenever live (``dev``). Models calling models do not go through it: the
-    port is installed once, where the process builds its model server (``wiring.inference``),
-    and runs each call in its caller's thread on that server (never through these batchers,
-    where a model would wait on a batch its own run holds open). Its tracer takes the
-    ``--trace-config`` the command line put in the environment (Triton's defaults: off)."""
+    without, ready whenever live (``dev``). Models calling models reach it through the port
+    installed where the process builds its model server (``wiring.inference``): a call meets
+    the called model's batcher as a client's request does, unless that model's run holds the
+    calling thread (``pipelines.bls``). Its tracer takes the ``--trace-config`` the command
+    line put in the environment (Triton's defaults: off)."""
     waits_for_warm = Readiness() if readiness else None
     tracer = Tracer(config_from_env())
     # clients on this host may share memory with a long-running server (Triton's extension)
