@@ -22,7 +22,7 @@ from lambdaserve.serving.streaming import stream
 from lambdaserve.serving.version_resolver import ServedVersion
 from lambdaserve.tensors import encoding
 from lambdaserve.tensors.signature import Signature
-from lambdaserve.tracing.request_trace import RequestTrace, end_child, start_child
+from lambdaserve.tracing.request_trace import end_child, start_child
 
 Arrays = dict[str, np.ndarray[Any, Any]]
 
@@ -61,7 +61,7 @@ class PlaneCalls:
             return arrays
 
         try:
-            queued = self._through_batcher(model, version, request, child)
+            queued = self._through_batcher(model, version, request)
             if queued is not None:
                 answered.append(queued.version)
                 return dict(queued.outputs)
@@ -72,7 +72,7 @@ class PlaneCalls:
                 end_child(child, request, answered[0] if answered else None)
 
     def _through_batcher(
-        self, model: str, version: int | None, request: InferRequest, trace: RequestTrace | None
+        self, model: str, version: int | None, request: InferRequest
     ) -> Inferred | None:
         """The answer through the plane's batcher, waited for in this thread; None where the
         call runs in this thread instead."""
@@ -80,7 +80,9 @@ class PlaneCalls:
         loop = batcher.loop if batcher is not None else None
         if loop is None or model in running_here() or _in(loop):
             return None
-        queued = self._plane.infer_traced(model, version, request, trace)
+        # the child trace (if any) stamped its own start and queue (``start_child``): the
+        # plane stamps nothing more on it, and the model's run stamps it as it runs
+        queued = self._plane.infer_traced(model, version, request, None)
         return asyncio.run_coroutine_threadsafe(queued, loop).result()
 
     def stream(
