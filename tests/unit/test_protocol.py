@@ -56,7 +56,10 @@ def test_json_outputs_by_default():
         b'{"inputs":[{"name":"x","datatype":"INT32","shape":[1],"data":[1]}]}'
     )
     encoded = encode_infer_response("m", 1, request, {"y": np.array([[1.5]], np.float64)})
-    assert encoded.headers == {"content-type": "application/json"}
+    assert encoded.headers == {
+        "content-type": "application/json",
+        "lambdaserve-model-version": "1",  # every answer says the version that served it
+    }
     assert json.loads(encoded.body)["outputs"] == [
         {"name": "y", "datatype": "FP64", "shape": [1, 1], "data": [1.5]}
     ]

@@ -6,7 +6,8 @@ settings over the plane's tracer; ``one_url``: the repository extension on the i
 port), the one v2 infer door every transport calls (``v2_calls``), the management API
 (``management``, ``torchserve_management``, ``worker_scaling``), metrics routes
 (``metrics_route``), OpenAPI (``openapi``, ``openapi_parameters``, ``docs_page``), request
-and answer helpers (``json_body``, ``response_limit``, ``errors``: the exception handlers),
+and answer helpers (``json_body``, ``response_limit``, ``errors``: the exception handlers;
+``door_context``: each HTTP request's headers shared, the answering version said back),
 and the gRPC servicers (``grpc``).
 
 Imports the domain rooms (``serving``, ``queued``, ``publishing``, ``batching``, ``metrics``,

@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from lambdaserve.apps.docs_page import install_docs
+from lambdaserve.apps.door_context import DoorContext
 from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.apps.generate import install_generate
 from lambdaserve.apps.metrics_route import install_metrics, queued_in
@@ -44,6 +45,7 @@ def create_inference_app(
     only) batch these routes' requests with the other doors' ones."""
     app = FastAPI(title="lambdaserve inference API", version="2", docs_url=None, redoc_url=None)
     install_error_handlers(app)
+    app.add_middleware(DoorContext)  # headers in, the answering version out
     install_docs(app)
     install_api_description(app)
     install_triton_extras(app, plane.shared_memory)

@@ -22,6 +22,7 @@ from lambdaserve.apps.torchserve_management import (
 )
 from lambdaserve.apps.worker_scaling import scaled, worker_fields
 from lambdaserve.apps.workflows import install_workflow_management
+from lambdaserve.catalog.label_weights import parse_label_weights
 from lambdaserve.catalog.store import VersionRecord
 from lambdaserve.config.runtime_names import (
     ENSEMBLE_RUNTIME,
@@ -90,15 +91,7 @@ def create_management_app(
         model: str, label: str, request: Request, version: str | None = Query(None)
     ) -> dict[str, Any]:
         body = await json_object(request, required=False)
-        raw = version if version is not None else body.get("version")
-        if raw is None:
-            raise InvalidInput(
-                f"say which version: PUT /models/{model}/labels/{label}?version=2 or a body "
-                '{"version": 2}'
-            )
-        number = parse_version(str(raw))
-        manager().set_label(check_model_name(model), label, number)
-        return {"status": f'Label "{label}" of model "{model}" now points at version {number}'}
+        return _labelled(manager(), check_model_name(model), label, version, body)
 
     @app.delete("/models/{model}/labels/{label}")
     def remove_label(model: str, label: str) -> dict[str, str]:
@@ -243,6 +236,33 @@ def refuse_customized(customized: bool) -> None:
         )
 
 
+def _labelled(
+    manager: ModelManager, model: str, label: str, version: str | None, body: dict[str, Any]
+) -> dict[str, Any]:
+    """``PUT /models/{m}/labels/{l}``: one version (``?version=2`` or ``{"version": 2}``), or
+    weights (``{"versions": {"1": 90, "2": 10}}``: they replace the label's)."""
+    if version is None and "versions" in body:
+        return _weigh(manager, model, label, body)
+    raw = version if version is not None else body.get("version")
+    if raw is None:
+        raise InvalidInput(
+            f"say which version: PUT /models/{model}/labels/{label}?version=2, a body "
+            '{"version": 2}, or weights {"versions": {"1": 90, "2": 10}}'
+        )
+    number = parse_version(str(raw))
+    manager.set_label(model, label, number)
+    return {"status": f'Label "{label}" of model "{model}" now points at version {number}'}
+
+
+def _weigh(manager: ModelManager, model: str, label: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A weighted label set from its PUT body (catalog/label_weights.py says how it routes)."""
+    weights = parse_label_weights(body)
+    manager.set_label_weights(model, label, weights)
+    shares = ", ".join(f"version {v}: {w}" for v, w in weights.versions)
+    sticky = f", sticky on {weights.sticky}" if weights.sticky else ""
+    return {"status": f'Label "{label}" of model "{model}" now weighs {shares}{sticky}'}
+
+
 def _described(view: ModelView, manager: ModelManager) -> tuple[VersionRecord, ...]:
     """The versions describe lists; a config alone is a 404 saying where versions go."""
     if not view.versions:
@@ -278,6 +298,12 @@ def describe_version_record(
         "reason": record.reason,
         "isDefault": record.version == view.default_version,
         "labels": labels,
+        # weighted labels naming this version, each with every version's weight
+        "weightedLabels": {
+            label: weights
+            for label, weights in sorted(view.record.label_weights.items())
+            if str(record.version) in weights["versions"]
+        },
         "signature": record.signature,
         "sha256": record.sha256,
         "size": record.size,

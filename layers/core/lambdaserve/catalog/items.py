@@ -45,6 +45,8 @@ class ModelRecord:
     initial_states: dict[str, str] = field(default_factory=dict)
     # Version labels (``stable``, ``canary``, TorchServe's ``1.0``) -> integer versions.
     version_labels: dict[str, int] = field(default_factory=dict)
+    # Weighted labels -> {"versions": {"1": 90, "2": 10}, "sticky": header} (label_weights.py)
+    label_weights: dict[str, dict[str, Any]] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
     # What the model's auto_complete_config filled in (Triton JSON fields), under overrides
     auto_completed: dict[str, Any] = field(default_factory=dict)
@@ -177,6 +179,7 @@ def model_from_item(item: dict[str, Any]) -> ModelRecord:
         class_labels=json.loads(item["class_labels"]) if item.get("class_labels") else {},
         initial_states=json.loads(item["initial_states"]) if item.get("initial_states") else {},
         version_labels=json.loads(item["version_labels"]) if item.get("version_labels") else {},
+        label_weights=json.loads(item["label_weights"]) if item.get("label_weights") else {},
         overrides=json.loads(item["overrides"]) if item.get("overrides") else {},
         auto_completed=json.loads(item["auto_completed"]) if item.get("auto_completed") else {},
         default_version=item.get("default_version"),

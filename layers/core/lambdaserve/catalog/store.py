@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 MODELS_INDEX = "models"
-_JSON_MODEL_FIELDS = ("overrides", "version_labels", "auto_completed")
+_JSON_MODEL_FIELDS = ("overrides", "version_labels", "label_weights", "auto_completed")
 # DynamoDB allows 100 items per transaction; one is the revision check.
 _STATES_PER_TRANSACTION = 99
 
@@ -123,7 +123,7 @@ class Catalog:
 
     def update_model(self, name: str, **fields: Any) -> None:
         """Set API-owned model fields: ``overrides``, ``default_version``, ``unloaded``,
-        ``version_labels``, ``preload`` (None removes one)."""
+        ``version_labels``, ``label_weights``, ``preload`` (None removes one)."""
         now = now_iso()
         names = {"#name": "name"}
         named: dict[str, Any] = {"kind": "MODEL", "name": name, "now": now}

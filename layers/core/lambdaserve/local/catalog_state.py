@@ -25,7 +25,14 @@ from lambdaserve.config.model_files import MANIFEST_FILE, WORKFLOW_MANIFEST_FILE
 logger = logging.getLogger(__name__)
 
 STATE_FILE = Path(".lambdaserve") / "catalog.json"
-_FIELDS = ("version_labels", "default_version", "overrides", "preload", "unloaded")
+_FIELDS = (
+    "version_labels",
+    "label_weights",
+    "default_version",
+    "overrides",
+    "preload",
+    "unloaded",
+)
 
 
 class CatalogState:
@@ -73,6 +80,7 @@ class CatalogState:
                 continue
             fields = {
                 "version_labels": record.version_labels or None,
+                "label_weights": record.label_weights or None,
                 "default_version": record.default_version,
                 "overrides": record.overrides or None,
                 "preload": record.preload or None,

@@ -4,8 +4,9 @@ binary extension; ``raw_binary``; ``generate``), TorchServe's predictions (``tor
 regress bodies as serialized ``tf.Example``), Paddle's pipeline
 (``paddle_pipeline``), and every peer's gRPC messages (``grpc``); body limits (``limits``),
 content encodings (``content_encoding``), what names, versions and labels may be
-(``names``), and the one map from domain errors to HTTP status (``http_status``;
-``grpc.status`` for gRPC).
+(``names``), the one map from domain errors to HTTP status (``http_status``;
+``grpc.status`` for gRPC), and what a door shares with the plane about a request beyond its
+body: its headers in, the answering version out (``request_headers``).
 
 No framework and no domain calls here: bytes, headers, documents and messages in,
 ``InferRequest`` and encoded responses out (as KServe's ``protocol/infer_type``). Imports

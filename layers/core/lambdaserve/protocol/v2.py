@@ -11,6 +11,7 @@ import orjson
 
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.limits import MAX_JSON_DEPTH, check_depth
+from lambdaserve.protocol.request_headers import VERSION_HEADER
 from lambdaserve.tensors import encoding
 from lambdaserve.tensors.shared_memory import (
     RegionSlice,
@@ -154,11 +155,18 @@ def encode_infer_response(
     if request.id is not None:
         document["id"] = request.id
     header = orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
+    version = document["model_version"]  # said in a header too, as on every HTTP door
     if not blobs:
-        return EncodedResponse(header, {"content-type": "application/json"})
+        return EncodedResponse(
+            header, {"content-type": "application/json", VERSION_HEADER: version}
+        )
     return EncodedResponse(
         b"".join([header, *blobs]),
-        {"content-type": "application/octet-stream", HEADER_LENGTH: str(len(header))},
+        {
+            "content-type": "application/octet-stream",
+            HEADER_LENGTH: str(len(header)),
+            VERSION_HEADER: version,
+        },
     )
 
 

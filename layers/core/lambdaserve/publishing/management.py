@@ -10,6 +10,7 @@ from typing import Any
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.catalog.configs import effective_config
+from lambdaserve.catalog.label_weights import LabelWeights
 from lambdaserve.catalog.repository import ModelRepository
 from lambdaserve.catalog.store import Catalog, ModelRecord, VersionRecord
 from lambdaserve.config.model_config import ModelConfig, build, merge, parse_overrides
@@ -133,15 +134,37 @@ class ModelManager:
                 "points at a READY version"
             )
         labels = {**view.record.version_labels, label: version}
-        self._catalog.update_model(name, version_labels=labels)
+        weighted = {k: v for k, v in view.record.label_weights.items() if k != label}
+        self._catalog.update_model(name, version_labels=labels, label_weights=weighted or None)
+        self._watchers.tell(name)
+
+    def set_label_weights(self, name: str, label: str, weights: LabelWeights) -> None:
+        """Point ``label`` at several versions, each for its share of the label's requests
+        (the new weights replace the label's, never add to them). A version with a weight
+        above 0 must be READY; one at 0 must exist (a canary rolled back stays named)."""
+        check_label(label)
+        for version, weight in weights.versions:
+            _, record = self.version(name, version)
+            if weight and record.state != version_policy.READY:
+                raise Conflict(
+                    f"version {version} of {name!r} is {record.state} ({record.reason}); a "
+                    "label sends requests to READY versions only (give it weight 0 to keep it)"
+                )
+        model = self._record(name)
+        weighted = {**model.label_weights, label: weights.to_json()}
+        labels = {k: v for k, v in model.version_labels.items() if k != label}
+        self._catalog.update_model(name, version_labels=labels or None, label_weights=weighted)
         self._watchers.tell(name)
 
     def remove_label(self, name: str, label: str) -> None:
         record = self._record(name)
-        if label not in record.version_labels:
+        if label not in record.version_labels and label not in record.label_weights:
             raise ModelNotFound(f"model {name!r} has no version label {label!r}")
         labels = {k: v for k, v in record.version_labels.items() if k != label}
-        self._catalog.update_model(name, version_labels=labels)
+        weighted = {k: v for k, v in record.label_weights.items() if k != label}
+        self._catalog.update_model(
+            name, version_labels=labels or None, label_weights=weighted or None
+        )
         self._watchers.tell(name)
 
     def version_number(self, name: str, text: str) -> int:

@@ -24,6 +24,7 @@ from lambdaserve.config.model_config import triton_data_type
 from lambdaserve.config.runtime_names import OPENVINO_RUNTIME, PADDLE_INFERENCE_RUNTIME
 from lambdaserve.errors import InferenceError, LambdaServeError, ModelNotReady
 from lambdaserve.protocol.names import check_model_name, parse_version
+from lambdaserve.protocol.request_headers import answered_by
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
@@ -232,10 +233,13 @@ class InferenceDataPlane:
             await self._check_accepting_sequences(model, version)
         trace = self.tracer.start(model, request) if self.tracer is not None else None
         if trace is None:
-            return await self.infer_traced(model, version, request, None)
+            inferred = await self.infer_traced(model, version, request, None)
+            answered_by(inferred.version)  # its door says which version answered
+            return inferred
         answered = None
         try:
             answered = await self.infer_traced(model, version, request, trace)
+            answered_by(answered.version)
             return answered
         finally:
             assert self.tracer is not None
@@ -285,6 +289,7 @@ class InferenceDataPlane:
     ) -> Mapping[str, np.ndarray[Any, Any]]:
         """``run`` of ``request`` (a TF signature by name: ``signatures.run_signature``,
         which asks the response cache) alone in a thread, traced as ``infer`` traces."""
+        answered_by(served.version)
         trace = self.tracer.start(served.model, request) if self.tracer is not None else None
         if trace is None:
             return await self.call(served.model, served.version, run, runs_model=True)
@@ -360,6 +365,7 @@ class InferenceDataPlane:
         from lambdaserve.serving.raw_predictions import handler_batching, handler_step
 
         server = self.server()
+        answered_by(served.version)
         asks = await self.call(
             served.model, served.version, lambda: handler_batching(server, served)
         )

@@ -12,6 +12,7 @@ from typing import Any
 
 from lambdaserve.catalog import version_policy
 from lambdaserve.catalog.configs import effective_config
+from lambdaserve.catalog.label_weights import label_weights_from
 from lambdaserve.catalog.store import Catalog, ModelRecord, VersionRecord
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.config.model_files import OPENVINO_PLATFORMS
@@ -25,6 +26,7 @@ from lambdaserve.config.runtime_names import (
 )
 from lambdaserve.errors import ModelNotFound, ModelNotReady
 from lambdaserve.protocol.names import parse_version_ref
+from lambdaserve.protocol.request_headers import header
 from lambdaserve.tensors.signature import Signature
 
 logger = logging.getLogger(__name__)
@@ -148,14 +150,20 @@ class VersionResolver:
         ref = parse_version_ref(text)
         if isinstance(ref, int):
             return ref
-        labels = self._view(model).record.version_labels
-        if ref not in labels:
-            raise ModelNotFound(
-                f"model {model!r} has no version label {ref!r}"
-                + (f" (labels: {', '.join(sorted(labels))})" if labels else "")
-                + f"; set one with PUT /models/{model}/labels/{ref} on the management API"
-            )
-        return labels[ref]
+        record = self._view(model).record
+        labels = record.version_labels
+        if ref in labels:
+            return labels[ref]
+        weighted = record.label_weights.get(ref)
+        if weighted is not None:  # several versions, each for its share of the requests
+            weights = label_weights_from(weighted)
+            return weights.pick(header(weights.sticky) if weights.sticky else None)
+        named = sorted({*labels, *record.label_weights})
+        raise ModelNotFound(
+            f"model {model!r} has no version label {ref!r}"
+            + (f" (labels: {', '.join(named)})" if named else "")
+            + f"; set one with PUT /models/{model}/labels/{ref} on the management API"
+        )
 
     @property
     def catalog(self) -> Catalog:

@@ -13,6 +13,7 @@ import grpc
 from lambdaserve.errors import LambdaServeError
 from lambdaserve.protocol.grpc.status import code_for
 from lambdaserve.protocol.http_status import INTERNAL_ERROR
+from lambdaserve.protocol.request_headers import VERSION_HEADER, answered_version, forget, receive
 
 logger = logging.getLogger(__name__)
 # grpc.aio.ServicerContext: grpcio ships no type information
@@ -24,9 +25,16 @@ Method = Callable[[Servicer, Request, grpc.aio.ServicerContext], Awaitable[Any]]
 
 
 async def answered(context: Context, work: Awaitable[T]) -> T:
-    """``work``'s result, or the call aborted with the status its error maps to."""
+    """``work``'s result, or the call aborted with the status its error maps to. The call's
+    metadata is the request's headers (a weighted label's ``sticky`` one), and the version
+    that answered is said in the trailing metadata."""
+    token = receive(context)
     try:
-        return await work
+        done = await work
+        version = answered_version()
+        if version is not None:
+            context.set_trailing_metadata(((VERSION_HEADER, str(version)),))
+        return done
     except LambdaServeError as exc:
         await _abort(context, code_for(exc), exc.message)
     except grpc.aio.AbortError:
@@ -34,6 +42,8 @@ async def answered(context: Context, work: Awaitable[T]) -> T:
     except Exception:
         logger.exception("gRPC call failed")
         await _abort(context, grpc.StatusCode.INTERNAL, INTERNAL_ERROR)
+    finally:
+        forget(token)
 
 
 def unary(method: Method[Servicer, Request]) -> Method[Servicer, Request]:
