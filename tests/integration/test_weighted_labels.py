@@ -5,6 +5,7 @@ Budget: ~40 s (10,000 requests through the infer function's plane, then `serve`'
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -13,6 +14,8 @@ import httpx
 import numpy as np
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
+from lambdaserve.handlers.http_api import answer_without_app
+from lambdaserve.local.http_api_event import http_api_event
 from tests import builders
 from tests.integration.grpc_support import lambdaserve_serve
 
@@ -109,3 +112,23 @@ def test_grpc_says_the_answering_version_in_its_trailing_metadata(stack):
     # Then the canary answered, and the trailing metadata says so
     assert response.model_version == "2"
     assert dict(call.trailing_metadata())[HEADER] == "2"
+
+
+def test_the_infer_functions_direct_path_keeps_a_sticky_key_on_one_version(stack):
+    # Given a label weighted 50/50, sticky on x-user
+    publish_two(stack)
+    weigh(stack, {"versions": {"1": 50, "2": 50}, "sticky": "x-user"})
+    path = f"/v2/models/{MODEL}/versions/canary/infer"
+
+    def version_for(user: str) -> int:
+        event = http_api_event("POST", path, json.dumps(BODY).encode())
+        event["headers"]["x-user"] = user
+        answer = answer_without_app(stack.process, event)  # the infer function's v2 path
+        assert answer is not None and answer.status == 200, answer
+        return int(answer.headers[HEADER])
+
+    # When 40 users ask three times each through the API Gateway event path
+    first = {user: version_for(user) for user in (f"u{n}" for n in range(40))}
+    # Then each met one version every time, and both versions served
+    assert all(version_for(user) == version for user, version in first.items())
+    assert set(first.values()) == {1, 2}

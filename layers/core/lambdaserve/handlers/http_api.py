@@ -20,6 +20,7 @@ from lambdaserve.apps.v2_calls import (
     read_v2_call,
 )
 from lambdaserve.protocol.limits import response_too_large
+from lambdaserve.protocol.request_headers import forget, receive
 
 if TYPE_CHECKING:
     from lambdaserve.forwarding.forwarder import HttpCall
@@ -104,6 +105,7 @@ def _direct_infer(process: Process, event: APIGatewayProxyEventV2) -> HttpAnswer
     if match is None or "respond-async" in headers.get("prefer", ""):
         return None  # async submission goes through the app
     settings = process.settings
+    received = receive(headers)  # a weighted label's sticky header is read from them
     try:
         call = read_v2_call(
             unquote(match.group(1)),
@@ -116,4 +118,6 @@ def _direct_infer(process: Process, event: APIGatewayProxyEventV2) -> HttpAnswer
         check_answer_size(answer, settings.max_response_bytes)
     except Exception as exc:
         return error_answer(exc, "POST", event.raw_path)
+    finally:
+        forget(received)
     return answer
