@@ -379,3 +379,14 @@ def doors(torchserve_stubs: Path) -> dict[str, Door]:
         "Paddle HTTP": _together(_one_paddle_http),
         "BLS": _together(_one_bls),
     }
+
+
+def measure(
+    found: dict[tuple[str, str], str], cell: tuple[str, str], probe: Callable[[], None]
+) -> None:
+    """One cell of the matrix, (feature, door): "applied", or why not (the probe's first line)."""
+    try:
+        probe()
+        found[cell] = "applied"
+    except AssertionError as exc:
+        found[cell] = f"not applied: {str(exc).splitlines()[0][:120]}"

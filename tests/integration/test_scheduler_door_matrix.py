@@ -26,7 +26,7 @@ import numpy as np
 
 from tests.integration import matrix_models, test_grpc_peers
 from tests.integration.grpc_support import Served, lambdaserve_serve
-from tests.integration.matrix_doors import BLS, Answer, Ask, doors
+from tests.integration.matrix_doors import BLS, Answer, Ask, doors, measure
 from tests.integration.test_feature_door_matrix import DOOR_NAMES, table
 from tests.integration.test_grpc_peers import needs
 
@@ -85,11 +85,8 @@ def test_the_schedulers_features_apply_on_every_door(stack, torchserve_stubs):
         # When each door sends the asks of each row together
         for name, door in every_door.items():
             for feature, probe in features.items():
-                try:
-                    probe(lambda asks, door=door: door(served, asks))
-                    found[(feature, name)] = "applied"
-                except AssertionError as exc:
-                    found[(feature, name)] = f"not applied: {str(exc).splitlines()[0][:120]}"
+                sent: Sent = lambda asks, door=door: door(served, asks)  # noqa: E731
+                measure(found, (feature, name), lambda probe=probe, sent=sent: probe(sent))
     # Then every cell applies, but the ones refused with their reason (which must not)
     print("\n" + table(found))
     wrong = [cell for cell, got in found.items() if (got == "applied") == (cell in REFUSED)]

@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import json
 import sys
-import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
@@ -24,6 +22,7 @@ import inference_pb2
 import inference_pb2_grpc
 import management_pb2
 import management_pb2_grpc
+import timed_calls  # beside this script
 from google.protobuf import empty_pb2
 
 
@@ -76,18 +75,8 @@ def answered(channel: grpc.Channel, call: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     url, calls = sys.argv[1], json.loads(sys.argv[2])
     with grpc.insecure_channel(url) as channel:
-        if any("at" in call for call in calls):  # each at its offset (s), on its own thread
-            began = time.monotonic()
-
-            def timed(call: dict[str, Any]) -> dict[str, Any]:
-                time.sleep(max(0.0, began + call.get("at", 0) - time.monotonic()))
-                return answered(channel, call)
-
-            with ThreadPoolExecutor(len(calls)) as pool:
-                answers = list(pool.map(timed, calls))
-        else:
-            answers = [answered(channel, call) for call in calls]
-    print(json.dumps(answers))
+        said = timed_calls.answers(calls, lambda call: answered(channel, call))
+    print(json.dumps(said))
 
 
 if __name__ == "__main__":
