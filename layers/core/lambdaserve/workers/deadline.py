@@ -23,6 +23,7 @@ from typing import Any
 
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import QueueRejected
+from lambdaserve.runtimes.request_parameters import timeout_us
 
 
 @dataclass(frozen=True)
@@ -51,8 +52,8 @@ def request_deadline(
         return _NONE
     longest = 0
     for given in parameters:
-        timeout = given.get("timeout")
-        if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
+        timeout = timeout_us(given)
+        if not timeout:
             return _NONE  # a request without a timeout of its own: the call is not cut short
         longest = max(longest, timeout)
     if not longest:
