@@ -63,6 +63,22 @@ def test_predict_is_answered_by_the_front_door(serve):
     assert reached == ["/v1/models/mlp"]
 
 
+def test_the_front_doors_answers_say_the_version_that_answered(serve):
+    """Given `lambdaserve serve` with an ONNX MLP
+    When TF Serving's :predict, TorchServe's /predictions and v2 infer are posted
+    Then every answer says version 1 in lambdaserve-model-version, as the app's routes do."""
+    client, reached, _ = serve
+    v2 = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [2, 4], "data": X}]}
+    answers = [
+        client.post("/v1/models/mlp:predict", json={"instances": X}),
+        client.post("/predictions/mlp", json=X),
+        client.post("/v2/models/mlp/infer", json=v2),
+    ]
+    assert [a.status_code for a in answers] == [200, 200, 200], [a.text for a in answers]
+    assert [a.headers.get("lambdaserve-model-version") for a in answers] == ["1", "1", "1"]
+    assert reached == []
+
+
 @pytest.mark.parametrize(
     ("path", "body"),
     [

@@ -98,6 +98,9 @@ class Settings:
     preload_bytes: int = 0
     # Background prefetch of newly READY default versions (serve, worker); 0 turns it off.
     prefetch_interval_s: float = 10.0
+    # How often `lambdaserve dev` judges its active rollouts (deployed: the rollouts
+    # function's schedule).
+    rollout_interval_s: float = 10.0
     # Server mode: the `lambdaserve serve` service (behind its load balancer) that answers
     # synchronous requests for KIND_GPU models; empty: none, they run here.
     server_url: str = ""
@@ -233,6 +236,9 @@ class Settings:
             preload_bytes=int(env.get("LAMBDASERVE_PRELOAD_BYTES", "0")) or _half_the_memory(env),
             prefetch_interval_s=float(
                 env.get("LAMBDASERVE_PREFETCH_INTERVAL_S", str(defaults.prefetch_interval_s))
+            ),
+            rollout_interval_s=float(
+                env.get("LAMBDASERVE_ROLLOUT_INTERVAL_S", str(defaults.rollout_interval_s))
             ),
             package_index_url=env.get("LAMBDASERVE_PACKAGE_INDEX_URL", "")
             or defaults.package_index_url,

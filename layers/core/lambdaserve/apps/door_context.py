@@ -5,12 +5,29 @@ it from its codec; every other door's answer gets it here)."""
 
 from __future__ import annotations
 
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lambdaserve.protocol.request_headers import VERSION_HEADER, answered_version, forget, receive
 
 _VERSION = VERSION_HEADER.encode("latin-1")
 _SHARED = "lambdaserve_door_context"  # set in the scope by the outermost DoorContext
+
+
+def with_version(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    """``headers`` saying the version that answered, where one did and they do not yet."""
+    version = answered_version()
+    if version is None or any(k == _VERSION for k, _ in headers):
+        return headers
+    return [*headers, (_VERSION, str(version).encode("latin-1"))]
+
+
+def said_version(response: Response) -> Response:
+    """``response`` saying the version that answered (a door that builds its own answer)."""
+    version = answered_version()
+    if version is not None and VERSION_HEADER not in response.headers:
+        response.headers[VERSION_HEADER] = str(version)
+    return response
 
 
 class DoorContext:
@@ -21,15 +38,14 @@ class DoorContext:
         if scope["type"] != "http" or scope.get(_SHARED):
             await self.app(scope, receive_, send)  # not HTTP, or an outer door already did
             return
-        scope[_SHARED] = True  # serve's front door wraps the app, which has its own
+        scope[_SHARED] = True  # a host may wrap the app in another DoorContext
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
-                version = answered_version()
                 headers = message.get("headers") or []
-                if version is not None and not any(k == _VERSION for k, _ in headers):
-                    headers = [*headers, (_VERSION, str(version).encode("latin-1"))]
-                    message = {**message, "headers": headers}
+                said = with_version(headers)
+                if said is not headers:
+                    message = {**message, "headers": said}
             await send(message)
 
         token = receive(scope["headers"])

@@ -14,6 +14,7 @@ from lambdaserve.apps.docs_page import install_docs
 from lambdaserve.apps.errors import install_error_handlers
 from lambdaserve.apps.json_body import json_object
 from lambdaserve.apps.openapi import document_api, management_bodies
+from lambdaserve.apps.rollout_routes import install_rollout_routes, rollouts_of
 from lambdaserve.apps.torchserve_management import (
     install_api_description,
     install_torchserve_management,
@@ -44,22 +45,30 @@ from lambdaserve.publishing.management import (
 )
 
 if TYPE_CHECKING:  # the management function imports no serving code
+    from lambdaserve.rollouts.service import Rollouts
     from lambdaserve.serving.model_server import ModelServer
 
 
 def create_management_app(
     manager: Callable[[], ModelManager],
     server: Callable[[], ModelServer | None] = lambda: None,
+    rollouts: Callable[[], Rollouts] | None = None,
 ) -> FastAPI:
     """Build the app; ``manager`` is called per request so the domain loads lazily;
     ``server``, where this process also serves, is the one whose workers describe lists and
-    scaling changes (None: no workers here)."""
+    scaling changes (None: no workers here); ``rollouts``: the rollout routes, and describe
+    shows each version's rollouts (None: neither)."""
     app = FastAPI(title="lambdaserve management API", version="1", docs_url=None, redoc_url=None)
     install_error_handlers(app)
     install_docs(app)
     install_api_description(app)
     install_torchserve_management(app, manager, server)
     install_workflow_management(app, manager)
+    if rollouts is not None:  # before describe's /models/{m}/{version}
+        install_rollout_routes(app, rollouts)
+
+    def moving(name: str) -> list[dict[str, Any]] | None:
+        return rollouts().of_model(check_model_name(name)) if rollouts is not None else None
 
     @app.get("/models")
     def list_models(
@@ -78,13 +87,15 @@ def create_management_app(
     @app.get("/models/{model}")
     @app.get("/models/{model}/all")
     def describe_model(model: str, customized: bool = Query(False)) -> list[dict[str, Any]]:
-        return describe_answer(manager(), model, None, customized, server())
+        return describe_answer(manager(), model, None, customized, server(), rollouts=moving(model))
 
     @app.get("/models/{model}/{version:version}")
     def describe_version(
         model: str, version: str, customized: bool = Query(False)
     ) -> list[dict[str, Any]]:
-        return describe_answer(manager(), model, version, customized, server())
+        return describe_answer(
+            manager(), model, version, customized, server(), rollouts=moving(model)
+        )
 
     @app.put("/models/{model}/labels/{label}")
     async def set_label(
@@ -208,9 +219,12 @@ def describe_answer(
     version: str | None,
     customized: bool = False,
     server: ModelServer | None = None,
+    *,
+    rollouts: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """TorchServe's describe: every version (``version`` None), or one by number or label;
-    with the versions' live workers where ``server`` runs them."""
+    with the versions' live workers where ``server`` runs them, and the model's
+    ``rollouts`` that move each version."""
     refuse_customized(customized)
     name = check_model_name(model)
     if version is None:
@@ -219,10 +233,14 @@ def describe_answer(
     else:
         view, record = manager.version(name, manager.version_number(name, version))
         records = (record,)
-    return [
+    described = [
         describe_version_record(view, r, manager) | worker_fields(server, name, r.version)
         for r in records
     ]
+    if rollouts is not None:
+        for entry, record in zip(described, records, strict=True):
+            entry["rollouts"] = rollouts_of(rollouts, record.version)
+    return described
 
 
 def refuse_customized(customized: bool) -> None:

@@ -50,6 +50,7 @@ def api_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]
             )
     finally:
         process.metrics.flush()
+        process.tallies.flush_if_due()  # a rollout judges the versions it serves
 
 
 @xray.capture
@@ -69,6 +70,7 @@ def batch_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, An
         return {"results": answers}
     finally:
         process.metrics.flush()
+        process.tallies.flush_if_due()  # a rollout judges the versions it serves
         if recording():
             _record_batch(event, (started, time.time()))
 

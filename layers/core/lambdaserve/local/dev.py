@@ -17,6 +17,7 @@ from lambdaserve.local.dev_options import DevOptions
 from lambdaserve.local.emulator import Emulator, ensure_port_free
 from lambdaserve.local.mirror import RepositoryMirror
 from lambdaserve.local.resources import LocalResources, QueuePair, ensure_resources
+from lambdaserve.local.rollout_loop import RolloutLoop
 from lambdaserve.processes.background import BackgroundServer, start_metrics_api
 from lambdaserve.processes.event_pump import EventPump, Handler, PumpConfig
 from lambdaserve.processes.logs import quiet_third_parties, use_text_logs
@@ -67,6 +68,7 @@ class DevStack:
         self._mirror_stop: threading.Event | None = None
         self._serve: Any = None  # --server-mode: the `serve` process
         self._state_thread: threading.Thread | None = None
+        self._rollouts: RolloutLoop | None = None
 
     def start(self) -> DevStack:
         options = self.options
@@ -111,6 +113,8 @@ class DevStack:
         check_model_code_in(process)
         process.manage.registrar.reconcile_all(concurrency=MANAGE_CONCURRENCY)
         self.start_event_pumps()
+        # the rollouts function's schedule (process.rollouts: built on its first tick)
+        self._rollouts = RolloutLoop(process, settings.rollout_interval_s).start()
         counted = _as_is
         if options.metrics_port:
             metrics, responses = start_metrics_api(
@@ -204,6 +208,8 @@ class DevStack:
         self._pumps.clear()
 
     def stop(self) -> None:
+        if self._rollouts is not None:
+            self._rollouts.stop()
         if self._mirror_stop is not None:
             self._mirror_stop.set()
         if self._state_thread is not None:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 from starlette.types import ASGIApp
 
-from lambdaserve.apps.door_context import DoorContext
 from lambdaserve.apps.inference import create_inference_app
 from lambdaserve.processes import siblings
 from lambdaserve.processes.asgi.access_log import AccessLog
@@ -58,10 +57,8 @@ def build_serving_app(
     if prefetch and settings.prefetch_interval_s > 0:
         Prefetcher(lambda: process.server().residency, settings.prefetch_interval_s).start()
     http = inference_app_over(plane)
-    # the front door's own answers (v2, /predictions, :predict) share the request's headers
-    # and say the answering version, as the app's routes do
     app: ASGIApp = BodyTimeout(
-        DoorContext(FrontDoor(http, lambda: settings.max_request_bytes)), settings.client_timeout_s
+        FrontDoor(http, lambda: settings.max_request_bytes), settings.client_timeout_s
     )
     app = with_trace_context(app, plane)
     group = siblings.from_env()

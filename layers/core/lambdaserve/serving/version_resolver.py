@@ -181,6 +181,12 @@ class VersionResolver:
     def config(self, model: str) -> ModelConfig:
         return self._view(model).config
 
+    def weighed(self, model: str) -> bool:
+        """Whether ``model``'s cached view has a weighted label (its versions' requests are
+        tallied for a rollout's analysis); never reads the catalog."""
+        view = self._views.get(model)
+        return view is not None and bool(view.record.label_weights)
+
     def is_fresh(self, model: str) -> bool:
         """True when resolving ``model`` now needs no catalog read."""
         view = self._views.get(model)

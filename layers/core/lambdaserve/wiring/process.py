@@ -28,8 +28,10 @@ if TYPE_CHECKING:
     from mangum import Mangum
 
     from lambdaserve.forwarding.forwarder import ServerModeRouter
+    from lambdaserve.metrics.tallies import Tallies
     from lambdaserve.queued.results import PayloadStore
     from lambdaserve.queued.submit import AsyncSubmitter
+    from lambdaserve.rollouts.service import Rollouts
     from lambdaserve.serving.capture.data_capture import DataCapture
     from lambdaserve.serving.data_plane import InferenceDataPlane
     from lambdaserve.serving.model_server import ModelServer
@@ -88,13 +90,38 @@ class Process:
         # inference side (data plane, model server, pipelines, protobuf) waits for a request
         from lambdaserve.wiring.inference import build_model_server
 
+        tallies, emf = self.tallies, self.metrics
+
+        def counted(model: str, version: int, execution: Any, fail_ns: int) -> None:
+            emf.record(model, version, execution, fail_ns)
+            tallies.record(model, version, execution, fail_ns)  # a rollout's analysis
+
         return build_model_server(
             self.settings,
             self.clients,
-            StatsRegistry(self.metrics.record, self.metrics.record_cache),
+            StatsRegistry(counted, self.metrics.record_cache),
             self.environment_paths,
             self._plane_here(),  # models calling models: the plane the doors use
         )
+
+    @property
+    def tallies(self) -> Tallies:
+        """Each judged version's requests, failures and latencies, for its rollout's analysis
+        (``metrics.tallies``): written to the catalog once a second, by a thread in a
+        long-running process, as an invocation ends in a Lambda function."""
+        from lambdaserve.metrics.tallies import Tallies
+
+        def write(model: str, version: int, when: int, tally: Any) -> None:
+            from lambdaserve.catalog.tallies import TallyStore
+
+            TallyStore(self.clients.dynamodb, self.settings.table).add(model, version, when, tally)
+
+        def watched(model: str) -> bool:
+            server: ModelServer | None = self._built.get("server")
+            return server is not None and server.resolver.weighed(model)
+
+        background = not self.settings.in_lambda
+        return self._once("tallies", lambda: Tallies(write, watched, background=background))
 
     @property
     def plane(self) -> InferenceDataPlane:
@@ -257,6 +284,16 @@ class Process:
 
         return self._once("manage", build)
 
+    @property
+    def rollouts(self) -> Rollouts:
+        """Rollouts: the management API's routes, the judge's tick (the rollouts function,
+        ``dev``'s loop)."""
+        from lambdaserve.wiring.rollouts import build_rollouts
+
+        return self._once(
+            "rollouts", lambda: build_rollouts(self.settings, self.clients, self.manage.manager)
+        )
+
     def _catalog_changed(self, model: str) -> None:
         server = self._serving_here()
         if server is not None:
@@ -270,7 +307,9 @@ class Process:
 
         return self._once(
             "management_app",
-            lambda: create_management_app(lambda: self.manage.manager, self._serving_here),
+            lambda: create_management_app(
+                lambda: self.manage.manager, self._serving_here, lambda: self.rollouts
+            ),
         )
 
     def _serving_here(self) -> ModelServer | None:

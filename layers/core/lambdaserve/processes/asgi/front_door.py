@@ -4,7 +4,9 @@
 Serving's ``POST /v1/models/...`` (``:predict``) are answered here, before the framework's
 middleware stack and router (measured under load: they took a fifth of the server's time,
 more than parsing the request; for TF Serving's ``:predict``, half its CPU per request: see
-docs/benchmarks.md); every other request, and async submissions, go to the app. v2 infer is
+docs/benchmarks.md); every other request, and async submissions, go to the app. The
+request's headers and the answering version are shared as the app's ``DoorContext`` shares
+them (without its wrapper around ``send``: measured, it cost the v2 door 2% of its CPU). v2 infer is
 answered by the one v2 door (``apps.v2_calls``) over the app's data plane, predictions and TF
 Serving by the app's own ``app.state.answer_prediction`` and ``app.state.answer_tfserving``,
 so both doors agree.
@@ -19,6 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from fastapi import FastAPI, Response
 from starlette.types import Receive, Scope, Send
 
+from lambdaserve.apps.door_context import said_version
 from lambdaserve.apps.inference import read_limited
 from lambdaserve.apps.v2_calls import (
     JSON,
@@ -30,6 +33,8 @@ from lambdaserve.apps.v2_calls import (
     read_v2_call,
 )
 from lambdaserve.protocol.content_encoding import decode_body
+from lambdaserve.protocol.request_headers import forget
+from lambdaserve.protocol.request_headers import receive as received
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.tracing.frontend import FRONTEND, Frontend
 
@@ -54,22 +59,27 @@ class FrontDoor:
         self._max_request_bytes = max_request_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["method"] in ("POST", "PUT"):
-            prediction = PREDICTIONS.match(scope["path"])
-            if prediction is not None and self._answer_prediction is not None:
-                response = await self._predict(prediction, scope, receive)
-                await response(scope, receive, send)
-                return
-            tfserving = TFSERVING.match(scope["path"]) if scope["method"] == "POST" else None
-            if tfserving is not None and self._answer_tfserving is not None:
-                response = await self._tfserving(tfserving, scope, receive)
-                await response(scope, receive, send)
-                return
-        match = (
-            V2_INFER.match(scope["path"])
-            if scope["type"] == "http" and scope["method"] == "POST"
-            else None
-        )
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT"):
+            await self.app(scope, receive, send)
+            return
+        token = received(scope["headers"])  # the app's DoorContext, for this door's routes
+        try:
+            await self._answer(scope, receive, send)
+        finally:
+            forget(token)
+
+    async def _answer(self, scope: Scope, receive: Receive, send: Send) -> None:
+        prediction = PREDICTIONS.match(scope["path"])
+        if prediction is not None and self._answer_prediction is not None:
+            response = await self._predict(prediction, scope, receive)
+            await said_version(response)(scope, receive, send)
+            return
+        tfserving = TFSERVING.match(scope["path"]) if scope["method"] == "POST" else None
+        if tfserving is not None and self._answer_tfserving is not None:
+            response = await self._tfserving(tfserving, scope, receive)
+            await said_version(response)(scope, receive, send)
+            return
+        match = V2_INFER.match(scope["path"]) if scope["method"] == "POST" else None
         if match is None:
             await self.app(scope, receive, send)
             return
@@ -79,7 +89,7 @@ class FrontDoor:
             return
         tracer = self._plane.tracer
         door = tracer.opened("HTTP") if tracer is not None else None  # Triton's HTTP stamps
-        answer = await self._infer(match, headers, receive, door)
+        answer = await self._infer(match, headers, receive, door)  # its codec says the version
         response_headers = {**answer.headers, "content-length": str(len(answer.body))}
         sending = time.perf_counter_ns()
         await send(
