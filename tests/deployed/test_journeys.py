@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,81 @@ def test_the_scheduled_reconcile_heals_an_upload_whose_event_was_lost(stack: Dep
     assert answer["models"] >= 1, answer
     [record] = catalog.versions("missed")
     assert record.state == "READY", record.reason
+
+
+SCHEDULED = {
+    "version": "0",
+    "detail-type": "Scheduled Event",
+    "source": "aws.events",
+    "region": "us-east-1",
+    "resources": ["arn:aws:events:us-east-1:123456789012:rule/rollouts"],
+    "detail": {},
+}
+
+
+def roll_out(stack: DeployedStack) -> dict[str, Any]:
+    """A label moved from version 1 to 2 of ``canary`` through its steps: the rollout asked
+    of the management API, clients asking the label through the infer function (whose
+    tallies the analysis reads), the schedule ticking the rollouts function; its status."""
+    files = {"config.pbtxt": b"version_policy: { all { } }", "1/model.onnx": MLP}
+    stack.publish("canary", files | {"2/model.onnx": builders.onnx_mlp(4, 3, seed=2)})
+    catalog = Catalog(stack.clients.dynamodb, stack.settings.table)
+    stack.pump(
+        "ManageEventsFunction",
+        lambda: [(v.version, v.state) for v in catalog.versions("canary")]
+        == [(1, "READY"), (2, "READY")],
+    )
+
+    def manage(method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        event = http_api_event(method, path, json.dumps(body).encode() if body else b"")
+        return stack.invoke("ManageApiFunction", event)
+
+    assert manage("PUT", "/models/canary/labels/prod", {"version": 1})["statusCode"] == 200
+    rollout = {
+        "label": "prod",
+        "to": 2,
+        "steps": [50, 100],
+        "bake_seconds": 0,
+        # the infer function sees the new weights within its catalog view's 2 s
+        "analysis": {"interval_seconds": 1, "min_samples": 5, "inconclusive_limit": 50},
+    }
+    started = manage("POST", "/models/canary/rollouts", rollout)
+    assert started["statusCode"] == 201, started
+    body = json.dumps(
+        {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": ROWS[0]}]}
+    ).encode()
+    ask = http_api_event("POST", "/v2/models/canary/versions/prod/infer", body)
+
+    def moved_on() -> dict[str, Any] | None:
+        for _ in range(20):
+            answer = stack.invoke("InferFunction", ask)
+            assert answer["statusCode"] == 200, answer
+        time.sleep(1.1)  # a window closes; the next invocation writes its tallies as it ends
+        stack.invoke("InferFunction", ask)
+        stack.invoke("RolloutsFunction", SCHEDULED)
+        status = json.loads(manage("GET", "/models/canary/rollouts/prod")["body"])
+        return dict(status) if status["phase"] != "Progressing" else None
+
+    return wait_until(moved_on, 120, 0)
+
+
+def test_a_rollout_is_judged_and_promoted_by_the_scheduled_rollouts_function(stack: DeployedStack):
+    # Given two versions of a model, its label on version 1, a rollout to version 2 asked
+    # When clients ask the label and the schedule runs the rollouts function, under its role
+    done = roll_out(stack)
+    # Then it reached 100% through its steps, each judged on the tallies the infer function
+    # wrote, and the label names version 2 alone
+    assert done["phase"] == "Promoted", done
+    assert any(m["phase"] == "Successful" for m in done["measurements"]), done
+    ask = http_api_event(
+        "POST",
+        "/v2/models/canary/versions/prod/infer",
+        json.dumps(
+            {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": ROWS[0]}]}
+        ).encode(),
+    )
+    answer = stack.invoke("InferFunction", ask)
+    assert answer["headers"]["lambdaserve-model-version"] == "2", answer
 
 
 def test_a_config_fixed_through_the_management_api_makes_the_version_ready(stack: DeployedStack):

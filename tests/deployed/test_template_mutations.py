@@ -157,6 +157,12 @@ def capture_under_the_buckets_key(stack: DeployedStack) -> None:
     journey(stack)
 
 
+def roll_out(stack: DeployedStack) -> None:
+    from tests.deployed.test_journeys import roll_out as journey
+
+    journey(stack)
+
+
 @dataclass(frozen=True)
 class Mutation:
     name: str
@@ -167,6 +173,12 @@ class Mutation:
 
 
 MUTATIONS = [
+    Mutation(
+        "rollouts-no-update-item",
+        without_action("RolloutsFunction", "dynamodb:UpdateItem"),
+        roll_out,
+        "RolloutsFunction was denied dynamodb:UpdateItem",
+    ),
     Mutation(
         "manage-no-condition-check",
         without_action("ManageEventsFunction", "dynamodb:ConditionCheckItem"),

@@ -10,9 +10,12 @@ The judge runs as ``lambdaserve dev`` runs it (``local.rollout_loop``), here eve
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -186,12 +189,23 @@ def test_a_version_failing_30_percent_is_rolled_back_by_the_analysis(published):
     assert got[-1]["detail"]["measurement"]["phase"] == "Failed"
 
 
+def rollout_command(stack: Any, *words: str) -> subprocess.CompletedProcess[str]:
+    """``lambdaserve rollout ...`` as a user runs it, against the stack's management API."""
+    url = str(stack.api.base_url)
+    command = [str(Path(sys.executable).parent / "lambdaserve"), "rollout", *words, "--url", url]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
 def test_a_healthy_version_reaches_100_percent_through_its_steps(published):
     # Given clients asking the label, and a pipeline listening for rollout events
     stack, traffic = published
     events = pipeline(stack)
-    # When a rollout moves the label to version 3, which is healthy
-    start(stack, 3)
+    # When `lambdaserve rollout start` moves the label to version 3, which is healthy
+    analysis = json.dumps(FAST)
+    words = ["--label", LABEL, "--to", "3", "--steps", "20,50,100", "--bake-seconds", "2"]
+    started = rollout_command(stack, "start", MODEL, *words, "--analysis", analysis)
+    assert started.returncode == 0, started.stderr
+    assert json.loads(started.stdout)["weight"] == 20
     weights: set[int] = set()
 
     def promoted() -> dict[str, Any] | None:
@@ -237,5 +251,8 @@ def test_a_bad_rollout_is_refused_with_what_to_send(stack):
     refused({"label": "prod", "to": 2, "analysis": {"min_samples": 0}}, "min_samples")
     refused({"label": "prod", "to": 2, "colour": "red"}, "unknown field")
     refused({"label": "prod", "to": 9}, "version 9")
-    # and no rollout was stored for the label that exists
-    assert stack.api.get(f"/models/{MODEL}/rollouts").json() == {"rollouts": []}
+    # and the command line says the same, exiting 2
+    said = rollout_command(stack, "start", MODEL, "--label", "prod", "--to", "9")
+    assert said.returncode == 2 and "version 9" in said.stderr, said
+    listed = rollout_command(stack, "status", MODEL)
+    assert listed.returncode == 0 and json.loads(listed.stdout) == {"rollouts": []}, listed

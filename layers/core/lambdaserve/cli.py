@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lambdaserve.errors import LambdaServeError
+from lambdaserve.local.rollout_client import add_rollout_command, run_rollout_command
 from lambdaserve.processes.flags_from_env import fill_from_environment
 from lambdaserve.processes.rate_limit_flags import add_rate_limit_flags, rate_limit_env
 from lambdaserve.processes.trace_flags import add_trace_flags, trace_env
@@ -142,6 +143,8 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="AWS-compatible endpoint (default: AWS_ENDPOINT_URL, else AWS itself)",
     )
+
+    add_rollout_command(commands, _FORMAT)
 
     serve = commands.add_parser(
         "serve",
@@ -287,6 +290,24 @@ def _emulator_installed() -> None:
             )
 
 
+def _reconcile(args: argparse.Namespace) -> int:
+    if args.aws_endpoint:
+        os.environ["AWS_ENDPOINT_URL"] = args.aws_endpoint
+    from lambdaserve.settings import get_settings
+    from lambdaserve.wiring.manage import build_manage_services
+
+    count = build_manage_services(get_settings()).registrar.reconcile_all()
+    print(json.dumps({"models": count}))
+    return 0
+
+
+# the commands that start no server: each one call
+_ONE_CALL: dict[str, Callable[[argparse.Namespace], int]] = {
+    "reconcile": _reconcile,
+    "rollout": run_rollout_command,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if getattr(args, "model_control_mode", None):  # read with the settings (every process)
@@ -296,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("dev", "serve"):  # read with the plane (every process)
             os.environ.update(trace_env(args, getattr(args, "workers", 1)))
             os.environ.update(rate_limit_env(args))
+        if args.command in _ONE_CALL:
+            return _ONE_CALL[args.command](args)
         if args.command == "dev":
             _emulator_installed()
             from lambdaserve.local.dev import run_dev
@@ -330,14 +353,6 @@ def main(argv: list[str] | None = None) -> int:
                     http_api_port=args.http_api_port,
                 )
             )
-        elif args.command == "reconcile":
-            if args.aws_endpoint:
-                os.environ["AWS_ENDPOINT_URL"] = args.aws_endpoint
-            from lambdaserve.settings import get_settings
-            from lambdaserve.wiring.manage import build_manage_services
-
-            count = build_manage_services(get_settings()).registrar.reconcile_all()
-            print(json.dumps({"models": count}))
         elif args.command == "serve":
             if args.cache_config:  # read from the environment (by every worker process too)
                 from lambdaserve.serving.response_cache.from_settings import cache_config_env
