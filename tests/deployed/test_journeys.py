@@ -160,8 +160,10 @@ def roll_out(stack: DeployedStack) -> dict[str, Any]:
     catalog = Catalog(stack.clients.dynamodb, stack.settings.table)
     stack.pump(
         "ManageEventsFunction",
-        lambda: [(v.version, v.state) for v in catalog.versions("canary")]
-        == [(1, "READY"), (2, "READY")],
+        lambda: (
+            [(v.version, v.state) for v in catalog.versions("canary")]
+            == [(1, "READY"), (2, "READY")]
+        ),
     )
 
     def manage(method: str, path: str, body: dict[str, Any] | None = None) -> Any:

@@ -73,6 +73,7 @@ def test_the_transform_produces_every_function_with_its_role(cfn):
     assert set(functions) == {
         "ManageEventsFunction",
         "ReconcileFunction",
+        "RolloutsFunction",
         "ManageApiFunction",
         "BatcherFunction",
         "InferFunction",
@@ -308,6 +309,7 @@ def test_zip_functions_share_the_core_layer_and_images_use_none(cfn):
                 snapstart_size,
                 10240,  # the manage functions: a 2 GiB version, downloaded and loaded
                 2048,  # the code validator: one model.py, or one model environment's build
+                512,  # the rollouts judge: it reads the catalog, downloads nothing
             )
         else:
             assert properties["Runtime"] == "python3.12"
@@ -383,10 +385,14 @@ def test_functions_are_configured_with_the_stacks_resource_names(cfn):
     assert batcher["LAMBDASERVE_INFER_FUNCTION"] == {"Ref": "InferBatchFunction"}
 
 
-def test_the_schedule_runs_the_full_reconcile(cfn):
-    (rule,) = resources_of(cfn, "AWS::Events::Rule").values()
-    assert rule["Properties"]["ScheduleExpression"] == {"Ref": "ReconcileSchedule"}
-    assert rule["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": ["ReconcileFunction", "Arn"]}
+def test_the_schedules_run_the_full_reconcile_and_the_rollouts_judge(cfn):
+    rules = {
+        rule["Properties"]["Targets"][0]["Arn"]["Fn::GetAtt"][0]: rule["Properties"]
+        for rule in resources_of(cfn, "AWS::Events::Rule").values()
+    }
+    assert rules["ReconcileFunction"]["ScheduleExpression"] == {"Ref": "ReconcileSchedule"}
+    assert rules["RolloutsFunction"]["ScheduleExpression"] == {"Ref": "RolloutSchedule"}
+    assert len(rules) == 2
 
 
 def test_the_gpu_service_is_optional_scales_from_zero_and_asks_for_a_gpu(cfn):
@@ -729,7 +735,7 @@ def test_one_argument_chooses_the_images_variant():
             for name, r in template["Resources"].items()
             if r.get("Properties", {}).get("PackageType") == "Image"
         }
-        assert len(images) == 6
+        assert len(images) == 7
         for name, metadata in images.items():
             extras = metadata["DockerBuildArgs"]["EXTRAS"]
             assert "torch" in extras and "openvino" in extras, name

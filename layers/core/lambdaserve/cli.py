@@ -10,9 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lambdaserve.errors import LambdaServeError
-from lambdaserve.local.rollout_client import add_rollout_command, run_rollout_command
 from lambdaserve.processes.flags_from_env import fill_from_environment
 from lambdaserve.processes.rate_limit_flags import add_rate_limit_flags, rate_limit_env
+from lambdaserve.processes.rollout_command import add_rollout_command, run_rollout_command
 from lambdaserve.processes.trace_flags import add_trace_flags, trace_env
 
 _FORMAT = argparse.ArgumentDefaultsHelpFormatter

@@ -25,9 +25,21 @@ _HEADER = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,64}$")  # an HTTP field nam
 
 
 @dataclass(frozen=True)
+class Shadow:
+    """A version that sees a sampled copy of the label's requests, its answers never sent."""
+
+    version: int
+    percent: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": self.version, "percent": self.percent}
+
+
+@dataclass(frozen=True)
 class LabelWeights:
     versions: tuple[tuple[int, int], ...]  # (version, weight), in version order
     sticky: str | None = None  # the header whose value keeps a caller on one version
+    shadow: Shadow | None = None
 
     @property
     def total(self) -> int:
@@ -41,6 +53,8 @@ class LabelWeights:
         document: dict[str, Any] = {"versions": self.shares()}
         if self.sticky:
             document["sticky"] = self.sticky
+        if self.shadow:
+            document["shadow"] = self.shadow.to_json()
         return document
 
     def pick(self, key: str | None, draw: Callable[[], float] = random.random) -> int:
@@ -62,7 +76,10 @@ def _point(key: str) -> float:
 
 def parse_label_weights(document: Mapping[str, Any]) -> LabelWeights:
     """A PUT body's weights, or InvalidInput saying what is wrong and how to write it."""
-    example = '{"versions": {"1": 90, "2": 10}, "sticky": "x-user-id"}'
+    example = (
+        '{"versions": {"1": 90, "2": 10}, "sticky": "x-user-id", '
+        '"shadow": {"version": 3, "percent": 10}}'
+    )
     given = document.get("versions")
     if not isinstance(given, Mapping) or not given:
         raise InvalidInput(f'"versions" maps each version to its weight, e.g. {example}')
@@ -78,13 +95,36 @@ def parse_label_weights(document: Mapping[str, Any]) -> LabelWeights:
     sticky = document.get("sticky")
     if sticky is not None and (not isinstance(sticky, str) or not _HEADER.match(sticky)):
         raise InvalidInput(f'"sticky" names a request header, e.g. "x-user-id"; got {sticky!r}')
-    unknown = sorted(set(document) - {"versions", "sticky"})
+    unknown = sorted(set(document) - {"versions", "sticky", "shadow"})
     if unknown:
-        raise InvalidInput(f"unknown field(s) {unknown}: a weighted label has versions, sticky")
-    return LabelWeights(tuple(sorted(versions)), sticky.lower() if sticky else None)
+        raise InvalidInput(
+            f"unknown field(s) {unknown}: a weighted label has versions, sticky, shadow"
+        )
+    shadow = _shadow(document.get("shadow"), example)
+    if shadow is not None and any(v == shadow.version and w for v, w in versions):
+        raise InvalidInput(f"version {shadow.version} serves the label: it cannot shadow it")
+    return LabelWeights(tuple(sorted(versions)), sticky.lower() if sticky else None, shadow)
+
+
+def _shadow(given: Any, example: str) -> Shadow | None:
+    if given is None:
+        return None
+    said = f'"shadow" is {{"version": N, "percent": 0-100}}; e.g. {example}'
+    if not isinstance(given, Mapping) or set(given) - {"version", "percent"}:
+        raise InvalidInput(said)
+    version, percent = given.get("version"), given.get("percent", 100)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise InvalidInput(said)
+    if isinstance(percent, bool) or not isinstance(percent, int | float):
+        raise InvalidInput(said)
+    if not 0 < percent <= 100:
+        raise InvalidInput(said)
+    return Shadow(version, float(percent))
 
 
 def label_weights_from(stored: Mapping[str, Any]) -> LabelWeights:
     """A weighted label as the catalog stored it (checked when it was set)."""
     versions = tuple(sorted((int(v), int(w)) for v, w in stored["versions"].items()))
-    return LabelWeights(versions, stored.get("sticky"))
+    shadow = stored.get("shadow")
+    found = Shadow(int(shadow["version"]), float(shadow["percent"])) if shadow else None
+    return LabelWeights(versions, stored.get("sticky"), found)

@@ -7,7 +7,8 @@ limiter's ``rate_limit_flags``, both read from a task definition's variables by
 worker``, the SQS consumer (``queue_consumer``); the SQS event pump with Lambda's event source
 mapping semantics (``event_pump``), background uvicorn servers (``background``), text logs
 (``logs``), and the ASGI middlewares only these servers use (``asgi``: front door, slow
-clients, access log, lifespan, TorchServe's metrics API).
+clients, access log, lifespan, TorchServe's metrics API); and ``lambdaserve rollout``, a
+client of the management API's rollout routes (``rollout_command``).
 
 Takes its objects from the composition root (``wiring.process``); never imports ``handlers``
 (``make lint`` checks).

@@ -18,10 +18,18 @@ VERSION_HEADER = "lambdaserve-model-version"
 Received = Iterable[tuple[bytes, bytes]] | Mapping[str, str] | Any
 _RECEIVED: ContextVar[Received | None] = ContextVar("lambdaserve_received", default=None)
 _ANSWERED: ContextVar[int | None] = ContextVar("lambdaserve_answered_version", default=None)
+# the request's cell for (model, version): its label drew a copy for its shadow version (a
+# weighted label's ``shadow``), run after the answer by the plane that serves it. A cell made
+# by the door, not a value: a label is resolved in a thread, whose context is a copy
+_SHADOW: ContextVar[list[tuple[str, int] | None] | None] = ContextVar(
+    "lambdaserve_shadow", default=None
+)
 
 
 def receive(headers: Received) -> Token[Received | None]:
-    """The request's headers, until ``forget`` (called as the door's answer ends)."""
+    """The request's headers, until ``forget`` (called as the door's answer ends); a new
+    request has no shadow drawn yet (a Lambda instance's context outlives one)."""
+    _SHADOW.set([None])
     return _RECEIVED.set(headers)
 
 
@@ -57,3 +65,21 @@ def answered_by(version: int) -> None:
 
 def answered_version() -> int | None:
     return _ANSWERED.get()
+
+
+def shadow_drawn(model: str, version: int) -> None:
+    """The request's label drew a copy for its shadow ``version`` (the resolver); a request
+    no door received (a queued one, a model's call) draws none."""
+    cell = _SHADOW.get()
+    if cell is not None:
+        cell[0] = (model, version)
+
+
+def take_shadow(model: str) -> int | None:
+    """The shadow version drawn for this request of ``model``, once (the plane, after the
+    answer)."""
+    cell = _SHADOW.get()
+    if cell is None or cell[0] is None:
+        return None
+    drawn, cell[0] = cell[0], None
+    return drawn[1] if drawn[0] == model else None

@@ -150,6 +150,13 @@ class ModelManager:
                     f"version {version} of {name!r} is {record.state} ({record.reason}); a "
                     "label sends requests to READY versions only (give it weight 0 to keep it)"
                 )
+        if weights.shadow is not None:
+            _, shadowing = self.version(name, weights.shadow.version)
+            if shadowing.state != version_policy.READY:
+                raise Conflict(
+                    f"version {weights.shadow.version} of {name!r} is {shadowing.state} "
+                    f"({shadowing.reason}); a shadow is a READY version"
+                )
         model = self._record(name)
         weighted = {**model.label_weights, label: weights.to_json()}
         labels = {k: v for k, v in model.version_labels.items() if k != label}

@@ -63,7 +63,7 @@ class Rollouts:
         self._clock = clock
 
     def start(self, model: str, body: dict[str, Any]) -> dict[str, Any]:
-        stable, sticky = self._serving(model, label_of(body))
+        stable, kept = self._serving(model, label_of(body))
         spec = parse_rollout(model, body, stable)
         found = self._store.get(model, spec.label)
         if found is not None and found[0].phase in ACTIVE:
@@ -72,7 +72,7 @@ class Rollouts:
                 f"abort it first (POST /models/{model}/rollouts/{spec.label}/abort)"
             )
         rollout, weight, events = begin(spec, self._clock())
-        self._move_label(rollout, weight, sticky)  # refuses a version that is not READY
+        self._move_label(rollout, weight, kept)  # refuses a version that is not READY
         self._store.put(rollout, None)
         self._announcer.announce(rollout, events)
         return rollout.to_json()
@@ -131,12 +131,13 @@ class Rollouts:
     def _apply(self, move: Move, revision: int) -> dict[str, Any]:
         rollout, weight, events = move
         self._store.put(rollout, revision)  # Conflict: someone else moved it first
-        _, sticky = self._serving(rollout.spec.model, rollout.spec.label, strict=False)
-        self._move_label(rollout, weight, sticky)
+        _, kept = self._serving(rollout.spec.model, rollout.spec.label, strict=False)
+        self._move_label(rollout, weight, kept)
         self._announcer.announce(rollout, events)
         return rollout.to_json()
 
-    def _move_label(self, rollout: Rollout, weight: int | None, sticky: str | None) -> None:
+    def _move_label(self, rollout: Rollout, weight: int | None, kept: LabelWeights | None) -> None:
+        """The label's weights for ``weight``, its sticky header and shadow ``kept``."""
         spec = rollout.spec
         if weight is None:
             return
@@ -144,11 +145,15 @@ class Rollouts:
             self._labels.set_label(spec.model, spec.label, spec.to)
             return
         versions = tuple(sorted(((spec.stable, 100 - weight), (spec.to, weight))))
-        self._labels.set_label_weights(spec.model, spec.label, LabelWeights(versions, sticky))
+        sticky, shadow = (kept.sticky, kept.shadow) if kept is not None else (None, None)
+        weights = LabelWeights(versions, sticky, shadow)
+        self._labels.set_label_weights(spec.model, spec.label, weights)
 
-    def _serving(self, model: str, label: str, *, strict: bool = True) -> tuple[int, str | None]:
-        """The version ``label`` serves now (the most weighted, if several) and its sticky
-        header."""
+    def _serving(
+        self, model: str, label: str, *, strict: bool = True
+    ) -> tuple[int, LabelWeights | None]:
+        """The version ``label`` serves now (the most weighted, if several), and its weights
+        where it has them (their sticky header and shadow carry over)."""
         record = self._catalog.get_model(model)
         if record is None:
             raise ModelNotFound(f"model {model!r} is not in the catalog")
@@ -157,7 +162,7 @@ class Rollouts:
         stored = record.label_weights.get(label)
         if stored is not None:
             weights = label_weights_from(stored)
-            return max(weights.versions, key=lambda vw: vw[1])[0], weights.sticky
+            return max(weights.versions, key=lambda vw: vw[1])[0], weights
         if not strict:
             return 0, None
         raise InvalidInput(

@@ -24,7 +24,7 @@ from lambdaserve.config.model_config import triton_data_type
 from lambdaserve.config.runtime_names import OPENVINO_RUNTIME, PADDLE_INFERENCE_RUNTIME
 from lambdaserve.errors import InferenceError, LambdaServeError, ModelNotReady
 from lambdaserve.protocol.names import check_model_name, parse_version
-from lambdaserve.protocol.request_headers import answered_by
+from lambdaserve.protocol.request_headers import answered_by, take_shadow
 from lambdaserve.protocol.v2 import InferRequest
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.version_resolver import ServedVersion
@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # the infer function's cold path imports this module: no batc
     from lambdaserve.runtimes.torchserve.context import Answer
     from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
     from lambdaserve.serving.capture.data_capture import DataCapture
+    from lambdaserve.serving.capture.shadow import ShadowRunner
     from lambdaserve.serving.handler_sequences import HandlerSequences
     from lambdaserve.serving.raw_predictions import RawRequest
     from lambdaserve.serving.readiness import Readiness
@@ -86,8 +87,12 @@ class InferenceDataPlane:
         shared_memory: SystemSharedMemory | None = None,
         capture: DataCapture | None = None,
         tracer: Tracer | None = None,
+        shadows: ShadowRunner | None = None,
     ) -> None:
         self.server = server
+        # a weighted label's shadow version, run after the answer (long-running processes;
+        # None in Lambda, whose instance freezes once it answers)
+        self.shadows = shadows
         self.batcher = batcher
         # Triton's system shared memory: where clients on this host may share it (serve,
         # dev); None where none can (Lambda)
@@ -235,15 +240,25 @@ class InferenceDataPlane:
         if trace is None:
             inferred = await self.infer_traced(model, version, request, None)
             answered_by(inferred.version)  # its door says which version answered
+            if self.shadows is not None:
+                self._shadow(model, request, inferred.version)
             return inferred
         answered = None
         try:
             answered = await self.infer_traced(model, version, request, trace)
             answered_by(answered.version)
+            if self.shadows is not None:
+                self._shadow(model, request, answered.version)
             return answered
         finally:
             assert self.tracer is not None
             self.tracer.finish(trace, request, answered.version if answered else None)
+
+    def _shadow(self, model: str, request: InferRequest, answered: int) -> None:
+        """A copy of the request to its label's shadow version, where the label drew one."""
+        shadow = take_shadow(model)
+        if shadow is not None and self.shadows is not None:
+            self.shadows.offer(model, shadow, request, answered)
 
     async def infer_traced(
         self, model: str, version: int | None, request: InferRequest, trace: RequestTrace | None

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +27,7 @@ from lambdaserve.config.runtime_names import (
 )
 from lambdaserve.errors import ModelNotFound, ModelNotReady
 from lambdaserve.protocol.names import parse_version_ref
-from lambdaserve.protocol.request_headers import header
+from lambdaserve.protocol.request_headers import header, shadow_drawn
 from lambdaserve.tensors.signature import Signature
 
 logger = logging.getLogger(__name__)
@@ -157,6 +158,8 @@ class VersionResolver:
         weighted = record.label_weights.get(ref)
         if weighted is not None:  # several versions, each for its share of the requests
             weights = label_weights_from(weighted)
+            if weights.shadow is not None and random.random() * 100 < weights.shadow.percent:
+                shadow_drawn(model, weights.shadow.version)  # run after the answer
             return weights.pick(header(weights.sticky) if weights.sticky else None)
         named = sorted({*labels, *record.label_weights})
         raise ModelNotFound(

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from lambdaserve.serving.capture.data_capture import DataCapture
+from lambdaserve.serving.capture.shadow import shadow_runner
 from lambdaserve.serving.data_plane import InferenceDataPlane
 from lambdaserve.serving.model_server import ModelServer
 from lambdaserve.serving.readiness import Readiness
@@ -37,6 +38,7 @@ def build_serving_plane(
     line put in the environment (Triton's defaults: off)."""
     waits_for_warm = Readiness() if readiness else None
     tracer = Tracer(config_from_env())
+    shadows = shadow_runner(server, capture) if capture is not None else None
     # clients on this host may share memory with a long-running server (Triton's extension)
     shared = SystemSharedMemory()
     if batching:
@@ -49,9 +51,16 @@ def build_serving_plane(
             shared_memory=shared,
             capture=capture,
             tracer=tracer,
+            shadows=shadows,
         )
     else:
         plane = InferenceDataPlane(
-            server, None, waits_for_warm, shared_memory=shared, capture=capture, tracer=tracer
+            server,
+            None,
+            waits_for_warm,
+            shared_memory=shared,
+            capture=capture,
+            tracer=tracer,
+            shadows=shadows,
         )
     return plane

@@ -130,7 +130,16 @@ class Process:
         from lambdaserve.serving.data_plane import InferenceDataPlane
 
         capture = self.data_capture  # built first: _once holds its lock while building
-        return self._once("plane", lambda: InferenceDataPlane(self.server, capture=capture))
+        # shadow traffic after the answer: in a long-running process (dev) only, as a Lambda
+        # instance freezes once it has answered
+        shadows = None
+        if not self.settings.in_lambda:
+            from lambdaserve.serving.capture.shadow import shadow_runner
+
+            shadows = shadow_runner(self.server, capture)
+        return self._once(
+            "plane", lambda: InferenceDataPlane(self.server, capture=capture, shadows=shadows)
+        )
 
     @property
     def data_capture(self) -> DataCapture:

@@ -101,6 +101,9 @@ class Exchange:
     request_type: str
     response: bytes
     response_type: str
+    # beside eventId and inferenceTime in the record (a shadow's: shadow, primaryVersion,
+    # latencyMs)
+    metadata: Mapping[str, Any] | None = None
 
 
 def capture_record(setting: CaptureSetting, exchange: Exchange, at: datetime) -> dict[str, Any]:
@@ -117,6 +120,7 @@ def capture_record(setting: CaptureSetting, exchange: Exchange, at: datetime) ->
         "eventMetadata": {
             "eventId": str(uuid.uuid4()),
             "inferenceTime": at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z",
+            **(exchange.metadata or {}),
         },
         "eventVersion": "0",
     }
