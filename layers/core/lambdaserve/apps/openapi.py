@@ -292,7 +292,21 @@ def management_bodies() -> dict[tuple[str, str], dict[str, Any]]:
         },
     }
     index = {"type": "object", "properties": {"ready": {"type": "boolean"}}}
+    weight = {"type": "integer", "minimum": 1, "maximum": 100}
+    rollout = {
+        "type": "object",
+        "required": ["label", "to"],
+        "additionalProperties": False,
+        "properties": {
+            "label": {"type": "string", "minLength": 1},
+            "to": {"type": "integer", "minimum": 1},
+            "steps": {"type": "array", "items": weight, "minItems": 1},
+            "bake_seconds": {"type": "integer", "minimum": 0},
+            "analysis": {"type": "object", "description": "the gates (docs/rollouts.md)"},
+        },
+    }
     return {
+        ("post", "/models/{model}/rollouts"): json_body(rollout),
         ("put", "/models/{model}"): json_body(config),
         ("post", "/v2/repository/index"): json_body(index, required=False),
         ("post", "/v2/repository/models/{model}/load"): json_body(load, required=False),

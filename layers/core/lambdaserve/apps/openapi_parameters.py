@@ -23,9 +23,10 @@ _NOT_A_LABEL = "|".join(["[0-9]+", *sorted(RESERVED_LABELS)])
 LABEL = {
     "type": "string",
     "pattern": LABEL_PATTERN,
-    # all digits would read as a version; "all" is TorchServe's /models/{m}/all
+    # all digits would read as a version; "all" is TorchServe's /models/{m}/all, "rollouts"
+    # the model's rollouts
     "not": {"pattern": f"^({_NOT_A_LABEL})$"},
-    "description": "a version label such as stable or 1.0: not all digits, and not 'all'",
+    "description": "a version label such as stable or 1.0: not all digits, not 'all' or 'rollouts'",
 }
 VERSION_REF = {
     "anyOf": [VERSION, LABEL],

@@ -12,8 +12,12 @@ from lambdaserve.errors import InvalidInput
 MODEL_NAME_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 VERSION_PATTERN = "^[1-9][0-9]{0,17}$"
 LABEL_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-# TorchServe's GET /models/{m}/all names every version, so "all" cannot be a label
-RESERVED_LABELS = frozenset({"all"})
+# segments after /models/{m}/ that name something else, so they cannot be labels
+_RESERVED_WHY = {
+    "all": "TorchServe's /models/<model>/all names every version",
+    "rollouts": "/models/<model>/rollouts names the model's rollouts",
+}
+RESERVED_LABELS = frozenset(_RESERVED_WHY)
 
 
 def _compiled(pattern: str) -> re.Pattern[str]:
@@ -61,7 +65,6 @@ def check_label(text: str) -> str:
         )
     if text in RESERVED_LABELS:
         raise InvalidInput(
-            f"invalid version {text!r}: {text!r} is not a label, TorchServe's "
-            f"/models/<model>/{text} names every version"
+            f"invalid version {text!r}: {text!r} is not a label, {_RESERVED_WHY[text]}"
         )
     return text
