@@ -16,7 +16,8 @@ if ! python3.12 --version >/dev/null 2>&1; then
 fi
 # Everything but the image functions (those need a Docker engine).
 "$SAM" build --exclude InferFunction --exclude InferBatchFunction --exclude ManageEventsFunction \
-  --exclude ReconcileFunction --exclude ManageApiFunction --exclude CodeValidatorFunction \
+  --exclude ReconcileFunction --exclude RolloutsFunction --exclude ManageApiFunction \
+  --exclude CodeValidatorFunction \
   --build-dir .aws-sam/build
 du -sh .aws-sam/build/CoreLayer
 
