@@ -23,17 +23,11 @@ import httpx
 import pytest
 
 from lambdaserve.local.rollout_loop import RolloutLoop
+from tests.integration.label_models import BODY, CONFIG
 from tests.support import wait_until
 
 MODEL = "ranker"
 LABEL = "prod"
-CONFIG = b"""
-backend: "python"
-max_batch_size: 0
-version_policy: { all { } }
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]
-"""
 # every version answers its input times its number; FAILING of every 10 requests fail
 CODE = """
 import triton_python_backend_utils as pb_utils
@@ -54,7 +48,6 @@ class TritonPythonModel:
                 answers.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x * NUMBER)]))
         return answers
 """
-BODY = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4], "data": [1, 1, 1, 1]}]}
 FAST = {"interval_seconds": 2, "min_samples": 10, "max_error_rate": 0.05}
 EVENTS = ("RolloutStepStarted", "BakeStarted", "RolloutPromoted", "RollbackStarted",
           "RollbackCompleted", "RolloutPaused")  # fmt: skip

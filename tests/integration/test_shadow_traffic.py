@@ -12,16 +12,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.integration.label_models import BODY, CONFIG
 from tests.support import wait_until
 
 MODEL = "shadowed"
-CONFIG = b"""
-backend: "python"
-max_batch_size: 0
-version_policy: { all { } }
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1, 4 ] } ]
-"""
 HEALTHY = """
 import triton_python_backend_utils as pb_utils
 
@@ -36,7 +30,6 @@ class TritonPythonModel:
     def execute(self, requests):
         raise RuntimeError("the shadow version is broken")
 """
-BODY = {"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
 
 
 def records(stack: Any, version: int) -> list[dict[str, Any]]:

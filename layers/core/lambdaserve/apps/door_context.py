@@ -11,7 +11,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from lambdaserve.protocol.request_headers import VERSION_HEADER, answered_version, forget, receive
 
 _VERSION = VERSION_HEADER.encode("latin-1")
-_SHARED = "lambdaserve_door_context"  # set in the scope by the outermost DoorContext
 
 
 def with_version(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -35,10 +34,9 @@ class DoorContext:
         self.app = app
 
     async def __call__(self, scope: Scope, receive_: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get(_SHARED):
-            await self.app(scope, receive_, send)  # not HTTP, or an outer door already did
+        if scope["type"] != "http":
+            await self.app(scope, receive_, send)
             return
-        scope[_SHARED] = True  # a host may wrap the app in another DoorContext
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":

@@ -256,8 +256,9 @@ class InferenceDataPlane:
 
     def _shadow(self, model: str, request: InferRequest, answered: int) -> None:
         """A copy of the request to its label's shadow version, where the label drew one."""
+        assert self.shadows is not None  # its callers ask first: nothing to do without one
         shadow = take_shadow(model)
-        if shadow is not None and self.shadows is not None:
+        if shadow is not None:
             self.shadows.offer(model, shadow, request, answered)
 
     async def infer_traced(

@@ -6,10 +6,10 @@ middleware stack and router (measured under load: they took a fifth of the serve
 more than parsing the request; for TF Serving's ``:predict``, half its CPU per request: see
 docs/benchmarks.md); every other request, and async submissions, go to the app. The
 request's headers and the answering version are shared as the app's ``DoorContext`` shares
-them (without its wrapper around ``send``: measured, it cost the v2 door 2% of its CPU). v2 infer is
-answered by the one v2 door (``apps.v2_calls``) over the app's data plane, predictions and TF
-Serving by the app's own ``app.state.answer_prediction`` and ``app.state.answer_tfserving``,
-so both doors agree.
+them (without its wrapper around ``send``: measured, it cost the v2 door 2% of its CPU).
+v2 infer is answered by the one v2 door (``apps.v2_calls``) over the app's data plane,
+predictions and TF Serving by the app's own ``app.state.answer_prediction`` and
+``app.state.answer_tfserving``, so both doors agree.
 """
 
 from __future__ import annotations
