@@ -13,6 +13,8 @@ import json
 import subprocess
 import sys
 import threading
+import time
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,11 +116,13 @@ def pipeline(stack: Any) -> tuple[Any, str]:
     endpoint = stack.settings.endpoint_url
     sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1")
     events = boto3.client("events", endpoint_url=endpoint, region_name="us-east-1")
-    url = sqs.create_queue(QueueName="rollout-events")["QueueUrl"]
+    # a queue and rule of this test's own: an earlier test's events must not be heard here
+    name = f"rollout-events-{uuid.uuid4().hex[:8]}"
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]
     pattern = {"source": ["lambdaserve"], "detail-type": list(EVENTS)}
-    events.put_rule(Name="rollouts", EventPattern=json.dumps(pattern))
-    events.put_targets(Rule="rollouts", Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
+    events.put_rule(Name=name, EventPattern=json.dumps(pattern))
+    events.put_targets(Rule=name, Targets=[{"Id": "q", "Arn": arn["QueueArn"]}])
     return sqs, url
 
 
@@ -134,6 +138,13 @@ def heard(queue: tuple[Any, str], last: str) -> list[dict[str, Any]]:
 
     wait_until(until_last, 15, 0.1)
     return found
+
+
+def settled(stack: Any, traffic: Traffic) -> Counter[tuple[str, int]]:
+    """The answers from when every process has seen the label's new weights: a serving
+    process trusts its catalog view for LAMBDASERVE_CATALOG_TTL_S (docs/rollouts.md)."""
+    time.sleep(stack.settings.catalog_ttl_s + 0.5)
+    return traffic.since()
 
 
 def status(stack: Any) -> dict[str, Any]:
@@ -166,8 +177,8 @@ def test_a_version_failing_30_percent_is_rolled_back_by_the_analysis(published):
     assert 0.15 < judged["canary"]["error_rate"] < 0.45, judged
     assert judged["stable"]["error_rate"] == 0, judged
     assert "error rate" in done["rolled_back"]["reason"]
-    # and from then on the label is 100% stable: every answer is version 1's
-    after = traffic.since()
+    # and once every process has re-read the catalog, the label is 100% stable
+    after = settled(stack, traffic)
     wait_until(lambda: sum(after.values()) >= 200, 30)
     assert set(after) == {("1", 200)}, after
     [first, *_] = stack.api.get(f"/models/{MODEL}/1").json()
@@ -211,8 +222,8 @@ def test_a_healthy_version_reaches_100_percent_through_its_steps(published):
     assert done["phase"] == "Promoted", done
     assert {20, 50, 100} <= weights, weights
     assert all(m["phase"] != "Failed" for m in done["measurements"]), done["measurements"]
-    # and the label now names version 3 alone: every answer is version 3's
-    after = traffic.since()
+    # and once every process has re-read the catalog, every answer is version 3's
+    after = settled(stack, traffic)
     wait_until(lambda: sum(after.values()) >= 200, 30)
     assert set(after) == {("3", 200)}, after
     # and each move was announced

@@ -12,7 +12,7 @@ from starlette.types import ASGIApp
 from lambdaserve.metrics.stats import StatsRegistry
 from lambdaserve.processes.asgi.access_log import AccessLog
 from lambdaserve.processes.asgi.metrics_api import ResponseCounts, metrics_api_app
-from lambdaserve.processes.asgi.slow_clients import BodyTimeout, HeaderTimeoutHttp
+from lambdaserve.processes.asgi.slow_clients import KEEP_ALIVE_S, BodyTimeout, HeaderTimeoutHttp
 from lambdaserve.settings import get_settings
 
 
@@ -40,6 +40,7 @@ class BackgroundServer:
                 log_level=log_level,
                 access_log=False,
                 http=HeaderTimeoutHttp,
+                timeout_keep_alive=KEEP_ALIVE_S,
                 log_config=None,
             )
         )

@@ -16,7 +16,7 @@ from lambdaserve.apps.inference import create_inference_app
 from lambdaserve.processes import siblings
 from lambdaserve.processes.asgi.access_log import AccessLog
 from lambdaserve.processes.asgi.front_door import FrontDoor
-from lambdaserve.processes.asgi.slow_clients import BodyTimeout
+from lambdaserve.processes.asgi.slow_clients import KEEP_ALIVE_S, BodyTimeout
 from lambdaserve.processes.drain import DrainOnSigterm
 from lambdaserve.processes.replica_contract import (
     BATCHING_ENV,
@@ -264,6 +264,7 @@ def uvicorn_options(host: str, port: int) -> dict[str, Any]:
         "proxy_headers": False,
         "server_header": False,
         "date_header": False,
+        "timeout_keep_alive": KEEP_ALIVE_S,
         # headers must arrive within LAMBDASERVE_CLIENT_TIMEOUT_S (uvicorn has no such timer)
         "http": "lambdaserve.processes.asgi.slow_clients:HeaderTimeoutHttp",
         # SIGTERM (processes.drain): what is in flight gets this long once the port closes

@@ -20,6 +20,12 @@ from lambdaserve.errors import RequestTimeout
 from lambdaserve.processes.asgi.coalesced_writes import CoalescedWrites
 from lambdaserve.settings import get_settings
 
+# How long an idle kept-alive connection stays open. Longer than the load balancer's idle
+# timeout (template.yaml: 60 s), as AWS asks of an ALB's targets: a target that closes first
+# races the balancer's next request on that connection, which then fails with a 502 (and a
+# client pooling connections for uvicorn's default 5 s races it the same way).
+KEEP_ALIVE_S = 75
+
 
 class BodyTimeout:
     """ASGI middleware: the request body must be complete within ``timeout_s``."""
