@@ -304,6 +304,53 @@ def test_a_capturing_models_exchanges_reach_s3_under_the_functions_roles(
     stack.assert_no_denials()
 
 
+def test_a_labels_shadow_runs_through_the_requests_queue_from_the_infer_function(
+    stack: DeployedStack,
+):
+    # Given a label answered by version 1, shadowed at 100% by version 2, which fails every
+    # request (it takes a tensor named x, where clients send INPUT__0)
+    files = {"config.pbtxt": b"version_policy: { all { } }", "1/model.onnx": MLP}
+    stack.publish("shadowed", files | {"2/model.onnx": builders.onnx_identity(4)})
+    catalog = Catalog(stack.clients.dynamodb, stack.settings.table)
+    stack.pump(
+        "ManageEventsFunction",
+        lambda: {v.state for v in catalog.versions("shadowed")} == {"READY"},
+    )
+    label = {"versions": {"1": 100}, "shadow": {"version": 2, "percent": 100}}
+    event = http_api_event("PUT", "/models/shadowed/labels/prod", json.dumps(label).encode())
+    assert stack.invoke("ManageApiFunction", event)["statusCode"] == 200
+    body = json.dumps(
+        {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": ROWS[0]}]}
+    ).encode()
+    # When the infer function answers the label three times
+    ask = http_api_event("POST", "/v2/models/shadowed/versions/prod/infer", body)
+    answers = [stack.invoke("InferFunction", ask) for _ in range(3)]
+    # Then every client sees version 1's answer, never the shadow's failure
+    assert [a["statusCode"] for a in answers] == [200] * 3, answers
+    assert {a["headers"]["lambdaserve-model-version"] for a in answers} == {"1"}
+    # and the copies, queued by the infer function, run by the batcher under its roles, are
+    # recorded under the shadow version's captures, marked a shadow's, with its error
+    s3, bucket = stack.clients.s3, stack.settings.bucket
+
+    def records() -> list[dict[str, Any]]:
+        listed = s3.list_objects_v2(Bucket=bucket, Prefix="captures/shadowed/2/")
+        keys = [entry["Key"] for entry in listed.get("Contents", [])]
+        lines = (s3.get_object(Bucket=bucket, Key=k)["Body"].read().splitlines() for k in keys)
+        return [json.loads(line) for chunk in lines for line in chunk]
+
+    stack.pump("BatcherFunction", lambda: len(records()) >= 3)
+    found = records()
+    assert len(found) == 3, found
+    for record in found:
+        assert record["eventMetadata"]["shadow"] is True
+        assert record["eventMetadata"]["primaryVersion"] == 1
+        assert "error" in json.loads(record["captureData"]["endpointOutput"]["data"])
+    # and no version 1 answer was captured (its config asks for none)
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix="captures/shadowed/1/")
+    assert listed.get("KeyCount", 0) == 0
+    stack.assert_no_denials()
+
+
 def large_async_answer(stack: DeployedStack) -> None:
     """An answer of about 800 KB of JSON, queued: over DynamoDB's inline limit for a result,
     under Lambda's 6 MB invoke, so the batcher writes it under results/."""

@@ -133,6 +133,7 @@ def v2_infer(
         )
         if plane.capture is not None:
             offer_capture(plane, served, V2Call(model, None, body, header_length), answer)
+        plane.offer_shadow(model, parsed, served.version)
         return answer
 
     return plane.server().infer(model, version, parsed, encoded)

@@ -42,6 +42,7 @@ from lambdaserve.queued.results import (
 )
 from lambdaserve.serving.capture.capture_offers import JSON, Payload, offer_served
 from lambdaserve.serving.capture.data_capture import DataCapture
+from lambdaserve.serving.capture.shadow import record_shadow, shadow_error
 from lambdaserve.serving.model_server import BatchItem, ModelServer
 from lambdaserve.tracing import propagation
 from lambdaserve.tracing.propagation import TraceContext
@@ -99,14 +100,27 @@ def run_envelopes(
         except LambdaServeError as exc:
             retry = isinstance(exc, StorageUnavailable)
             outcomes[index] = Outcome(status_for(exc), error=exc.message, retry=retry)
-    answered = zip(positions, items, sent, server.infer_batch(items), strict=True)
+    began = time.perf_counter()
+    results = server.infer_batch(items)
+    latency_ms = (time.perf_counter() - began) * 1000
+    answered = zip(positions, items, sent, results, strict=True)
     for index, item, body, result in answered:
+        shadow_of = envelopes[index].shadow_of
         if result.error is not None or result.outputs is None or result.version is None:
             error = result.error or LambdaServeError("no result")
             outcomes[index] = Outcome(status_for(error), error=error.message)
+            if capture is not None and shadow_of is not None:
+                answer = shadow_error(error.message)
+                _record_shadow(
+                    capture, item, body, answer=answer, primary=shadow_of, latency_ms=latency_ms
+                )
             continue
         encoded = encode_infer_response(item.model, result.version, item.request, result.outputs)
-        if capture is not None:
+        if capture is not None and shadow_of is not None:
+            _record_shadow(
+                capture, item, body, answer=encoded.body, primary=shadow_of, latency_ms=latency_ms
+            )
+        elif capture is not None:
             _offer(capture, server, item, result.version, body=body, encoded=encoded)
         length = encoded.headers.get(HEADER_LENGTH)
         outcomes[index] = Outcome(
@@ -115,6 +129,30 @@ def run_envelopes(
     done = [o for o in outcomes if o is not None]
     check_invariant(len(envelopes), done)
     return done
+
+
+def _record_shadow(
+    capture: DataCapture,
+    item: BatchItem,
+    body: tuple[Payload, str],
+    *,
+    answer: bytes,
+    primary: int,
+    latency_ms: float,
+) -> None:
+    """A shadow copy's exchange (its batch's latency), recorded as a shadow's."""
+    payload = body[0]
+    request = payload() if callable(payload) else bytes(payload)
+    version = item.version if item.version is not None else 0
+    record_shadow(
+        capture,
+        item.model,
+        version,
+        request=request,
+        answer=answer,
+        primary=primary,
+        latency_ms=latency_ms,
+    )
 
 
 def _offer(
@@ -247,6 +285,8 @@ class QueuedInference:
 
     def _prepare(self, message: QueueMessage) -> Accepted | None:
         envelope = parse_envelope(message.body)
+        if envelope.shadow_of is not None:
+            return Accepted(message, envelope)  # no result to look up, no deadline to keep
         try:
             if self._results.is_terminal(envelope.id):
                 return None  # a redelivery of a request that already has its result
@@ -327,6 +367,11 @@ class QueuedInference:
     ) -> set[str]:
         retry = set()
         for entry in accepted:
+            if entry.envelope.shadow_of is not None:
+                # a shadow is never retried: it would run late, and its copy is only a sample
+                logger.warning("shadow copy %s dropped: %s", entry.envelope.id, reason)
+                self._finish(entry.envelope, ERROR, http_status, None, reason)
+                continue
             retry.add(entry.message.message_id)
             if entry.message.receive_count >= self._max_receive_count:
                 # Last delivery: the message goes to the DLQ, the request gets its answer.
@@ -351,6 +396,10 @@ class QueuedInference:
         body_key: str | None = None,
         header_length: int | None = None,
     ) -> None:
+        if envelope.shadow_of is not None:  # recorded as it ran (run_envelopes): no result
+            if envelope.payload_key and envelope.payload_key == request_key(envelope.id):
+                self._payloads.delete(envelope.payload_key)
+            return
         if not self._results.complete(
             envelope.id,
             status,

@@ -35,6 +35,7 @@ _ROUTING = (
     "header_length",
     "traceparent",
     "request_id",
+    "shadow_of",
 )
 
 
@@ -60,6 +61,9 @@ class RequestEnvelope(BaseModel):
     # the client's own id for the request (v2's ``id``), where it gave one: what model code
     # and the answer are told; ``id`` is the queue's (the status URL's, the result's)
     request_id: str | None = Field(default=None, max_length=128)
+    # a shadow copy of a request that version ``shadow_of`` answered (``queued.shadows``): it
+    # is run and recorded through payload capture, and has no result, reply or retry
+    shadow_of: int | None = None
     request: dict[str, Any] = Field(default_factory=dict)
 
     def request_document(self) -> dict[str, Any]:

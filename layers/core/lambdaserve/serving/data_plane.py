@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # the infer function's cold path imports this module: no batc
     from lambdaserve.runtimes.torchserve.context import Answer
     from lambdaserve.runtimes.torchserve.manifest import FrontendBatching
     from lambdaserve.serving.capture.data_capture import DataCapture
-    from lambdaserve.serving.capture.shadow import ShadowRunner
+    from lambdaserve.serving.capture.shadow import ShadowSink
     from lambdaserve.serving.handler_sequences import HandlerSequences
     from lambdaserve.serving.raw_predictions import RawRequest
     from lambdaserve.serving.readiness import Readiness
@@ -87,11 +87,12 @@ class InferenceDataPlane:
         shared_memory: SystemSharedMemory | None = None,
         capture: DataCapture | None = None,
         tracer: Tracer | None = None,
-        shadows: ShadowRunner | None = None,
+        shadows: ShadowSink | None = None,
     ) -> None:
         self.server = server
-        # a weighted label's shadow version, run after the answer (long-running processes;
-        # None in Lambda, whose instance freezes once it answers)
+        # where a weighted label's shadow copies go after the answer: run here (long-running
+        # processes), or sent to the requests queue (Lambda, whose instance freezes once it
+        # answers)
         self.shadows = shadows
         self.batcher = batcher
         # Triton's system shared memory: where clients on this host may share it (serve,
@@ -241,22 +242,24 @@ class InferenceDataPlane:
             inferred = await self.infer_traced(model, version, request, None)
             answered_by(inferred.version)  # its door says which version answered
             if self.shadows is not None:
-                self._shadow(model, request, inferred.version)
+                self.offer_shadow(model, request, inferred.version)
             return inferred
         answered = None
         try:
             answered = await self.infer_traced(model, version, request, trace)
             answered_by(answered.version)
             if self.shadows is not None:
-                self._shadow(model, request, answered.version)
+                self.offer_shadow(model, request, answered.version)
             return answered
         finally:
             assert self.tracer is not None
             self.tracer.finish(trace, request, answered.version if answered else None)
 
-    def _shadow(self, model: str, request: InferRequest, answered: int) -> None:
-        """A copy of the request to its label's shadow version, where the label drew one."""
-        assert self.shadows is not None  # its callers ask first: nothing to do without one
+    def offer_shadow(self, model: str, request: InferRequest, answered: int) -> None:
+        """A copy of the answered request to its label's shadow version, where the label drew
+        one (``infer``, and the infer function's v2 path, which runs the model itself)."""
+        if self.shadows is None:
+            return
         shadow = take_shadow(model)
         if shadow is not None:
             self.shadows.offer(model, shadow, request, answered)

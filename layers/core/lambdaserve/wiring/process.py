@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from lambdaserve.queued.submit import AsyncSubmitter
     from lambdaserve.rollouts.service import Rollouts
     from lambdaserve.serving.capture.data_capture import DataCapture
+    from lambdaserve.serving.capture.shadow import ShadowSink
     from lambdaserve.serving.data_plane import InferenceDataPlane
     from lambdaserve.serving.model_server import ModelServer
     from lambdaserve.wiring.manage import ManageServices
@@ -130,16 +131,30 @@ class Process:
         from lambdaserve.serving.data_plane import InferenceDataPlane
 
         capture = self.data_capture  # built first: _once holds its lock while building
-        # shadow traffic after the answer: in a long-running process (dev) only, as a Lambda
-        # instance freezes once it has answered
-        shadows = None
-        if not self.settings.in_lambda:
-            from lambdaserve.serving.capture.shadow import shadow_runner
-
-            shadows = shadow_runner(self.server, capture)
+        shadows = self._shadows(capture)
         return self._once(
             "plane", lambda: InferenceDataPlane(self.server, capture=capture, shadows=shadows)
         )
+
+    def _shadows(self, capture: DataCapture) -> ShadowSink:
+        """Shadow traffic after the answer: run here in a long-running process (dev); sent to
+        the requests queue from a Lambda function, whose instance freezes once it answers
+        (the batcher runs and records it)."""
+        if not self.settings.in_lambda:
+            from lambdaserve.serving.capture.shadow import shadow_runner
+
+            return shadow_runner(self.server, capture)
+        from lambdaserve.queued.shadows import QueuedShadows
+
+        def send(body: str) -> None:
+            queue = self.queue
+            url = queue.level_queue_urls[-1] if queue.level_queue_urls else queue.requests_queue_url
+            queue.sqs.send_message(QueueUrl=url(), MessageBody=body)
+
+        def store(key: str, body: bytes) -> str:
+            return self.queue.payloads.put(key, body)
+
+        return QueuedShadows(send, store)
 
     @property
     def data_capture(self) -> DataCapture:

@@ -4,8 +4,10 @@ payload capture records an exchange (``captures/<model>/<shadow version>/``), ma
 ``"shadow": true``, never returned.
 
 Never in the primary's way: a copy is queued without waiting (bounded by ``max_pending``;
-a full queue drops it, counted) and run by threads of its own; whatever the shadow does,
-raise included, stays here.
+a full queue drops it, counted) and handled by threads of its own; whatever the shadow does,
+raise included, stays here. A long-running process runs the copy itself (``ShadowRunner``);
+a Lambda function, frozen once it has answered, sends it to the requests queue
+(``queued.shadows``), whose batcher runs and records it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import orjson
@@ -39,18 +41,28 @@ logger = logging.getLogger(__name__)
 Run = Callable[[str, int, InferRequest], Mapping[str, np.ndarray[Any, Any]]]
 
 
+class ShadowSink(Protocol):
+    """Where the data plane sends a shadow copy, after the answer: never waits, never raises."""
+
+    def offer(self, model: str, version: int, request: InferRequest, primary: int) -> None: ...
+
+
+# (model, shadow version, request, primary version): one copy's work, in a shadow thread
+Handle = Callable[[str, int, InferRequest, int], None]
+
+
 @dataclass
 class ShadowCounts:
-    sent: int = 0  # run and recorded (its answer or its error)
-    dropped: int = 0  # the queue was full: never run
+    sent: int = 0  # handled: run and recorded, or sent on to be run
+    dropped: int = 0  # the queue was full: never handled
+    failed: int = 0  # its handling raised (logged)
 
 
-class ShadowRunner:
-    def __init__(
-        self, run: Run, capture: DataCapture, *, max_pending: int = 64, threads: int = 2
-    ) -> None:
-        self._run = run
-        self._capture = capture
+class ShadowQueue:
+    """A bounded queue of shadow copies and the threads that ``handle`` them."""
+
+    def __init__(self, handle: Handle, *, max_pending: int = 64, threads: int = 2) -> None:
+        self._handle = handle
         self._queue: queue.Queue[tuple[str, int, InferRequest, int]] = queue.Queue(max_pending)
         self._threads = threads
         self._started = False
@@ -80,9 +92,25 @@ class ShadowRunner:
         while True:
             model, version, request, primary = self._queue.get()
             try:
-                self._shadow(model, version, request, primary)
-            except Exception:  # a bug here must not stop the thread
-                logger.exception("shadow of %s version %s not recorded", model, version)
+                self._handle(model, version, request, primary)
+            except Exception:  # a bug or an outage here must not stop the thread
+                logger.exception("shadow of %s version %s not handled", model, version)
+                with self._lock:
+                    self.counts.failed += 1
+                continue
+            with self._lock:
+                self.counts.sent += 1
+
+
+class ShadowRunner(ShadowQueue):
+    """A long-running process's shadows: each copy run here (``run``) and recorded."""
+
+    def __init__(
+        self, run: Run, capture: DataCapture, *, max_pending: int = 64, threads: int = 2
+    ) -> None:
+        super().__init__(self._shadow, max_pending=max_pending, threads=threads)
+        self._run = run
+        self._capture = capture
 
     def _shadow(self, model: str, version: int, request: InferRequest, primary: int) -> None:
         began = time.perf_counter()
@@ -90,24 +118,48 @@ class ShadowRunner:
             outputs = self._run(model, version, request)
             answer = encode_infer_response(model, version, request, outputs).body
         except Exception as exc:  # the shadow's failure is what it recorded
-            answer = orjson.dumps({"error": str(exc)})
-        latency_ms = round((time.perf_counter() - began) * 1000, 3)
-        exchange = Exchange(
+            answer = shadow_error(str(exc))
+        latency_ms = (time.perf_counter() - began) * 1000
+        body = request_body(request)
+        record_shadow(
+            self._capture,
             model,
             version,
-            request_body(request),
-            JSON,
-            answer,
-            JSON,
-            metadata={"shadow": True, "primaryVersion": primary, "latencyMs": latency_ms},
+            request=body,
+            answer=answer,
+            primary=primary,
+            latency_ms=latency_ms,
         )
-        self._capture.queue(_RECORDED, exchange)
-        with self._lock:
-            self.counts.sent += 1
+
+
+def shadow_error(message: str) -> bytes:
+    """A shadow's failure as its record's answer."""
+    return orjson.dumps({"error": message})
+
+
+def record_shadow(
+    capture: DataCapture,
+    model: str,
+    version: int,
+    *,
+    request: bytes,
+    answer: bytes,
+    primary: int,
+    latency_ms: float,
+) -> None:
+    """One shadow exchange into payload capture (v2 JSON both ways), marked a shadow's."""
+    metadata = {"shadow": True, "primaryVersion": primary, "latencyMs": round(latency_ms, 3)}
+    exchange = Exchange(model, version, request, JSON, answer, JSON, metadata=metadata)
+    capture.queue(_RECORDED, exchange)
 
 
 def request_body(request: InferRequest) -> bytes:
     """The request as v2 JSON (the shadow's record of what it was asked)."""
+    return orjson.dumps(request_document(request), option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def request_document(request: InferRequest) -> dict[str, Any]:
+    """The request as a v2 JSON document (tensors' data may be numpy arrays)."""
     document: dict[str, Any] = {
         "inputs": [
             {
@@ -123,7 +175,7 @@ def request_body(request: InferRequest) -> bytes:
         document["id"] = request.id
     if request.parameters:
         document["parameters"] = request.parameters
-    return orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
+    return document
 
 
 def shadow_runner(server: Callable[[], ModelServer], capture: DataCapture) -> ShadowRunner:
