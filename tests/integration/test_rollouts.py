@@ -2,7 +2,8 @@
 weight to a new version step by step, each step baked and judged against the stable version
 from the fleet's tallies (the catalog), rolled back without a person when the analysis
 fails, promoted when it passes; each move an EventBridge event. Clients keep asking the
-label through v2 infer the whole time. Budget: ~40 s (two rollouts at 2 s intervals).
+label through v2 infer the whole time; tritonclient's HTTP client and TorchServe's curl call
+meet the label's version before and after. Budget: ~40 s (two rollouts at 2 s intervals).
 
 The judge runs as ``lambdaserve dev`` runs it (``local.rollout_loop``), here every second.
 """
@@ -22,7 +23,9 @@ from typing import Any
 
 import boto3
 import httpx
+import numpy as np
 import pytest
+import tritonclient.http
 
 from lambdaserve.local.rollout_loop import RolloutLoop
 from tests.integration.label_models import BODY, CONFIG
@@ -30,6 +33,7 @@ from tests.support import wait_until
 
 MODEL = "ranker"
 LABEL = "prod"
+HEADER = "lambdaserve-model-version"
 # every version answers its input times its number; FAILING of every 10 requests fail
 CODE = """
 import triton_python_backend_utils as pb_utils
@@ -200,10 +204,38 @@ def rollout_command(stack: Any, *words: str) -> subprocess.CompletedProcess[str]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
 
 
+def triton_version(stack: Any) -> str:
+    """The version that answers the label for tritonclient's HTTP client, as users call it."""
+    url = str(stack.inference.base_url).removeprefix("http://").rstrip("/")
+    client = tritonclient.http.InferenceServerClient(url)
+    tensor = tritonclient.http.InferInput("INPUT0", [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.array([[1, 2, 3, 4]], np.float32))
+    result = client.infer(MODEL, [tensor], model_version=LABEL)
+    return str(result.get_response()["model_version"])
+
+
+def curl_version(stack: Any) -> str:
+    """The version that answers TorchServe's curl call on the label (its response header)."""
+    url = f"{stack.inference.base_url}/predictions/{MODEL}/{LABEL}".replace("//pred", "/pred")
+    command = ["curl", "-sS", "-D", "-", "-o", "/dev/null", "-H", "Content-Type: application/json"]
+    said = subprocess.run(
+        [*command, "-d", "[[1, 2, 3, 4]]", url],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    headers = dict(line.split(": ", 1) for line in said.stdout.splitlines() if ": " in line)
+    assert said.stdout.startswith("HTTP/1.1 200"), said
+    return headers[HEADER].strip()
+
+
 def test_a_healthy_version_reaches_100_percent_through_its_steps(published):
     # Given clients asking the label, and a pipeline listening for rollout events
     stack, traffic = published
     events = pipeline(stack)
+    # and tritonclient and TorchServe's curl call meeting version 1 by the label
+    assert (triton_version(stack), curl_version(stack)) == ("1", "1")
     # When `lambdaserve rollout start` moves the label to version 3, which is healthy
     analysis = json.dumps(FAST)
     words = ["--label", LABEL, "--to", "3", "--steps", "20,50,100", "--bake-seconds", "2"]
@@ -226,6 +258,8 @@ def test_a_healthy_version_reaches_100_percent_through_its_steps(published):
     after = settled(stack, traffic)
     wait_until(lambda: sum(after.values()) >= 200, 30)
     assert set(after) == {("3", 200)}, after
+    # and tritonclient and TorchServe's curl call, unchanged, meet version 3 by the label
+    assert (triton_version(stack), curl_version(stack)) == ("3", "3")
     # and each move was announced
     got = heard(events, "RolloutPromoted")
     steps = [e["detail"]["weight"] for e in got if e["detail-type"] == "RolloutStepStarted"]

@@ -114,6 +114,27 @@ def test_grpc_says_the_answering_version_in_its_trailing_metadata(stack):
     assert dict(call.trailing_metadata())[HEADER] == "2"
 
 
+def test_a_grpc_stream_keeps_its_sticky_key_on_one_version(stack):
+    # Given a label weighted 50/50, sticky on x-user, served by `serve`
+    publish_two(stack)
+    weigh(stack, {"versions": {"1": 50, "2": 50}, "sticky": "x-user"})
+    request = service_pb2.ModelInferRequest(model_name=MODEL, model_version="canary")
+    request.inputs.add(name="INPUT__0", datatype="FP32", shape=[1, 4])
+    request.raw_input_contents.append(np.array([[1, 2, 3, 4]], np.float32).tobytes())
+    with lambdaserve_serve() as served, grpc.insecure_channel(served.grpc_url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+        def stream_of(user: str) -> set[str]:
+            answers = stub.ModelStreamInfer(iter([request] * 4), metadata=[("x-user", user)])
+            return {a.infer_response.model_version for a in answers}
+
+        # When 30 users each stream four requests through tritonclient's own stub
+        met = {user: stream_of(user) for user in (f"u{n}" for n in range(30))}
+    # Then every stream met one version for all its requests, and both versions served
+    assert all(len(versions) == 1 for versions in met.values()), met
+    assert set().union(*met.values()) == {"1", "2"}, met
+
+
 def test_the_infer_functions_direct_path_keeps_a_sticky_key_on_one_version(stack):
     # Given a label weighted 50/50, sticky on x-user
     publish_two(stack)

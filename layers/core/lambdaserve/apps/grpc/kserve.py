@@ -31,6 +31,7 @@ from lambdaserve.apps.triton_extras import (
 from lambdaserve.errors import InvalidInput
 from lambdaserve.protocol.grpc import kserve
 from lambdaserve.protocol.names import check_model_name
+from lambdaserve.protocol.request_headers import forget, receive
 from lambdaserve.publishing.management import ModelManager
 from lambdaserve.serving.capture.capture_offers import (
     GRPC,
@@ -129,6 +130,9 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
         last_step: dict[tuple[str, Any], asyncio.Task[None]] = {}
 
         async def answer(request: pb.ModelInferRequest, after: asyncio.Task[None] | None) -> None:
+            # each request of the stream is received with the call's metadata (a weighted
+            # label's sticky key), in its own task's context: its own shadow draw
+            token = receive(context)
             try:
                 if after is not None:
                     await asyncio.wait([after])
@@ -137,6 +141,7 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
             except Exception as exc:
                 await answers.put(pb.ModelStreamInferResponse(error_message=error_text(exc)))
             finally:
+                forget(token)
                 window.release()
 
         async def read() -> None:
