@@ -9,7 +9,9 @@ grpc.aio load generator (concurrency 1, 8, 32 calls in flight on one channel, as
 tritonclient.grpc.aio client), so client-side encoding costs both servers the same. Every
 point checks an answer against onnxruntime run directly.
 
-    python scripts/bench_grpc.py [--seconds 10] [--peers lambdaserve,triton] [--stream]
+    python scripts/bench_grpc.py [--seconds 10] [--peers lambdaserve,native,triton] [--stream]
+
+``native`` is lambdaserve with ``serve --grpc-server native`` (pygrpc-native's server).
 
 ``--stream`` sends the same requests on ModelStreamInfer instead (each call in flight on a
 stream of its own, its answer read before the next is sent), to both servers.
@@ -21,10 +23,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +51,7 @@ from cpu_cost import CpuMeter
 from tritonclient.grpc import service_pb2
 
 CONCURRENCY = (1, 8, 32)
+NATIVE = "lambdaserve-native"  # serve --grpc-server native (pygrpc-native)
 INFER = "/inference.GRPCInferenceService/ModelInfer"
 STREAM = "/inference.GRPCInferenceService/ModelStreamInfer"
 
@@ -212,6 +218,44 @@ def measure(
     return points
 
 
+@contextlib.contextmanager
+def grpc_server(kind: str) -> Iterator[None]:
+    """``serve`` started meanwhile runs ``kind``'s gRPC server (serve --grpc-server)."""
+    before = os.environ.get("LAMBDASERVE_GRPC_SERVER")
+    os.environ["LAMBDASERVE_GRPC_SERVER"] = kind
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("LAMBDASERVE_GRPC_SERVER")
+        else:
+            os.environ["LAMBDASERVE_GRPC_SERVER"] = before
+
+
+def native_table(points: list[dict[str, Any]]) -> str:
+    """pygrpc-native's server against grpcio's, the same servicers (``--peers
+    lambdaserve,native``)."""
+    by = {(p["server"], p["protocol"], p["concurrency"]): p for p in points}
+    lines = [
+        "| concurrency | grpcio req/s | p50 / p99 ms | CPU s / 1k req | pygrpc-native req/s "
+        "| p50 / p99 ms | CPU s / 1k req | req/s ratio | p99 ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    protocol = "grpc-stream" if any(p["protocol"] == "grpc-stream" for p in points) else "grpc"
+    for concurrency in CONCURRENCY:
+        grpcio = by.get(("lambdaserve", protocol, concurrency))
+        native = by.get((NATIVE, protocol, concurrency))
+        if grpcio is None or native is None:
+            continue
+        lines.append(
+            f"| {concurrency} | {grpcio['rps']} | {grpcio['p50_ms']} / {grpcio['p99_ms']} | "
+            f"{grpcio.get('server_cpu_s_per_1k')} | {native['rps']} | {native['p50_ms']} / "
+            f"{native['p99_ms']} | {native.get('server_cpu_s_per_1k')} | "
+            f"{native['rps'] / grpcio['rps']:.2f}x | {native['p99_ms'] / grpcio['p99_ms']:.2f}x |"
+        )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def table(points: list[dict[str, Any]]) -> str:
     by = {(p["server"], p["protocol"], p["concurrency"]): p for p in points}
     lines = [
@@ -286,10 +330,15 @@ def main() -> None:
         work = Path(scratch)
         onnx_path, _, row, expected = build_models(work)
         body = request_bytes(row)
-        if "lambdaserve" in wanted:
+        for server in ("lambdaserve", "native"):
+            if server not in wanted:
+                continue
             ours = Ours(onnx_path)
             try:
-                running = ours.start(work, 0, row, args.ours_workers)
+                with grpc_server("native" if server == "native" else "grpcio"):
+                    running = ours.start(work, 0, row, args.ours_workers)
+                if server == "native":
+                    running.name = NATIVE
                 points += measure(
                     running, expected, body, args.seconds, args.channels, stream=args.stream
                 )
@@ -303,6 +352,7 @@ def main() -> None:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (RESULTS / f"grpc-{stamp}.json").write_text(json.dumps(points, indent=1))
     print(table(points))
+    print(native_table(points))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from lambdaserve.handlers.http_api import answer_without_app
 from lambdaserve.local.http_api_event import http_api_event
 from tests import builders
 from tests.integration.grpc_support import lambdaserve_serve
+from tests.support import wait_until
 
 MODEL = "weighed"
 HEADER = "lambdaserve-model-version"
@@ -95,6 +96,29 @@ def test_a_sticky_key_meets_one_version_until_the_weights_move_past_it(stack):
     # Then users moved only from 1 to 2, never back from the canary
     moved = {(first[u], later[u]) for u in users if first[u] != later[u]}
     assert moved == {(1, 2)}, moved
+
+
+def test_a_queued_request_meets_the_version_its_label_drew(stack):
+    # Given a label weighted 0/100 on two versions
+    publish_two(stack)
+    weigh(stack, {"versions": {"1": 0, "2": 100}})
+    # When requests for the label are queued (Prefer: respond-async)
+    path = f"/v2/models/{MODEL}/versions/canary/infer"
+    ids = []
+    for _ in range(3):
+        accepted = stack.inference.post(path, json=BODY, headers={"Prefer": "respond-async"})
+        assert accepted.status_code == 202, accepted.text
+        ids.append(accepted.json()["id"])
+
+    # Then each result is the canary's, as the label's weights said
+    def answered(request_id: str) -> httpx.Response | None:
+        answer = stack.inference.get(f"/v2/requests/{request_id}")
+        return answer if answer.status_code != 202 else None
+
+    for request_id in ids:
+        done = wait_until(lambda r=request_id: answered(r), 30)
+        assert done.status_code == 200, done.text
+        assert done.json()["model_version"] == "2"
 
 
 def test_grpc_says_the_answering_version_in_its_trailing_metadata(stack):

@@ -178,6 +178,13 @@ def _parser() -> argparse.ArgumentParser:
         "services in the same batcher as HTTP; 0 turns it off",
     )
     serve.add_argument(
+        "--grpc-server",
+        choices=("grpcio", "native"),
+        default=None,
+        help="the gRPC server: grpcio's, or pygrpc-native's drop-in, whose HTTP/2 and gRPC "
+        "work runs outside the GIL (LAMBDASERVE_GRPC_SERVER; default native)",
+    )
+    serve.add_argument(
         "--grpc-management",
         action="store_true",
         help="also answer the management RPCs (Triton's repository load/unload/index, "
@@ -354,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
         elif args.command == "serve":
+            if args.grpc_server:  # read from the environment (by every worker process too)
+                os.environ["LAMBDASERVE_GRPC_SERVER"] = args.grpc_server
             if args.cache_config:  # read from the environment (by every worker process too)
                 from lambdaserve.serving.response_cache.from_settings import cache_config_env
 

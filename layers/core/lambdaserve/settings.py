@@ -53,6 +53,9 @@ class Settings:
     # from the function's memory, else the task's (cgroup), by ``resident_budget``
     max_loaded_bytes: int = 0
     catalog_ttl_s: float = 2.0
+    # the long-running servers' gRPC server: pygrpc-native's (grpcio's servicers, HTTP/2 and
+    # gRPC in Rust outside the GIL: 2.2x grpcio's rate at c=32, docs/benchmarks.md), or grpcio's
+    grpc_server: str = "native"
     max_request_bytes: int = 6 * 1024**2
     # A synchronous answer's size on the wire: Lambda's 6 MB (0: none, as in `serve`)
     max_response_bytes: int = 6 * 1024**2
@@ -181,6 +184,7 @@ class Settings:
             ),
             max_loaded_bytes=_max_loaded_bytes(env),
             catalog_ttl_s=float(env.get("LAMBDASERVE_CATALOG_TTL_S", str(defaults.catalog_ttl_s))),
+            grpc_server=env.get("LAMBDASERVE_GRPC_SERVER", defaults.grpc_server),
             max_request_bytes=int(
                 env.get("LAMBDASERVE_MAX_REQUEST_BYTES", str(defaults.max_request_bytes))
             ),

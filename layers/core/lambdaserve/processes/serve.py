@@ -159,6 +159,7 @@ def with_lifespan(
                 management=(lambda: current().manage.manager) if flags.management else None,
                 share_port=flags.share_port,
                 readiness=readiness,
+                server=get_settings().grpc_server,
             ),
         )
         start.append(runner.start)

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -49,6 +50,8 @@ class GrpcOptions:
     share_port: bool = False
     # ``serve``: health says SERVING only while ready (warm, not draining); None: always
     readiness: Readiness | None = None
+    # whose server: grpcio's or pygrpc-native's (``new_server``)
+    server: str = "grpcio"
 
 
 async def build_server(plane: InferenceDataPlane, options: GrpcOptions) -> grpc.aio.Server:
@@ -57,12 +60,13 @@ async def build_server(plane: InferenceDataPlane, options: GrpcOptions) -> grpc.
 
     from lambdaserve.apps.grpc.kserve import KServeServicer
 
-    server = grpc.aio.server(
-        options=[
+    server = new_server(
+        options.server,
+        [
             ("grpc.max_receive_message_length", options.max_request_bytes),
             ("grpc.max_send_message_length", max(options.max_request_bytes, MIN_SEND_BYTES)),
             ("grpc.so_reuseport", 1 if options.share_port else 0),
-        ]
+        ],
     )
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
         KServeServicer(plane, options.management), server
@@ -73,6 +77,25 @@ async def build_server(plane: InferenceDataPlane, options: GrpcOptions) -> grpc.
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)
     server.add_insecure_port(f"{options.host}:{options.port}")
     return server
+
+
+def new_server(kind: str, settings: list[tuple[str, Any]]) -> grpc.aio.Server:
+    """An asyncio gRPC server of ``kind``: grpcio's, or pygrpc-native's, which takes the same
+    servicers and options and runs HTTP/2 and gRPC framing in Rust outside the GIL (unary and
+    server-streaming calls; it hands bidirectional ones, ModelStreamInfer's, to a grpcio
+    server behind it)."""
+    if kind == "grpcio":
+        return grpc.aio.server(options=settings)
+    if kind != "native":
+        raise ValueError(f"LAMBDASERVE_GRPC_SERVER is grpcio or native, not {kind!r}")
+    try:
+        import pygrpc_native.aio
+    except ImportError:
+        raise ValueError(
+            "--grpc-server native needs pygrpc-native installed (pip install pygrpc-native, "
+            "or the lock's serve image); or leave the flag out for grpcio"
+        ) from None
+    return pygrpc_native.aio.server(options=settings)
 
 
 async def _follow_readiness(
