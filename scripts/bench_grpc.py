@@ -9,9 +9,10 @@ grpc.aio load generator (concurrency 1, 8, 32 calls in flight on one channel, as
 tritonclient.grpc.aio client), so client-side encoding costs both servers the same. Every
 point checks an answer against onnxruntime run directly.
 
-    python scripts/bench_grpc.py [--seconds 10] [--peers lambdaserve,native,triton] [--stream]
+    python scripts/bench_grpc.py [--seconds 10] [--peers lambdaserve,grpcio,triton] [--stream]
 
-``native`` is lambdaserve with ``serve --grpc-server native`` (pygrpc-native's server).
+``lambdaserve`` is ``serve`` as it ships (pygrpc-native's gRPC server); ``grpcio`` the same
+with ``serve --grpc-server grpcio``.
 
 ``--stream`` sends the same requests on ModelStreamInfer instead (each call in flight on a
 stream of its own, its answer read before the next is sent), to both servers.
@@ -51,7 +52,7 @@ from cpu_cost import CpuMeter
 from tritonclient.grpc import service_pb2
 
 CONCURRENCY = (1, 8, 32)
-NATIVE = "lambdaserve-native"  # serve --grpc-server native (pygrpc-native)
+GRPCIO = "lambdaserve-grpcio"  # serve --grpc-server grpcio (the default is pygrpc-native's)
 INFER = "/inference.GRPCInferenceService/ModelInfer"
 STREAM = "/inference.GRPCInferenceService/ModelStreamInfer"
 
@@ -232,21 +233,15 @@ def grpc_server(kind: str) -> Iterator[None]:
             os.environ["LAMBDASERVE_GRPC_SERVER"] = before
 
 
-def native_table(points: list[dict[str, Any]]) -> str:
-    """pygrpc-native's server against grpcio's, the same servicers (``--peers
-    lambdaserve,native``)."""
-    by = {(p["server"], p["protocol"], p["concurrency"]): p for p in points}
+def servers_table(points: list[dict[str, Any]]) -> str:
+    """serve's pygrpc-native server against its grpcio one, the same servicers (``--peers
+    lambdaserve,grpcio``)."""
     lines = [
         "| concurrency | grpcio req/s | p50 / p99 ms | CPU s / 1k req | pygrpc-native req/s "
         "| p50 / p99 ms | CPU s / 1k req | req/s ratio | p99 ratio |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    protocol = "grpc-stream" if any(p["protocol"] == "grpc-stream" for p in points) else "grpc"
-    for concurrency in CONCURRENCY:
-        grpcio = by.get(("lambdaserve", protocol, concurrency))
-        native = by.get((NATIVE, protocol, concurrency))
-        if grpcio is None or native is None:
-            continue
+    for concurrency, grpcio, native in paired(points, GRPCIO, "lambdaserve"):
         lines.append(
             f"| {concurrency} | {grpcio['rps']} | {grpcio['p50_ms']} / {grpcio['p99_ms']} | "
             f"{grpcio.get('server_cpu_s_per_1k')} | {native['rps']} | {native['p50_ms']} / "
@@ -254,6 +249,18 @@ def native_table(points: list[dict[str, Any]]) -> str:
             f"{native['rps'] / grpcio['rps']:.2f}x | {native['p99_ms'] / grpcio['p99_ms']:.2f}x |"
         )
     return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def paired(
+    points: list[dict[str, Any]], first: str, second: str
+) -> Iterator[tuple[int, dict[str, Any], dict[str, Any]]]:
+    """Each concurrency both servers were measured at (on the streams with ``--stream``)."""
+    by = {(p["server"], p["protocol"], p["concurrency"]): p for p in points}
+    protocol = "grpc-stream" if any(p["protocol"] == "grpc-stream" for p in points) else "grpc"
+    for concurrency in CONCURRENCY:
+        one, other = by.get((first, protocol, concurrency)), by.get((second, protocol, concurrency))
+        if one is not None and other is not None:
+            yield concurrency, one, other
 
 
 def table(points: list[dict[str, Any]]) -> str:
@@ -266,12 +273,7 @@ def table(points: list[dict[str, Any]]) -> str:
         "| load generator CPU s / 1k req (ours / Triton's points) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    protocol = "grpc-stream" if any(p["protocol"] == "grpc-stream" for p in points) else "grpc"
-    for concurrency in CONCURRENCY:
-        ours = by.get(("lambdaserve", protocol, concurrency))
-        triton = by.get(("triton", protocol, concurrency))
-        if ours is None or triton is None:
-            continue
+    for concurrency, ours, triton in paired(points, "lambdaserve", "triton"):
         ours_cpu, triton_cpu = ours.get("server_cpu_s_per_1k"), triton.get("server_cpu_s_per_1k")
         cpu_ratio = f"{ours_cpu / triton_cpu:.2f}x" if ours_cpu and triton_cpu else ""
         lines.append(
@@ -330,15 +332,15 @@ def main() -> None:
         work = Path(scratch)
         onnx_path, _, row, expected = build_models(work)
         body = request_bytes(row)
-        for server in ("lambdaserve", "native"):
+        for server in ("lambdaserve", "grpcio"):
             if server not in wanted:
                 continue
             ours = Ours(onnx_path)
             try:
-                with grpc_server("native" if server == "native" else "grpcio"):
+                with grpc_server("grpcio" if server == "grpcio" else "native"):
                     running = ours.start(work, 0, row, args.ours_workers)
-                if server == "native":
-                    running.name = NATIVE
+                if server == "grpcio":
+                    running.name = GRPCIO
                 points += measure(
                     running, expected, body, args.seconds, args.channels, stream=args.stream
                 )
@@ -352,7 +354,7 @@ def main() -> None:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     (RESULTS / f"grpc-{stamp}.json").write_text(json.dumps(points, indent=1))
     print(table(points))
-    print(native_table(points))
+    print(servers_table(points))
 
 
 if __name__ == "__main__":
