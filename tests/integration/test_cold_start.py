@@ -107,3 +107,25 @@ def test_ready_says_whether_this_instance_had_the_version_loaded(stack):
     second = stack.inference.get("/v2/models/mlp/ready").json()
     assert (first["ready"], first["loaded"]) == (True, False)  # the probe loaded it
     assert (second["ready"], second["loaded"]) == (True, True)
+
+
+def test_describe_shows_a_versions_cold_start_phases_after_its_first_load(stack):
+    # Given a version published and READY, never asked yet
+    stack.put("models/phased/1/model.onnx", builders.onnx_mlp())
+    stack.wait_state("phased", 1, "READY")
+    # When a client asks it once (its load here, then its first inference)
+    body = {"inputs": [{"name": "INPUT__0", "datatype": "FP32", "shape": [1, 4], "data": [1] * 4}]}
+    assert stack.inference.post("/v2/models/phased/infer", json=body).status_code == 200
+
+    # Then describe shows the cold start's phases, the first inference included
+    def described() -> dict | None:
+        [version] = stack.api.get("/models/phased").json()
+        cold = version["coldStart"]
+        return cold if "firstInferenceMs" in cold else None
+
+    cold = wait_until(described, 15)
+    assert cold["count"] >= 1 and cold["where"] == ["server"], cold
+    assert cold["fetchBytes"] == len(builders.onnx_mlp())
+    for phase in ("fetchMs", "loadMs", "warmupMs", "firstInferenceMs", "totalMs"):
+        assert cold[phase]["p50"] >= 0 and cold[phase]["p99"] >= cold[phase]["p50"], cold
+    assert cold["totalMs"]["p50"] >= cold["loadMs"]["p50"] + cold["firstInferenceMs"]["p50"]

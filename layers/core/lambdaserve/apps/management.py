@@ -34,6 +34,7 @@ from lambdaserve.config.runtime_names import (
     TORCHSCRIPT_RUNTIME,
 )
 from lambdaserve.errors import InvalidInput, ModelNotFound
+from lambdaserve.metrics.cold_starts import summary
 from lambdaserve.protocol.limits import json_document
 from lambdaserve.protocol.names import check_model_name, parse_version
 from lambdaserve.publishing.management import (
@@ -322,6 +323,8 @@ def describe_version_record(
             for label, weights in sorted(view.record.label_weights.items())
             if str(record.version) in weights["versions"]
         },
+        # p50/p99 of its cold starts' phases, wherever it loaded ({} before its first load)
+        "coldStart": summary(manager.cold_starts(view.record.name, record.version)),
         "signature": record.signature,
         "sha256": record.sha256,
         "size": record.size,

@@ -74,6 +74,12 @@ class Catalog:
         # who hears of each state this catalog writes (state_events), after the write
         self._announcer: StateAnnouncer = announcer or Silent()
 
+    def cold_starts(self, model: str, version: int) -> list[dict[str, Any]]:
+        """``version``'s newest cold starts, wherever it loaded (``catalog.cold_starts``)."""
+        from lambdaserve.catalog.cold_starts import ColdStartStore
+
+        return ColdStartStore(self._db, self.table).of(model, version)
+
     # -- models -------------------------------------------------------------------------
 
     def get_model(self, name: str) -> ModelRecord | None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lambdaserve.errors import InferenceError, QueueRejected, RequestTimeout
+from lambdaserve.metrics.cold_starts import ColdStart, ColdStarts
 
 # Set while a version warms up: its runs, and the step calls an ensemble's run makes, are no
 # client's requests, so no statistic or metric counts them (ts_* and nv_* count clients').
@@ -110,9 +111,14 @@ class StatsRegistry:
     """Thread-safe counters per (model, version); ``listener`` sees every record (EMF)."""
 
     def __init__(
-        self, listener: Listener | None = None, cache_listener: CacheListener | None = None
+        self,
+        listener: Listener | None = None,
+        cache_listener: CacheListener | None = None,
+        cold_starts: ColdStarts | None = None,
     ) -> None:
         self._lock = threading.Lock()
+        # each load's phases and its first inference, where they are written (the catalog)
+        self.cold_starts = cold_starts
         self._versions: dict[tuple[str, int], VersionStats] = {}
         # a loaded version's memory, measured at its load (serving.residency.loaded_versions)
         self._memory: dict[tuple[str, int], int] = {}
@@ -125,9 +131,16 @@ class StatsRegistry:
         with self._lock:
             self._versions.setdefault((model, version), VersionStats())
 
+    def record_cold_start(self, model: str, version: int, cold: ColdStart) -> None:
+        """A version's load ended here, in ``cold``'s phases."""
+        if self.cold_starts is not None:
+            self.cold_starts.loaded(model, version, cold)
+
     def record_success(self, model: str, version: int, execution: Execution) -> None:
         if _WARMING_UP.get():
             return
+        if self.cold_starts is not None:
+            self.cold_starts.executed(model, version, execution.total_ns / 1e6)
         with self._lock:
             stats = self._versions.setdefault((model, version), VersionStats())
             stats.last_inference_ms = int(time.time() * 1000)

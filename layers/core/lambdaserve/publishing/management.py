@@ -94,6 +94,10 @@ class ModelManager:
     def all_model_names(self) -> list[str]:
         return self._catalog.all_model_names()
 
+    def cold_starts(self, name: str, version: int) -> list[dict[str, Any]]:
+        """The version's newest cold starts, wherever it loaded (describe's ``coldStart``)."""
+        return self._catalog.cold_starts(name, version)
+
     def view(self, name: str) -> ModelView:
         record = self._record(name)
         effective = effective_config(record, name)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from mangum import Mangum
 
     from lambdaserve.forwarding.forwarder import ServerModeRouter
+    from lambdaserve.metrics.cold_starts import ColdStarts
     from lambdaserve.metrics.tallies import Tallies
     from lambdaserve.queued.results import PayloadStore
     from lambdaserve.queued.submit import AsyncSubmitter
@@ -100,10 +101,22 @@ class Process:
         return build_model_server(
             self.settings,
             self.clients,
-            StatsRegistry(counted, self.metrics.record_cache),
+            StatsRegistry(counted, self.metrics.record_cache, self._cold_starts()),
             self.environment_paths,
             self._plane_here(),  # models calling models: the plane the doors use
         )
+
+    def _cold_starts(self) -> ColdStarts:
+        """Each load's phases and first inference, into the catalog (describe's p50/p99)."""
+        from lambdaserve.catalog.cold_starts import ColdStartStore
+        from lambdaserve.metrics.cold_starts import ColdStarts
+
+        def write(model: str, version: int, sample: str, fields: Any) -> None:
+            ColdStartStore(self.clients.dynamodb, self.settings.table).put(
+                model, version, sample, fields
+            )
+
+        return ColdStarts(write, "infer function" if self.settings.in_lambda else "server")
 
     @property
     def tallies(self) -> Tallies:

@@ -18,6 +18,7 @@ from lambdaserve.config.runtime_names import (
     PADDLE_INFERENCE_RUNTIME,
     TORCHSCRIPT_RUNTIME,
 )
+from lambdaserve.metrics.cold_starts import ColdStart
 from lambdaserve.runtimes.base import LoadedModel, LoadOptions, RequestsModel
 from lambdaserve.runtimes.registry import runtime_named
 from lambdaserve.serving.cache import ArtifactCache, CachedFile
@@ -53,10 +54,13 @@ def load_version(
     cache: ArtifactCache,
     options: LoadOptions,
     workers: WorkerOptions | None = None,
+    *,
     on_broken: Callable[[str], None] | None = None,
+    on_loaded: Callable[[ColdStart], None] | None = None,
 ) -> LoadedModel:
     """Load ``served``: in this process, or (model code, where ``workers`` enables them) in
-    its worker processes; ``on_broken`` hears when those keep crashing. A tensor runtime's
+    its worker processes; ``on_broken`` hears when those keep crashing, ``on_loaded`` the
+    load's phases. A tensor runtime's
     version in a long-running server is ``instance_group`` count instances
     (``serving.instances``)."""
     started = time.perf_counter()
@@ -126,6 +130,16 @@ def load_version(
         (created - fetched) * 1000,
         (done - created) * 1000,
     )
+    if on_loaded is not None:  # its cold start's phases (metrics.cold_starts)
+        on_loaded(
+            ColdStart(
+                device=loaded.device,
+                fetch_bytes=sum(f.size for f in files),
+                fetch_ms=round((fetched - started) * 1000, 3),
+                load_ms=round((created - fetched) * 1000, 3),
+                warmup_ms=round((done - created) * 1000, 3),
+            )
+        )
     if config.instance_kind == "GPU" and loaded.device == "cpu":
         logger.warning(
             "%s version %s asks for a GPU (instance_group KIND_GPU) and runs on cpu: %s",

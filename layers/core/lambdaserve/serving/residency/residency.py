@@ -175,7 +175,10 @@ class Residency:
                 self._cache,
                 replace(self._options, version=served.version),
                 self.workers,
-                lambda reason: self._report_broken(served, reason),
+                on_broken=lambda reason: self._report_broken(served, reason),
+                on_loaded=lambda cold: self._stats.record_cold_start(
+                    served.model, served.version, cold
+                ),
             )
             self._limit(served, loaded)
         except ModelCodeFailed as exc:

@@ -1,0 +1,58 @@
+"""Each version's cold starts (metrics.cold_starts, catalog.cold_starts): a load writes its
+phases, the version's first execution after it adds the first inference, every instance's
+samples meet in the catalog, and describe's summary gives p50 and p99 per phase."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lambdaserve.catalog.cold_starts import ColdStartStore
+from lambdaserve.metrics.cold_starts import ColdStart, ColdStarts, summary
+
+COLD = ColdStart(device="cpu", fetch_bytes=1000, fetch_ms=12.0, load_ms=30.0, warmup_ms=3.0)
+
+
+def test_a_load_then_its_first_inference_make_one_sample():
+    # Given a process's cold starts, written to a list
+    written: list[tuple[str, int, str, dict[str, Any]]] = []
+    starts = ColdStarts(lambda m, v, s, f: written.append((m, v, s, dict(f))), "server")
+    # When a version loads, then executes twice
+    starts.loaded("m", 1, COLD)
+    starts.executed("m", 1, 2.5)
+    starts.executed("m", 1, 9.0)
+    # Then one sample got the load's phases, then its first inference (only the first)
+    assert [(m, v) for m, v, _, _ in written] == [("m", 1), ("m", 1)]
+    assert written[0][2] == written[1][2]
+    assert written[0][3]["where"] == "server" and written[0][3]["fetch_bytes"] == 1000
+    assert written[0][3]["total_ms"] == 45.0
+    assert written[1][3] == {"first_inference_ms": 2.5, "total_ms": 47.5}
+
+
+def test_a_failing_write_never_fails_the_load():
+    def broken(*_: Any) -> None:
+        raise RuntimeError("AccessDenied")
+
+    starts = ColdStarts(broken, "infer function")
+    starts.loaded("m", 1, COLD)  # logged, not raised
+    starts.executed("m", 1, 1.0)
+
+
+def test_every_instances_samples_meet_in_the_catalog_and_summarize(aws):
+    # Given the catalog table, and three instances' cold starts of one version
+    store = ColdStartStore(aws.clients.dynamodb, aws.settings.table)
+    for n, (fetch, first) in enumerate(((10.0, 2.0), (20.0, 4.0), (90.0, 8.0))):
+        store.put("m", 1, f"000{n}", {"where": "infer function", "device": "cpu",
+                                       "fetch_bytes": 1000, "fetch_ms": fetch, "load_ms": 5.0,
+                                       "warmup_ms": 0.0, "total_ms": fetch + 5.0})  # fmt: skip
+        store.put("m", 1, f"000{n}", {"first_inference_ms": first})
+    store.put("m", 2, "0009", {"where": "server", "fetch_ms": 1.0})
+    # When describe summarizes version 1's
+    samples = store.of("m", 1)
+    described = summary(samples)
+    # Then each phase has its p50 and p99 over the three, and version 2's stayed its own
+    assert len(samples) == 3
+    assert described["count"] == 3 and described["where"] == ["infer function"]
+    assert described["fetchMs"] == {"p50": 20.0, "p99": 90.0}
+    assert described["firstInferenceMs"] == {"p50": 4.0, "p99": 8.0}
+    assert described["loadMs"] == {"p50": 5.0, "p99": 5.0}
+    assert summary(store.of("m", 3)) == {}
