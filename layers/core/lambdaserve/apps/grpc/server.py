@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,6 +101,25 @@ def new_server(kind: str, settings: list[tuple[str, Any]]) -> grpc.aio.Server:
     return pygrpc_native.aio.server(options=settings)
 
 
+# A Unix socket's path holds at most 107 bytes (sockaddr_un). pygrpc-native starts its
+# grpcio server for bidirectional calls on <temp dir>/pygrpc-native-XXXXXXXX/fallback.sock,
+# so a long temp dir (a task's or a test's own) would leave gRPC unable to start.
+_SOCKET_PATH_MAX = 107
+_FALLBACK_PATH = len("/pygrpc-native-XXXXXXXX/fallback.sock")
+
+
+@contextmanager
+def short_temp_dir() -> Iterator[None]:
+    """The temp dir as it is, or /tmp while it is too long to hold that socket."""
+    before = tempfile.tempdir
+    if len(tempfile.gettempdir()) + _FALLBACK_PATH > _SOCKET_PATH_MAX and os.path.isdir("/tmp"):
+        tempfile.tempdir = "/tmp"
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before
+
+
 async def _follow_readiness(
     checker: health.aio.HealthServicer, readiness: Readiness | None
 ) -> None:
@@ -158,7 +180,8 @@ class GrpcRunner:
         options = self._options
         try:
             self.server = await build_server(self._plane(), options)
-            await self.server.start()
+            with short_temp_dir():
+                await self.server.start()
         except Exception as exc:
             raise RuntimeError(
                 f"gRPC could not listen on {options.host}:{options.port} ({exc}); free the "
