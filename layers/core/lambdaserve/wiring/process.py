@@ -144,9 +144,12 @@ class Process:
         from lambdaserve.serving.data_plane import InferenceDataPlane
 
         capture = self.data_capture  # built first: _once holds its lock while building
-        shadows = self._shadows(capture)
+        # the shadow sink built once with the plane, not on every look-up (one per request)
         return self._once(
-            "plane", lambda: InferenceDataPlane(self.server, capture=capture, shadows=shadows)
+            "plane",
+            lambda: InferenceDataPlane(
+                self.server, capture=capture, shadows=self._shadows(capture)
+            ),
         )
 
     def _shadows(self, capture: DataCapture) -> ShadowSink:
