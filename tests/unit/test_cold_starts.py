@@ -4,10 +4,12 @@ samples meet in the catalog, and describe's summary gives p50 and p99 per phase.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from lambdaserve.catalog.cold_starts import ColdStartStore
 from lambdaserve.metrics.cold_starts import ColdStart, ColdStarts, summary
+from tests.support import wait_until
 
 COLD = ColdStart(device="cpu", fetch_bytes=1000, fetch_ms=12.0, load_ms=30.0, warmup_ms=3.0)
 
@@ -56,3 +58,22 @@ def test_every_instances_samples_meet_in_the_catalog_and_summarize(aws):
     assert described["firstInferenceMs"] == {"p50": 4.0, "p99": 8.0}
     assert described["loadMs"] == {"p50": 5.0, "p99": 5.0}
     assert summary(store.of("m", 3)) == {}
+
+
+def test_a_long_running_process_writes_on_a_thread_of_its_own():
+    # Given a process's cold starts written in the background, the writer held until released
+    release = threading.Event()
+    written: list[str] = []
+
+    def slow(model: str, version: int, sample: str, fields: Any) -> None:
+        release.wait(10)
+        written.append(threading.current_thread().name)
+
+    starts = ColdStarts(slow, "server", background=True)
+    # When a version loads
+    starts.loaded("m", 1, COLD)  # returns at once: the test would hang otherwise
+    # Then the write happens off the caller's thread
+    assert written == []
+    release.set()
+    wait_until(lambda: written, 5)
+    assert written[0].startswith("cold-starts")

@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,8 +45,14 @@ class ColdStarts:
     """A process's cold starts, written as they happen; a write that fails is logged, never
     the load's or the request's failure."""
 
-    def __init__(self, write: Write, where: str) -> None:
+    def __init__(self, write: Write, where: str, *, background: bool = False) -> None:
         self._write = write
+        # a long-running process writes on a thread of its own: the first execution after a
+        # load may be recorded on the event loop's thread, which must not wait for DynamoDB
+        # (a Lambda function writes as it goes: its instance freezes once it has answered)
+        self._writer = (
+            ThreadPoolExecutor(1, thread_name_prefix="cold-starts") if background else None
+        )
         # "infer function" (Lambda) or "server" (serve, dev, the GPU service)
         self.where = where
         self._lock = threading.Lock()
@@ -77,6 +84,12 @@ class ColdStarts:
         self._put(model, version, sample, fields)
 
     def _put(self, model: str, version: int, sample: str, fields: Mapping[str, Any]) -> None:
+        if self._writer is not None:
+            self._writer.submit(self._write_now, model, version, sample, fields)
+        else:
+            self._write_now(model, version, sample, fields)
+
+    def _write_now(self, model: str, version: int, sample: str, fields: Mapping[str, Any]) -> None:
         try:
             self._write(model, version, sample, fields)
         except Exception as exc:  # a cold start's record never fails what it records

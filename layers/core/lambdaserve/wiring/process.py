@@ -116,7 +116,9 @@ class Process:
                 model, version, sample, fields
             )
 
-        return ColdStarts(write, "infer function" if self.settings.in_lambda else "server")
+        in_lambda = self.settings.in_lambda
+        where = "infer function" if in_lambda else "server"
+        return ColdStarts(write, where, background=not in_lambda)
 
     @property
     def tallies(self) -> Tallies:
