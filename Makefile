@@ -245,7 +245,7 @@ bench-envs: install-test ## publish -> READY with a requirements.txt: first buil
 bench-infer: install-test ## inference overhead vs raw InferenceSession.run
 	$(BIN)/python scripts/bench_infer.py $(ARGS)
 
-bench-cold: install-test ## cold start: init per function, first request vs download + session
+bench-cold: install-test ## cold start: init per function, first request vs download + session, phases recorded for 1 MB, 100 MB, 1 GB models
 	$(BIN)/python scripts/bench_cold.py $(ARGS)
 
 bench-batching: install-test ## batching machinery cost, dynamic batcher vs none

@@ -9,9 +9,14 @@
    interpreter, the version READY in the catalog of an embedded moto server (downloads go
    over HTTP), split into phases by timing wrappers (scripts/cold/request_child.py); against
    the floor measured alike: boto3 ``download_file`` + ``InferenceSession(path)`` + one run.
-   Goal: first request <= 1.3 x (download + session create) + 50 ms.
+   Goal: first request <= 1.3 x (download + session create) + 50 ms. Models: the demo MLP
+   and a MatMul of each ``--sizes-mb`` (1, 100 and 1,000 MB).
+3. Each model's cold-start phases as the product records them (the catalog's samples, which
+   describe's ``coldStart`` and ``/v2/models/{m}/stats`` show, p50 / p99 over the runs):
+   the function's init (the interpreter's start to the handler's ready), the fetch, the
+   runtime's load, the warm-up and the first inference.
 
-    python scripts/bench_cold.py [--runs 5] [--big-mb 100] [--skip-big] [--json PATH]
+    python scripts/bench_cold.py [--runs 5] [--sizes-mb 1,100,1000] [--json PATH]
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from rich.table import Table
 from lambdaserve.local.demo import demo_mlp_bytes
 from lambdaserve.local.emulator import Emulator, free_port
 from lambdaserve.local.resources import ensure_resources
+from lambdaserve.metrics.cold_starts import summary
 from lambdaserve.settings import get_settings
 from lambdaserve.wiring.aws import AwsClients
 from lambdaserve.wiring.manage import build_manage_services
@@ -291,11 +297,34 @@ def print_first(report: dict[str, Any]) -> None:
         )
 
 
+def recorded_phases(model: str) -> dict[str, Any]:
+    """The cold starts the runs' infer function wrote to the catalog, as describe sums them."""
+    settings = get_settings()
+    catalog = build_manage_services(settings, AwsClients(settings)).catalog
+    return summary(catalog.cold_starts(model, 1))
+
+
+def print_recorded(recorded: dict[str, Any]) -> None:
+    models = list(recorded)
+    table = Table(title="3. Cold-start phases as recorded (catalog; describe's coldStart), ms")
+    table.add_column("phase, p50 / p99")
+    for model in models:
+        table.add_column(model, justify="right")
+    for phase in ("initMs", "fetchMs", "loadMs", "warmupMs", "firstInferenceMs", "totalMs"):
+        cells = []
+        for model in models:
+            found = recorded[model].get(phase)
+            cells.append("-" if found is None else f"{found['p50']:,.1f} / {found['p99']:,.1f}")
+        table.add_row(phase, *cells)
+    table.add_row("samples", *(str(recorded[m].get("count", 0)) for m in models))
+    table.add_row("bytes fetched", *(f"{recorded[m].get('fetchBytes') or 0:,}" for m in models))
+    console.print(table)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--big-mb", type=int, default=100)
-    parser.add_argument("--skip-big", action="store_true")
+    parser.add_argument("--sizes-mb", default="1,100,1000", help="MatMul models' sizes ('': none)")
     parser.add_argument("--json", type=Path, help="write every number and sample here")
     args = parser.parse_args()
     logging.getLogger("moto").setLevel(logging.ERROR)  # template resources moto cannot deploy
@@ -323,19 +352,22 @@ def main() -> None:
             init["handler_floor"] = measure_handler_floor(env, args.runs)
             print_handler_floor(init["handler_floor"])
             models = {"demo-mlp": (demo_mlp_bytes(), "INPUT__0", 4)}
-            if not args.skip_big:
-                data, n = big_model_bytes(args.big_mb)
-                models[f"matmul-{len(data) // 10**6}mb"] = (data, "x", n)
+            for megabytes in filter(None, args.sizes_mb.split(",")):
+                data, n = big_model_bytes(int(megabytes))
+                models[f"matmul-{megabytes}mb"] = (data, "x", n)
             for model, (_, name, width) in models.items():
                 (work / f"{model}.json").write_bytes(v2_body(name, width))
             publish({model: data for model, (data, _, _) in models.items()})
             first = {m: measure_first(env, work, m, args.runs) for m in models}
             print_first(first)
+            recorded = {m: recorded_phases(m) for m in models}
+            print_recorded(recorded)
         finally:
             emulator.stop()
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"init": init, "first_request": first}, indent=2))
+        document = {"init": init, "first_request": first, "recorded": recorded}
+        args.json.write_text(json.dumps(document, indent=2))
 
 
 if __name__ == "__main__":

@@ -56,6 +56,8 @@ def test_v2_infer_and_predictions_answer_through_the_infer_function(stack: Deplo
     cold = version["coldStart"]
     assert "infer function" in cold["where"], cold
     assert {"fetchMs", "loadMs", "warmupMs", "firstInferenceMs", "totalMs"} <= set(cold), cold
+    # the function's own init joined its first load's (the model's first request paid it)
+    assert cold["starts"] == ["init"] and cold["initMs"]["p50"] > 0, cold
     stack.assert_no_denials()
 
 

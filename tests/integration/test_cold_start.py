@@ -50,7 +50,8 @@ def test_the_direct_v2_path_answers_without_importing_the_web_framework(stack, t
         timeout=120,
         check=True,
     )
-    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    # (the other lines are EMF's: the cold start's metrics)
+    [answer] = [json.loads(x) for x in done.stdout.splitlines() if x.startswith('{"status"')]
     # Then it answered, and FastAPI, pydantic, Mangum, onnx and grpc were never imported
     assert answer == {"status": 200, "imported": []}, done.stderr[-2000:]
 
@@ -129,3 +130,8 @@ def test_describe_shows_a_versions_cold_start_phases_after_its_first_load(stack)
     for phase in ("fetchMs", "loadMs", "warmupMs", "firstInferenceMs", "totalMs"):
         assert cold[phase]["p50"] >= 0 and cold[phase]["p99"] >= cold[phase]["p50"], cold
     assert cold["totalMs"]["p50"] >= cold["loadMs"]["p50"] + cold["firstInferenceMs"]["p50"]
+
+    # And Triton's statistics of the version carry the same phases (the catalog's samples)
+    [entry] = stack.inference.get("/v2/models/phased/stats").json()["model_stats"]
+    assert entry["cold_start"]["fetchBytes"] == cold["fetchBytes"]
+    assert entry["cold_start"]["count"] >= 1 and "loadMs" in entry["cold_start"]

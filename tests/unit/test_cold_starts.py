@@ -4,11 +4,14 @@ samples meet in the catalog, and describe's summary gives p50 and p99 per phase.
 
 from __future__ import annotations
 
+import io
+import json
 import threading
 from typing import Any
 
 from lambdaserve.catalog.cold_starts import ColdStartStore
-from lambdaserve.metrics.cold_starts import ColdStart, ColdStarts, summary
+from lambdaserve.metrics.cold_starts import INIT, ColdStart, ColdStarts, process_age_ms, summary
+from lambdaserve.metrics.emf import write_cold_start
 from tests.support import wait_until
 
 COLD = ColdStart(device="cpu", fetch_bytes=1000, fetch_ms=12.0, load_ms=30.0, warmup_ms=3.0)
@@ -77,3 +80,62 @@ def test_a_long_running_process_writes_on_a_thread_of_its_own():
     release.set()
     wait_until(lambda: written, 5)
     assert written[0].startswith("cold-starts")
+
+
+def test_the_process_start_joins_the_first_load_only():
+    # Given a process that became ready 120 ms after its interpreter started
+    written: list[dict[str, Any]] = []
+    starts = ColdStarts(lambda m, v, s, f: written.append(dict(f)), "infer function")
+    starts.process_ready(INIT, 120.0)
+    # When two versions load, one after the other
+    starts.loaded("m", 1, COLD)
+    starts.loaded("m", 2, COLD)
+    # Then only the first load's cold start has the init, and its total counts it
+    assert written[0]["init"] == "init" and written[0]["init_ms"] == 120.0
+    assert written[0]["total_ms"] == 165.0
+    assert "init_ms" not in written[1] and written[1]["total_ms"] == 45.0
+
+
+def test_a_restore_starts_a_new_sample_for_each_version_the_snapshot_holds():
+    # Given a version loaded before the snapshot (its first inference still to come)
+    written: list[tuple[str, dict[str, Any]]] = []
+    starts = ColdStarts(lambda m, v, s, f: written.append((s, dict(f))), "infer function")
+    starts.loaded("m", 1, COLD)
+    snapshot_sample = written[0][0]
+    # When the instance is restored (8 ms of hooks), then answers
+    starts.restored(8.0, [("m", 1)])
+    starts.executed("m", 1, 2.0)
+    # Then the restore is a sample of its own: restore, then first inference, no fetch
+    restored_sample, fields = written[1]
+    assert restored_sample != snapshot_sample
+    assert fields["init"] == "restore" and fields["init_ms"] == 8.0 and "fetch_ms" not in fields
+    assert written[2] == (restored_sample, {"first_inference_ms": 2.0, "total_ms": 10.0})
+    assert summary([{**fields, **written[2][1], "sample": restored_sample}])["starts"] == [
+        "restore"
+    ]
+
+
+def test_each_cold_start_is_also_an_emf_line():
+    # Given cold starts that emit EMF lines to a stream
+    stream = io.StringIO()
+    starts = ColdStarts(lambda *_: None, "server", emit=write_cold_start("svc", stream))
+    # When a version loads and runs once
+    starts.loaded("m", 3, COLD)
+    starts.executed("m", 3, 5.0)
+    # Then two lines: the load's phases, then the first inference with the whole cold start
+    load, first = (json.loads(line) for line in stream.getvalue().splitlines())
+    directive = load["_aws"]["CloudWatchMetrics"][0]
+    assert directive["Dimensions"][0] == ["model", "version", "service"]
+    names = {m["Name"]: m["Unit"] for m in directive["Metrics"]}
+    assert names["ColdStartFetchMs"] == "Milliseconds" and names["ColdStartFetchBytes"] == "Bytes"
+    assert (load["model"], load["version"], load["ColdStartLoadMs"]) == ("m", "3", 30.0)
+    assert first["ColdStartFirstInferenceMs"] == 5.0 and first["ColdStartMs"] == 50.0
+
+
+def test_the_process_age_is_read_from_the_kernel():
+    # Given this process, started before the test ran
+    # When its age is read, Then it is positive and no older than the machine's uptime
+    age = process_age_ms()
+    assert age is not None and age > 0
+    with open("/proc/uptime", encoding="ascii") as uptime:
+        assert age <= float(uptime.read().split()[0]) * 1000

@@ -10,10 +10,12 @@ import pytest
 import snapshot_restore_py
 
 from lambdaserve.handlers import infer, snapstart
+from lambdaserve.metrics.cold_starts import summary
 from lambdaserve.processes.event_pump import LocalContext
 from lambdaserve.settings import get_settings
 from lambdaserve.wiring.process import current, install
 from tests import builders
+from tests.support import wait_until
 
 EVENTS = Path(__file__).parent.parent / "events"
 
@@ -75,6 +77,15 @@ def test_a_restored_instance_answers_from_the_snapshot_without_a_download(
     assert response["statusCode"] == 200, response["body"]
     assert json.loads(response["body"])["model_version"] == "1"
     assert restored.residency.downloads == 0
+
+    # And the restore is the model's cold start here: the restore, then its first inference
+    def recorded() -> dict | None:  # written by a thread of its own outside Lambda
+        found = summary(aws.services.catalog.cold_starts("mlp", 1))
+        return found if "firstInferenceMs" in found else None
+
+    cold = wait_until(recorded, 10)
+    assert cold["starts"] == ["restore"] and cold["count"] == 2  # and the snapshot's load
+    assert cold["initMs"]["p50"] >= 0
 
 
 def test_without_marks_every_default_version_is_preloaded_within_the_budget(

@@ -50,6 +50,10 @@ def start_instance() -> None:
         register(before_snapshot, after_restore)
     elif os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
         prepare_instance()
+        # the init phase, from the interpreter's start: the first load's cold start has it
+        from lambdaserve.metrics.cold_starts import INIT, process_age_ms
+
+        current().cold_starts.process_ready(INIT, process_age_ms())
 
 
 def prepare_instance() -> None:
@@ -81,7 +85,16 @@ def before_snapshot() -> None:
 def after_restore() -> None:
     """After a restore: new AWS clients and catalog views, the loaded models kept, and fresh
     randomness."""
+    import time
+
     from lambdaserve.wiring.process import current
 
-    current().renew_connections()
+    began = time.perf_counter()
+    process = current()
+    process.renew_connections()
     renew_randomness()
+    # what the function sees of its restore (the snapshot's own restore is Lambda's: its
+    # REPORT line's Restore Duration); each version the snapshot holds starts a cold start
+    process.cold_starts.restored(
+        (time.perf_counter() - began) * 1000, process.server().residency.loaded_versions()
+    )

@@ -1,14 +1,17 @@
-"""Each version's cold starts, phase by phase, where it serves: the files fetched (bytes,
-milliseconds), the runtime's load, the warm-up, and the first inference after them. A load
-records its phases as it ends (``serving.residency.loading``); the version's first
+"""Each version's cold starts, phase by phase, where it serves: the process's own start (its
+init, or a SnapStart restore) when the load is the process's first, the files fetched
+(bytes, milliseconds), the runtime's load, the warm-up, and the first inference after them.
+A load records its phases as it ends (``serving.residency.loading``); the version's first
 execution afterwards adds the first inference. ``ColdStarts`` hands each to ``write`` (the
-catalog, ``catalog.cold_starts``), which every instance adds to; ``summary`` gives p50 and
-p99 per phase over what was written (describe).
+catalog, ``catalog.cold_starts``), which every instance adds to, and to ``emit`` (EMF
+lines); ``summary`` gives p50 and p99 per phase over what was written (describe, and
+``/v2/models/{m}/stats``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -19,7 +22,8 @@ from typing import Any
 
 logger = logging.getLogger(__name__)
 
-PHASES = ("fetch_ms", "load_ms", "warmup_ms", "first_inference_ms", "total_ms")
+PHASES = ("init_ms", "fetch_ms", "load_ms", "warmup_ms", "first_inference_ms", "total_ms")
+INIT, RESTORE = "init", "restore"
 
 
 @dataclass(frozen=True)
@@ -39,14 +43,33 @@ class ColdStart:
 
 # (model, version, sample id, fields): one write of a sample (its fields set, others kept)
 Write = Callable[[str, int, str, Mapping[str, Any]], None]
+# (model, version, fields): the same fields as metrics (EMF), never a request's failure
+Emit = Callable[[str, int, Mapping[str, Any]], None]
+
+
+def process_age_ms() -> float | None:
+    """Milliseconds since this process started (Linux's /proc; None elsewhere): a Lambda
+    function's init from its interpreter's start, not only from the handler's import."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as stat:
+            # the fields after the command's closing parenthesis; starttime is the 22nd field
+            started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as uptime:
+            up_s = float(uptime.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0.0, (up_s - started_ticks / os.sysconf("SC_CLK_TCK")) * 1000)
 
 
 class ColdStarts:
     """A process's cold starts, written as they happen; a write that fails is logged, never
     the load's or the request's failure."""
 
-    def __init__(self, write: Write, where: str, *, background: bool = False) -> None:
+    def __init__(
+        self, write: Write, where: str, *, background: bool = False, emit: Emit | None = None
+    ) -> None:
         self._write = write
+        self._emit = emit
         # a long-running process writes on a thread of its own: the first execution after a
         # load may be recorded on the event loop's thread, which must not wait for DynamoDB
         # (a Lambda function writes as it goes: its instance freezes once it has answered)
@@ -59,12 +82,42 @@ class ColdStarts:
         # (model, version) -> the sample whose first inference is still to come, and when
         # its load ended
         self._first: dict[tuple[str, int], tuple[str, float, float]] = {}
+        # the process's start (kind, ms), until the first load after it takes it
+        self._start: tuple[str, float] | None = None
+
+    def process_ready(self, kind: str, started_ms: float | None) -> None:
+        """The process is ready to serve, ``started_ms`` after it started (``INIT``) or was
+        restored from a snapshot (``RESTORE``): the next load's cold start includes it."""
+        if started_ms is not None:
+            with self._lock:
+                self._start = (kind, started_ms)
+
+    def restored(self, restore_ms: float, holding: Sequence[tuple[str, int]]) -> None:
+        """A SnapStart restore: each version the snapshot holds starts a cold start of its
+        own here (the restore, then its first inference; nothing fetched or loaded), under a
+        new sample (the snapshot's pending samples are every restored instance's)."""
+        with self._lock:
+            self._first.clear()
+            self._start = None
+        for model, version in holding:
+            fields = {"init": RESTORE, "init_ms": round(restore_ms, 3)}
+            self._begin(model, version, fields, restore_ms)
+        if not holding:
+            self.process_ready(RESTORE, restore_ms)
 
     def loaded(self, model: str, version: int, cold: ColdStart) -> None:
+        with self._lock:
+            start, self._start = self._start, None
+        fields: dict[str, Any] = asdict(cold)
+        if start is not None:
+            fields |= {"init": start[0], "init_ms": round(start[1], 3)}
+        self._begin(model, version, fields, cold.total_ms + (start[1] if start else 0.0))
+
+    def _begin(self, model: str, version: int, fields: dict[str, Any], total_ms: float) -> None:
         sample = f"{int(time.time() * 1000):013d}-{uuid.uuid4().hex[:6]}"
         with self._lock:
-            self._first[(model, version)] = (sample, time.perf_counter(), cold.total_ms)
-        fields = asdict(cold) | {"where": self.where, "total_ms": round(cold.total_ms, 3)}
+            self._first[(model, version)] = (sample, time.perf_counter(), total_ms)
+        fields |= {"where": self.where, "total_ms": round(total_ms, 3)}
         self._put(model, version, sample, fields)
 
     def executed(self, model: str, version: int, execution_ms: float) -> None:
@@ -91,6 +144,8 @@ class ColdStarts:
 
     def _write_now(self, model: str, version: int, sample: str, fields: Mapping[str, Any]) -> None:
         try:
+            if self._emit is not None:
+                self._emit(model, version, {"where": self.where, **fields})
             self._write(model, version, sample, fields)
         except Exception as exc:  # a cold start's record never fails what it records
             logger.warning("cold start of %s version %s not recorded: %s", model, version, exc)
@@ -107,6 +162,8 @@ def summary(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "where": sorted({str(s["where"]) for s in samples if "where" in s}),
         "device": newest.get("device"),
         "fetchBytes": newest.get("fetch_bytes"),
+        # how the samples that include a process start began: "init" or "restore"
+        "starts": sorted({str(s["init"]) for s in samples if "init" in s}),
     }
     for phase in PHASES:
         values = sorted(float(s[phase]) for s in samples if s.get(phase) is not None)

@@ -75,6 +75,11 @@ class InvocationMetrics:
         self._capture: Callable[[], Mapping[str, int]] | None = None
         self._capture_seen: dict[str, int] = {}
 
+    @property
+    def service(self) -> str:
+        """The ``service`` dimension of this process's lines."""
+        return self._service
+
     def watch_capture(self, counts: Callable[[], Mapping[str, int]]) -> None:
         """Report payload capture's losses (records dropped or failed since the last line):
         Lambda has no ``/metrics``, and capture never fails an answer, so this is where its
@@ -265,3 +270,49 @@ def _custom_line(
         **dict(zip(labels, values, strict=True)),
         name: value,
     }
+
+
+# A cold start's phases (``metrics.cold_starts``), as CloudWatch metrics per version
+_COLD_METRICS = {
+    "init_ms": ("ColdStartInitMs", "Milliseconds"),
+    "fetch_ms": ("ColdStartFetchMs", "Milliseconds"),
+    "fetch_bytes": ("ColdStartFetchBytes", "Bytes"),
+    "load_ms": ("ColdStartLoadMs", "Milliseconds"),
+    "warmup_ms": ("ColdStartWarmupMs", "Milliseconds"),
+    "first_inference_ms": ("ColdStartFirstInferenceMs", "Milliseconds"),
+}
+
+
+def write_cold_start(
+    service: str, stream: TextIO | None = None
+) -> Callable[[str, int, Mapping[str, Any]], None]:
+    """``ColdStarts``' ``emit``: one EMF line per write of a cold start's phases (the load's,
+    then the first inference's), at once (a cold start is rare; nothing waits for a flush)."""
+
+    def emit(model: str, version: int, fields: Mapping[str, Any]) -> None:
+        found = {name: fields[key] for key, (name, _) in _COLD_METRICS.items() if key in fields}
+        if "first_inference_ms" in fields:  # the sample is whole: its total
+            found["ColdStartMs"] = fields["total_ms"]
+        if not found:
+            return
+        units = {name: unit for name, unit in _COLD_METRICS.values()} | {
+            "ColdStartMs": "Milliseconds"
+        }
+        directive = {
+            "Namespace": NAMESPACE,
+            "Dimensions": [["model", "version", "service"], ["service"]],
+            "Metrics": [{"Name": name, "Unit": units[name]} for name in found],
+        }
+        line = {
+            "_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [directive]},
+            "model": model,
+            "version": str(version),
+            "service": service,
+            "where": str(fields.get("where", "")),
+            **found,
+        }
+        out = stream or sys.stdout
+        out.write(orjson.dumps(line).decode() + "\n")
+        out.flush()
+
+    return emit

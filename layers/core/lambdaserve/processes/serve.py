@@ -104,6 +104,13 @@ class GrpcFlags:
     share_port: bool = False
 
 
+async def _process_started() -> None:
+    """The process's own start, from its interpreter's: the first load's cold start has it."""
+    from lambdaserve.metrics.cold_starts import INIT, process_age_ms
+
+    current().cold_starts.process_ready(INIT, process_age_ms())
+
+
 def with_lifespan(
     app: ASGIApp, plane: InferenceDataPlane, flags: GrpcFlags | None, own_process: bool = False
 ) -> ASGIApp:
@@ -126,7 +133,7 @@ def with_lifespan(
         loop = asyncio.get_running_loop()
         loop.set_default_executor(ThreadPoolExecutor(_THREADS, thread_name_prefix="plane"))
 
-    start: list[Step] = [size_thread_pool]
+    start: list[Step] = [size_thread_pool, _process_started] if own_process else [size_thread_pool]
     stop: list[Step] = [unload_all]
     readiness = plane.readiness
     group = siblings.from_env()

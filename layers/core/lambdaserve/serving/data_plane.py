@@ -23,6 +23,7 @@ from lambdaserve.catalog.items import VersionRecord
 from lambdaserve.config.model_config import triton_data_type
 from lambdaserve.config.runtime_names import OPENVINO_RUNTIME, PADDLE_INFERENCE_RUNTIME
 from lambdaserve.errors import InferenceError, LambdaServeError, ModelNotReady
+from lambdaserve.metrics.cold_starts import summary as cold_start_summary
 from lambdaserve.protocol.names import check_model_name, parse_version
 from lambdaserve.protocol.request_headers import answered_by, take_shadow
 from lambdaserve.protocol.v2 import InferRequest
@@ -224,11 +225,23 @@ class InferenceDataPlane:
     async def model_config(self, model: str, version_text: str | None) -> dict[str, Any]:
         return autocompleted_config(await self.resolve(model, version_text))
 
-    async def model_stats(self, model: str | None, version_text: str | None) -> dict[str, Any]:
+    async def model_stats(
+        self, model: str | None, version_text: str | None, *, cold_starts: bool = True
+    ) -> dict[str, Any]:
+        """Triton's statistics of this process; for one model, each version's cold starts
+        too, wherever it loaded (``cold_start``: p50/p99 per phase from the catalog, as
+        describe's ``coldStart``; gRPC's ModelStatistics has no field for them)."""
         if not model:
             return self.server().stats.snapshot()
-        await asyncio.to_thread(self.server().resolver.versions, check_model_name(model))
-        return self.server().stats.snapshot(model, await self.version_number(model, version_text))
+        server = self.server()
+        await asyncio.to_thread(server.resolver.versions, check_model_name(model))
+        document = server.stats.snapshot(model, await self.version_number(model, version_text))
+        for entry in document["model_stats"] if cold_starts else ():
+            samples = await asyncio.to_thread(
+                server.resolver.catalog.cold_starts, model, int(entry["version"])
+            )
+            entry["cold_start"] = cold_start_summary(samples)
+        return document
 
     async def infer(self, model: str, version: int | None, request: InferRequest) -> Inferred:
         """One decoded request through the batcher when there is one, else alone. ``version``

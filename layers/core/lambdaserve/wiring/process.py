@@ -101,15 +101,21 @@ class Process:
         return build_model_server(
             self.settings,
             self.clients,
-            StatsRegistry(counted, self.metrics.record_cache, self._cold_starts()),
+            StatsRegistry(counted, self.metrics.record_cache, self.cold_starts),
             self.environment_paths,
             self._plane_here(),  # models calling models: the plane the doors use
         )
 
-    def _cold_starts(self) -> ColdStarts:
-        """Each load's phases and first inference, into the catalog (describe's p50/p99)."""
+    @property
+    def cold_starts(self) -> ColdStarts:
+        """Each load's phases and first inference, into the catalog (describe's p50/p99) and
+        as EMF lines; the process's own start (init, restore) joins its first load's."""
+        return self._once("cold_starts", self._build_cold_starts)
+
+    def _build_cold_starts(self) -> ColdStarts:
         from lambdaserve.catalog.cold_starts import ColdStartStore
         from lambdaserve.metrics.cold_starts import ColdStarts
+        from lambdaserve.metrics.emf import write_cold_start
 
         def write(model: str, version: int, sample: str, fields: Any) -> None:
             ColdStartStore(self.clients.dynamodb, self.settings.table).put(
@@ -118,7 +124,11 @@ class Process:
 
         in_lambda = self.settings.in_lambda
         where = "infer function" if in_lambda else "server"
-        return ColdStarts(write, where, background=not in_lambda)
+        # as EMF where this process writes EMF at all: Lambda, an ECS task (its logs reach
+        # CloudWatch) or as LAMBDASERVE_COST_INTERVAL_S asks; not on a `dev` terminal
+        writes_emf = in_lambda or self.settings.cost_interval_s > 0
+        emit = write_cold_start(self.metrics.service) if writes_emf else None
+        return ColdStarts(write, where, background=not in_lambda, emit=emit)
 
     @property
     def tallies(self) -> Tallies:

@@ -93,7 +93,9 @@ class KServeServicer(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ig
 
     @unary
     async def ModelStatistics(self, request: pb.ModelStatisticsRequest, context: Context) -> Any:
-        return kserve.model_statistics(await self._plane.model_stats(request.name, request.version))
+        return kserve.model_statistics(
+            await self._plane.model_stats(request.name, request.version, cold_starts=False)
+        )
 
     @unary
     async def ModelInfer(self, request: pb.ModelInferRequest, context: Context) -> Any:
