@@ -19,8 +19,9 @@ from lambdaserve.handlers import infer
 from lambdaserve.local.http_api_event import http_api_event
 from lambdaserve.processes.event_pump import LocalContext
 from lambdaserve.protocol.http_status import status_for
+from lambdaserve.protocol.invocation import invocation_deadline
 from lambdaserve.serving.fleet_slots.from_settings import fleet_slots_from
-from lambdaserve.serving.fleet_slots.gate import FleetSlots, SlotRefused, invocation_deadline
+from lambdaserve.serving.fleet_slots.gate import FleetSlots, SlotRefused
 from lambdaserve.serving.fleet_slots.records import Limits, SlotKey, Taken
 from tests import builders
 from tests.redis_server import redis_server

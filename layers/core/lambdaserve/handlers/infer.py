@@ -13,7 +13,7 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 
 from lambdaserve.handlers import xray
 from lambdaserve.metrics.custom import CUSTOM_METRICS
-from lambdaserve.serving.fleet_slots.gate import invocation_deadline
+from lambdaserve.protocol.invocation import invocation_deadline
 from lambdaserve.serving.residency.check_event import EVENT_KEY as CHECK_EVENT
 from lambdaserve.tracing.propagation import from_traceparent, record, recording
 from lambdaserve.wiring.process import current

@@ -80,6 +80,7 @@ def before_snapshot() -> None:
     process.lambda_app  # noqa: B018 (built for its imports)
     prepare_instance()
     preload_models(process.server().residency, process.settings.preload_bytes)
+    process.flush_records(10.0)  # the loads' records, not frozen half-sent
 
 
 def after_restore() -> None:

@@ -112,6 +112,13 @@ class Process:
         as EMF lines; the process's own start (init, restore) joins its first load's."""
         return self._once("cold_starts", self._build_cold_starts)
 
+    def flush_records(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) for the records written in the background so far
+        (cold starts): before a snapshot, or before what they are written to goes away."""
+        built: ColdStarts | None = self._built.get("cold_starts")
+        if built is not None:
+            built.flush(timeout_s)
+
     def _build_cold_starts(self) -> ColdStarts:
         from lambdaserve.catalog.cold_starts import ColdStartStore
         from lambdaserve.metrics.cold_starts import ColdStarts
@@ -128,7 +135,7 @@ class Process:
         # CloudWatch) or as LAMBDASERVE_COST_INTERVAL_S asks; not on a `dev` terminal
         writes_emf = in_lambda or self.settings.cost_interval_s > 0
         emit = write_cold_start(self.metrics.service) if writes_emf else None
-        return ColdStarts(write, where, background=not in_lambda, emit=emit)
+        return ColdStarts(write, where, background=True, emit=emit)
 
     @property
     def tallies(self) -> Tallies:

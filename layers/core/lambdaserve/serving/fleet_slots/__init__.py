@@ -10,5 +10,6 @@ execution (``gate``), taken from a ``SlotStore`` (``records``): the catalog's Dy
 A version without one pays nothing: no store is asked.
 
 Imports ``config`` (the counts and the queue policy), ``settings`` and ``errors``; nothing
-about HTTP, gRPC or Lambda (the handlers set the invocation's deadline, ``gate``).
+about HTTP, gRPC or Lambda (the handlers set the invocation's deadline,
+``protocol.invocation``, which ``gate`` reads).
 """

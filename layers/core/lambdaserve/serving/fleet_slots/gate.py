@@ -23,19 +23,15 @@ import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
 from typing import Any
 
 from lambdaserve.config.dynamic_batching import QueuePolicy
 from lambdaserve.config.model_config import ModelConfig
 from lambdaserve.errors import LambdaServeError, QueueRejected
+from lambdaserve.protocol.invocation import DEADLINE, FALLBACK_S
 from lambdaserve.serving.fleet_slots.records import Limits, SlotKey, SlotStore, Taken
 
 _log = logging.getLogger(__name__)
-# When the invocation running in this context must have answered (epoch seconds; None:
-# outside an invocation, where FALLBACK_S bounds the wait and the lease)
-DEADLINE: ContextVar[float | None] = ContextVar("lambdaserve_invocation_deadline", default=None)
-FALLBACK_S = 60.0
 # what is kept of the invocation's time to answer once a request gives up waiting
 MARGIN_S = 1.0
 FIRST_POLL_S = 0.01
@@ -45,17 +41,6 @@ LAST_POLL_S = 0.25
 class SlotRefused(QueueRejected):
     """No slot of the version was free within what its queue policy allows (503,
     UNAVAILABLE): the same request later may succeed."""
-
-
-@contextmanager
-def invocation_deadline(remaining_ms: int | None) -> Iterator[None]:
-    """Around one invocation: it must answer within ``remaining_ms`` (Lambda's context;
-    None: unknown, FALLBACK_S)."""
-    token = DEADLINE.set(None if remaining_ms is None else time.time() + remaining_ms / 1000)
-    try:
-        yield
-    finally:
-        DEADLINE.reset(token)
 
 
 def limits_of(config: ModelConfig, parameters: Mapping[str, Any]) -> Limits | None:

@@ -46,11 +46,12 @@ def import_runtime_library(runtime: str) -> None:
         importlib.import_module(library)
 
 
-def release_freed_memory() -> None:
-    """After versions left: collect their cycles and give glibc's freed heap back to the
-    system (``malloc_trim``), so the memory is free for the next version and the next
-    version's measurement is not hidden by reused heap."""
-    gc.collect()
+def release_freed_memory(*, collect: bool = True) -> None:
+    """After versions left: collect their cycles (``collect``) and give glibc's freed heap
+    back to the system (``malloc_trim``), so the memory is free for the next version and the
+    next version's measurement is not hidden by reused heap."""
+    if collect:
+        gc.collect()
     trim = _malloc_trim()
     if trim is not None:
         trim(0)
