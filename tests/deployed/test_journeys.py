@@ -49,6 +49,7 @@ def test_v2_infer_and_predictions_answer_through_the_infer_function(stack: Deplo
     np.testing.assert_allclose(output["data"], expected(ROWS).ravel(), rtol=1e-5)
     assert predictions["statusCode"] == 200, predictions
     np.testing.assert_allclose(json.loads(predictions["body"]), expected(ROWS[:1])[0], rtol=1e-5)
+
     # and describe, through the management API, shows the version's cold start in the infer
     # function, phase by phase, as its role let the function write it (from a thread of its
     # own: the first request never waits for the writes)
