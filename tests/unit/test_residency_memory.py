@@ -175,3 +175,20 @@ def test_the_budget_is_sized_from_the_functions_or_the_tasks_memory(tmp_path):
     v1.mkdir(parents=True)
     (v1 / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1's "no limit"
     assert memory_limit(tmp_path / "v1") == 0
+
+
+def test_a_load_collects_garbage_only_after_a_version_left(monkeypatch: pytest.MonkeyPatch):
+    # Given versions loaded in a process whose full collections are counted
+    collections: list[int] = []
+    monkeypatch.setattr("gc.collect", lambda *_: collections.append(1) or 0)
+    process = Process()
+    loaded = LoadedVersions(0, max_bytes=40 * MB, resident=process.resident)
+    # When the first two load, with nothing released before them
+    loaded.load(key("a"), loader(process, "a", 16 * MB), 16 * MB)
+    loaded.load(key("b"), loader(process, "b", 16 * MB), 16 * MB)
+    # Then no full collection ran (in a fresh Lambda instance one cost its first request 52 ms)
+    assert collections == []
+    # When a third needs room, so the least recently used leaves
+    loaded.load(key("c"), loader(process, "c", 16 * MB), 16 * MB)
+    # Then the one that left was collected as it left
+    assert len(collections) >= 1
