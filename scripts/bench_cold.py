@@ -252,12 +252,18 @@ def measure_first(env: dict[str, str], work: Path, model: str, runs: int) -> dic
     }
 
 
-def print_first(report: dict[str, Any]) -> None:
-    models = list(report)
-    table = Table(title="2. First infer api_handler request, fresh process (median ms)")
+def model_table(title: str, models: list[str]) -> Table:
+    """A table of phases (rows) by model (columns)."""
+    table = Table(title=title)
     table.add_column("phase")
     for model in models:
         table.add_column(model, justify="right")
+    return table
+
+
+def print_first(report: dict[str, Any]) -> None:
+    models = list(report)
+    table = model_table("2. First infer api_handler request, fresh process (median ms)", models)
     order = [
         "services build",
         "  boto3 clients",
@@ -306,10 +312,8 @@ def recorded_phases(model: str) -> dict[str, Any]:
 
 def print_recorded(recorded: dict[str, Any]) -> None:
     models = list(recorded)
-    table = Table(title="3. Cold-start phases as recorded (catalog; describe's coldStart), ms")
-    table.add_column("phase, p50 / p99")
-    for model in models:
-        table.add_column(model, justify="right")
+    title = "3. Cold-start phases as recorded (catalog; describe's coldStart), ms, p50 / p99"
+    table = model_table(title, models)
     for phase in ("initMs", "fetchMs", "loadMs", "warmupMs", "firstInferenceMs", "totalMs"):
         cells = []
         for model in models:

@@ -281,6 +281,7 @@ _COLD_METRICS = {
     "warmup_ms": ("ColdStartWarmupMs", "Milliseconds"),
     "first_inference_ms": ("ColdStartFirstInferenceMs", "Milliseconds"),
 }
+_COLD_UNITS = dict(_COLD_METRICS.values()) | {"ColdStartMs": "Milliseconds"}
 
 
 def write_cold_start(
@@ -295,13 +296,10 @@ def write_cold_start(
             found["ColdStartMs"] = fields["total_ms"]
         if not found:
             return
-        units = {name: unit for name, unit in _COLD_METRICS.values()} | {
-            "ColdStartMs": "Milliseconds"
-        }
         directive = {
             "Namespace": NAMESPACE,
-            "Dimensions": [["model", "version", "service"], ["service"]],
-            "Metrics": [{"Name": name, "Unit": units[name]} for name in found],
+            "Dimensions": _DIRECTIVE["Dimensions"],  # per version and per service, as theirs
+            "Metrics": [{"Name": name, "Unit": _COLD_UNITS[name]} for name in found],
         }
         line = {
             "_aws": {"Timestamp": int(time.time() * 1000), "CloudWatchMetrics": [directive]},
